@@ -1,0 +1,47 @@
+/**
+ * The signer interface: one plain object per CAIP-2 namespace (`eip155`, `solana`, ...).
+ * Adapters (caipay/adapters/evm, caipay/adapters/solana, caipay/adapters/walletconnect) build these;
+ * the wallet core only routes to them.
+ */
+export interface SignerRequest {
+  /** CAIP-2 chain id of the action, e.g. `eip155:8453`. */
+  chainId: string
+  method: string
+  /** The action's `params`, already parsed from its JSON string. */
+  params: readonly unknown[]
+  signal?: AbortSignal
+}
+
+/** What an action would move, decoded by the adapter so the core's signing guard stays dependency-free. */
+export interface ActionInspection {
+  /** CAIP-10 account that would sign (must be one of the advertised accounts). */
+  account: string
+  /** Token movements the signature authorises; empty for attestations such as `personal_sign`. */
+  transfers: readonly InspectedTransfer[]
+}
+
+export interface InspectedTransfer {
+  /** CAIP-19 asset id, e.g. `eip155:1/erc20:0xa0b8...` or `solana:5eyk.../token:EPjF...`. */
+  asset: string
+  /** Amount in the asset's minor units. */
+  amount: bigint
+  /** CAIP-10 recipient when known. */
+  to?: string
+}
+
+export interface Signer {
+  /** CAIP-2 namespace this signer serves, e.g. `eip155` or `solana`. */
+  readonly namespace: string
+  /** CAIP-10 accounts the signer holds keys for; only these are advertised to the service. */
+  accounts(): readonly string[]
+  /** RPC methods this signer implements. */
+  readonly methods: readonly string[]
+  /**
+   * Executes one wallet RPC action. Resolves with the action's result string: an EVM tx hash or
+   * signature, or for Solana the complete signed transaction, base64. Rejects with a PayError
+   * `user_rejected` when the user declines (EIP-1193 code 4001 or equivalent).
+   */
+  request(request: SignerRequest): Promise<string>
+  /** Decodes an action for the signing guard without signing anything. */
+  inspect?(request: SignerRequest): ActionInspection | Promise<ActionInspection>
+}
