@@ -9,6 +9,8 @@ export interface SignerRequest {
   method: string
   /** The action's `params`, already parsed from its JSON string. */
   params: readonly unknown[]
+  /** True when more actions of the same option follow; an EVM signer then waits for the receipt. */
+  followedByMore?: boolean
   signal?: AbortSignal
 }
 

@@ -1,0 +1,82 @@
+import * as z from 'zod/mini'
+import { Amount, Caip2, Caip10, PaymentStatus, UnixSeconds } from './common.js'
+import { PaymentInformation } from './payment.js'
+
+export const GatewayPayment = z.object({
+  paymentId: z.string(),
+  status: PaymentStatus,
+  amount: Amount,
+  expiresAt: UnixSeconds,
+  merchant: z.object({ name: z.string(), iconUrl: z.nullable(z.string()) }),
+})
+export type GatewayPayment = z.infer<typeof GatewayPayment>
+
+export const WalletRpc = z.object({
+  chainId: Caip2,
+  method: z.string().check(z.minLength(1), z.maxLength(128)),
+  /** A JSON array, as a string: parse it to use it. */
+  params: z.string(),
+})
+export type WalletRpc = z.infer<typeof WalletRpc>
+
+export const WalletRpcAction = z.object({ type: z.literal('walletRpc'), walletRpc: WalletRpc })
+export type WalletRpcAction = z.infer<typeof WalletRpcAction>
+export const BuildAction = z.object({ type: z.literal('build'), build: z.object({ data: z.string() }) })
+export type BuildAction = z.infer<typeof BuildAction>
+export const Action = z.discriminatedUnion('type', [WalletRpcAction, BuildAction])
+export type Action = z.infer<typeof Action>
+
+export const CollectData = z.object({ url: z.string(), schema: z.optional(z.string()) })
+export type CollectData = z.infer<typeof CollectData>
+
+export const PaymentOption = z.object({
+  id: z.string(),
+  account: z.string(),
+  amount: Amount,
+  etaS: z.int().check(z.minimum(0)),
+  expiresAt: UnixSeconds,
+  actions: z.array(Action),
+  collectData: z.optional(CollectData),
+})
+export type PaymentOption = z.infer<typeof PaymentOption>
+
+export const OptionsBody = z.strictObject({
+  accounts: z.array(Caip10).check(z.maxLength(50)),
+  refresh: z.optional(z.array(z.string().check(z.maxLength(64))).check(z.maxLength(50))),
+})
+export type OptionsBody = z.infer<typeof OptionsBody>
+
+export const OptionsResponse = z.object({
+  options: z.array(PaymentOption),
+  info: z.optional(GatewayPayment),
+  collectData: z.optional(CollectData),
+  resultInfo: z.optional(PaymentInformation),
+})
+export type OptionsResponse = z.infer<typeof OptionsResponse>
+
+export const FetchBody = z.strictObject({
+  optionId: z.string().check(z.minLength(1), z.maxLength(64)),
+  data: z.string().check(z.maxLength(65_536)),
+})
+export type FetchBody = z.infer<typeof FetchBody>
+export const FetchResponse = z.object({ actions: z.array(WalletRpcAction) })
+export type FetchResponse = z.infer<typeof FetchResponse>
+
+export const ConfirmBody = z.strictObject({
+  optionId: z.string().check(z.minLength(1), z.maxLength(64)),
+  results: z.array(z.string().check(z.maxLength(65_536))).check(z.minLength(1), z.maxLength(32)),
+})
+export type ConfirmBody = z.infer<typeof ConfirmBody>
+export const ConfirmResponse = z.object({
+  status: PaymentStatus,
+  isFinal: z.boolean(),
+  pollInMs: z.nullable(z.int().check(z.minimum(0))),
+})
+export type ConfirmResponse = z.infer<typeof ConfirmResponse>
+
+/** What the hosted data-collection form posts to the service. */
+export const CollectDataSubmitBody = z.strictObject({
+  optionId: z.optional(z.string().check(z.maxLength(64))),
+  fields: z.record(z.string().check(z.maxLength(64)), z.string().check(z.maxLength(1024))),
+})
+export type CollectDataSubmitBody = z.infer<typeof CollectDataSubmitBody>

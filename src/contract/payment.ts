@@ -1,0 +1,144 @@
+import * as z from 'zod/mini'
+import { Amount, AmountInput, Cursor, limitQuery, PaymentStatus, UnixSeconds } from './common.js'
+
+export const PaymentId = z
+  .string()
+  .check(z.minLength(1), z.maxLength(64), z.regex(/^pay_[A-Za-z0-9]+$/, 'Expected a payment id (pay_...).'))
+export const PaymentIdParams = z.strictObject({ id: PaymentId })
+
+export const ReferenceId = z
+  .string()
+  .check(
+    z.minLength(1),
+    z.maxLength(35),
+    z.regex(/^[A-Za-z0-9 /:.,+-]+$/, 'referenceId allows A-Z a-z 0-9 space / : . , + -'),
+  )
+
+const PaymentCreateFields = {
+  referenceId: ReferenceId,
+  amount: AmountInput,
+  expiresAt: z.optional(UnixSeconds),
+}
+
+/** Stable version (2026-02-18). */
+export const PaymentCreateBody = z.strictObject(PaymentCreateFields)
+export type PaymentCreateBody = z.infer<typeof PaymentCreateBody>
+
+export const CheckoutUrls = z.strictObject({
+  successUrl: z.url({ protocol: /^https?$/ }).check(z.maxLength(2048)),
+  errorUrl: z.url({ protocol: /^https?$/ }).check(z.maxLength(2048)),
+})
+
+/** Preview version (2026-02-19.preview) also takes hosted checkout redirects. */
+export const PaymentCreateBodyPreview = z.strictObject({
+  ...PaymentCreateFields,
+  checkout: z.optional(CheckoutUrls),
+})
+export type PaymentCreateBodyPreview = z.infer<typeof PaymentCreateBodyPreview>
+
+export const StatusResponse = z.object({
+  status: PaymentStatus,
+  isFinal: z.boolean(),
+  pollInMs: z.nullable(z.int().check(z.minimum(0))),
+  txId: z.optional(z.string()),
+})
+export type StatusResponse = z.infer<typeof StatusResponse>
+
+export const PaymentCreateResponse = z.object({
+  paymentId: z.string(),
+  gatewayUrl: z.string(),
+  status: PaymentStatus,
+  expiresAt: UnixSeconds,
+  isFinal: z.boolean(),
+  pollInMs: z.nullable(z.int()),
+})
+export type PaymentCreateResponse = z.infer<typeof PaymentCreateResponse>
+
+export const PaymentInformation = z.object({ txId: z.string(), optionAmount: Amount })
+export type PaymentInformation = z.infer<typeof PaymentInformation>
+
+export const PaymentsSettlementSuccessful = z.object({
+  txId: z.string(),
+  amount: z.object({ unit: z.string() }),
+})
+export const PaymentsSettlementInformation = z.object({
+  successful: z.nullable(PaymentsSettlementSuccessful),
+})
+export type PaymentsSettlementInformation = z.infer<typeof PaymentsSettlementInformation>
+
+export const failureCodes = ['declined_user'] as const
+
+export const Payment = z.object({
+  paymentId: z.string(),
+  status: PaymentStatus,
+  referenceId: z.string(),
+  amount: Amount,
+  failureCode: z.optional(z.nullable(z.enum(failureCodes))),
+  info: z.optional(z.nullable(PaymentInformation)),
+  settlement: z.optional(z.nullable(PaymentsSettlementInformation)),
+  expiresAt: UnixSeconds,
+  createdAt: z.string(),
+})
+export type Payment = z.infer<typeof Payment>
+
+export const PaymentListItem = z.object({
+  paymentId: z.string(),
+  merchantId: z.string(),
+  referenceId: z.string(),
+  status: PaymentStatus,
+  amount: Amount,
+  optionAmount: z.optional(z.nullable(Amount)),
+  buyer: z.optional(z.nullable(z.string())),
+  txId: z.optional(z.nullable(z.string())),
+  refunded: z.boolean(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+})
+export type PaymentListItem = z.infer<typeof PaymentListItem>
+
+const statusFilter = z.optional(z.union([PaymentStatus, z.array(PaymentStatus).check(z.maxLength(6))]))
+const tsFilter = z.optional(
+  z.coerce.number().check(z.refine(Number.isInteger, 'Expected unix seconds.'), z.minimum(0)),
+)
+
+const paymentListFilters = {
+  status: statusFilter,
+  referenceId: z.optional(ReferenceId),
+  startTs: tsFilter,
+  endTs: tsFilter,
+  cursor: z.optional(Cursor),
+  limit: limitQuery(200),
+}
+/** Row 14/15: the merchant comes from the header or the path. */
+export const MerchantPaymentListQuery = z.strictObject(paymentListFilters)
+export type MerchantPaymentListQuery = z.infer<typeof MerchantPaymentListQuery>
+/** Row 11: across the partner's merchants, optionally one. */
+export const PaymentListQuery = z.strictObject({
+  ...paymentListFilters,
+  merchantId: z.optional(z.string().check(z.minLength(1), z.maxLength(64))),
+})
+export type PaymentListQuery = z.infer<typeof PaymentListQuery>
+
+export const PaymentListResponse = z.object({
+  data: z.array(PaymentListItem),
+  nextCursor: z.nullable(z.string()),
+})
+export type PaymentListResponse = z.infer<typeof PaymentListResponse>
+
+export const cancelReasons = ['cancelled_by_merchant', 'cancelled_by_user'] as const
+export const CancelResponse = z.object({
+  paymentId: z.string(),
+  status: z.literal('cancelled'),
+  cancelledAt: z.string(),
+  cancelledReason: z.enum(cancelReasons),
+})
+export type CancelResponse = z.infer<typeof CancelResponse>
+
+export const RefundBody = z.strictObject({ paymentId: PaymentId })
+export type RefundBody = z.infer<typeof RefundBody>
+export const RefundResponse = z.object({ paymentId: z.string() })
+export type RefundResponse = z.infer<typeof RefundResponse>
+
+export const simulateOutcomes = ['succeeded', 'failed', 'expired', 'cancelled'] as const
+export const SimulateBody = z.strictObject({ outcome: z.enum(simulateOutcomes) })
+export type SimulateBody = z.infer<typeof SimulateBody>
