@@ -80,14 +80,12 @@ function sameChain(entry: { asset: string; destination: string }): boolean {
   }
 }
 
-export const CryptoSettlementInput = z
-  .strictObject({ asset: Caip19, destination: Caip10 })
-  .check(
-    z.refine(sameChain, {
-      message: 'destination must be on the same chain as asset.',
-      path: ['destination'],
-    }),
-  )
+export const CryptoSettlementInput = z.strictObject({ asset: Caip19, destination: Caip10 }).check(
+  z.refine(sameChain, {
+    message: 'destination must be on the same chain as asset.',
+    path: ['destination'],
+  }),
+)
 
 export const CryptoSettlementCreateBody = z.strictObject({
   settlements: z.array(CryptoSettlementInput).check(z.minLength(1), z.maxLength(50)),

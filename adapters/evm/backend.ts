@@ -1,0 +1,31 @@
+import type { Address, Hash, Hex } from 'viem'
+import type { RpcTransaction, TypedDataPayload } from './params.js'
+
+/** One key on one chain. */
+export interface EvmAccountRef {
+  chainId: number
+  address: Address
+}
+
+/**
+ * What the signer needs from a key holder. The three sources (local account, WalletClient,
+ * EIP-1193 provider) each implement it once; `evmSigner` owns validation, routing and errors.
+ * Inputs are already validated: the chain and address are the signer's own.
+ */
+export interface EvmBackend {
+  readonly accounts: readonly EvmAccountRef[]
+  signTypedData(chainId: number, address: Address, typedData: TypedDataPayload): Promise<Hex>
+  signMessage(chainId: number, address: Address, message: Hex): Promise<Hex>
+  sendTransaction(chainId: number, tx: RpcTransaction): Promise<Hash>
+  waitForReceipt(chainId: number, hash: Hash): Promise<'success' | 'reverted'>
+}
+
+export interface ReceiptOptions {
+  /** How often to poll for a receipt, ms. Default 1000 (a local node mines at once; L2s in ~1-2 s). */
+  pollingInterval?: number
+  /** Give up waiting for a receipt after this long, ms. Default 180 000. */
+  receiptTimeoutMs?: number
+}
+
+export const defaultPollingInterval = 1_000
+export const defaultReceiptTimeoutMs = 180_000

@@ -1,0 +1,97 @@
+import {
+  type Account,
+  type Chain,
+  createWalletClient,
+  defineChain,
+  http,
+  type SendTransactionParameters,
+  type Transport,
+  type WalletClient,
+} from 'viem'
+import { waitForTransactionReceipt } from 'viem/actions'
+import { PayError } from '../../src/errors/PayError.js'
+import {
+  defaultPollingInterval,
+  defaultReceiptTimeoutMs,
+  type EvmBackend,
+  type ReceiptOptions,
+} from './backend.js'
+import { eip155ChainId } from './caip.js'
+import type { RpcTransaction } from './params.js'
+
+type BoundClient = WalletClient<Transport, Chain, Account>
+
+/** Builds one WalletClient per configured chain around a viem account (usually a LocalAccount). */
+export function clientsForAccount(
+  account: Account,
+  chains: Readonly<Record<string, { rpcUrl: string } | { transport: Transport }>>,
+): BoundClient[] {
+  return Object.entries(chains).map(([caip2, config]) => {
+    const transport = 'transport' in config ? config.transport : http(config.rpcUrl)
+    return createWalletClient({ account, chain: minimalChain(eip155ChainId(caip2)), transport })
+  })
+}
+
+// viem needs a Chain to sign (chain id) and to send (mismatch check); name and currency are only labels.
+function minimalChain(id: number): Chain {
+  return defineChain({
+    id,
+    name: `eip155:${id}`,
+    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+    rpcUrls: { default: { http: [] } },
+  })
+}
+
+/** Signs and sends through viem WalletClients, one per chain, each bound to an account. */
+export function viemBackend(clients: readonly WalletClient[], options: ReceiptOptions = {}): EvmBackend {
+  const byChain = new Map<number, BoundClient>()
+  for (const client of clients) {
+    if (!client.account || !client.chain) {
+      throw new PayError({
+        code: 'missing_signer',
+        message: 'A WalletClient given to evmSigner needs an account and a chain.',
+        context: { hasAccount: !!client.account, hasChain: !!client.chain },
+      })
+    }
+    byChain.set(client.chain.id, client as BoundClient)
+  }
+  const clientFor = (chainId: number) => byChain.get(chainId)!
+
+  return {
+    accounts: [...byChain.values()].map((c) => ({ chainId: c.chain.id, address: c.account.address })),
+    signTypedData: (chainId, _address, typedData) =>
+      // viem derives EIP712Domain from the domain itself and accepts decimal or hex strings for uints.
+      clientFor(chainId).signTypedData(typedData as Parameters<BoundClient['signTypedData']>[0]),
+    signMessage: (chainId, _address, message) =>
+      clientFor(chainId).signMessage({ message: { raw: message } }),
+    sendTransaction: (chainId, tx) => {
+      const client = clientFor(chainId)
+      return client.sendTransaction({
+        ...fromRpcTransaction(tx),
+        chain: client.chain,
+      } as SendTransactionParameters)
+    },
+    waitForReceipt: async (chainId, hash) => {
+      const receipt = await waitForTransactionReceipt(clientFor(chainId), {
+        hash,
+        pollingInterval: options.pollingInterval ?? defaultPollingInterval,
+        timeout: options.receiptTimeoutMs ?? defaultReceiptTimeoutMs,
+      })
+      return receipt.status
+    },
+  }
+}
+
+/** EIP-1474 hex quantities -> viem's bigint/number fields; absent fields stay absent so viem fills them. */
+function fromRpcTransaction(tx: RpcTransaction) {
+  return {
+    ...(tx.to ? { to: tx.to } : {}),
+    ...(tx.data ? { data: tx.data } : {}),
+    ...(tx.value ? { value: BigInt(tx.value) } : {}),
+    ...(tx.gas ? { gas: BigInt(tx.gas) } : {}),
+    ...(tx.nonce ? { nonce: Number(tx.nonce) } : {}),
+    ...(tx.gasPrice ? { gasPrice: BigInt(tx.gasPrice) } : {}),
+    ...(tx.maxFeePerGas ? { maxFeePerGas: BigInt(tx.maxFeePerGas) } : {}),
+    ...(tx.maxPriorityFeePerGas ? { maxPriorityFeePerGas: BigInt(tx.maxPriorityFeePerGas) } : {}),
+  }
+}

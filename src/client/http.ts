@@ -1,0 +1,198 @@
+import * as z from 'zod/mini'
+import { ErrorResponse } from '../contract/common.js'
+import { isServiceErrorCode } from '../contract/errors.js'
+import { isPayError, PayError } from '../errors/PayError.js'
+import {
+  defaultRetryPolicy,
+  isRetryableStatus,
+  parseRetryAfter,
+  type RetryPolicy,
+  retryDelay,
+  sleep,
+} from './retry.js'
+import { type SdkInfo, sdkHeaders } from './sdk.js'
+
+export type Fetch = (input: string, init: RequestInit) => Promise<Response>
+
+export type Credentials = { apiKey: string } | { appId: string; clientId: string }
+
+export interface HttpClientConfig {
+  baseUrl: string
+  auth?: Credentials
+  /** Sent as `Pay-Version`; omit to use the version pinned to the account. */
+  version?: string
+  fetch?: Fetch
+  retry?: Partial<RetryPolicy>
+  sdk?: Partial<SdkInfo>
+  /** Extra headers on every call (e.g. `Merchant-Id`). */
+  headers?: Record<string, string>
+}
+
+export interface HttpRequest<T> {
+  method: string
+  path: string
+  query?: Record<string, unknown>
+  body?: unknown
+  headers?: Record<string, string | undefined>
+  idempotencyKey?: string
+  /** A POST without an idempotency key is retried only when repeating it is harmless. */
+  safeToRetry?: boolean
+  signal?: AbortSignal
+  response: z.ZodMiniType<T>
+}
+
+export interface HttpClient {
+  request<T>(request: HttpRequest<T>): Promise<T>
+}
+
+/** JSON over `fetch` with typed errors, response validation and bounded, jittered retries. */
+export function createHttpClient(config: HttpClientConfig): HttpClient {
+  const policy = { ...defaultRetryPolicy, ...config.retry }
+  const doFetch: Fetch = config.fetch ?? ((input, init) => globalThis.fetch(input, init))
+  const baseUrl = config.baseUrl.replace(/\/+$/, '')
+  const fixedHeaders: Record<string, string> = {
+    accept: 'application/json',
+    ...sdkHeaders(config.sdk),
+    ...authHeaders(config.auth),
+    ...(config.version ? { 'Pay-Version': config.version } : {}),
+    ...config.headers,
+  }
+
+  async function request<T>(req: HttpRequest<T>): Promise<T> {
+    const retryable = req.method === 'GET' || req.idempotencyKey !== undefined || req.safeToRetry === true
+    const url = baseUrl + req.path + queryString(req.query)
+    const headers: Record<string, string> = { ...fixedHeaders }
+    for (const [name, value] of Object.entries(req.headers ?? {}))
+      if (value !== undefined) headers[name] = value
+    if (req.idempotencyKey) headers['Idempotency-Key'] = req.idempotencyKey
+    if (req.body !== undefined) headers['content-type'] = 'application/json'
+    const init: RequestInit = {
+      method: req.method,
+      headers,
+      ...(req.body !== undefined ? { body: JSON.stringify(req.body) } : {}),
+      ...(req.signal ? { signal: req.signal } : {}),
+    }
+
+    for (let attempt = 1; ; attempt++) {
+      throwIfAborted(req.signal)
+      let response: Response
+      try {
+        response = await doFetch(url, init)
+      } catch (error) {
+        throwIfAborted(req.signal)
+        const failure = new PayError({
+          code: 'network_error',
+          message: 'The service could not be reached.',
+          context: { method: req.method, path: req.path, attempt },
+          cause: error,
+        })
+        if (!retryable || attempt >= policy.attempts) throw failure
+        await pause(retryDelay(policy, attempt, undefined), req.signal)
+        continue
+      }
+      if (response.ok) return parseBody(response, req)
+      const failure = await errorFromResponse(response, req)
+      if (!retryable || attempt >= policy.attempts || !isRetryableStatus(response.status)) throw failure
+      await pause(
+        retryDelay(policy, attempt, parseRetryAfter(response.headers.get('retry-after'))),
+        req.signal,
+      )
+    }
+  }
+
+  return { request }
+}
+
+async function parseBody<T>(response: Response, req: HttpRequest<T>): Promise<T> {
+  let json: unknown
+  try {
+    json = await response.json()
+  } catch (error) {
+    throw invalidResponse(req, response.status, 'Response body is not JSON.', error)
+  }
+  const parsed = z.safeParse(req.response, json)
+  if (!parsed.success) {
+    throw invalidResponse(req, response.status, 'Response does not match the contract.', parsed.error)
+  }
+  return parsed.data
+}
+
+async function errorFromResponse(response: Response, req: HttpRequest<unknown>): Promise<PayError> {
+  const text = await response.text().catch(() => '')
+  let body: unknown
+  try {
+    body = JSON.parse(text)
+  } catch {
+    body = undefined
+  }
+  const parsed = z.safeParse(ErrorResponse, body)
+  const context = { method: req.method, path: req.path, status: response.status }
+  if (parsed.success && isServiceErrorCode(parsed.data.code)) {
+    return new PayError({
+      code: parsed.data.code,
+      message: parsed.data.message,
+      status: response.status,
+      context: parsed.data.issues ? { ...context, issues: parsed.data.issues } : context,
+    })
+  }
+  return new PayError({
+    code: response.status >= 500 ? 'internal_error' : 'invalid_response',
+    message: `The service answered ${response.status} without a valid error body.`,
+    status: response.status,
+    context,
+    details: text.slice(0, 200) || undefined,
+  })
+}
+
+function invalidResponse(
+  req: HttpRequest<unknown>,
+  status: number,
+  message: string,
+  cause: unknown,
+): PayError {
+  return new PayError({
+    code: 'invalid_response',
+    message,
+    status,
+    context: { method: req.method, path: req.path },
+    cause,
+  })
+}
+
+function authHeaders(auth: Credentials | undefined): Record<string, string> {
+  if (!auth) return {}
+  return 'apiKey' in auth ? { 'Api-Key': auth.apiKey } : { 'App-Id': auth.appId, 'Client-Id': auth.clientId }
+}
+
+function queryString(query: Record<string, unknown> | undefined): string {
+  if (!query) return ''
+  const params = new URLSearchParams()
+  for (const [key, value] of Object.entries(query)) {
+    if (value === undefined || value === null) continue
+    for (const item of Array.isArray(value) ? value : [value]) params.append(key, String(item))
+  }
+  const text = params.toString()
+  return text ? `?${text}` : ''
+}
+
+function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw abortedError(signal)
+}
+
+async function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  try {
+    await sleep(ms, signal)
+  } catch {
+    throw abortedError(signal)
+  }
+}
+
+function abortedError(signal: AbortSignal | undefined): PayError {
+  if (isPayError(signal?.reason)) return signal.reason
+  return new PayError({ code: 'aborted', message: 'The request was aborted.', cause: signal?.reason })
+}
+
+/** A random idempotency key (Web Crypto: available in browsers, React Native polyfills and Node 20). */
+export function newIdempotencyKey(): string {
+  return globalThis.crypto.randomUUID()
+}

@@ -1,0 +1,49 @@
+export interface RetryPolicy {
+  /** Total attempts including the first; 1 disables retries. */
+  attempts: number
+  /** First back-off delay; doubles each attempt. */
+  baseDelayMs: number
+  /** Upper bound for one back-off delay (also caps Retry-After). */
+  maxDelayMs: number
+}
+
+export const defaultRetryPolicy: RetryPolicy = { attempts: 3, baseDelayMs: 200, maxDelayMs: 5_000 }
+
+/** Exponential back-off with full jitter; a server's Retry-After wins when present. */
+export function retryDelay(
+  policy: RetryPolicy,
+  attempt: number,
+  retryAfterMs: number | undefined,
+  random = Math.random,
+): number {
+  if (retryAfterMs !== undefined) return Math.min(retryAfterMs, policy.maxDelayMs)
+  const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1))
+  return Math.round(ceiling / 2 + (random() * ceiling) / 2)
+}
+
+/** `Retry-After` as delta-seconds or an HTTP date. */
+export function parseRetryAfter(value: string | null, now = Date.now()): number | undefined {
+  if (!value) return undefined
+  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000
+  const date = Date.parse(value)
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
+}
+
+export function isRetryableStatus(status: number): boolean {
+  return status === 429 || status >= 500
+}
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason)
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort)
+      resolve()
+    }, ms)
+    const onAbort = () => {
+      clearTimeout(timer)
+      reject(signal?.reason)
+    }
+    signal?.addEventListener('abort', onAbort, { once: true })
+  })
+}

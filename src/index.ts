@@ -1,0 +1,50 @@
+// The wallet library: everything a wallet app needs to pay a payment link. No Node built-ins here.
+
+export type { ActionInspection, InspectedTransfer, Signer, SignerRequest } from './actions/types.js'
+export { formatAmount, fromDecimalString, parseMinor, toDecimalString } from './amount/amount.js'
+export {
+  type AccountId,
+  type AssetId,
+  type ChainId,
+  formatAccountId,
+  isAccountId,
+  isAssetId,
+  isChainId,
+  isValidAddress,
+  namespaceOf,
+  parseAccountId,
+  parseAssetId,
+  parseChainId,
+  sameCaip,
+} from './caip/caip.js'
+export { createGatewayClient, type GatewayClientConfig } from './client/gateway.js'
+export type { CallOptions, GatewayApi } from './client/gatewayApi.js'
+export type { Credentials, Fetch } from './client/http.js'
+export { defaultRetryPolicy, type RetryPolicy } from './client/retry.js'
+export {
+  type Action,
+  type Amount,
+  type AmountDisplay,
+  apiVersions,
+  type CollectData,
+  type ConfirmResponse,
+  type GatewayPayment,
+  type OptionsResponse,
+  type PaymentOption,
+  type PaymentStatus,
+  type ServiceErrorCode,
+  serviceErrorCodes,
+  serviceErrorStatus,
+  type WalletRpc,
+  type WalletRpcAction,
+} from './contract/index.js'
+export type { StatusResponse } from './contract/payment.js'
+export {
+  type ClientErrorCode,
+  clientErrorCodes,
+  isPayError,
+  PayError,
+  type PayErrorCode,
+  type PayErrorOptions,
+} from './errors/PayError.js'
+export { type ParsePaymentLinkOptions, type PaymentLink, parsePaymentLink } from './link/parsePaymentLink.js'

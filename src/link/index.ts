@@ -1,0 +1,6 @@
+export {
+  hostOf,
+  type ParsePaymentLinkOptions,
+  type PaymentLink,
+  parsePaymentLink,
+} from './parsePaymentLink.js'

@@ -1,0 +1,151 @@
+/**
+ * How a chain plugs into the wallet gateway (options -> fetch -> confirm).
+ *
+ * The gateway owns everything chain-independent: auth, payment state and its transitions, quote expiry,
+ * token amounts, data collection, result count/order/form checks, persistence of options. A driver owns
+ * what only the chain knows: the actions an option carries, building transactions, and checking and
+ * executing what the wallet signed. One driver serves one CAIP-2 chain; test mode uses the simulated
+ * driver (`simulated.ts`) for every chain, live mode the drivers handed to the gateway plugin.
+ */
+import type { Kysely } from 'kysely'
+import type { AccountId } from '../../caip/caip.js'
+import type { Action, WalletRpcAction } from '../../contract/gateway.js'
+
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
+
+export type PaymentMode = 'test' | 'live'
+
+export interface AssetConfig {
+  /** CAIP-19 asset id, e.g. `eip155:8453/erc20:0x8335...` or `solana:5eyk.../token:EPjF...`. */
+  id: string
+  symbol: string
+  name: string
+  decimals: number
+  /** USD price of one whole token, decimal string ("1" for USD stablecoins). */
+  usdRate: string
+  iconUrl?: string | null
+  /** EVM: which option kinds to offer (`eip3009` gasless, `transfer` direct); the driver's default when absent. */
+  methods?: readonly string[]
+  /** EVM: EIP-712 domain of an EIP-3009 token when it is not read from the chain. */
+  eip712?: { name: string; version: string }
+}
+
+/** The payment as drivers see it: enough to price, label and bind a payload to it. */
+export interface DriverPayment {
+  id: string
+  mode: PaymentMode
+  merchantId: string
+  amount: { unit: string; value: string }
+  /** Unix seconds. */
+  expiresAt: number
+}
+
+/** A wallet account, parsed, with its CAIP-10 text in `id`. */
+export type WalletAccount = AccountId & { id: string }
+
+export interface QuoteContext {
+  payment: DriverPayment
+  /** The account this quote is for (on the driver's chain). */
+  account: WalletAccount
+  /** Every account the wallet advertised, for options that span chains (mixed EVM + Solana). */
+  accounts: readonly WalletAccount[]
+  asset: AssetConfig
+  /** What the buyer pays, in the asset's minor units (already rounded in the merchant's favour). */
+  tokenAmount: bigint
+  /** Unix seconds after which the quote is void; bind signed payloads to it (e.g. EIP-3009 validBefore). */
+  expiresAt: number
+  /** Unix seconds. */
+  now: number
+}
+
+export interface OptionDraft {
+  /**
+   * Tells apart several options for one (account, asset), e.g. `eip3009`, `transfer`, `mixed`.
+   * A refresh re-quotes and keeps the draft of the same kind.
+   */
+  kind: string
+  /** Wallet RPC actions and `build` actions, in the order the wallet must execute them. */
+  actions: Action[]
+  /** Expected seconds from confirm to a final status. */
+  etaS: number
+  /** Driver-private JSON stored with the option and handed back to build/verify/confirm. */
+  state?: JsonValue
+}
+
+/** An option as stored by the gateway. */
+export interface StoredOption {
+  id: string
+  paymentId: string
+  kind: string
+  account: string
+  /** CAIP-19 asset id. */
+  asset: string
+  tokenAmount: bigint
+  /** As offered, `build` actions unresolved. */
+  actions: Action[]
+  /** Unix seconds. */
+  expiresAt: number
+  state: JsonValue | null
+  /** The resolved actions once fetch built them (what the wallet signs), else null. */
+  built: WalletRpcAction[] | null
+}
+
+export interface BuildContext {
+  payment: DriverPayment
+  option: StoredOption
+  asset: AssetConfig
+  now: number
+}
+
+export interface BuildResult {
+  /** The option's actions with every `build` resolved: exactly what the results of confirm answer. */
+  actions: WalletRpcAction[]
+  /** Replaces the option's state, e.g. the serialized transactions for a byte comparison at confirm. */
+  state?: JsonValue
+}
+
+export interface ConfirmContext {
+  payment: DriverPayment
+  option: StoredOption
+  asset: AssetConfig
+  /** The actions the results answer (built when the option had `build` actions), same length as `results`. */
+  actions: readonly WalletRpcAction[]
+  /** Already checked by the gateway for count, order and form (see gateway/results.ts). */
+  results: readonly string[]
+  now: number
+  /**
+   * In `confirm`: the transaction that has just moved the payment to `processing`; enqueue jobs on it so
+   * they exist exactly when the transition does. In `verify`: the plain database handle.
+   */
+  db: Kysely<any>
+}
+
+export type ConfirmOutcome =
+  /** Finished at once (test mode): the gateway moves the payment to `succeeded`. */
+  | { status: 'succeeded'; txId: string }
+  /** Finished at once and failed. */
+  | { status: 'failed'; failureCode: 'declined_user' }
+  /** Work continues in a job the driver enqueued on `ctx.db`; the job finishes the payment. */
+  | { status: 'processing' }
+
+export interface ChainDriver {
+  /** CAIP-2 chain id this driver serves. */
+  readonly caip2: string
+  /** CAIP-2 namespace (`eip155`, `solana`). */
+  readonly namespace: string
+  readonly assets: readonly AssetConfig[]
+  /**
+   * Options for one account and asset. Return `[]` when this account cannot pay (balance short, method
+   * not supported); never throw for that. Must not write anything: the gateway persists the drafts.
+   */
+  quote(ctx: QuoteContext): Promise<OptionDraft[]>
+  /** Resolves an option's `build` actions (fetch). Required when `quote` emits `build` actions. */
+  build?(ctx: BuildContext, data: string): Promise<BuildResult>
+  /**
+   * Chain-level checks of the results before any state change (signature valid, bytes identical to
+   * what was built). Throw a PayError `params_validation` naming the result index. No side effects.
+   */
+  verify?(ctx: ConfirmContext): Promise<void>
+  /** Executes the payment after the gateway won the move to `processing` (see ConfirmContext.db). */
+  confirm(ctx: ConfirmContext): Promise<ConfirmOutcome>
+}

@@ -1,0 +1,53 @@
+import { VersionedTransaction } from '@solana/web3.js'
+import type { WalletRpcAction } from '../../contract/gateway.js'
+import { paramsError } from './errors.js'
+
+const signature65 = /^0x[0-9a-fA-F]{130}$/
+const hash32 = /^0x[0-9a-fA-F]{64}$/
+const base64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
+
+type FormCheck = (result: string) => string | undefined
+
+const signatureForm: FormCheck = (r) =>
+  signature65.test(r) ? undefined : 'expected a 65-byte 0x-prefixed hex signature'
+
+/** The result form each method implies (spec gateway rules 5 and 6). */
+const forms: Record<string, FormCheck> = {
+  eth_signTypedData_v4: signatureForm,
+  eth_signTypedData_v3: signatureForm,
+  eth_signTypedData: signatureForm,
+  personal_sign: signatureForm,
+  eth_sendTransaction: (r) =>
+    hash32.test(r) ? undefined : 'expected a 32-byte 0x-prefixed transaction hash',
+  solana_signTransaction: (r) => {
+    // A detached signature is 64 bytes; the spec wants the whole signed transaction.
+    if (r.length === 0 || !base64.test(r)) return 'expected a base64-encoded signed transaction'
+    try {
+      VersionedTransaction.deserialize(Buffer.from(r, 'base64'))
+      return undefined
+    } catch {
+      return 'expected a base64-encoded signed transaction (it does not decode as one)'
+    }
+  },
+}
+
+/**
+ * Results must answer the actions one to one, in order (spec rule 4), each in the form its method implies.
+ * Throws `params_validation` naming the first mismatch.
+ */
+export function checkResults(actions: readonly WalletRpcAction[], results: readonly string[]): void {
+  if (results.length !== actions.length) {
+    throw paramsError(
+      'results',
+      `results has ${results.length} entries; the option has ${actions.length} actions (one result per action, in order)`,
+    )
+  }
+  for (const [index, action] of actions.entries()) {
+    const { method, chainId } = action.walletRpc
+    const check = forms[method]
+    const problem = check ? check(results[index]!) : `no result form is known for method ${method}`
+    if (problem) {
+      throw paramsError(`results.${index}`, `results[${index}] answers ${method} on ${chainId}: ${problem}`)
+    }
+  }
+}

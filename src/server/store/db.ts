@@ -1,0 +1,71 @@
+import { Kysely, PostgresDialect, type Transaction } from 'kysely'
+import pg from 'pg'
+import { startEmbeddedPostgres } from './embedded.js'
+import { migrate } from './migrate.js'
+import type { Database } from './schema.js'
+
+export type Db = Kysely<Database>
+
+export interface OpenDatabaseOptions {
+  /** Any PostgreSQL 14+. Without it an embedded cluster runs in `dataDir`. */
+  databaseUrl?: string | undefined
+  /** Default `.caipay`. */
+  dataDir?: string | undefined
+  /** Run pending migrations (default true). */
+  migrate?: boolean
+  /** Pool size per process (default 10). */
+  poolSize?: number
+  /** See StartEmbeddedOptions.handleSignals. */
+  handleSignals?: boolean
+  log?: (message: string) => void
+}
+
+export interface OpenedDatabase {
+  db: Db
+  /** The connection string in use (embedded or given). */
+  url: string
+  embedded: boolean
+  /** Closes the pool, then stops the embedded cluster when this process started it. */
+  close(): Promise<void>
+}
+
+export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<OpenedDatabase> {
+  const embedded = options.databaseUrl
+    ? undefined
+    : await startEmbeddedPostgres({
+        dataDir: options.dataDir ?? '.caipay',
+        ...(options.log ? { log: options.log } : {}),
+        ...(options.handleSignals ? { handleSignals: true } : {}),
+      })
+  const url = options.databaseUrl ?? embedded!.url
+  const db = createDb(url, options.poolSize)
+  try {
+    if (options.migrate !== false) await migrate(db)
+  } catch (error) {
+    await db.destroy()
+    await embedded?.stop()
+    throw error
+  }
+  return {
+    db,
+    url,
+    embedded: embedded !== undefined,
+    async close() {
+      await db.destroy()
+      await embedded?.stop()
+    },
+  }
+}
+
+export function createDb(url: string, poolSize = 10): Db {
+  const pool = new pg.Pool({ connectionString: url, max: poolSize })
+  // An idle client losing its server (database restart) must not crash the process.
+  pool.on('error', () => {})
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
+}
+
+/** Runs `fn` in a transaction, reusing the caller's when `db` already is one (kysely does not nest). */
+export function inTransaction<T>(db: Db, fn: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+  if (db.isTransaction) return fn(db as Transaction<Database>)
+  return db.transaction().execute(fn)
+}

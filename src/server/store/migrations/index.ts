@@ -1,0 +1,10 @@
+import type { Migration } from 'kysely'
+import * as core from './001_core.js'
+
+/**
+ * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
+ * one line here (e.g. `'002_gateway': gateway`).
+ */
+export const migrations: Record<string, Migration> = {
+  '001_core': core,
+}

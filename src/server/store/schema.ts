@@ -1,0 +1,156 @@
+import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely'
+import type { Amount, PaymentStatus } from '../../contract/index.js'
+
+/**
+ * Row types of the database. These are interfaces so another module can add its own tables or
+ * columns with declaration merging (`declare module '.../store/schema.js' { interface Database {...} }`)
+ * next to the migration that creates them.
+ */
+
+export type Mode = 'test' | 'live'
+export type KeyRole = 'partner' | 'wallet'
+
+/** timestamptz: read as Date, written as Date. */
+export type Timestamp = ColumnType<Date, Date, Date>
+/** numeric: pg returns text, so money never passes through a float. */
+export type Numeric = ColumnType<string, string | bigint, string | bigint>
+/** jsonb: written as a JSON string (pg would turn arrays into Postgres arrays otherwise). */
+export type Json<T> = ColumnType<T, string, string>
+
+export interface PartnersTable {
+  id: string
+  name: string | null
+  api_version: string
+  created_at: Timestamp
+}
+
+export interface ApiKeysTable {
+  id: string
+  partner_id: string
+  mode: Mode
+  role: KeyRole
+  /** hex SHA-256 of the whole key; the key itself is never stored. */
+  key_hash: string
+  /** First characters, for people to recognise a key in listings. */
+  key_prefix: string
+  created_at: Timestamp
+  revoked_at: Timestamp | null
+}
+
+export interface AppsTable {
+  /** The public app id itself (`app_test_...`, `app_...`). */
+  id: string
+  partner_id: string
+  mode: Mode
+  created_at: Timestamp
+  revoked_at: Timestamp | null
+}
+
+export interface MerchantsTable {
+  id: string
+  partner_id: string
+  mode: Mode
+  name: string
+  email: string
+  icon_url: string | null
+  status: 'active' | 'inactive' | 'suspended'
+  created_at: Timestamp
+  updated_at: Timestamp
+  deleted_at: Timestamp | null
+}
+
+export interface CryptoSettlementsTable {
+  id: string
+  merchant_id: string
+  partner_id: string
+  mode: Mode
+  asset: string
+  /** The asset folded for uniqueness (EVM hex is case-insensitive). */
+  asset_key: string
+  destination: string
+  created_at: Timestamp
+  updated_at: Timestamp
+}
+
+export type SettlementStatus = 'pending' | 'succeeded'
+
+export interface PaymentsTable {
+  id: string
+  partner_id: string
+  merchant_id: string
+  mode: Mode
+  reference_id: string
+  amount_unit: string
+  amount_value: Numeric
+  status: PaymentStatus
+  failure_code: string | null
+  expires_at: Timestamp
+  selected_option_id: string | null
+  /** CAIP-10 account that paid. */
+  buyer: string | null
+  option_amount: Json<Amount> | null
+  tx_id: string | null
+  /** null: no settlement step (test mode, direct transfers); pending, then succeeded. */
+  settlement_status: SettlementStatus | null
+  settlement_tx_id: string | null
+  settlement_unit: string | null
+  refunded_at: Timestamp | null
+  cancelled_at: Timestamp | null
+  cancelled_reason: 'cancelled_by_merchant' | 'cancelled_by_user' | null
+  checkout: Json<{ successUrl: string; errorUrl: string }> | null
+  created_at: Timestamp
+  updated_at: Timestamp
+}
+
+export type JobState = 'pending' | 'running' | 'succeeded' | 'failed'
+
+export interface JobsTable {
+  id: Generated<string>
+  kind: string
+  payment_id: string
+  state: ColumnType<JobState, JobState | undefined, JobState>
+  attempts: ColumnType<number, number | undefined, number>
+  run_at: Timestamp
+  locked_until: Timestamp | null
+  payload: Json<unknown>
+  result: Json<unknown> | null
+  last_error: string | null
+  created_at: Timestamp
+  updated_at: Timestamp
+}
+
+export interface IdempotencyKeysTable {
+  partner_id: string
+  mode: Mode
+  key: string
+  fingerprint: string
+  state: 'in_flight' | 'done'
+  response_status: number | null
+  response_body: string | null
+  response_headers: Json<Record<string, string>> | null
+  /** An in-flight row older than this belonged to a crashed request and may be taken over. */
+  locked_until: Timestamp
+  created_at: Timestamp
+  expires_at: Timestamp
+}
+
+export interface Database {
+  partners: PartnersTable
+  api_keys: ApiKeysTable
+  apps: AppsTable
+  merchants: MerchantsTable
+  crypto_settlements: CryptoSettlementsTable
+  payments: PaymentsTable
+  jobs: JobsTable
+  idempotency_keys: IdempotencyKeysTable
+}
+
+export type PartnerRow = Selectable<PartnersTable>
+export type ApiKeyRow = Selectable<ApiKeysTable>
+export type AppRow = Selectable<AppsTable>
+export type MerchantRow = Selectable<MerchantsTable>
+export type CryptoSettlementRow = Selectable<CryptoSettlementsTable>
+export type PaymentRow = Selectable<PaymentsTable>
+export type NewPayment = Insertable<PaymentsTable>
+export type PaymentUpdate = Updateable<PaymentsTable>
+export type JobRow = Selectable<JobsTable>

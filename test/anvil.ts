@@ -1,0 +1,276 @@
+/**
+ * Anvil harness: one real Anvil node per test file (ports spread per vitest worker), plus the
+ * TestUSDC deploy/mint helpers. Test-only; nothing in src/ imports it.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { createRequire } from 'node:module'
+import { createServer } from 'node:net'
+import {
+  type Address,
+  type Chain,
+  createPublicClient,
+  createWalletClient,
+  defineChain,
+  getAddress,
+  type Hash,
+  type Hex,
+  http,
+  toHex,
+} from 'viem'
+import { privateKeyToAccount } from 'viem/accounts'
+import { testUsdcAbi, testUsdcBytecode } from '../fixtures/token/index.js'
+
+/**
+ * Private keys of Anvil's default accounts (mnemonic `test test ... junk`, m/44'/60'/0'/0/i).
+ * Public knowledge: anything sent to them on a real network is taken within seconds.
+ */
+export const anvilPrivateKeys = [
+  '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80',
+  '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d',
+  '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a',
+  '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6',
+  '0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a',
+  '0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba',
+  '0x92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d6b8d88b2b4ec1564e',
+  '0x4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356',
+  '0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97',
+  '0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6',
+] as const satisfies readonly Hex[]
+
+export interface StartAnvilOptions {
+  /** Default 31337 (Anvil's own default). */
+  chainId?: number
+  /** Fixed port; by default one is picked in this worker's range. */
+  port?: number
+  /** Extra command-line arguments, e.g. `['--block-time', '1']`. */
+  args?: readonly string[]
+  /** How long to wait for the node to answer; default 10 s. */
+  timeoutMs?: number
+}
+
+export interface AnvilInstance {
+  rpcUrl: string
+  chainId: number
+  /** CAIP-2 id, `eip155:<chainId>`. */
+  caip2: string
+  port: number
+  stop(): Promise<void>
+}
+
+const require = createRequire(import.meta.url)
+const anvilBinary = require.resolve('@foundry-rs/anvil-linux-amd64/bin/anvil')
+const running = new Set<ChildProcess>()
+const portAttempts = 8
+const portsPerWorker = 400
+
+/** Starts a fresh Anvil node; retries on another port when the chosen one is taken. */
+export async function startAnvil(options: StartAnvilOptions = {}): Promise<AnvilInstance> {
+  const chainId = options.chainId ?? 31337
+  let lastError: unknown
+  for (let attempt = 0; attempt < (options.port ? 1 : portAttempts); attempt++) {
+    const port = options.port ?? (await pickFreePort())
+    try {
+      return await launch(port, chainId, options)
+    } catch (error) {
+      lastError = error
+    }
+  }
+  throw new Error(`Anvil did not start after ${portAttempts} attempts`, { cause: lastError })
+}
+
+async function launch(port: number, chainId: number, options: StartAnvilOptions): Promise<AnvilInstance> {
+  const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(chainId), '--silent']
+  const child = spawn(anvilBinary, [...args, ...(options.args ?? [])], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
+  track(child)
+  let stderr = ''
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString()
+  })
+  const exited = new Promise<never>((_, reject) => {
+    child.once('exit', (code, signal) =>
+      reject(new Error(`Anvil exited before it was ready (${signal ?? code}): ${stderr.trim()}`)),
+    )
+    child.once('error', reject)
+  })
+  exited.catch(() => {})
+  const rpcUrl = `http://127.0.0.1:${port}`
+  try {
+    // Racing against `exited` matters: if our node lost the port to someone else's, the poll
+    // could otherwise succeed against the other node.
+    await Promise.race([waitUntilReady(rpcUrl, chainId, options.timeoutMs ?? 10_000), exited])
+  } catch (error) {
+    await kill(child)
+    throw error
+  }
+  return { rpcUrl, chainId, caip2: `eip155:${chainId}`, port, stop: () => kill(child) }
+}
+
+async function waitUntilReady(rpcUrl: string, chainId: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    try {
+      const response = await fetch(rpcUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }),
+      })
+      const body = (await response.json()) as { result?: string }
+      if (body.result !== undefined && Number(body.result) === chainId) return
+      throw new Error(`a node on ${rpcUrl} reports chain ${body.result}, not ${chainId}`)
+    } catch (error) {
+      if (error instanceof Error && error.message.startsWith('a node on')) throw error
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+  }
+  throw new Error(`Anvil at ${rpcUrl} did not answer within ${timeoutMs} ms`)
+}
+
+/**
+ * A random port in this worker's own range, checked free right before use. Separate ranges keep
+ * parallel vitest workers from racing each other; the random offset keeps re-runs and other
+ * engineers' processes from colliding with a fixed port.
+ */
+async function pickFreePort(): Promise<number> {
+  const pool = Number(process.env.VITEST_POOL_ID ?? 0) % 40
+  for (;;) {
+    const port = 20_000 + pool * portsPerWorker + Math.floor(Math.random() * portsPerWorker)
+    if (await isFree(port)) return port
+  }
+}
+
+function isFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer()
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
+  })
+}
+
+function track(child: ChildProcess): void {
+  if (running.size === 0) process.once('exit', killAllSync)
+  running.add(child)
+  child.once('exit', () => running.delete(child))
+}
+
+// 'exit' handlers must be synchronous: SIGKILL now, nothing to wait for.
+function killAllSync(): void {
+  for (const child of running) child.kill('SIGKILL')
+}
+
+async function kill(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  child.kill('SIGTERM')
+  const timer = setTimeout(() => child.kill('SIGKILL'), 2_000)
+  await exited
+  clearTimeout(timer)
+}
+
+/** A viem chain for a local node; Anvil's chain id may be anything, so the `anvil` preset will not do. */
+export function anvilChain(chainId: number, rpcUrl: string): Chain {
+  return defineChain({
+    id: chainId,
+    name: `Anvil ${chainId}`,
+    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+    rpcUrls: { default: { http: [rpcUrl] } },
+  })
+}
+
+async function clientsFor(rpcUrl: string, privateKey: Hex) {
+  const transport = http(rpcUrl)
+  const chainId = await createPublicClient({ transport }).getChainId()
+  const chain = anvilChain(chainId, rpcUrl)
+  return {
+    publicClient: createPublicClient({ chain, transport }),
+    walletClient: createWalletClient({ chain, transport, account: privateKeyToAccount(privateKey) }),
+  }
+}
+
+/** Deploys TestUSDC and returns its address once the deployment is mined. */
+export async function deployTestToken(
+  rpcUrl: string,
+  deployerPrivateKey: Hex = anvilPrivateKeys[0],
+): Promise<Address> {
+  const { publicClient, walletClient } = await clientsFor(rpcUrl, deployerPrivateKey)
+  const hash = await walletClient.deployContract({ abi: testUsdcAbi, bytecode: testUsdcBytecode })
+  const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 })
+  if (receipt.status !== 'success' || !receipt.contractAddress) {
+    throw new Error(`TestUSDC deployment failed in ${hash}`)
+  }
+  return getAddress(receipt.contractAddress)
+}
+
+/** Mints `amount` minor units (6 decimals) of TestUSDC to `to` and waits until mined. */
+export async function mintTestToken(
+  rpcUrl: string,
+  token: Address,
+  to: Address,
+  amount: bigint,
+  minterPrivateKey: Hex = anvilPrivateKeys[0],
+): Promise<Hash> {
+  const { publicClient, walletClient } = await clientsFor(rpcUrl, minterPrivateKey)
+  const hash = await walletClient.writeContract({
+    address: token,
+    abi: testUsdcAbi,
+    functionName: 'mint',
+    args: [to, amount],
+  })
+  const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 })
+  if (receipt.status !== 'success') throw new Error(`TestUSDC mint failed in ${hash}`)
+  return hash
+}
+
+export type AuthorizationKind = 'TransferWithAuthorization' | 'ReceiveWithAuthorization'
+
+export interface AuthorizationParameters {
+  token: Address
+  chainId: number
+  from: Address
+  to: Address
+  value: bigint
+  kind?: AuthorizationKind
+  /** Unix seconds; default 0 (valid now) and one hour from now. */
+  validAfter?: bigint
+  validBefore?: bigint
+  nonce?: Hex
+}
+
+/**
+ * EIP-3009 typed data for TestUSDC exactly as a payments server sends it over JSON: uints as
+ * decimal strings, `EIP712Domain` spelled out. Pass it through `JSON.stringify` for
+ * `eth_signTypedData_v4`.
+ */
+export function authorizationTypedData(p: AuthorizationParameters) {
+  const now = BigInt(Math.floor(Date.now() / 1000))
+  return {
+    types: {
+      EIP712Domain: [
+        { name: 'name', type: 'string' },
+        { name: 'version', type: 'string' },
+        { name: 'chainId', type: 'uint256' },
+        { name: 'verifyingContract', type: 'address' },
+      ],
+      [p.kind ?? 'TransferWithAuthorization']: [
+        { name: 'from', type: 'address' },
+        { name: 'to', type: 'address' },
+        { name: 'value', type: 'uint256' },
+        { name: 'validAfter', type: 'uint256' },
+        { name: 'validBefore', type: 'uint256' },
+        { name: 'nonce', type: 'bytes32' },
+      ],
+    },
+    primaryType: p.kind ?? 'TransferWithAuthorization',
+    domain: { name: 'USD Coin', version: '2', chainId: p.chainId, verifyingContract: p.token },
+    message: {
+      from: p.from,
+      to: p.to,
+      value: p.value.toString(),
+      validAfter: (p.validAfter ?? 0n).toString(),
+      validBefore: (p.validBefore ?? now + 3600n).toString(),
+      nonce: p.nonce ?? toHex(randomBytes(32)),
+    },
+  }
+}

@@ -1,0 +1,103 @@
+import { type Commitment, Connection } from '@solana/web3.js'
+import type { LiteSVM } from 'litesvm'
+import { solanaCaip2, startLiteSvmRpc } from './facade.js'
+import { hasSolanaTestValidator, startTestValidator } from './testValidator.js'
+
+export type { LiteSvmRpc, LiteSvmRpcOptions } from './facade.js'
+export { solanaCaip2, startLiteSvmRpc } from './facade.js'
+export type { CreateTestMintOptions, MintTestTokensOptions } from './tokens.js'
+export { airdrop, confirmSignature, createTestMint, mintTestTokens, tokenBalance } from './tokens.js'
+
+export type SolanaBackend = 'litesvm' | 'solana-test-validator'
+
+export interface StartSolanaValidatorOptions {
+  /**
+   * `auto` (default) starts `solana-test-validator` when it is on PATH and the litesvm facade
+   * otherwise. The environment variable `CAIPAY_SOLANA_BACKEND` overrides `auto`.
+   */
+  backend?: 'auto' | SolanaBackend
+  /** Commitment of the returned Connection. Default `confirmed`. */
+  commitment?: Commitment
+  /** litesvm only: the genesis hash to report (default: a fixed local one). */
+  genesisHash?: string
+  /** solana-test-validator only: how long to wait for a healthy RPC. Default 60 s. */
+  startTimeoutMs?: number
+}
+
+export interface SolanaValidator {
+  readonly backend: SolanaBackend
+  readonly rpcUrl: string
+  readonly wsUrl: string
+  readonly genesisHash: string
+  /** `solana:<first 32 characters of the genesis hash>`. */
+  readonly caip2: `solana:${string}`
+  /** A plain web3.js Connection to this cluster (WebSocket endpoint set explicitly). */
+  readonly connection: Connection
+  /** The litesvm instance behind the facade; undefined for a real validator. */
+  readonly svm: LiteSVM | undefined
+  /**
+   * Makes blockhashes handed out so far invalid. Instant on litesvm; on a real validator it waits
+   * until the current blockhash expires (about a minute).
+   */
+  expireBlockhash(): Promise<void>
+  stop(): Promise<void>
+}
+
+/** Starts a local Solana cluster for tests and demos: the real validator when installed, else litesvm. */
+export async function startSolanaValidator(options: StartSolanaValidatorOptions = {}): Promise<SolanaValidator> {
+  const backend = resolveBackend(options.backend)
+  const commitment = options.commitment ?? 'confirmed'
+
+  if (backend === 'litesvm') {
+    const rpc = await startLiteSvmRpc(options.genesisHash ? { genesisHash: options.genesisHash } : {})
+    return {
+      backend,
+      rpcUrl: rpc.rpcUrl,
+      wsUrl: rpc.wsUrl,
+      genesisHash: rpc.genesisHash,
+      caip2: solanaCaip2(rpc.genesisHash),
+      connection: new Connection(rpc.rpcUrl, { commitment, wsEndpoint: rpc.wsUrl }),
+      svm: rpc.svm,
+      expireBlockhash: async () => rpc.expireBlockhash(),
+      stop: rpc.stop,
+    }
+  }
+
+  const validator = await startTestValidator(
+    options.startTimeoutMs === undefined ? {} : { timeoutMs: options.startTimeoutMs },
+  )
+  try {
+    const connection = new Connection(validator.rpcUrl, { commitment, wsEndpoint: validator.wsUrl })
+    const genesisHash = await connection.getGenesisHash()
+    return {
+      backend,
+      rpcUrl: validator.rpcUrl,
+      wsUrl: validator.wsUrl,
+      genesisHash,
+      caip2: solanaCaip2(genesisHash),
+      connection,
+      svm: undefined,
+      expireBlockhash: () => waitForBlockhashExpiry(connection),
+      stop: validator.stop,
+    }
+  } catch (error) {
+    await validator.stop()
+    throw error
+  }
+}
+
+function resolveBackend(requested: StartSolanaValidatorOptions['backend']): SolanaBackend {
+  const choice = requested && requested !== 'auto' ? requested : process.env.CAIPAY_SOLANA_BACKEND
+  if (choice === 'litesvm' || choice === 'solana-test-validator') return choice
+  return hasSolanaTestValidator() ? 'solana-test-validator' : 'litesvm'
+}
+
+async function waitForBlockhashExpiry(connection: Connection, timeoutMs = 180_000): Promise<void> {
+  const { blockhash } = await connection.getLatestBlockhash('processed')
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    if (!(await connection.isBlockhashValid(blockhash, { commitment: 'processed' })).value) return
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+  }
+  throw new Error(`Blockhash ${blockhash} still valid after ${timeoutMs} ms`)
+}
