@@ -6,6 +6,7 @@ const jsonReport = process.env.CI_JSON
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'adapters/**/*.test.ts', 'test/**/*.test.ts'],
+    globalSetup: ['test/globalSetup.ts'],
     pool: 'forks',
     maxWorkers: 2,
     testTimeout: 30_000,

@@ -28,7 +28,16 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   const name = `caipay_test_${randomBytes(6).toString('hex')}`
   const admin = createDb(adminUrl, 1)
   try {
-    await sql`CREATE DATABASE ${sql.id(name)} TEMPLATE ${sql.id(templateDatabase)}`.execute(admin)
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await sql`CREATE DATABASE ${sql.id(name)} TEMPLATE ${sql.id(templateDatabase)}`.execute(admin)
+        break
+      } catch (error) {
+        // 55006: another worker is cloning the template at this very moment.
+        if ((error as { code?: string }).code !== '55006' || attempt >= 50) throw error
+        await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 100))
+      }
+    }
   } finally {
     await admin.destroy()
   }

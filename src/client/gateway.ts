@@ -1,5 +1,5 @@
 import type * as z from 'zod/mini'
-import { endpoints } from '../contract/endpoints.js'
+import { gatewayEndpoints as endpoints } from '../contract/gatewayEndpoints.js'
 import type { CallOptions, GatewayApi } from './gatewayApi.js'
 import { createHttpClient, type HttpClientConfig, newIdempotencyKey } from './http.js'
 

@@ -1,14 +1,7 @@
 import type * as z from 'zod/mini'
 import { DeletedResponse } from './common.js'
-import {
-  ConfirmBody,
-  ConfirmResponse,
-  FetchBody,
-  FetchResponse,
-  GatewayPayment,
-  OptionsBody,
-  OptionsResponse,
-} from './gateway.js'
+import { endpoint } from './endpoint.js'
+import { gatewayEndpoints } from './gatewayEndpoints.js'
 import {
   CryptoSettlementCreateBody,
   CryptoSettlementCreateResponse,
@@ -38,36 +31,10 @@ import {
   StatusResponse,
 } from './payment.js'
 
-/**
- * Who may call an endpoint:
- * - `partner`: a partner-role `Api-Key`;
- * - `merchant`: a partner-role `Api-Key` plus `Merchant-Id`;
- * - `gateway`: an `Api-Key` of any role, or `App-Id` + `Client-Id`.
- */
-export type EndpointAuth = 'partner' | 'merchant' | 'gateway'
+export type { Endpoint, EndpointAuth } from './endpoint.js'
 
-export interface Endpoint {
-  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
-  /** Fastify-style path (`:param`). */
-  path: string
-  auth: EndpointAuth
-  params?: z.ZodMiniType
-  query?: z.ZodMiniType
-  body?: z.ZodMiniType
-  response: z.ZodMiniType
-  /** HTTP status of success. */
-  status: 200 | 201
-  idempotencyKey?: 'required' | 'optional'
-  deprecated?: boolean
-  summary: string
-}
-
-function endpoint<const E extends Endpoint>(e: E): E {
-  return e
-}
-
-/** The whole contract: spec rows 1-23 plus the sandbox simulate endpoint. Server and clients both read it. */
-export const endpoints = {
+/** The merchant API: spec rows 1-17 plus the sandbox simulate endpoint. */
+export const merchantEndpoints = {
   listMerchants: endpoint({
     method: 'GET',
     path: '/v1/merchants',
@@ -241,69 +208,10 @@ export const endpoints = {
     status: 200,
     summary: 'Force an outcome (test mode only)',
   }),
-
-  gatewayGetPayment: endpoint({
-    method: 'GET',
-    path: '/v1/gateway/payment/:id',
-    auth: 'gateway',
-    params: PaymentIdParams,
-    response: GatewayPayment,
-    status: 200,
-    summary: 'Payment info for display',
-  }),
-  gatewayGetStatus: endpoint({
-    method: 'GET',
-    path: '/v1/gateway/payment/:id/status',
-    auth: 'gateway',
-    params: PaymentIdParams,
-    response: StatusResponse,
-    status: 200,
-    summary: 'Payment status (wallet)',
-  }),
-  gatewayOptions: endpoint({
-    method: 'POST',
-    path: '/v1/gateway/payment/:id/options',
-    auth: 'gateway',
-    params: PaymentIdParams,
-    body: OptionsBody,
-    response: OptionsResponse,
-    status: 200,
-    idempotencyKey: 'optional',
-    summary: 'Payment options for the wallet accounts',
-  }),
-  gatewayFetch: endpoint({
-    method: 'POST',
-    path: '/v1/gateway/payment/:id/fetch',
-    auth: 'gateway',
-    params: PaymentIdParams,
-    body: FetchBody,
-    response: FetchResponse,
-    status: 200,
-    idempotencyKey: 'optional',
-    summary: "Resolve an option's build actions",
-  }),
-  gatewayCancel: endpoint({
-    method: 'POST',
-    path: '/v1/gateway/payment/:id/cancel',
-    auth: 'gateway',
-    params: PaymentIdParams,
-    response: CancelResponse,
-    status: 200,
-    idempotencyKey: 'optional',
-    summary: 'Cancel a payment (wallet)',
-  }),
-  gatewayConfirm: endpoint({
-    method: 'POST',
-    path: '/v1/gateway/payment/:id/confirm',
-    auth: 'gateway',
-    params: PaymentIdParams,
-    body: ConfirmBody,
-    response: ConfirmResponse,
-    status: 200,
-    idempotencyKey: 'optional',
-    summary: 'Confirm with the action results',
-  }),
 } as const
+
+/** The whole contract: spec rows 1-23 plus the sandbox simulate endpoint. Server and clients both read it. */
+export const endpoints = { ...merchantEndpoints, ...gatewayEndpoints } as const
 
 export type Endpoints = typeof endpoints
 export type EndpointName = keyof Endpoints

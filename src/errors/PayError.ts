@@ -18,6 +18,12 @@ export const clientErrorCodes = [
   'invalid_action',
   'invalid_caip',
   'invalid_amount',
+  'invalid_signer',
+  'unknown_option',
+  'no_options',
+  'signer_failed',
+  'action_in_doubt',
+  'invalid_snapshot',
 ] as const
 export type ClientErrorCode = (typeof clientErrorCodes)[number]
 

@@ -50,15 +50,19 @@ export async function startSolanaValidator(options: StartSolanaValidatorOptions 
 
   if (backend === 'litesvm') {
     const rpc = await startLiteSvmRpc(options.genesisHash ? { genesisHash: options.genesisHash } : {})
+    const connection = new Connection(rpc.rpcUrl, { commitment, wsEndpoint: rpc.wsUrl })
     return {
       backend,
       rpcUrl: rpc.rpcUrl,
       wsUrl: rpc.wsUrl,
       genesisHash: rpc.genesisHash,
       caip2: solanaCaip2(rpc.genesisHash),
-      connection: new Connection(rpc.rpcUrl, { commitment, wsEndpoint: rpc.wsUrl }),
+      connection,
       svm: rpc.svm,
-      expireBlockhash: async () => rpc.expireBlockhash(),
+      expireBlockhash: async () => {
+        rpc.expireBlockhash()
+        forgetCachedBlockhash(connection)
+      },
       stop: rpc.stop,
     }
   }
@@ -90,6 +94,21 @@ function resolveBackend(requested: StartSolanaValidatorOptions['backend']): Sola
   const choice = requested && requested !== 'auto' ? requested : process.env.CAIPAY_SOLANA_BACKEND
   if (choice === 'litesvm' || choice === 'solana-test-validator') return choice
   return hasSolanaTestValidator() ? 'solana-test-validator' : 'litesvm'
+}
+
+/**
+ * web3.js caches the latest blockhash for 30 s in `sendTransaction(tx, signers)` and
+ * `simulateTransaction(tx)`. On a validator the cached one stays valid for 150 blocks; litesvm
+ * accepts only the newest, so after an expiry the harness's own Connection must forget it.
+ * Other Connections to the facade keep their cache: build transactions with an explicit
+ * `getLatestBlockhash()` there.
+ */
+function forgetCachedBlockhash(connection: Connection): void {
+  const internal = connection as unknown as { _blockhashInfo?: { latestBlockhash: unknown; lastFetch: number } }
+  if (internal._blockhashInfo) {
+    internal._blockhashInfo.latestBlockhash = null
+    internal._blockhashInfo.lastFetch = 0
+  }
 }
 
 async function waitForBlockhashExpiry(connection: Connection, timeoutMs = 180_000): Promise<void> {

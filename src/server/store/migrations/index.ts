@@ -1,5 +1,6 @@
 import type { Migration } from 'kysely'
 import * as core from './001_core.js'
+import * as gateway from './002_gateway.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -7,4 +8,5 @@ import * as core from './001_core.js'
  */
 export const migrations: Record<string, Migration> = {
   '001_core': core,
+  '002_gateway': gateway,
 }

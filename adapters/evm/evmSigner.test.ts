@@ -1,0 +1,433 @@
+import {
+  type Address,
+  type Chain,
+  createPublicClient,
+  createWalletClient,
+  encodeFunctionData,
+  erc20Abi,
+  type Hex,
+  http,
+  type LocalAccount,
+  type PublicClient,
+  parseEventLogs,
+  parseSignature,
+  toHex,
+  verifyMessage,
+  verifyTypedData,
+} from 'viem'
+import { privateKeyToAccount, toAccount } from 'viem/accounts'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { testUsdcAbi } from '../../fixtures/token/index.js'
+import { isPayError, type PayError } from '../../src/errors/PayError.js'
+import {
+  type AnvilInstance,
+  anvilChain,
+  anvilPrivateKeys,
+  authorizationTypedData,
+  deployTestToken,
+  mintTestToken,
+  startAnvil,
+} from '../../test/anvil.js'
+import { evmSigner } from './index.js'
+
+const payerKey = anvilPrivateKeys[1]
+const payee = privateKeyToAccount(anvilPrivateKeys[2])
+const relayer = privateKeyToAccount(anvilPrivateKeys[3])
+
+let anvil: AnvilInstance
+let token: Address
+let reader: PublicClient
+let chain: Chain
+
+beforeAll(async () => {
+  anvil = await startAnvil()
+  token = await deployTestToken(anvil.rpcUrl)
+  await mintTestToken(anvil.rpcUrl, token, privateKeyToAccount(payerKey).address, 100_000_000n)
+  chain = anvilChain(anvil.chainId, anvil.rpcUrl)
+  reader = createPublicClient({ chain, transport: http(anvil.rpcUrl) })
+})
+afterAll(() => anvil?.stop())
+
+/** A real key that also counts its signatures, to prove refused actions were never signed. */
+function countingAccount(key: Hex): { account: LocalAccount; signatures: () => number } {
+  const real = privateKeyToAccount(key)
+  let count = 0
+  const counted = <T>(sign: () => Promise<T>) => {
+    count++
+    return sign()
+  }
+  const account = toAccount({
+    address: real.address,
+    signMessage: (args) => counted(() => real.signMessage(args)),
+    signTransaction: (tx, options) => counted(() => real.signTransaction(tx, options as never)),
+    signTypedData: (args) => counted(() => real.signTypedData(args as never)),
+  })
+  return { account, signatures: () => count }
+}
+
+function payerSigner() {
+  const { account, signatures } = countingAccount(payerKey)
+  const signer = evmSigner({
+    account,
+    chains: { [anvil.caip2]: { rpcUrl: anvil.rpcUrl } },
+    pollingInterval: 50,
+  })
+  return { signer, account, signatures }
+}
+
+const balanceOf = (owner: Address) =>
+  reader.readContract({ address: token, abi: testUsdcAbi, functionName: 'balanceOf', args: [owner] })
+
+async function expectPayError(promise: Promise<unknown>, code: PayError['code']): Promise<PayError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  )
+  expect(isPayError(error), String(error)).toBe(true)
+  expect((error as PayError).code).toBe(code)
+  return error as PayError
+}
+
+describe('evmSigner with a local account', () => {
+  it('advertises its address on every configured chain', () => {
+    const account = privateKeyToAccount(payerKey)
+    const signer = evmSigner({
+      account,
+      chains: { [anvil.caip2]: { rpcUrl: anvil.rpcUrl }, 'eip155:8453': { transport: http(anvil.rpcUrl) } },
+    })
+    expect(signer.namespace).toBe('eip155')
+    expect(signer.methods).toEqual([
+      'eth_sendTransaction',
+      'eth_signTypedData_v4',
+      'eth_signTypedData_v3',
+      'eth_signTypedData',
+      'personal_sign',
+    ])
+    expect(signer.accounts()).toEqual([`${anvil.caip2}:${account.address}`, `eip155:8453:${account.address}`])
+  })
+
+  it('signs an EIP-3009 authorization that the payee redeems on-chain for the exact amount', async () => {
+    const { signer, account } = payerSigner()
+    const typedData = authorizationTypedData({
+      token,
+      chainId: anvil.chainId,
+      from: account.address,
+      to: payee.address,
+      value: 1_250_000n,
+      kind: 'ReceiveWithAuthorization',
+    })
+    const signature = (await signer.request({
+      chainId: anvil.caip2,
+      method: 'eth_signTypedData_v4',
+      params: [account.address, JSON.stringify(typedData)],
+    })) as Hex
+    const verify = { ...typedData, address: account.address, signature } as Parameters<
+      typeof verifyTypedData
+    >[0]
+    expect(await verifyTypedData(verify)).toBe(true)
+
+    const before = [await balanceOf(account.address), await balanceOf(payee.address)]
+    const m = typedData.message
+    const payeeWallet = createWalletClient({
+      account: payee,
+      chain,
+      transport: http(anvil.rpcUrl),
+    })
+    const hash = await payeeWallet.writeContract({
+      address: token,
+      abi: testUsdcAbi,
+      functionName: 'receiveWithAuthorization',
+      args: [m.from, m.to, BigInt(m.value), BigInt(m.validAfter), BigInt(m.validBefore), m.nonce, signature],
+    })
+    expect((await reader.waitForTransactionReceipt({ hash })).status).toBe('success')
+    expect(await balanceOf(account.address)).toBe(before[0]! - 1_250_000n)
+    expect(await balanceOf(payee.address)).toBe(before[1]! + 1_250_000n)
+    expect(
+      await reader.readContract({
+        address: token,
+        abi: testUsdcAbi,
+        functionName: 'authorizationState',
+        args: [account.address, m.nonce],
+      }),
+    ).toBe(true)
+  })
+
+  it('signs a TransferWithAuthorization a relayer submits in the (v, r, s) form', async () => {
+    const { signer, account } = payerSigner()
+    const typedData = authorizationTypedData({
+      token,
+      chainId: anvil.chainId,
+      from: account.address,
+      to: payee.address,
+      value: 500_000n,
+    })
+    const signature = (await signer.request({
+      chainId: anvil.caip2,
+      method: 'eth_signTypedData_v4',
+      params: [account.address, JSON.stringify(typedData)],
+    })) as Hex
+    const { v, r, s } = parseSignature(signature)
+    const before = await balanceOf(payee.address)
+    const m = typedData.message
+    const relayerWallet = createWalletClient({ account: relayer, chain, transport: http(anvil.rpcUrl) })
+    const hash = await relayerWallet.writeContract({
+      address: token,
+      abi: testUsdcAbi,
+      functionName: 'transferWithAuthorization',
+      args: [
+        m.from,
+        m.to,
+        BigInt(m.value),
+        BigInt(m.validAfter),
+        BigInt(m.validBefore),
+        m.nonce,
+        Number(v),
+        r,
+        s,
+      ],
+    })
+    expect((await reader.waitForTransactionReceipt({ hash })).status).toBe('success')
+    expect(await balanceOf(payee.address)).toBe(before + 500_000n)
+  })
+
+  it('accepts v3 and unversioned typed data as objects and signs them like v4', async () => {
+    const { signer, account } = payerSigner()
+    const typedData = authorizationTypedData({
+      token,
+      chainId: anvil.chainId,
+      from: account.address,
+      to: payee.address,
+      value: 1n,
+    })
+    const sign = (method: string, params: unknown[]) =>
+      signer.request({ chainId: anvil.caip2, method, params })
+    const v4 = await sign('eth_signTypedData_v4', [account.address, JSON.stringify(typedData)])
+    expect(await sign('eth_signTypedData_v3', [account.address, typedData])).toBe(v4)
+    expect(await sign('eth_signTypedData', [account.address, JSON.stringify(typedData)])).toBe(v4)
+    // Some dapps put the address second for the unversioned method.
+    expect(await sign('eth_signTypedData', [typedData, account.address])).toBe(v4)
+  })
+
+  it('sends an ERC-20 transfer and, with more actions to follow, returns once it is mined', async () => {
+    const { signer, account } = payerSigner()
+    const before = await balanceOf(payee.address)
+    const data = encodeFunctionData({
+      abi: erc20Abi,
+      functionName: 'transfer',
+      args: [payee.address, 2_000_000n],
+    })
+    const hash = (await signer.request({
+      chainId: anvil.caip2,
+      method: 'eth_sendTransaction',
+      params: [{ from: account.address, to: token, data }],
+      followedByMore: true,
+    })) as Hex
+    expect(hash).toMatch(/^0x[0-9a-f]{64}$/)
+    const receipt = await reader.getTransactionReceipt({ hash })
+    expect(receipt.status).toBe('success')
+    const [transfer] = parseEventLogs({ abi: erc20Abi, logs: receipt.logs, eventName: 'Transfer' })
+    expect(transfer?.args).toEqual({ from: account.address, to: payee.address, value: 2_000_000n })
+    expect(await balanceOf(payee.address)).toBe(before + 2_000_000n)
+  })
+
+  it('reports a mined but reverted transaction with its hash', async () => {
+    const { signer, account } = payerSigner()
+    const tooMuch = encodeFunctionData({
+      abi: erc20Abi,
+      functionName: 'transfer',
+      args: [payee.address, 10n ** 30n],
+    })
+    // An explicit gas limit skips estimation, so the revert happens on-chain rather than before sending.
+    const error = await expectPayError(
+      signer.request({
+        chainId: anvil.caip2,
+        method: 'eth_sendTransaction',
+        params: [{ from: account.address, to: token, data: tooMuch, gas: toHex(100_000) }],
+        followedByMore: true,
+      }),
+      'action_rejected',
+    )
+    expect(error.context.txHash).toMatch(/^0x[0-9a-f]{64}$/)
+    const receipt = await reader.getTransactionReceipt({ hash: error.context.txHash as Hex })
+    expect(receipt.status).toBe('reverted')
+  })
+
+  it('signs personal_sign messages given as hex or as text', async () => {
+    const { signer, account } = payerSigner()
+    for (const message of [toHex('caipay attestation'), 'caipay attestation']) {
+      const signature = (await signer.request({
+        chainId: anvil.caip2,
+        method: 'personal_sign',
+        params: [message, account.address],
+      })) as Hex
+      expect(
+        await verifyMessage({ address: account.address, message: 'caipay attestation', signature }),
+      ).toBe(true)
+    }
+  })
+
+  it('refuses a foreign chain or address, or data for another chain, without signing anything', async () => {
+    const { signer, account, signatures } = payerSigner()
+    const typedData = authorizationTypedData({
+      token,
+      chainId: anvil.chainId,
+      from: account.address,
+      to: payee.address,
+      value: 1n,
+    })
+    const v4 = (chainId: string, address: Address, data: object) =>
+      signer.request({ chainId, method: 'eth_signTypedData_v4', params: [address, JSON.stringify(data)] })
+
+    const foreignChain = await expectPayError(v4('eip155:1', account.address, typedData), 'action_rejected')
+    expect(foreignChain.context).toMatchObject({ chainId: 'eip155:1' })
+    const foreignAddress = await expectPayError(v4(anvil.caip2, payee.address, typedData), 'action_rejected')
+    expect(foreignAddress.context).toMatchObject({ address: payee.address })
+    const otherDomain = { ...typedData, domain: { ...typedData.domain, chainId: 1 } }
+    const domainError = await expectPayError(v4(anvil.caip2, account.address, otherDomain), 'action_rejected')
+    expect(domainError.context).toMatchObject({ chainId: anvil.chainId, domainChainId: 1 })
+    await expectPayError(
+      signer.request({
+        chainId: anvil.caip2,
+        method: 'personal_sign',
+        params: [toHex('hi'), payee.address],
+      }),
+      'action_rejected',
+    )
+    await expectPayError(
+      signer.request({
+        chainId: anvil.caip2,
+        method: 'eth_sendTransaction',
+        params: [{ from: payee.address, to: payee.address, value: '0x1' }],
+      }),
+      'action_rejected',
+    )
+    await expectPayError(
+      signer.request({
+        chainId: anvil.caip2,
+        method: 'eth_sendTransaction',
+        params: [{ from: account.address, to: payee.address, value: '0x1', chainId: '0x1' }],
+      }),
+      'action_rejected',
+    )
+    expect(signatures()).toBe(0)
+  })
+
+  it('names unknown methods and malformed params', async () => {
+    const { signer, account, signatures } = payerSigner()
+    await expectPayError(
+      signer.request({ chainId: anvil.caip2, method: 'eth_sign', params: [account.address, '0x00'] }),
+      'unsupported_method',
+    )
+    await expectPayError(
+      signer.request({
+        chainId: anvil.caip2,
+        method: 'eth_signTypedData_v4',
+        params: [account.address, '{not json'],
+      }),
+      'invalid_action',
+    )
+    await expectPayError(
+      signer.request({
+        chainId: anvil.caip2,
+        method: 'eth_sendTransaction',
+        params: [{ to: account.address }],
+      }),
+      'invalid_action',
+    )
+    await expectPayError(
+      signer.request({
+        chainId: 'solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp',
+        method: 'personal_sign',
+        params: [],
+      }),
+      'invalid_caip',
+    )
+    expect(signatures()).toBe(0)
+  })
+
+  it('stops at once when aborted before signing', async () => {
+    const { signer, account, signatures } = payerSigner()
+    const controller = new AbortController()
+    controller.abort(new Error('user left'))
+    const error = await expectPayError(
+      signer.request({
+        chainId: anvil.caip2,
+        method: 'personal_sign',
+        params: [toHex('hi'), account.address],
+        signal: controller.signal,
+      }),
+      'aborted',
+    )
+    expect(error.cause).toEqual(new Error('user left'))
+    expect(signatures()).toBe(0)
+  })
+})
+
+describe('evmSigner on a node that does not mine', () => {
+  let idle: AnvilInstance
+  beforeAll(async () => {
+    idle = await startAnvil({ args: ['--no-mining'] })
+  })
+  afterAll(() => idle?.stop())
+
+  const send = (signal?: AbortSignal) => {
+    const account = privateKeyToAccount(payerKey)
+    const signer = evmSigner({
+      account,
+      chains: { [idle.caip2]: { rpcUrl: idle.rpcUrl } },
+      pollingInterval: 20,
+    })
+    const params = [{ from: account.address, to: payee.address, value: toHex(1) }]
+    return signer.request({
+      chainId: idle.caip2,
+      method: 'eth_sendTransaction',
+      params,
+      followedByMore: signal !== undefined,
+      ...(signal ? { signal } : {}),
+    })
+  }
+
+  it('returns the hash without waiting when no action follows', async () => {
+    expect(await send()).toMatch(/^0x[0-9a-f]{64}$/)
+  })
+
+  it('aborts the wait for a receipt and still hands back the sent hash', async () => {
+    const error = await expectPayError(send(AbortSignal.timeout(300)), 'aborted')
+    expect(error.context.txHash).toMatch(/^0x[0-9a-f]{64}$/)
+  })
+})
+
+describe('evmSigner with a WalletClient', () => {
+  it('signs with a WalletClient that holds a local account', async () => {
+    const account = privateKeyToAccount(payerKey)
+    const walletClient = createWalletClient({ account, chain, transport: http(anvil.rpcUrl) })
+    const signer = evmSigner({ walletClient })
+    expect(signer.accounts()).toEqual([`${anvil.caip2}:${account.address}`])
+    const signature = (await signer.request({
+      chainId: anvil.caip2,
+      method: 'personal_sign',
+      params: [toHex('hello'), account.address],
+    })) as Hex
+    expect(await verifyMessage({ address: account.address, message: 'hello', signature })).toBe(true)
+  })
+
+  it('sends through a JSON-RPC account (the node signs, as an injected wallet would)', async () => {
+    // Anvil keeps its dev accounts unlocked, so it is a real JSON-RPC wallet for account 4.
+    const address = privateKeyToAccount(anvilPrivateKeys[4]).address
+    const walletClient = createWalletClient({ account: address, chain, transport: http(anvil.rpcUrl) })
+    const signer = evmSigner({ walletClient: [walletClient], pollingInterval: 50 })
+    const hash = (await signer.request({
+      chainId: anvil.caip2,
+      method: 'eth_sendTransaction',
+      params: [{ from: address.toLowerCase(), to: payee.address, value: toHex(12345) }],
+      followedByMore: true,
+    })) as Hex
+    const tx = await reader.getTransaction({ hash })
+    expect([tx.from, tx.to, tx.value]).toEqual([address.toLowerCase(), payee.address.toLowerCase(), 12345n])
+  })
+
+  it('needs an account and a chain on every WalletClient', () => {
+    const walletClient = createWalletClient({ transport: http(anvil.rpcUrl) })
+    expect(() => evmSigner({ walletClient })).toThrow(expect.objectContaining({ code: 'missing_signer' }))
+  })
+})

@@ -1,0 +1,200 @@
+import { PublicKey, VersionedTransaction } from '@solana/web3.js'
+import { PayError } from '../../src/errors/PayError.js'
+import { decodeBase64 } from './base64.js'
+import {
+  associatedTokenProgramId,
+  computeBudgetProgramId,
+  memoProgramIds,
+  token2022ProgramId,
+  tokenProgramId,
+  transferCheckedTag,
+} from './programs.js'
+
+interface InstructionBase {
+  /** Position in the message. */
+  readonly index: number
+  readonly programId: string
+  /** Account addresses in instruction order; undefined for accounts loaded from a lookup table. */
+  readonly accounts: readonly (string | undefined)[]
+  readonly data: Uint8Array
+}
+
+export interface ComputeBudgetInstruction extends InstructionBase {
+  readonly kind: 'computeBudget'
+}
+
+export interface CreateAssociatedTokenAccountInstruction extends InstructionBase {
+  readonly kind: 'createAssociatedTokenAccount'
+  readonly idempotent: boolean
+  readonly payer: string
+  readonly account: string
+  readonly owner: string
+  readonly mint: string
+  readonly tokenProgram: string
+}
+
+export interface TransferCheckedInstruction extends InstructionBase {
+  readonly kind: 'transferChecked'
+  readonly source: string
+  readonly mint: string
+  readonly destination: string
+  readonly authority: string
+  readonly amount: bigint
+  readonly decimals: number
+}
+
+export interface MemoInstruction extends InstructionBase {
+  readonly kind: 'memo'
+  readonly text: string
+}
+
+/** Anything the adapter does not recognise, or cannot resolve fully. */
+export interface OtherInstruction extends InstructionBase {
+  readonly kind: 'other'
+}
+
+export type SolanaInstruction =
+  | ComputeBudgetInstruction
+  | CreateAssociatedTokenAccountInstruction
+  | TransferCheckedInstruction
+  | MemoInstruction
+  | OtherInstruction
+
+export interface DecodedSolanaTransaction {
+  readonly version: 'legacy' | 0
+  readonly feePayer: string
+  readonly recentBlockhash: string
+  /** Required signers, in signature order. */
+  readonly signers: readonly string[]
+  /** One entry per signer: the signature, or null while that signer has not signed. */
+  readonly signatures: readonly (Uint8Array | null)[]
+  readonly instructions: readonly SolanaInstruction[]
+  /** True for v0 messages that load accounts from address lookup tables. */
+  readonly usesLookupTables: boolean
+  /** The exact message bytes that every signature covers. */
+  readonly messageBytes: Uint8Array
+  /** The wire bytes as given. */
+  readonly bytes: Uint8Array
+  /** Byte offset of signature `i` in `bytes`. */
+  signatureOffset(i: number): number
+}
+
+/**
+ * Decodes a wire transaction (legacy or v0), given as base64 or bytes, and classifies its
+ * instructions. Throws a PayError `invalid_action` when the input is not a transaction.
+ */
+export function decodeSolanaTransaction(input: string | Uint8Array): DecodedSolanaTransaction {
+  const bytes = typeof input === 'string' ? decodeBase64(input) : input
+  if (!bytes || bytes.length === 0) throw invalid('The Solana transaction is not valid base64.')
+
+  const [signatureCount, countLength] = readShortVec(bytes)
+  const messageOffset = countLength + signatureCount * 64
+  let tx: VersionedTransaction
+  try {
+    tx = VersionedTransaction.deserialize(bytes)
+  } catch (cause) {
+    throw invalid('The Solana transaction cannot be decoded.', cause)
+  }
+  const messageBytes = bytes.subarray(messageOffset)
+  const message = tx.message
+  const version = message.version
+  if (version !== 'legacy' && version !== 0) throw invalid(`Unsupported Solana transaction version ${version}.`)
+  // Signatures cover these exact bytes; a message that does not re-encode identically would
+  // be signed over different bytes than the builder's, so refuse it outright.
+  if (!bytesEqual(message.serialize(), messageBytes)) {
+    throw invalid('The Solana transaction message is not canonically encoded.')
+  }
+  const required = message.header.numRequiredSignatures
+  if (signatureCount !== required || required === 0) {
+    throw invalid('The Solana transaction has a signature count that does not match its message.')
+  }
+
+  const keys = message.staticAccountKeys.map((key) => key.toBase58())
+  const signers = keys.slice(0, required)
+  const instructions = message.compiledInstructions.map((ix, index) =>
+    classify(index, keys[ix.programIdIndex]!, ix.accountKeyIndexes.map((i) => keys[i]), ix.data),
+  )
+  return {
+    version,
+    feePayer: signers[0]!,
+    recentBlockhash: message.recentBlockhash,
+    signers,
+    signatures: tx.signatures.map((signature) => (signature.every((byte) => byte === 0) ? null : signature)),
+    instructions,
+    usesLookupTables: version === 0 && message.addressTableLookups.length > 0,
+    messageBytes,
+    bytes,
+    signatureOffset: (i) => countLength + i * 64,
+  }
+}
+
+function classify(
+  index: number,
+  programId: string,
+  accounts: (string | undefined)[],
+  data: Uint8Array,
+): SolanaInstruction {
+  const base = { index, programId, accounts, data }
+  const at = (i: number) => accounts[i]
+  if (programId === computeBudgetProgramId) return { ...base, kind: 'computeBudget' }
+  if ((memoProgramIds as readonly string[]).includes(programId)) {
+    return { ...base, kind: 'memo', text: new TextDecoder().decode(data) }
+  }
+  if (programId === associatedTokenProgramId && (data.length === 0 || (data.length === 1 && data[0]! <= 1))) {
+    const [payer, account, owner, mint, , tokenProgram] = [at(0), at(1), at(2), at(3), at(4), at(5)]
+    if (payer && account && owner && mint && tokenProgram) {
+      return { ...base, kind: 'createAssociatedTokenAccount', idempotent: data[0] === 1, payer, account, owner, mint, tokenProgram }
+    }
+  }
+  if (
+    (programId === tokenProgramId || programId === token2022ProgramId) &&
+    data[0] === transferCheckedTag &&
+    data.length === 10
+  ) {
+    const [source, mint, destination, authority] = [at(0), at(1), at(2), at(3)]
+    if (source && mint && destination && authority) {
+      const view = new DataView(data.buffer, data.byteOffset, data.byteLength)
+      return {
+        ...base,
+        kind: 'transferChecked',
+        source,
+        mint,
+        destination,
+        authority,
+        amount: view.getBigUint64(1, true),
+        decimals: data[9]!,
+      }
+    }
+  }
+  return { ...base, kind: 'other' }
+}
+
+/** The associated token account of `owner` for `mint` under `tokenProgram`. */
+export function associatedTokenAddress(owner: string, mint: string, tokenProgram: string): string {
+  const [address] = PublicKey.findProgramAddressSync(
+    [new PublicKey(owner).toBytes(), new PublicKey(tokenProgram).toBytes(), new PublicKey(mint).toBytes()],
+    new PublicKey(associatedTokenProgramId),
+  )
+  return address.toBase58()
+}
+
+function readShortVec(bytes: Uint8Array): [value: number, length: number] {
+  let value = 0
+  for (let i = 0; i < 3; i++) {
+    const byte = bytes[i]
+    if (byte === undefined) break
+    value |= (byte & 0x7f) << (7 * i)
+    if ((byte & 0x80) === 0) return [value, i + 1]
+  }
+  throw invalid('The Solana transaction cannot be decoded.')
+}
+
+export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
+}
+
+function invalid(message: string, cause?: unknown): PayError<'invalid_action'> {
+  return new PayError({ code: 'invalid_action', message, ...(cause === undefined ? {} : { cause }) })
+}

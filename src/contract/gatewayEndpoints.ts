@@ -1,0 +1,76 @@
+import { endpoint } from './endpoint.js'
+import {
+  ConfirmBody,
+  ConfirmResponse,
+  FetchBody,
+  FetchResponse,
+  GatewayPayment,
+  OptionsBody,
+  OptionsResponse,
+} from './gateway.js'
+import { CancelResponse, PaymentIdParams, StatusResponse } from './payment.js'
+
+/** The wallet gateway: spec rows 18-23. Kept apart so the wallet core bundles only these schemas. */
+export const gatewayEndpoints = {
+  gatewayGetPayment: endpoint({
+    method: 'GET',
+    path: '/v1/gateway/payment/:id',
+    auth: 'gateway',
+    params: PaymentIdParams,
+    response: GatewayPayment,
+    status: 200,
+    summary: 'Payment info for display',
+  }),
+  gatewayGetStatus: endpoint({
+    method: 'GET',
+    path: '/v1/gateway/payment/:id/status',
+    auth: 'gateway',
+    params: PaymentIdParams,
+    response: StatusResponse,
+    status: 200,
+    summary: 'Payment status (wallet)',
+  }),
+  gatewayOptions: endpoint({
+    method: 'POST',
+    path: '/v1/gateway/payment/:id/options',
+    auth: 'gateway',
+    params: PaymentIdParams,
+    body: OptionsBody,
+    response: OptionsResponse,
+    status: 200,
+    idempotencyKey: 'optional',
+    summary: 'Payment options for the wallet accounts',
+  }),
+  gatewayFetch: endpoint({
+    method: 'POST',
+    path: '/v1/gateway/payment/:id/fetch',
+    auth: 'gateway',
+    params: PaymentIdParams,
+    body: FetchBody,
+    response: FetchResponse,
+    status: 200,
+    idempotencyKey: 'optional',
+    summary: "Resolve an option's build actions",
+  }),
+  gatewayCancel: endpoint({
+    method: 'POST',
+    path: '/v1/gateway/payment/:id/cancel',
+    auth: 'gateway',
+    params: PaymentIdParams,
+    response: CancelResponse,
+    status: 200,
+    idempotencyKey: 'optional',
+    summary: 'Cancel a payment (wallet)',
+  }),
+  gatewayConfirm: endpoint({
+    method: 'POST',
+    path: '/v1/gateway/payment/:id/confirm',
+    auth: 'gateway',
+    params: PaymentIdParams,
+    body: ConfirmBody,
+    response: ConfirmResponse,
+    status: 200,
+    idempotencyKey: 'optional',
+    summary: 'Confirm with the action results',
+  }),
+} as const

@@ -1,0 +1,84 @@
+import { defaultApiVersion } from '../../contract/errors.js'
+import { newApiKey, newAppId, newId, sha256Hex } from '../ids.js'
+import type { Db } from '../store/db.js'
+import type { KeyRole, Mode } from '../store/schema.js'
+
+/** Partners, API keys and app ids: what the CLI and the test harness create. */
+
+export async function createPartner(db: Db, options: { name?: string; now?: Date } = {}): Promise<string> {
+  const id = newId('partner')
+  await db
+    .insertInto('partners')
+    .values({
+      id,
+      name: options.name ?? null,
+      api_version: defaultApiVersion,
+      created_at: options.now ?? new Date(),
+    })
+    .execute()
+  return id
+}
+
+export async function partnerExists(db: Db, partnerId: string): Promise<boolean> {
+  const row = await db.selectFrom('partners').select('id').where('id', '=', partnerId).executeTakeFirst()
+  return row !== undefined
+}
+
+export interface CreatedApiKey {
+  partnerId: string
+  keyId: string
+  /** The only time the key exists in clear. */
+  apiKey: string
+}
+
+export async function createApiKey(
+  db: Db,
+  options: { partnerId: string; mode: Mode; role?: KeyRole; now?: Date },
+): Promise<CreatedApiKey> {
+  const apiKey = newApiKey(options.mode)
+  const keyId = newId('apiKey')
+  await db
+    .insertInto('api_keys')
+    .values({
+      id: keyId,
+      partner_id: options.partnerId,
+      mode: options.mode,
+      role: options.role ?? 'partner',
+      key_hash: sha256Hex(apiKey),
+      key_prefix: apiKey.slice(0, options.mode === 'test' ? 13 : 8),
+      created_at: options.now ?? new Date(),
+      revoked_at: null,
+    })
+    .execute()
+  return { partnerId: options.partnerId, keyId, apiKey }
+}
+
+export async function revokeApiKey(db: Db, keyId: string, now = new Date()): Promise<void> {
+  await db.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', keyId).execute()
+}
+
+export async function createAppId(
+  db: Db,
+  options: { partnerId: string; mode: Mode; now?: Date },
+): Promise<{ partnerId: string; appId: string }> {
+  const appId = newAppId(options.mode)
+  await db
+    .insertInto('apps')
+    .values({
+      id: appId,
+      partner_id: options.partnerId,
+      mode: options.mode,
+      created_at: options.now ?? new Date(),
+      revoked_at: null,
+    })
+    .execute()
+  return { partnerId: options.partnerId, appId }
+}
+
+export async function countPartners(db: Db): Promise<number> {
+  const row = await db
+    .selectFrom('partners')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .executeTakeFirstOrThrow()
+  return Number(row.n)
+}

@@ -1,0 +1,119 @@
+import type { FastifyRequest } from 'fastify'
+import { type ApiVersion, apiVersions, defaultApiVersion } from '../contract/errors.js'
+import type { EndpointAuth } from '../contract/endpoints.js'
+import type { AuthContext } from './context.js'
+import { fail } from './errors.js'
+import { modeOfApiKey, modeOfAppId, sha256Hex } from './ids.js'
+import type { Db } from './store/db.js'
+import type { MerchantRow } from './store/schema.js'
+
+/** Headers whose values must be printable ASCII: anything else is `400 header_not_ascii`. */
+export const asciiHeaders = ['api-key', 'merchant-id', 'idempotency-key', 'pay-version', 'app-id', 'client-id'] as const
+
+export function header(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name]
+  const text = Array.isArray(value) ? value[0] : value
+  return text === undefined || text === '' ? undefined : text
+}
+
+export function checkAsciiHeaders(request: FastifyRequest): void {
+  for (const name of asciiHeaders) {
+    const raw = request.headers[name]
+    const values = Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]
+    for (const value of values) {
+      if (!/^[\x20-\x7e]*$/.test(value)) fail('header_not_ascii', `Header ${name} must be printable ASCII.`)
+    }
+  }
+}
+
+/** Establishes `request.auth` for an endpoint's auth kind (see EndpointAuth). */
+export async function authenticate(db: Db, request: FastifyRequest, kind: EndpointAuth): Promise<AuthContext> {
+  const apiKey = header(request, 'api-key')
+  const appId = header(request, 'app-id')
+  const clientId = header(request, 'client-id')
+  if (apiKey !== undefined && appId !== undefined) {
+    fail('conflicting_auth_headers', 'Send either Api-Key or App-Id + Client-Id, not both.')
+  }
+  if (kind !== 'gateway') {
+    if (apiKey === undefined) fail('missing_api_key', 'The Api-Key header is required.')
+    const auth = await authenticateKey(db, apiKey)
+    if (auth.role !== 'partner') fail('forbidden', 'This key cannot call merchant endpoints.')
+    return auth
+  }
+  if (apiKey !== undefined) return authenticateKey(db, apiKey)
+  if (appId === undefined && clientId === undefined) {
+    fail('missing_auth_headers', 'Send Api-Key, or App-Id with Client-Id.')
+  }
+  if (appId === undefined) fail('missing_app_id', 'The App-Id header is required with Client-Id.')
+  if (clientId === undefined) fail('missing_client_id', 'The Client-Id header is required with App-Id.')
+  return authenticateApp(db, appId, clientId)
+}
+
+async function authenticateKey(db: Db, apiKey: string): Promise<AuthContext> {
+  const mode = modeOfApiKey(apiKey)
+  if (!mode) fail('invalid_api_key', 'Invalid API key.')
+  const row = await db
+    .selectFrom('api_keys')
+    .innerJoin('partners', 'partners.id', 'api_keys.partner_id')
+    .select(['api_keys.id', 'api_keys.partner_id', 'api_keys.mode', 'api_keys.role', 'partners.api_version'])
+    .where('api_keys.key_hash', '=', sha256Hex(apiKey))
+    .where('api_keys.revoked_at', 'is', null)
+    .executeTakeFirst()
+  if (!row || row.mode !== mode) fail('invalid_api_key', 'Invalid API key.')
+  return {
+    partnerId: row.partner_id,
+    mode,
+    role: row.role,
+    credentialId: row.id,
+    clientId: null,
+    pinnedVersion: knownVersion(row.api_version),
+  }
+}
+
+async function authenticateApp(db: Db, appId: string, clientId: string): Promise<AuthContext> {
+  const mode = modeOfAppId(appId)
+  if (!mode) fail('invalid_app_id', 'Invalid App-Id.')
+  if (clientId.length > 255) fail('invalid_params', 'Client-Id is longer than 255 characters.')
+  const row = await db
+    .selectFrom('apps')
+    .innerJoin('partners', 'partners.id', 'apps.partner_id')
+    .select(['apps.id', 'apps.partner_id', 'apps.mode', 'partners.api_version'])
+    .where('apps.id', '=', appId)
+    .where('apps.revoked_at', 'is', null)
+    .executeTakeFirst()
+  if (!row || row.mode !== mode) fail('invalid_app_id', 'Invalid App-Id.')
+  return {
+    partnerId: row.partner_id,
+    mode,
+    role: 'app',
+    credentialId: row.id,
+    clientId,
+    pinnedVersion: knownVersion(row.api_version),
+  }
+}
+
+function knownVersion(version: string): ApiVersion {
+  return (apiVersions as readonly string[]).includes(version) ? (version as ApiVersion) : defaultApiVersion
+}
+
+/** A merchant of the caller (same partner and mode, not deleted), else `404 merchant_not_found`. */
+export async function findMerchant(db: Db, auth: AuthContext, merchantId: string): Promise<MerchantRow> {
+  const merchant = await db
+    .selectFrom('merchants')
+    .selectAll()
+    .where('id', '=', merchantId)
+    .where('partner_id', '=', auth.partnerId)
+    .where('mode', '=', auth.mode)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst()
+  if (!merchant) fail('merchant_not_found', 'Merchant not found.', { merchantId })
+  return merchant
+}
+
+/** The `Merchant-Id` merchant of a merchant-scoped call. */
+export async function resolveMerchantHeader(db: Db, request: FastifyRequest, auth: AuthContext): Promise<MerchantRow> {
+  const merchantId = header(request, 'merchant-id')
+  if (merchantId === undefined) fail('missing_merchant_id', 'The Merchant-Id header is required.')
+  if (merchantId.length > 64) fail('merchant_not_found', 'Merchant not found.')
+  return findMerchant(db, auth, merchantId)
+}

@@ -1,0 +1,264 @@
+/**
+ * The test-mode driver: options look like live ones (real EIP-3009 typed data, real serialized Solana
+ * transactions built with web3.js and spl-token) but nothing touches a chain. Test mode offers only
+ * signature actions, never `eth_sendTransaction`: a wallet broadcasts that itself, which would move real
+ * funds on a sandbox payment.
+ */
+import { createHash, randomBytes } from 'node:crypto'
+import { createTransferCheckedInstruction, getAssociatedTokenAddressSync } from '@solana/spl-token'
+import { Keypair, PublicKey, Transaction } from '@solana/web3.js'
+import { type Address, getAddress, keccak256, stringToHex } from 'viem'
+import { privateKeyToAccount } from 'viem/accounts'
+import { parseAssetId, sameCaip } from '../../caip/caip.js'
+import type { Action, WalletRpcAction } from '../../contract/gateway.js'
+import { paramsError } from '../gateway/errors.js'
+import type {
+  AssetConfig,
+  BuildContext,
+  BuildResult,
+  ChainDriver,
+  ConfirmContext,
+  ConfirmOutcome,
+  JsonValue,
+  OptionDraft,
+  QuoteContext,
+  WalletAccount,
+} from './types.js'
+
+export const solanaMainnet = 'solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp'
+
+/** ARCHITECTURE.md section 4: what test mode offers with no configuration. */
+export const defaultTestAssets: Readonly<Record<string, readonly AssetConfig[]>> = {
+  'eip155:1': [usdc('eip155:1/erc20:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48')],
+  'eip155:8453': [usdc('eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913')],
+  [solanaMainnet]: [usdc(`${solanaMainnet}/token:EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v`)],
+}
+
+function usdc(id: string): AssetConfig {
+  return { id, symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' }
+}
+
+const networkNames: Record<string, string> = {
+  'eip155:1': 'Ethereum',
+  'eip155:8453': 'Base',
+  'eip155:31337': 'Anvil',
+  [solanaMainnet]: 'Solana',
+}
+
+export function networkName(caip2: string): string {
+  return networkNames[caip2] ?? caip2
+}
+
+function seed(label: string): Buffer {
+  return createHash('sha256').update(`caipay test mode: ${label}`).digest()
+}
+
+/**
+ * Fixed, publicly derivable keys: test mode never holds funds, and stable addresses keep sandbox payloads
+ * reproducible across restarts and instances.
+ */
+export const testServiceKeys = {
+  evmCollection: privateKeyToAccount(keccak256(seed('evm collection'))).address,
+  solana: Keypair.fromSeed(seed('solana fee payer and collection owner')),
+}
+
+export interface SimulatedDriverOptions {
+  caip2: string
+  assets: readonly AssetConfig[]
+  /** Seconds shown to the buyer as the expected time to a final status. */
+  etaS?: number
+  evmCollection?: Address
+  solanaKey?: Keypair
+}
+
+export function createSimulatedDriver(options: SimulatedDriverOptions): ChainDriver {
+  const namespace = options.caip2.split(':')[0]!
+  const evmCollection = options.evmCollection ?? testServiceKeys.evmCollection
+  const solanaKey = options.solanaKey ?? testServiceKeys.solana
+  const etaS = options.etaS ?? (namespace === 'solana' ? 2 : options.caip2 === 'eip155:1' ? 15 : 4)
+
+  async function quote(ctx: QuoteContext): Promise<OptionDraft[]> {
+    if (namespace === 'eip155') return [evmTransferAuthorization(ctx, evmCollection, etaS)]
+    if (namespace !== 'solana') return []
+    const build: Action = { type: 'build', build: { data: `bld_${randomBytes(16).toString('hex')}` } }
+    const drafts: OptionDraft[] = [{ kind: 'transfer', actions: [build], etaS }]
+    const evm = ctx.accounts.find((a) => a.namespace === 'eip155')
+    // Spec rule 4: an EVM action ahead of a Solana one, so wallets exercise mixed-chain result ordering.
+    if (evm) drafts.push({ kind: 'mixed', actions: [attestation(ctx, evm), build], etaS })
+    return drafts
+  }
+
+  async function build(ctx: BuildContext, data: string): Promise<BuildResult> {
+    const actions: WalletRpcAction[] = []
+    const built: JsonValue[] = []
+    for (const action of ctx.option.actions) {
+      if (action.type === 'walletRpc') {
+        actions.push(action)
+        continue
+      }
+      if (action.build.data !== data) throw paramsError('data', 'data does not match the build action of this option')
+      const transaction = solanaTransfer({
+        owner: ctx.option.account.split(':')[2]!,
+        asset: ctx.asset,
+        amount: ctx.option.tokenAmount,
+        service: solanaKey,
+      })
+      built.push({ index: actions.length, message: transaction.serializeMessage().toString('base64') })
+      const serialized = transaction.serialize({ requireAllSignatures: false, verifySignatures: false })
+      actions.push({
+        type: 'walletRpc',
+        walletRpc: {
+          chainId: options.caip2,
+          method: 'solana_signTransaction',
+          params: JSON.stringify([{ transaction: serialized.toString('base64') }]),
+        },
+      })
+    }
+    return { actions, state: { built } }
+  }
+
+  async function verify(ctx: ConfirmContext): Promise<void> {
+    const built = (ctx.option.state as { built?: { index: number; message: string }[] } | null)?.built ?? []
+    for (const { index, message } of built) {
+      const signed = Transaction.from(Buffer.from(ctx.results[index]!, 'base64'))
+      // The wallet signs what the service built; a changed message is a different payment.
+      if (!signed.serializeMessage().equals(Buffer.from(message, 'base64'))) {
+        throw paramsError(`results.${index}`, `results[${index}] is not the transaction the service built`)
+      }
+    }
+  }
+
+  async function confirm(ctx: ConfirmContext): Promise<ConfirmOutcome> {
+    return { status: 'succeeded', txId: `test:${ctx.payment.id}` }
+  }
+
+  return { caip2: options.caip2, namespace, assets: options.assets, quote, build, verify, confirm }
+}
+
+/** EIP-3009 `TransferWithAuthorization` typed data, as `eth_signTypedData_v4` takes it. */
+export function transferWithAuthorization(input: {
+  chainId: number
+  token: Address
+  domain: { name: string; version: string }
+  from: Address
+  to: Address
+  value: bigint
+  validAfter: number
+  validBefore: number
+  nonce: `0x${string}`
+}) {
+  return {
+    types: {
+      EIP712Domain: [
+        { name: 'name', type: 'string' },
+        { name: 'version', type: 'string' },
+        { name: 'chainId', type: 'uint256' },
+        { name: 'verifyingContract', type: 'address' },
+      ],
+      TransferWithAuthorization: [
+        { name: 'from', type: 'address' },
+        { name: 'to', type: 'address' },
+        { name: 'value', type: 'uint256' },
+        { name: 'validAfter', type: 'uint256' },
+        { name: 'validBefore', type: 'uint256' },
+        { name: 'nonce', type: 'bytes32' },
+      ],
+    },
+    primaryType: 'TransferWithAuthorization',
+    domain: { ...input.domain, chainId: input.chainId, verifyingContract: input.token },
+    message: {
+      from: input.from,
+      to: input.to,
+      value: input.value.toString(),
+      validAfter: input.validAfter.toString(),
+      validBefore: input.validBefore.toString(),
+      nonce: input.nonce,
+    },
+  } as const
+}
+
+function evmTransferAuthorization(ctx: QuoteContext, collection: Address, etaS: number): OptionDraft {
+  const from = getAddress(ctx.account.address)
+  const nonce = `0x${randomBytes(32).toString('hex')}` as const
+  const typedData = transferWithAuthorization({
+    chainId: Number(ctx.account.reference),
+    token: getAddress(parseAssetId(ctx.asset.id).assetReference),
+    domain: ctx.asset.eip712 ?? { name: 'USD Coin', version: '2' },
+    from,
+    to: collection,
+    value: ctx.tokenAmount,
+    validAfter: 0,
+    validBefore: ctx.expiresAt,
+    nonce,
+  })
+  return {
+    kind: 'eip3009',
+    etaS,
+    state: { nonce, validBefore: ctx.expiresAt },
+    actions: [
+      {
+        type: 'walletRpc',
+        walletRpc: {
+          chainId: ctx.account.chainId,
+          method: 'eth_signTypedData_v4',
+          params: JSON.stringify([from, JSON.stringify(typedData)]),
+        },
+      },
+    ],
+  }
+}
+
+function attestation(ctx: QuoteContext, evm: WalletAccount): Action {
+  const text = [
+    `caipay payment ${ctx.payment.id}`,
+    `I pay ${ctx.tokenAmount} minor units of ${ctx.asset.symbol} (${ctx.asset.id})`,
+    `from ${ctx.account.id}`,
+    `and control ${evm.id}.`,
+  ].join('\n')
+  return {
+    type: 'walletRpc',
+    walletRpc: {
+      chainId: evm.chainId,
+      method: 'personal_sign',
+      params: JSON.stringify([stringToHex(text), getAddress(evm.address)]),
+    },
+  }
+}
+
+/**
+ * SPL `transferChecked` of the exact amount from the buyer's associated token account to the service's,
+ * the service paying the fee and signing first. The blockhash is random: test mode has no RPC.
+ */
+export function solanaTransfer(input: {
+  owner: string
+  asset: AssetConfig
+  amount: bigint
+  service: Keypair
+  recentBlockhash?: string
+}): Transaction {
+  const owner = new PublicKey(input.owner)
+  const mint = new PublicKey(parseAssetId(input.asset.id).assetReference)
+  const source = getAssociatedTokenAddressSync(mint, owner, true)
+  const destination = getAssociatedTokenAddressSync(mint, input.service.publicKey, true)
+  const transaction = new Transaction({
+    feePayer: input.service.publicKey,
+    recentBlockhash: input.recentBlockhash ?? new PublicKey(randomBytes(32)).toBase58(),
+  })
+  transaction.add(
+    createTransferCheckedInstruction(source, mint, destination, owner, input.amount, input.asset.decimals),
+  )
+  transaction.partialSign(input.service)
+  return transaction
+}
+
+/** Simulated drivers for test mode: the default chains plus every configured chain. */
+export function testModeDrivers(configured: Readonly<Record<string, readonly AssetConfig[]>> = {}): ChainDriver[] {
+  const chains = new Map<string, AssetConfig[]>()
+  for (const [caip2, assets] of Object.entries({ ...defaultTestAssets })) chains.set(caip2, [...assets])
+  for (const [caip2, assets] of Object.entries(configured)) {
+    const known = chains.get(caip2) ?? []
+    const extra = assets.filter((a) => !known.some((k) => sameCaip(k.id, a.id)))
+    chains.set(caip2, [...known, ...extra])
+  }
+  return [...chains].map(([caip2, assets]) => createSimulatedDriver({ caip2, assets }))
+}

@@ -1,0 +1,134 @@
+import fs from 'node:fs/promises'
+import * as z from 'zod/mini'
+import { isAccountId, isAssetId, isChainId } from '../caip/caip.js'
+
+const PositiveInt = z.int().check(z.minimum(1))
+const Decimal = z.string().check(z.regex(/^\d+(\.\d+)?$/, 'Expected a decimal string such as "1" or "0.998".'))
+
+const AssetConfigSchema = z.strictObject({
+  symbol: z.string().check(z.minLength(1), z.maxLength(16)),
+  name: z.string().check(z.minLength(1), z.maxLength(64)),
+  decimals: z.int().check(z.minimum(0), z.maximum(36)),
+  /** Price of one whole token in USD; stablecoins "1". */
+  usdRate: z._default(Decimal, '1'),
+  /** EVM option kinds: `eip3009` (gasless) and `transfer` (direct); both when omitted. */
+  methods: z.optional(z.array(z.enum(['eip3009', 'transfer'])).check(z.minLength(1))),
+  /** EIP-712 domain of an EIP-3009 token when the token does not expose EIP-5267. */
+  eip712: z.optional(z.strictObject({ name: z.string(), version: z.string() })),
+  iconUrl: z.optional(z.string()),
+})
+
+const ChainConfigSchema = z.strictObject({
+  rpcUrl: z.string().check(z.minLength(1)),
+  /** EVM: 0x private key (executor, relayer, collection). Solana: base58 secret key (fee payer). */
+  signerKey: z.string().check(z.minLength(1)),
+  /** Display name (e.g. "Base"); derived from the chain id when omitted. */
+  name: z.optional(z.string()),
+  assets: z._default(z.record(z.string().check(z.refine(isAssetId, 'Expected a CAIP-19 asset id.')), AssetConfigSchema), {}),
+})
+
+const ConfigFileSchema = z.strictObject({
+  publicBaseUrl: z.optional(z.url({ protocol: /^https?$/ })),
+  chains: z.optional(z.record(z.string().check(z.refine(isChainId, 'Expected a CAIP-2 chain id.')), ChainConfigSchema)),
+  sanctioned: z.optional(z.array(z.string().check(z.refine(isAccountId, 'Expected a CAIP-10 account id.')))),
+  collectDataAtMinor: z.optional(z.nullable(z.string().check(z.regex(/^\d+$/)))),
+  rateLimit: z.optional(
+    z.union([z.literal(false), z.strictObject({ perSecond: PositiveInt, burst: z.optional(PositiveInt) })]),
+  ),
+  idempotencyTtlSeconds: z.optional(PositiveInt),
+  paymentTtlSeconds: z.optional(PositiveInt),
+  bodyLimitBytes: z.optional(PositiveInt),
+})
+
+export type AssetConfig = z.output<typeof AssetConfigSchema>
+export type ChainConfig = z.output<typeof ChainConfigSchema>
+/** What a config file may hold: every key optional. */
+export type ConfigFile = z.input<typeof ConfigFileSchema>
+
+/** The server's configuration with every default filled in. */
+export interface ServerConfig {
+  /** Where buyers reach the server: the base of `gatewayUrl` and of hosted pages. */
+  publicBaseUrl: string
+  /** Live-mode chains by CAIP-2 id. Empty: test mode only. */
+  chains: Record<string, ChainConfig>
+  /** CAIP-10 accounts refused with `451 sanctioned_user`. */
+  sanctioned: string[]
+  /** Payments of at least this many minor units ask for data collection; null: never. */
+  collectDataAtMinor: string | null
+  /** Per credential; false disables. The window holds `burst` requests per `burst / perSecond` s. */
+  rateLimit: { perSecond: number; burst: number } | false
+  idempotencyTtlSeconds: number
+  /** Payment expiry when the merchant gives none. */
+  paymentTtlSeconds: number
+  bodyLimitBytes: number
+}
+
+export const defaultConfig: ServerConfig = {
+  publicBaseUrl: 'http://127.0.0.1:8787',
+  chains: {},
+  sanctioned: [],
+  collectDataAtMinor: null,
+  rateLimit: { perSecond: 100, burst: 200 },
+  idempotencyTtlSeconds: 24 * 60 * 60,
+  paymentTtlSeconds: 15 * 60,
+  bodyLimitBytes: 1024 * 1024,
+}
+
+/** Validates a config object (as parsed from JSON) and fills in defaults; `env:NAME` values are resolved. */
+export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = process.env): ServerConfig {
+  const resolved = resolveEnv(input, env, '')
+  const result = z.safeParse(ConfigFileSchema, resolved)
+  if (!result.success) {
+    const lines = result.error.issues.map((i) => `  ${i.path.join('.') || '(root)'}: ${i.message}`)
+    throw new Error(`Invalid configuration:\n${lines.join('\n')}`)
+  }
+  const file = result.data
+  const rateLimit =
+    file.rateLimit === false
+      ? false
+      : file.rateLimit
+        ? { perSecond: file.rateLimit.perSecond, burst: file.rateLimit.burst ?? file.rateLimit.perSecond * 2 }
+        : defaultConfig.rateLimit
+  return {
+    publicBaseUrl: (file.publicBaseUrl ?? defaultConfig.publicBaseUrl).replace(/\/+$/, ''),
+    chains: file.chains ?? {},
+    sanctioned: file.sanctioned ?? [],
+    collectDataAtMinor: file.collectDataAtMinor ?? null,
+    rateLimit,
+    idempotencyTtlSeconds: file.idempotencyTtlSeconds ?? defaultConfig.idempotencyTtlSeconds,
+    paymentTtlSeconds: file.paymentTtlSeconds ?? defaultConfig.paymentTtlSeconds,
+    bodyLimitBytes: file.bodyLimitBytes ?? defaultConfig.bodyLimitBytes,
+  }
+}
+
+/** Reads a JSON config file (`--config`); without a path, the defaults (test mode only). */
+export async function loadConfig(file?: string, env: NodeJS.ProcessEnv = process.env): Promise<ServerConfig> {
+  if (!file) return resolveConfig({}, env)
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(await fs.readFile(file, 'utf8'))
+  } catch (error) {
+    throw new Error(`Cannot read config file ${file}: ${(error as Error).message}`)
+  }
+  return resolveConfig(parsed, env)
+}
+
+/** Any string `env:NAME` is replaced by that environment variable, so secrets stay out of files. */
+function resolveEnv(value: unknown, env: NodeJS.ProcessEnv, path: string): unknown {
+  if (typeof value === 'string') {
+    const match = /^env:([A-Za-z_][A-Za-z0-9_]*)$/.exec(value)
+    if (!match) return value
+    const resolved = env[match[1]!]
+    if (resolved === undefined || resolved === '') {
+      throw new Error(`Invalid configuration:\n  ${path}: environment variable ${match[1]} is not set`)
+    }
+    return resolved
+  }
+  if (Array.isArray(value)) return value.map((v, i) => resolveEnv(v, env, `${path}.${i}`))
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, resolveEnv(v, env, path ? `${path}.${k}` : k)]),
+    )
+  }
+  return value
+}

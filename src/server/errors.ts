@@ -1,0 +1,96 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod'
+import { isServiceErrorCode, type ServiceErrorCode, serviceErrorStatus } from '../contract/errors.js'
+import { PayError } from '../errors/PayError.js'
+
+export interface ValidationIssue {
+  path: string
+  message: string
+}
+
+/** Throw this from anywhere on the server: `fail('merchant_not_found', 'No such merchant.')`. */
+export function fail(code: ServiceErrorCode, message: string, context?: Record<string, unknown>): never {
+  throw new PayError({ code, message, status: serviceErrorStatus[code], ...(context ? { context } : {}) })
+}
+
+/** `400 params_validation` with one issue per offending field. */
+export function validationError(issues: ValidationIssue[]): PayError {
+  const summary = issues
+    .slice(0, 3)
+    .map((i) => `${i.path}: ${i.message}`)
+    .join('; ')
+  return new PayError({
+    code: 'params_validation',
+    message: `Invalid request: ${summary}`,
+    status: 400,
+    context: { issues },
+  })
+}
+
+interface Rendered {
+  status: number
+  body: { code: ServiceErrorCode; message: string; issues?: ValidationIssue[] }
+}
+
+const locations: Record<string, string> = { querystring: 'query', params: 'path', body: 'body', headers: 'header' }
+
+/** Maps any error to the wire: known ones to their code and table status, the rest to a bare 500. */
+export function renderError(error: unknown): Rendered | undefined {
+  if (error instanceof PayError && isServiceErrorCode(error.code)) {
+    const issues = error.code === 'params_validation' ? (error.context.issues as ValidationIssue[]) : undefined
+    return {
+      status: serviceErrorStatus[error.code],
+      body: { code: error.code, message: error.shortMessage, ...(issues ? { issues } : {}) },
+    }
+  }
+  if (hasZodFastifySchemaValidationErrors(error)) {
+    const location = locations[(error as FastifyError).validationContext ?? 'body'] ?? 'body'
+    const issues = error.validation.map((v) => ({
+      path: [location, ...v.instancePath.split('/').filter(Boolean)].join('.'),
+      message: v.message,
+    }))
+    return renderError(validationError(issues))
+  }
+  const fastifyError = error as Partial<FastifyError>
+  const status = fastifyError.statusCode
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return { status: 400, body: { code: 'invalid_params', message: clientErrorMessage(fastifyError) } }
+  }
+  return undefined
+}
+
+/** Fastify's own request errors, worded for API callers. */
+function clientErrorMessage(error: Partial<FastifyError>): string {
+  switch (error.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return 'Unsupported Content-Type: send application/json.'
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return 'Request body is too large.'
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return 'Request body is not valid JSON.'
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return 'Content-Length does not match the body.'
+    default:
+      return error.name === 'SyntaxError' ? 'Request body is not valid JSON.' : 'Invalid request.'
+  }
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error, request, reply) => sendError(error, request, reply))
+  app.setNotFoundHandler((request, reply) => {
+    // No spec code means "no such route"; invalid_params is the closest, with the honest status.
+    reply.code(404).send({ code: 'invalid_params', message: `No route ${request.method} ${request.url.split('?')[0]}.` })
+  })
+}
+
+function sendError(error: unknown, request: FastifyRequest, reply: FastifyReply): void {
+  const rendered = renderError(error)
+  if (rendered) {
+    if (rendered.status >= 500) request.log.error({ err: error }, 'request failed')
+    reply.code(rendered.status).send(rendered.body)
+    return
+  }
+  request.log.error({ err: error, reqId: request.id }, 'unhandled error')
+  reply.code(500).send({ code: 'internal_error', message: `Internal error (request ${request.id}).` })
+}

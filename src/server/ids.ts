@@ -1,0 +1,58 @@
+import { createHash, randomBytes } from 'node:crypto'
+import type { KeyRole, Mode } from './store/schema.js'
+
+const base62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
+
+/** Uniform random base62 text (rejection sampling: no modulo bias). */
+export function randomBase62(length: number): string {
+  let out = ''
+  while (out.length < length) {
+    for (const byte of randomBytes(length * 2)) {
+      if (byte < 248 && out.length < length) out += base62[byte % 62]
+    }
+  }
+  return out
+}
+
+export const idPrefixes = {
+  partner: 'ptr_',
+  apiKey: 'key_',
+  merchant: 'mrch_',
+  cryptoSettlement: 'crypto_',
+  payment: 'pay_',
+  request: 'req_',
+} as const
+
+export function newId(kind: keyof typeof idPrefixes, length = 24): string {
+  return `${idPrefixes[kind]}${randomBase62(length)}`
+}
+
+/** `svc_test_` + 40 base62 (test) or `svc_` + 40 base62 (live). */
+export function newApiKey(mode: Mode): string {
+  return `${mode === 'test' ? 'svc_test_' : 'svc_'}${randomBase62(40)}`
+}
+
+export const apiKeyPattern = /^svc_(test_)?[A-Za-z0-9]{32,128}$/
+
+export function modeOfApiKey(key: string): Mode | undefined {
+  if (!apiKeyPattern.test(key)) return undefined
+  return key.startsWith('svc_test_') ? 'test' : 'live'
+}
+
+/** `app_test_` or `app_` + 24 base62: public, so no hash is needed. */
+export function newAppId(mode: Mode): string {
+  return `${mode === 'test' ? 'app_test_' : 'app_'}${randomBase62(24)}`
+}
+
+export const appIdPattern = /^app_(test_)?[A-Za-z0-9]{16,64}$/
+
+export function modeOfAppId(appId: string): Mode | undefined {
+  if (!appIdPattern.test(appId)) return undefined
+  return appId.startsWith('app_test_') ? 'test' : 'live'
+}
+
+export function sha256Hex(text: string): string {
+  return createHash('sha256').update(text).digest('hex')
+}
+
+export const keyRoles: readonly KeyRole[] = ['partner', 'wallet']

@@ -1,0 +1,126 @@
+/**
+ * The checkout page at `gatewayUrl`: what is being paid, to whom, a QR code of the payment link for a
+ * phone wallet, and the live status (polled from the page's own status route, since a browser holds no
+ * gateway credentials).
+ */
+import type { PaymentStatus } from '../../contract/common.js'
+import { escapeHtml, type Page, renderPage, scriptJson } from './html.js'
+import { qrSvg } from './qr.js'
+
+export interface CheckoutPageInput {
+  paymentId: string
+  merchantName: string
+  merchantIconUrl: string | null
+  /** e.g. "12.50 USD" */
+  amountText: string
+  status: PaymentStatus
+  isFinal: boolean
+  txId: string | null
+  /** The payment link a wallet opens (the page's own URL). */
+  link: string
+  statusUrl: string
+  /** Unix seconds. */
+  expiresAt: number
+  testMode: boolean
+  /** Preview API: where to send the buyer once the payment is final. */
+  checkout: { successUrl: string; errorUrl: string } | null
+}
+
+export const statusLabels: Record<PaymentStatus, string> = {
+  requires_action: 'Waiting for payment',
+  processing: 'Processing',
+  succeeded: 'Paid',
+  failed: 'Failed',
+  expired: 'Expired',
+  cancelled: 'Cancelled',
+}
+
+export function renderCheckoutPage(input: CheckoutPageInput): Page {
+  const icon = input.merchantIconUrl
+    ? `<img class="logo" src="${escapeHtml(input.merchantIconUrl)}" alt="" width="40" height="40">`
+    : `<div class="logo initial" aria-hidden="true">${escapeHtml(input.merchantName.slice(0, 1).toUpperCase())}</div>`
+  const body = `<main>
+<div class="card">
+<div class="merchant">${icon}<div><div class="muted">Pay</div><h1 id="merchant">${escapeHtml(input.merchantName)}</h1></div></div>
+${input.testMode ? '<p class="test">Test mode: no funds move.</p>' : ''}
+<p class="amount" id="amount">${escapeHtml(input.amountText)}</p>
+<p class="status" id="status" data-status="${input.status}" role="status" aria-live="polite">${escapeHtml(statusLabels[input.status])}</p>
+<p class="muted" id="tx"${input.txId ? '' : ' hidden'}>Transaction: <code id="txid">${escapeHtml(input.txId ?? '')}</code></p>
+<div class="qr" id="qr" aria-label="QR code of the payment link">${qrSvg(input.link)}</div>
+<p class="muted center">Scan with a compatible wallet, or open this link in it:</p>
+<p class="link"><code id="link">${escapeHtml(input.link)}</code></p>
+<button type="button" id="copy">Copy payment link</button>
+<a class="return" id="return" hidden></a>
+<p class="muted center" id="expires"></p>
+</div>
+<p class="muted center small">Payment ${escapeHtml(input.paymentId)}</p>
+</main>`
+  const config = scriptJson({
+    statusUrl: input.statusUrl,
+    link: input.link,
+    status: input.status,
+    isFinal: input.isFinal,
+    expiresAt: input.expiresAt,
+    labels: statusLabels,
+    checkout: input.checkout,
+  })
+  return renderPage({
+    title: `Pay ${input.merchantName}`,
+    body,
+    style,
+    script: script(config),
+    frameAncestors: "'self'",
+  })
+}
+
+const style = `
+.merchant{display:flex;gap:12px;align-items:center}
+.logo{width:40px;height:40px;border-radius:10px;object-fit:cover;flex:none}
+.initial{display:grid;place-items:center;background:var(--accent);color:var(--accent-text);font-weight:700}
+.amount{font-size:2rem;font-weight:700;margin:16px 0 4px;letter-spacing:-.01em}
+.status{display:inline-block;padding:4px 10px;border-radius:999px;background:var(--bg);border:1px solid var(--border);
+font-weight:600;font-size:.9rem;margin:0 0 12px}
+.status[data-status=succeeded]{color:var(--ok);border-color:var(--ok)}
+.status[data-status=failed],.status[data-status=expired],.status[data-status=cancelled]{color:var(--error);border-color:var(--error)}
+.test{background:#fff4d6;color:#6b4e00;border-radius:8px;padding:6px 10px;font-size:.85rem;margin:10px 0 0}
+.qr{background:#fff;border-radius:12px;padding:8px;margin:8px auto;max-width:260px}
+.qr svg{display:block;width:100%;height:auto}
+.center{text-align:center}
+.small{font-size:.8rem;margin-top:12px}
+.link{word-break:break-all;text-align:center;font-size:.85rem;margin:4px 0 14px}
+code{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em}
+.return{display:block;text-align:center;margin-top:12px;color:var(--accent);font-weight:600}
+`
+
+function script(config: string): string {
+  return `(function(){
+var cfg=${config};
+var statusEl=document.getElementById('status'),tx=document.getElementById('tx'),txid=document.getElementById('txid');
+var expires=document.getElementById('expires'),ret=document.getElementById('return'),qr=document.getElementById('qr');
+document.getElementById('copy').addEventListener('click',function(){
+  if(navigator.clipboard)navigator.clipboard.writeText(cfg.link).then(function(){document.getElementById('copy').textContent='Link copied'},function(){});
+});
+function render(s){
+  statusEl.textContent=cfg.labels[s.status]||s.status;statusEl.setAttribute('data-status',s.status);
+  if(s.txId){txid.textContent=s.txId;tx.hidden=false}
+  if(s.isFinal){
+    qr.hidden=true;expires.textContent='';
+    if(cfg.checkout){ret.href=s.status==='succeeded'?cfg.checkout.successUrl:cfg.checkout.errorUrl;ret.textContent='Return to the merchant';ret.hidden=false}
+  }
+}
+function tick(){
+  if(cfg.isFinal)return;
+  var left=cfg.expiresAt-Math.floor(Date.now()/1000);
+  expires.textContent=left>0?'Expires in '+Math.floor(left/60)+':'+String(left%60).padStart(2,'0'):'';
+}
+setInterval(tick,1000);tick();
+function poll(){
+  fetch(cfg.statusUrl,{headers:{accept:'application/json'},cache:'no-store'}).then(function(r){return r.ok?r.json():null}).then(function(s){
+    if(!s){setTimeout(poll,3000);return}
+    cfg.isFinal=s.isFinal;render(s);
+    if(!s.isFinal)setTimeout(poll,s.pollInMs||1000);
+  },function(){setTimeout(poll,3000)});
+}
+if(!cfg.isFinal)setTimeout(poll,1000);
+})();`
+}
