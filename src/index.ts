@@ -38,7 +38,7 @@ export {
   type WalletRpc,
   type WalletRpcAction,
 } from './contract/index.js'
-export type { StatusResponse } from './contract/payment.js'
+export type { StatusResponse } from './contract/status.js'
 export {
   type ClientErrorCode,
   clientErrorCodes,

@@ -1,7 +1,8 @@
 import { sameCaip } from '../caip/caip.js'
 import type { Amount } from '../contract/common.js'
-import { PayError } from '../errors/PayError.js'
+import { isPayError, PayError } from '../errors/PayError.js'
 import type { RoutedAction } from './route.js'
+import type { ActionInspection, Signer, SignerRequest } from './types.js'
 
 export interface GuardContext {
   /** The CAIP-10 accounts this wallet advertised for the payment. */
@@ -30,7 +31,7 @@ export async function guardActions(actions: readonly RoutedAction[], context: Gu
     }
     if (!signer.inspect) continue
 
-    const inspection = await signer.inspect(request)
+    const inspection = await inspect(signer, request, facts)
     const advertised = context.accounts.some((account) => sameCaip(account, inspection.account))
     if (!advertised || chainOf(inspection.account) !== request.chainId) {
       throw rejected('The action would be signed by an account the wallet did not advertise.', {
@@ -55,6 +56,25 @@ export async function guardActions(actions: readonly RoutedAction[], context: Gu
       total: total.toString(),
       limit: limit.toString(),
       unit: context.amount.unit,
+    })
+  }
+}
+
+/** An action the adapter cannot decode cannot be checked, so it is not signed. */
+async function inspect(
+  signer: Signer,
+  request: SignerRequest,
+  facts: Record<string, unknown>,
+): Promise<ActionInspection> {
+  try {
+    return await signer.inspect!(request)
+  } catch (cause) {
+    if (isPayError(cause)) throw cause
+    throw new PayError({
+      code: 'action_rejected',
+      message: 'The signer could not decode the action.',
+      context: facts,
+      cause,
     })
   }
 }

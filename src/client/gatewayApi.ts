@@ -8,7 +8,7 @@ import type {
   OptionsBody,
   OptionsResponse,
 } from '../contract/index.js'
-import type { StatusResponse } from '../contract/payment.js'
+import type { StatusResponse } from '../contract/status.js'
 
 export interface CallOptions {
   signal?: AbortSignal

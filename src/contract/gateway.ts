@@ -1,6 +1,6 @@
 import * as z from 'zod/mini'
 import { Amount, Caip2, Caip10, PaymentStatus, UnixSeconds } from './common.js'
-import { PaymentInformation } from './payment.js'
+import { PaymentInformation } from './status.js'
 
 export const GatewayPayment = z.object({
   paymentId: z.string(),
@@ -73,10 +73,3 @@ export const ConfirmResponse = z.object({
   pollInMs: z.nullable(z.int().check(z.minimum(0))),
 })
 export type ConfirmResponse = z.infer<typeof ConfirmResponse>
-
-/** What the hosted data-collection form posts to the service. */
-export const CollectDataSubmitBody = z.strictObject({
-  optionId: z.optional(z.string().check(z.maxLength(64))),
-  fields: z.record(z.string().check(z.maxLength(64)), z.string().check(z.maxLength(1024))),
-})
-export type CollectDataSubmitBody = z.infer<typeof CollectDataSubmitBody>

@@ -8,7 +8,7 @@ import {
   OptionsBody,
   OptionsResponse,
 } from './gateway.js'
-import { CancelResponse, PaymentIdParams, StatusResponse } from './payment.js'
+import { CancelResponse, PaymentIdParams, StatusResponse } from './status.js'
 
 /** The wallet gateway: spec rows 18-23. Kept apart so the wallet core bundles only these schemas. */
 export const gatewayEndpoints = {

@@ -1,3 +1,4 @@
+export { CollectDataSubmitBody } from './collectData.js'
 export {
   Amount,
   AmountDisplay,
@@ -34,7 +35,6 @@ export {
   Action,
   BuildAction,
   CollectData,
-  CollectDataSubmitBody,
   ConfirmBody,
   ConfirmResponse,
   FetchBody,

@@ -1,10 +1,15 @@
 import * as z from 'zod/mini'
 import { Amount, AmountInput, Cursor, limitQuery, PaymentStatus, UnixSeconds } from './common.js'
+import { PaymentId, PaymentInformation } from './status.js'
 
-export const PaymentId = z
-  .string()
-  .check(z.minLength(1), z.maxLength(64), z.regex(/^pay_[A-Za-z0-9]+$/, 'Expected a payment id (pay_...).'))
-export const PaymentIdParams = z.strictObject({ id: PaymentId })
+export {
+  CancelResponse,
+  cancelReasons,
+  PaymentId,
+  PaymentIdParams,
+  PaymentInformation,
+  StatusResponse,
+} from './status.js'
 
 export const ReferenceId = z
   .string()
@@ -36,14 +41,6 @@ export const PaymentCreateBodyPreview = z.strictObject({
 })
 export type PaymentCreateBodyPreview = z.infer<typeof PaymentCreateBodyPreview>
 
-export const StatusResponse = z.object({
-  status: PaymentStatus,
-  isFinal: z.boolean(),
-  pollInMs: z.nullable(z.int().check(z.minimum(0))),
-  txId: z.optional(z.string()),
-})
-export type StatusResponse = z.infer<typeof StatusResponse>
-
 export const PaymentCreateResponse = z.object({
   paymentId: z.string(),
   gatewayUrl: z.string(),
@@ -53,9 +50,6 @@ export const PaymentCreateResponse = z.object({
   pollInMs: z.nullable(z.int()),
 })
 export type PaymentCreateResponse = z.infer<typeof PaymentCreateResponse>
-
-export const PaymentInformation = z.object({ txId: z.string(), optionAmount: Amount })
-export type PaymentInformation = z.infer<typeof PaymentInformation>
 
 export const PaymentsSettlementSuccessful = z.object({
   txId: z.string(),
@@ -124,15 +118,6 @@ export const PaymentListResponse = z.object({
   nextCursor: z.nullable(z.string()),
 })
 export type PaymentListResponse = z.infer<typeof PaymentListResponse>
-
-export const cancelReasons = ['cancelled_by_merchant', 'cancelled_by_user'] as const
-export const CancelResponse = z.object({
-  paymentId: z.string(),
-  status: z.literal('cancelled'),
-  cancelledAt: z.string(),
-  cancelledReason: z.enum(cancelReasons),
-})
-export type CancelResponse = z.infer<typeof CancelResponse>
 
 export const RefundBody = z.strictObject({ paymentId: PaymentId })
 export type RefundBody = z.infer<typeof RefundBody>

@@ -1,0 +1,259 @@
+import { type Keypair, VersionedTransaction } from '@solana/web3.js'
+import type { ActionInspection, Signer, SignerRequest } from '../../src/actions/types.js'
+import { PayError } from '../../src/errors/PayError.js'
+import { encodeBase64 } from './base64.js'
+import { bytesEqual, type DecodedSolanaTransaction, decodeSolanaTransaction } from './decodeSolanaTransaction.js'
+import { checkSolanaTransaction, inspectSolanaTransaction, type SolanaPolicyOptions } from './inspectSolanaTransaction.js'
+import {
+  isUserRejection,
+  resolveSignTransactionFeature,
+  type SolanaSignTransactionFeature,
+  type SolanaSignTransactionFeatureInput,
+  type WalletStandardSolanaAccount,
+  walletStandardChains,
+} from './walletStandard.js'
+
+export const solanaSignTransactionMethod = 'solana_signTransaction'
+
+export interface SolanaKeypairSignerOptions extends SolanaPolicyOptions {
+  keypair: Keypair
+  /** CAIP-2 chain ids the key may sign for, e.g. `['solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp']`. */
+  chains: readonly string[]
+}
+
+export interface SolanaWalletStandardSignerOptions extends SolanaPolicyOptions {
+  account: WalletStandardSolanaAccount
+  /** The wallet's `solana:signTransaction` feature, or its whole `features` record. */
+  feature: SolanaSignTransactionFeatureInput
+  /**
+   * CAIP-2 chain ids to serve. Default: the account's chains mapped from Wallet Standard names
+   * (`solana:mainnet`, `solana:devnet`); a local cluster must be listed here.
+   */
+  chains?: readonly string[]
+}
+
+export type SolanaSignerOptions = SolanaKeypairSignerOptions | SolanaWalletStandardSignerOptions
+
+export interface SolanaSigner extends Signer {
+  readonly namespace: 'solana'
+  readonly methods: readonly ['solana_signTransaction']
+  /** Base58 public key of the signing account. */
+  readonly address: string
+  inspect(request: SignerRequest): ActionInspection
+}
+
+/** Signs the detached message bytes for one signer slot; returns the 64-byte signature. */
+type SignSlot = (decoded: DecodedSolanaTransaction, chainId: string, signal?: AbortSignal) => Promise<Uint8Array>
+
+/**
+ * A caipay signer for the `solana` namespace. It implements only `solana_signTransaction`: it
+ * checks the service-built transaction, adds its signature next to the ones already there and
+ * returns the complete transaction, base64. It never broadcasts and holds no RPC connection.
+ */
+export function solanaSigner(options: SolanaSignerOptions): SolanaSigner {
+  const { address, chains, signSlot } =
+    'keypair' in options ? fromKeypair(options) : fromWalletStandard(options)
+  const policy = options.allowFeePayer === undefined ? {} : { allowFeePayer: options.allowFeePayer }
+
+  function prepare(request: SignerRequest): DecodedSolanaTransaction {
+    if (request.method !== solanaSignTransactionMethod) {
+      throw new PayError({
+        code: 'unsupported_method',
+        message: `The Solana signer does not implement ${request.method}.`,
+        context: { method: request.method, chainId: request.chainId },
+      })
+    }
+    if (!chains.includes(request.chainId)) {
+      throw new PayError({
+        code: 'action_rejected',
+        message: 'The Solana action is for a chain this signer does not serve.',
+        context: { chainId: request.chainId, chains },
+      })
+    }
+    const decoded = decodeSolanaTransaction(readTransactionParam(request.params))
+    checkSolanaTransaction({ decoded, signer: address, chainId: request.chainId, ...policy })
+    return decoded
+  }
+
+  return {
+    namespace: 'solana',
+    methods: [solanaSignTransactionMethod],
+    address,
+    accounts: () => chains.map((chain) => `${chain}:${address}`),
+    inspect(request) {
+      const decoded = prepare(request)
+      return inspectSolanaTransaction({ decoded, signer: address, chainId: request.chainId })
+    },
+    async request(request) {
+      throwIfAborted(request.signal)
+      const decoded = prepare(request)
+      const signature = await signSlot(decoded, request.chainId, request.signal)
+      throwIfAborted(request.signal)
+      // Splice into the original bytes so the other signers' partial signatures and the exact
+      // message stay as the service built them.
+      const signed = decoded.bytes.slice()
+      signed.set(signature, decoded.signatureOffset(decoded.signers.indexOf(address)))
+      return encodeBase64(signed)
+    },
+  }
+}
+
+function fromKeypair(options: SolanaKeypairSignerOptions): { address: string; chains: string[]; signSlot: SignSlot } {
+  const address = options.keypair.publicKey.toBase58()
+  const chains = validateChains(options.chains)
+  const signSlot: SignSlot = async (decoded) => {
+    // The decoder has checked that the message re-encodes to the same bytes, so web3.js signs
+    // exactly `decoded.messageBytes`.
+    const tx = VersionedTransaction.deserialize(decoded.bytes)
+    tx.sign([options.keypair])
+    return tx.signatures[decoded.signers.indexOf(address)]!
+  }
+  return { address, chains, signSlot }
+}
+
+function fromWalletStandard(options: SolanaWalletStandardSignerOptions): {
+  address: string
+  chains: string[]
+  signSlot: SignSlot
+} {
+  const feature: SolanaSignTransactionFeature = resolveSignTransactionFeature(options.feature)
+  if (typeof feature?.signTransaction !== 'function') {
+    throw new PayError({
+      code: 'missing_signer',
+      message: 'The wallet account has no solana:signTransaction feature.',
+      context: { address: options.account.address },
+    })
+  }
+  const { account } = options
+  const chains = validateChains(
+    options.chains ??
+      account.chains.flatMap((chain) => {
+        const caip2 = walletStandardChains[chain] ?? (isCaip2(chain) ? chain : undefined)
+        return caip2 ? [caip2] : []
+      }),
+  )
+  const walletChainFor = (caip2: string) =>
+    account.chains.find((chain) => chain === caip2 || walletStandardChains[chain] === caip2)
+
+  const signSlot: SignSlot = async (decoded, chainId, signal) => {
+    if (!feature.supportedTransactionVersions.includes(decoded.version)) {
+      throw new PayError({
+        code: 'action_rejected',
+        message: 'The wallet does not support this Solana transaction version.',
+        context: { version: decoded.version, supported: feature.supportedTransactionVersions },
+      })
+    }
+    const walletChain = walletChainFor(chainId)
+    let outputs: readonly { signedTransaction: Uint8Array }[]
+    try {
+      outputs = await abortable(
+        feature.signTransaction({
+          account,
+          transaction: decoded.bytes.slice(),
+          ...(walletChain ? { chain: walletChain } : {}),
+        }),
+        signal,
+      )
+    } catch (error) {
+      if (error instanceof PayError) throw error
+      if (isUserRejection(error)) {
+        throw new PayError({
+          code: 'user_rejected',
+          message: 'The user rejected the Solana transaction.',
+          context: { chainId, account: `${chainId}:${account.address}` },
+          cause: error,
+        })
+      }
+      throw error
+    }
+    return signatureFromWallet(decoded, outputs[0]?.signedTransaction, account.address)
+  }
+  return { address: account.address, chains, signSlot }
+}
+
+/** Takes the account's signature from what the wallet returned, refusing a changed message. */
+function signatureFromWallet(
+  decoded: DecodedSolanaTransaction,
+  signedTransaction: Uint8Array | undefined,
+  address: string,
+): Uint8Array {
+  const invalid = (message: string) =>
+    new PayError({ code: 'invalid_response', message, context: { address } })
+  if (!signedTransaction) throw invalid('The wallet returned no signed Solana transaction.')
+  let returned: DecodedSolanaTransaction
+  try {
+    returned = decodeSolanaTransaction(signedTransaction)
+  } catch (cause) {
+    throw new PayError({ code: 'invalid_response', message: 'The wallet returned an undecodable transaction.', cause })
+  }
+  // The service checks the message byte for byte; a wallet that adds priority fees or swaps the
+  // blockhash would make the payment fail later, so stop here instead.
+  if (!bytesEqual(returned.messageBytes, decoded.messageBytes)) {
+    throw new PayError({
+      code: 'action_rejected',
+      message: 'The wallet changed the Solana transaction while signing.',
+      context: { address },
+    })
+  }
+  const signature = returned.signatures[decoded.signers.indexOf(address)]
+  if (!signature) throw invalid('The wallet returned the Solana transaction without its signature.')
+  return signature
+}
+
+function readTransactionParam(params: readonly unknown[]): string {
+  const first = params[0]
+  if (
+    params.length !== 1 ||
+    typeof first !== 'object' ||
+    first === null ||
+    typeof (first as { transaction?: unknown }).transaction !== 'string'
+  ) {
+    throw new PayError({
+      code: 'invalid_action',
+      message: 'solana_signTransaction expects params [{ transaction: <base64> }].',
+    })
+  }
+  return (first as { transaction: string }).transaction
+}
+
+function isCaip2(chain: string): boolean {
+  return /^solana:[1-9A-HJ-NP-Za-km-z]{1,32}$/.test(chain)
+}
+
+function validateChains(chains: readonly string[]): string[] {
+  const bad = chains.filter((chain) => !isCaip2(chain))
+  if (chains.length === 0 || bad.length > 0) {
+    throw new PayError({
+      code: 'invalid_caip',
+      message: 'A Solana signer needs CAIP-2 chain ids of the form solana:<genesis hash prefix>.',
+      context: { chains },
+    })
+  }
+  return [...new Set(chains)]
+}
+
+function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) {
+    throw new PayError({ code: 'aborted', message: 'Signing was aborted.', cause: signal.reason })
+  }
+}
+
+function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise
+  throwIfAborted(signal)
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () =>
+      reject(new PayError({ code: 'aborted', message: 'Signing was aborted.', cause: signal.reason }))
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort)
+        resolve(value)
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort)
+        reject(error)
+      },
+    )
+  })
+}

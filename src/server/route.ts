@@ -1,0 +1,147 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
+import type { ZodTypeProvider } from 'fastify-type-provider-zod'
+import * as z from 'zod/mini'
+import type { Endpoint } from '../contract/endpoints.js'
+import type { ApiVersion } from '../contract/errors.js'
+import { authenticate, checkAsciiHeaders, header, resolveMerchantHeader } from './auth.js'
+import type { ServerConfig } from './config.js'
+import type { AuthContext } from './context.js'
+import { fail, validationError } from './errors.js'
+import { checkIdempotencyKey, fingerprint, runIdempotent } from './idempotency.js'
+import type { Db } from './store/db.js'
+import type { MerchantRow } from './store/schema.js'
+import { resolveApiVersion } from './version.js'
+
+type Out<S> = S extends z.ZodMiniType ? z.output<S> : undefined
+
+/** What a route handler receives. */
+export interface RouteContext<E extends Endpoint> {
+  request: FastifyRequest
+  reply: FastifyReply
+  params: Out<E['params']>
+  query: Out<E['query']>
+  body: Out<E['body']>
+  auth: AuthContext
+  /** The `Merchant-Id` merchant on `merchant` endpoints; null on the others. */
+  merchant: E['auth'] extends 'merchant' ? MerchantRow : null
+  apiVersion: ApiVersion
+  /**
+   * Use this, not `app.db`: under an Idempotency-Key it is the transaction that also stores the
+   * response. Open nested work with `inTransaction(ctx.db, fn)` (store/db.ts), never `db.transaction()`.
+   */
+  db: Db
+  config: ServerConfig
+  /** The request's time, from the app clock. */
+  now: Date
+}
+
+export type RouteHandler<E extends Endpoint> = (ctx: RouteContext<E>) => Promise<z.output<E['response']>>
+
+export interface DefineRouteOptions {
+  /**
+   * Body schemas that replace the endpoint's body for some versions (e.g. the preview payment
+   * body with `checkout`). Those routes validate the body after the version is known.
+   */
+  bodyByVersion?: Partial<Record<ApiVersion, z.ZodMiniType>>
+}
+
+/**
+ * Registers one endpoint of the contract registry: path, method, schemas and success status come
+ * from the descriptor; the pipeline is ASCII headers -> auth -> version -> merchant -> (rate limit)
+ * -> validation -> idempotency -> handler. Errors thrown anywhere render through errors.ts.
+ */
+export function defineRoute<E extends Endpoint>(
+  app: FastifyInstance,
+  endpoint: E,
+  handler: RouteHandler<E>,
+  options: DefineRouteOptions = {},
+): void {
+  const versionedBody = options.bodyByVersion !== undefined
+  const idempotency = endpoint.idempotencyKey ?? (endpoint.method === 'GET' ? undefined : 'optional')
+
+  const route: RouteOptions = {
+    method: endpoint.method,
+    url: endpoint.path,
+    schema: {
+      ...(endpoint.params ? { params: endpoint.params } : {}),
+      ...(endpoint.query ? { querystring: endpoint.query } : {}),
+      ...(endpoint.body && !versionedBody ? { body: endpoint.body } : {}),
+      response: { [endpoint.status]: endpoint.response },
+    },
+    onRequest: async (request, reply) => {
+      checkAsciiHeaders(request)
+      const auth = await authenticate(app.db, request, endpoint.auth)
+      request.auth = auth
+      request.apiVersion = resolveApiVersion(header(request, 'pay-version'), auth.pinnedVersion)
+      reply.header('pay-version', request.apiVersion)
+      if (endpoint.deprecated) reply.header('deprecation', 'true')
+      if (endpoint.auth === 'merchant') request.merchant = await resolveMerchantHeader(app.db, request, auth)
+    },
+    preValidation: async (request) => {
+      if (versionedBody) {
+        const schema = options.bodyByVersion?.[request.apiVersion!] ?? endpoint.body!
+        const result = z.safeParse(schema, request.body)
+        if (!result.success) {
+          throw validationError(
+            result.error.issues.map((i) => ({ path: ['body', ...i.path.map(String)].join('.'), message: i.message })),
+          )
+        }
+        request.body = result.data
+      }
+    },
+    preHandler: async (request) => {
+      if (idempotency === undefined) return
+      const key = header(request, 'idempotency-key')
+      if (key === undefined) {
+        if (idempotency === 'required') fail('invalid_params', 'The Idempotency-Key header is required.')
+        return
+      }
+      checkIdempotencyKey(key)
+    },
+    handler: async (request, reply) => {
+      const auth = request.auth!
+      const ctx = {
+        request,
+        reply,
+        params: request.params,
+        query: request.query,
+        body: request.body,
+        auth,
+        merchant: request.merchant,
+        apiVersion: request.apiVersion!,
+        db: app.db,
+        config: app.config,
+        now: app.now(),
+      } as RouteContext<E>
+      const key = idempotency === undefined ? undefined : header(request, 'idempotency-key')
+      if (key === undefined) {
+        const result = await handler(ctx)
+        return reply.code(endpoint.status).send(result)
+      }
+      const outcome = await runIdempotent({
+        db: app.db,
+        auth,
+        key,
+        fingerprint: fingerprint({
+          route: `${endpoint.method} ${endpoint.path}`,
+          merchantId: request.merchant?.id ?? null,
+          params: request.params,
+          body: request.body,
+        }),
+        now: ctx.now,
+        ttlSeconds: app.config.idempotencyTtlSeconds,
+        successStatus: endpoint.status,
+        handler: (trx) => handler({ ...ctx, db: trx }),
+      })
+      if (outcome.replayed) {
+        return reply
+          .code(outcome.stored.status)
+          .header('idempotent-replayed', 'true')
+          .type('application/json; charset=utf-8')
+          .send(outcome.stored.body)
+      }
+      return reply.code(outcome.status).send(outcome.result)
+    },
+  }
+  app.withTypeProvider<ZodTypeProvider>().route(route)
+}
