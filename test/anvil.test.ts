@@ -1,8 +1,13 @@
+import { execFile } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
 import { createPublicClient, createWalletClient, http } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { testUsdcAbi } from '../fixtures/token/index.js'
 import { type AnvilInstance, anvilPrivateKeys, deployTestToken, mintTestToken, startAnvil } from './anvil.js'
+
+const run = promisify(execFile)
 
 describe('startAnvil', () => {
   let anvil: AnvilInstance
@@ -71,6 +76,18 @@ describe('startAnvil options and lifecycle', () => {
       await Promise.all([a.stop(), b.stop()])
     }
     await expect(fetch(a.rpcUrl, { method: 'POST' })).rejects.toThrow()
+  })
+
+  it('kills its node when the process exits without stop()', async () => {
+    const script = [
+      `import { startAnvil } from ${JSON.stringify(fileURLToPath(new URL('./anvil.ts', import.meta.url)))}`,
+      'const anvil = await startAnvil()',
+      'console.log(anvil.rpcUrl)',
+    ].join('\n')
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script])
+    const rpcUrl = stdout.trim()
+    expect(rpcUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
+    await expect(fetch(rpcUrl, { method: 'POST' })).rejects.toThrow()
   })
 
   it('retries when the fixed port is taken instead of talking to the other node', async () => {

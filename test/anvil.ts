@@ -5,7 +5,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { createRequire } from 'node:module'
-import { createServer } from 'node:net'
+import { createServer, type Socket } from 'node:net'
 import {
   type Address,
   type Chain,
@@ -85,6 +85,9 @@ async function launch(port: number, chainId: number, options: StartAnvilOptions)
     stdio: ['ignore', 'ignore', 'pipe'],
   })
   track(child)
+  // A forgotten stop() must not keep a test process alive; the 'exit' hook then kills the node.
+  child.unref()
+  ;(child.stderr as Socket | null)?.unref()
   let stderr = ''
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr += chunk.toString()

@@ -1,14 +1,12 @@
-import { type Address, getAddress, isAddress } from 'viem'
+import { type Address, getAddress } from 'viem'
+import { parseAccountId, parseChainId } from '../../src/caip/caip.js'
 import { PayError } from '../../src/errors/PayError.js'
-
-// Only the eip155 slice of CAIP-2/10/19 the adapter needs; kept local so the adapter does not depend
-// on the core's parsers beyond PayError.
 
 /** `eip155:8453` -> 8453. Anything else is a PayError `invalid_caip`. */
 export function eip155ChainId(caip2: string): number {
-  const match = /^eip155:([1-9][0-9]{0,31})$/.exec(caip2)
-  const id = match ? Number(match[1]) : Number.NaN
-  if (!Number.isSafeInteger(id)) {
+  const { namespace, reference } = parseChainId(caip2)
+  const id = Number(reference)
+  if (namespace !== 'eip155' || !/^[1-9][0-9]*$/.test(reference) || !Number.isSafeInteger(id)) {
     throw new PayError({ code: 'invalid_caip', message: 'Not an EVM chain id.', context: { chainId: caip2 } })
   }
   return id
@@ -16,12 +14,8 @@ export function eip155ChainId(caip2: string): number {
 
 /** `eip155:1:0xab...` -> { chainId: 1, address } with a checksummed address. */
 export function parseEip155Account(caip10: string): { chainId: number; address: Address } {
-  const at = caip10.lastIndexOf(':')
-  const address = caip10.slice(at + 1)
-  if (at < 0 || !isAddress(address, { strict: false })) {
-    throw new PayError({ code: 'invalid_caip', message: 'Not an EVM account.', context: { account: caip10 } })
-  }
-  return { chainId: eip155ChainId(caip10.slice(0, at)), address: getAddress(address) }
+  const { chainId, address } = parseAccountId(caip10)
+  return { chainId: eip155ChainId(chainId), address: getAddress(address) }
 }
 
 export function eip155Account(chainId: number, address: Address): string {

@@ -1,5 +1,4 @@
-export type { EvmAccountRef, EvmBackend, ReceiptOptions } from './backend.js'
-export { eip155Account, eip155ChainId, erc20Asset, nativeAsset, parseEip155Account } from './caip.js'
+export type { ReceiptOptions } from './backend.js'
 export { decodeEvmAction, type EvmActionRequest } from './decodeEvmAction.js'
 export { decodeTransaction } from './decodeTransaction.js'
 export { type DecodedTypedData, decodeTypedData } from './decodeTypedData.js'

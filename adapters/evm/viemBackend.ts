@@ -42,9 +42,11 @@ function minimalChain(id: number): Chain {
   })
 }
 
-/** Signs and sends through viem WalletClients, one per chain, each bound to an account. */
+/** Signs and sends through viem WalletClients, each bound to one account on one chain. */
 export function viemBackend(clients: readonly WalletClient[], options: ReceiptOptions = {}): EvmBackend {
-  const byChain = new Map<number, BoundClient>()
+  // Keyed by chain and address: several WalletClients may serve one chain with different accounts.
+  const byKey = new Map<string, BoundClient>()
+  const key = (chainId: number, address: string) => `${chainId}:${address.toLowerCase()}`
   for (const client of clients) {
     if (!client.account || !client.chain) {
       throw new PayError({
@@ -53,26 +55,27 @@ export function viemBackend(clients: readonly WalletClient[], options: ReceiptOp
         context: { hasAccount: !!client.account, hasChain: !!client.chain },
       })
     }
-    byChain.set(client.chain.id, client as BoundClient)
+    byKey.set(key(client.chain.id, client.account.address), client as BoundClient)
   }
-  const clientFor = (chainId: number) => byChain.get(chainId)!
+  const clientFor = (chainId: number, address: string) => byKey.get(key(chainId, address))!
+  const anyClientOn = (chainId: number) => [...byKey.values()].find((c) => c.chain.id === chainId)!
 
   return {
-    accounts: [...byChain.values()].map((c) => ({ chainId: c.chain.id, address: c.account.address })),
-    signTypedData: (chainId, _address, typedData) =>
+    accounts: [...byKey.values()].map((c) => ({ chainId: c.chain.id, address: c.account.address })),
+    signTypedData: (chainId, address, typedData) =>
       // viem derives EIP712Domain from the domain itself and accepts decimal or hex strings for uints.
-      clientFor(chainId).signTypedData(typedData as Parameters<BoundClient['signTypedData']>[0]),
-    signMessage: (chainId, _address, message) =>
-      clientFor(chainId).signMessage({ message: { raw: message } }),
+      clientFor(chainId, address).signTypedData(typedData as Parameters<BoundClient['signTypedData']>[0]),
+    signMessage: (chainId, address, message) =>
+      clientFor(chainId, address).signMessage({ message: { raw: message } }),
     sendTransaction: (chainId, tx) => {
-      const client = clientFor(chainId)
+      const client = clientFor(chainId, tx.from)
       return client.sendTransaction({
         ...fromRpcTransaction(tx),
         chain: client.chain,
       } as SendTransactionParameters)
     },
     waitForReceipt: async (chainId, hash) => {
-      const receipt = await waitForTransactionReceipt(clientFor(chainId), {
+      const receipt = await waitForTransactionReceipt(anyClientOn(chainId), {
         hash,
         pollingInterval: options.pollingInterval ?? defaultPollingInterval,
         timeout: options.receiptTimeoutMs ?? defaultReceiptTimeoutMs,

@@ -98,7 +98,8 @@ export function decodeSolanaTransaction(input: string | Uint8Array): DecodedSola
   const messageBytes = bytes.subarray(messageOffset)
   const message = tx.message
   const version = message.version
-  if (version !== 'legacy' && version !== 0) throw invalid(`Unsupported Solana transaction version ${version}.`)
+  if (version !== 'legacy' && version !== 0)
+    throw invalid(`Unsupported Solana transaction version ${version}.`)
   // Signatures cover these exact bytes; a message that does not re-encode identically would
   // be signed over different bytes than the builder's, so refuse it outright.
   if (!bytesEqual(message.serialize(), messageBytes)) {
@@ -112,7 +113,12 @@ export function decodeSolanaTransaction(input: string | Uint8Array): DecodedSola
   const keys = message.staticAccountKeys.map((key) => key.toBase58())
   const signers = keys.slice(0, required)
   const instructions = message.compiledInstructions.map((ix, index) =>
-    classify(index, keys[ix.programIdIndex]!, ix.accountKeyIndexes.map((i) => keys[i]), ix.data),
+    classify(
+      index,
+      keys[ix.programIdIndex]!,
+      ix.accountKeyIndexes.map((i) => keys[i]),
+      ix.data,
+    ),
   )
   return {
     version,
@@ -143,7 +149,16 @@ function classify(
   if (programId === associatedTokenProgramId && (data.length === 0 || (data.length === 1 && data[0]! <= 1))) {
     const [payer, account, owner, mint, , tokenProgram] = [at(0), at(1), at(2), at(3), at(4), at(5)]
     if (payer && account && owner && mint && tokenProgram) {
-      return { ...base, kind: 'createAssociatedTokenAccount', idempotent: data[0] === 1, payer, account, owner, mint, tokenProgram }
+      return {
+        ...base,
+        kind: 'createAssociatedTokenAccount',
+        idempotent: data[0] === 1,
+        payer,
+        account,
+        owner,
+        mint,
+        tokenProgram,
+      }
     }
   }
   if (

@@ -28,7 +28,7 @@ export type {
   SolanaSignerOptions,
   SolanaWalletStandardSignerOptions,
 } from './solanaSigner.js'
-export { solanaSignTransactionMethod, solanaSigner } from './solanaSigner.js'
+export { solanaSigner, solanaSignTransactionMethod } from './solanaSigner.js'
 export type {
   SolanaSignTransactionFeature,
   SolanaSignTransactionFeatureInput,

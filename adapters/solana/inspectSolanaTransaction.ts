@@ -52,7 +52,11 @@ export function checkSolanaTransaction(parameters: CheckSolanaTransactionParamet
   }
 }
 
-function disallowedReason(instruction: SolanaInstruction, signer: string, allowFeePayer: boolean): string | undefined {
+function disallowedReason(
+  instruction: SolanaInstruction,
+  signer: string,
+  allowFeePayer: boolean,
+): string | undefined {
   switch (instruction.kind) {
     case 'computeBudget':
     case 'memo':
@@ -84,7 +88,8 @@ export function inspectSolanaTransaction(parameters: InspectSolanaTransactionPar
   for (const ix of decoded.instructions) {
     if (ix.kind !== 'createAssociatedTokenAccount') continue
     // Only trust the owner when the account really is that owner's derived address.
-    if (associatedTokenAddress(ix.owner, ix.mint, ix.tokenProgram) === ix.account) owners.set(ix.account, ix.owner)
+    if (associatedTokenAddress(ix.owner, ix.mint, ix.tokenProgram) === ix.account)
+      owners.set(ix.account, ix.owner)
   }
   const transfers: InspectedTransfer[] = []
   for (const ix of decoded.instructions) {

@@ -10,4 +10,3 @@ export const memoProgramIds = [
 
 /** SPL Token instruction tag of `TransferChecked` (same in Token-2022). */
 export const transferCheckedTag = 12
-

@@ -2,8 +2,16 @@ import { type Keypair, VersionedTransaction } from '@solana/web3.js'
 import type { ActionInspection, Signer, SignerRequest } from '../../src/actions/types.js'
 import { PayError } from '../../src/errors/PayError.js'
 import { encodeBase64 } from './base64.js'
-import { bytesEqual, type DecodedSolanaTransaction, decodeSolanaTransaction } from './decodeSolanaTransaction.js'
-import { checkSolanaTransaction, inspectSolanaTransaction, type SolanaPolicyOptions } from './inspectSolanaTransaction.js'
+import {
+  bytesEqual,
+  type DecodedSolanaTransaction,
+  decodeSolanaTransaction,
+} from './decodeSolanaTransaction.js'
+import {
+  checkSolanaTransaction,
+  inspectSolanaTransaction,
+  type SolanaPolicyOptions,
+} from './inspectSolanaTransaction.js'
 import {
   isUserRejection,
   resolveSignTransactionFeature,
@@ -43,7 +51,11 @@ export interface SolanaSigner extends Signer {
 }
 
 /** Signs the detached message bytes for one signer slot; returns the 64-byte signature. */
-type SignSlot = (decoded: DecodedSolanaTransaction, chainId: string, signal?: AbortSignal) => Promise<Uint8Array>
+type SignSlot = (
+  decoded: DecodedSolanaTransaction,
+  chainId: string,
+  signal?: AbortSignal,
+) => Promise<Uint8Array>
 
 /**
  * A caipay signer for the `solana` namespace. It implements only `solana_signTransaction`: it
@@ -98,7 +110,11 @@ export function solanaSigner(options: SolanaSignerOptions): SolanaSigner {
   }
 }
 
-function fromKeypair(options: SolanaKeypairSignerOptions): { address: string; chains: string[]; signSlot: SignSlot } {
+function fromKeypair(options: SolanaKeypairSignerOptions): {
+  address: string
+  chains: string[]
+  signSlot: SignSlot
+} {
   const address = options.keypair.publicKey.toBase58()
   const chains = validateChains(options.chains)
   const signSlot: SignSlot = async (decoded) => {
@@ -184,7 +200,11 @@ function signatureFromWallet(
   try {
     returned = decodeSolanaTransaction(signedTransaction)
   } catch (cause) {
-    throw new PayError({ code: 'invalid_response', message: 'The wallet returned an undecodable transaction.', cause })
+    throw new PayError({
+      code: 'invalid_response',
+      message: 'The wallet returned an undecodable transaction.',
+      cause,
+    })
   }
   // The service checks the message byte for byte; a wallet that adds priority fees or swaps the
   // blockhash would make the payment fail later, so stop here instead.

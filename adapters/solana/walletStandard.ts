@@ -24,7 +24,9 @@ export interface SolanaSignTransactionOutput {
 export interface SolanaSignTransactionFeature {
   readonly version: string
   readonly supportedTransactionVersions: readonly ('legacy' | 0)[]
-  signTransaction(...inputs: readonly SolanaSignTransactionInput[]): Promise<readonly SolanaSignTransactionOutput[]>
+  signTransaction(
+    ...inputs: readonly SolanaSignTransactionInput[]
+  ): Promise<readonly SolanaSignTransactionOutput[]>
 }
 
 /** Either the feature itself or a wallet's `features` record holding it. */
@@ -32,7 +34,9 @@ export type SolanaSignTransactionFeatureInput =
   | SolanaSignTransactionFeature
   | { readonly 'solana:signTransaction': SolanaSignTransactionFeature }
 
-export function resolveSignTransactionFeature(input: SolanaSignTransactionFeatureInput): SolanaSignTransactionFeature {
+export function resolveSignTransactionFeature(
+  input: SolanaSignTransactionFeatureInput,
+): SolanaSignTransactionFeature {
   return 'solana:signTransaction' in input ? input['solana:signTransaction'] : input
 }
 
@@ -51,8 +55,12 @@ export function isUserRejection(error: unknown): boolean {
   for (let depth = 0; depth < 5 && typeof current === 'object' && current !== null; depth++) {
     const candidate = current as { code?: unknown; name?: unknown; message?: unknown; cause?: unknown }
     if (candidate.code === 4001) return true
-    if (candidate.name === 'WalletSignTransactionError' || candidate.name === 'UserRejectedRequestError') return true
-    if (typeof candidate.message === 'string' && /user rejected|rejected the request|request rejected/i.test(candidate.message)) {
+    if (candidate.name === 'WalletSignTransactionError' || candidate.name === 'UserRejectedRequestError')
+      return true
+    if (
+      typeof candidate.message === 'string' &&
+      /user rejected|rejected the request|request rejected/i.test(candidate.message)
+    ) {
       return true
     }
     current = candidate.cause

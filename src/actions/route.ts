@@ -53,7 +53,9 @@ export function routeAction(registry: SignerRegistry, action: WalletRpcAction, i
     const known = knownNamespaces.includes(namespace)
     throw new PayError({
       code: known ? 'missing_signer' : 'unsupported_namespace',
-      message: known ? `No signer is registered for ${namespace}.` : `Namespace ${namespace} is not supported.`,
+      message: known
+        ? `No signer is registered for ${namespace}.`
+        : `Namespace ${namespace} is not supported.`,
       context: { index, chainId, method, namespace },
     })
   }

@@ -20,18 +20,19 @@ export const terminalStates = ['succeeded', 'failed', 'expired', 'cancelled'] as
 export type TerminalState = (typeof terminalStates)[number]
 
 /**
- * Every legal move of the wallet flow. Any state that is not final may end `cancelled` (user or
- * `cancel()`); a state that talks to the service may also end `failed` or `expired`. `collectingData`
- * may go back to `selecting` when the user picks another option.
+ * Every legal move of the wallet flow. Any state that is not final may end `cancelled` (user, abort or
+ * `cancel()`) and, once work has started, `failed`. Only states that talk to the service can learn that
+ * the payment `expired` or already ended. `collectingData` goes back to `selecting` when the user picks
+ * another option.
  */
 export const flowTransitions: Readonly<Record<FlowState, readonly FlowState[]>> = {
   idle: ['loadingOptions', 'cancelled'],
   // An options response can already carry the outcome of a payment paid or closed elsewhere.
   loadingOptions: ['selecting', 'succeeded', 'failed', 'expired', 'cancelled'],
-  selecting: ['collectingData', 'fetchingActions', 'failed', 'expired', 'cancelled'],
-  collectingData: ['selecting', 'fetchingActions', 'failed', 'expired', 'cancelled'],
+  selecting: ['collectingData', 'fetchingActions', 'failed', 'cancelled'],
+  collectingData: ['selecting', 'fetchingActions', 'failed', 'cancelled'],
   fetchingActions: ['signing', 'failed', 'expired', 'cancelled'],
-  signing: ['confirming', 'failed', 'expired', 'cancelled'],
+  signing: ['confirming', 'failed', 'cancelled'],
   // A confirm response may already be final.
   confirming: ['polling', 'succeeded', 'failed', 'expired', 'cancelled'],
   polling: ['succeeded', 'failed', 'expired', 'cancelled'],

@@ -103,14 +103,21 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
 
 /** Reads a JSON config file (`--config`); without a path, the defaults (test mode only). */
 export async function loadConfig(file?: string, env: NodeJS.ProcessEnv = process.env): Promise<ServerConfig> {
-  if (!file) return resolveConfig({}, env)
+  return resolveConfig(file ? await readConfigFile(file) : {}, env)
+}
+
+/** The file as written (unvalidated JSON), e.g. to know which keys it sets. */
+export async function readConfigFile(file: string): Promise<Record<string, unknown>> {
   let parsed: unknown
   try {
     parsed = JSON.parse(await fs.readFile(file, 'utf8'))
   } catch (error) {
     throw new Error(`Cannot read config file ${file}: ${(error as Error).message}`)
   }
-  return resolveConfig(parsed, env)
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new Error(`Config file ${file} must hold a JSON object.`)
+  }
+  return parsed as Record<string, unknown>
 }
 
 /** Any string `env:NAME` is replaced by that environment variable, so secrets stay out of files. */

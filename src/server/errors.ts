@@ -47,7 +47,7 @@ export function renderError(error: unknown): Rendered | undefined {
     const location = locations[(error as FastifyError).validationContext ?? 'body'] ?? 'body'
     const issues = error.validation.map((v) => ({
       path: [location, ...v.instancePath.split('/').filter(Boolean)].join('.'),
-      message: v.message,
+      message: v.message ?? 'Invalid value.',
     }))
     return renderError(validationError(issues))
   }

@@ -1,10 +1,8 @@
-import { type ControlledTransaction, sql } from 'kysely'
 import { PayError } from '../errors/PayError.js'
 import type { AuthContext } from './context.js'
 import { fail, renderError } from './errors.js'
 import { sha256Hex } from './ids.js'
 import type { Db } from './store/db.js'
-import type { Database } from './store/schema.js'
 
 /**
  * Idempotency in PostgreSQL, scoped to (partner, mode, key).
@@ -40,7 +38,7 @@ export async function runIdempotent<T>(options: {
   now: Date
   ttlSeconds: number
   successStatus: number
-  handler: (trx: ControlledTransaction<Database>) => Promise<T>
+  handler: (trx: Db) => Promise<T>
 }): Promise<IdempotentOutcome<T>> {
   const { db, auth, key, now } = options
   const expiresAt = new Date(now.getTime() + options.ttlSeconds * 1000)
@@ -81,8 +79,14 @@ export async function runIdempotent<T>(options: {
         }
         throw error
       })
-    const rowKey = (q: any) =>
-      q.where('partner_id', '=', auth.partnerId).where('mode', '=', auth.mode).where('key', '=', key)
+    const finish = (db: Db, status: number, body: string) =>
+      db
+        .updateTable('idempotency_keys')
+        .set({ state: 'done', response_status: status, response_body: body })
+        .where('partner_id', '=', auth.partnerId)
+        .where('mode', '=', auth.mode)
+        .where('key', '=', key)
+        .execute()
 
     if (!record || record.expires_at.getTime() <= now.getTime()) {
       // Expired (or swept between our insert and select): the key starts a new life.
@@ -130,16 +134,12 @@ export async function runIdempotent<T>(options: {
       if (!rendered || rendered.status >= 500) throw error
       // A refusal is the outcome of this key too: undo the handler's writes, keep the answer.
       await savepoint.rollbackToSavepoint('handler').execute()
-      await rowKey(trx.updateTable('idempotency_keys'))
-        .set({ state: 'done', response_status: rendered.status, response_body: JSON.stringify(rendered.body) })
-        .execute()
+      await finish(trx, rendered.status, JSON.stringify(rendered.body))
       await trx.commit().execute()
       committed = true
       throw error
     }
-    await rowKey(savepoint.updateTable('idempotency_keys'))
-      .set({ state: 'done', response_status: options.successStatus, response_body: JSON.stringify(result) })
-      .execute()
+    await finish(savepoint, options.successStatus, JSON.stringify(result))
     await trx.commit().execute()
     committed = true
     return { replayed: false, status: options.successStatus, result }
@@ -153,7 +153,6 @@ export async function sweepIdempotencyKeys(db: Db, now: Date): Promise<number> {
   const result = await db
     .deleteFrom('idempotency_keys')
     .where('expires_at', '<', now)
-    .where(sql<boolean>`true`)
     .executeTakeFirst()
   return Number(result.numDeletedRows)
 }

@@ -31,6 +31,7 @@ const alice = Keypair.generate()
 const bob = Keypair.generate()
 let mint: PublicKey
 
+// biome-ignore lint/suspicious/noExplicitAny: loosely typed JSON-RPC replies, checked by assertions
 async function rpc(body: unknown): Promise<any> {
   const response = await fetch(validator.rpcUrl, {
     method: 'POST',
@@ -163,7 +164,9 @@ describe('litesvm JSON-RPC facade', () => {
     expect(raw.error).toMatchObject({ code: -32002, data: { err: { InstructionError: [0, { Custom: 1 }] } } })
 
     const lamportsBefore = await validator.connection.getBalance(alice.publicKey)
-    const signature = await validator.connection.sendRawTransaction(tooMuch.serialize(), { skipPreflight: true })
+    const signature = await validator.connection.sendRawTransaction(tooMuch.serialize(), {
+      skipPreflight: true,
+    })
     const status = (await validator.connection.getSignatureStatuses([signature])).value[0]
     expect(status?.err).toEqual({ InstructionError: [0, { Custom: 1 }] })
     expect(await validator.connection.getBalance(alice.publicKey)).toBe(lamportsBefore - 5000)
@@ -173,7 +176,9 @@ describe('litesvm JSON-RPC facade', () => {
     const tx = new Transaction({
       feePayer: alice.publicKey,
       ...(await validator.connection.getLatestBlockhash()),
-    }).add(SystemProgram.transfer({ fromPubkey: alice.publicKey, toPubkey: bob.publicKey, lamports: 10_000_000 }))
+    }).add(
+      SystemProgram.transfer({ fromPubkey: alice.publicKey, toPubkey: bob.publicKey, lamports: 10_000_000 }),
+    )
     const simulated = await validator.connection.simulateTransaction(tx)
     expect(simulated.value.err).toBeNull()
     expect(simulated.value.logs?.[0]).toMatch(/invoke \[1\]/)
@@ -197,8 +202,10 @@ describe('litesvm JSON-RPC facade', () => {
   it('notifies signatureSubscribe over WebSocket', async () => {
     const socket = new WebSocket(validator.wsUrl)
     await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject))
+    // biome-ignore lint/suspicious/noExplicitAny: loosely typed JSON-RPC messages, checked by assertions
     const messages: any[] = []
     const next = () =>
+      // biome-ignore lint/suspicious/noExplicitAny: as above
       new Promise<any>((resolve) => {
         if (messages.length) return resolve(messages.shift())
         socket.once('message', () => resolve(messages.shift()))
@@ -208,7 +215,14 @@ describe('litesvm JSON-RPC facade', () => {
     const tx = await transferTx(3n)
     const signature = tx.signatures[0]!.signature!
     const { default: bs58 } = await import('bs58')
-    socket.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'signatureSubscribe', params: [bs58.encode(signature)] }))
+    socket.send(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'signatureSubscribe',
+        params: [bs58.encode(signature)],
+      }),
+    )
     const subscribed = await next()
     expect(subscribed).toMatchObject({ id: 1, result: expect.any(Number) })
     await validator.connection.sendRawTransaction(tx.serialize())
@@ -218,21 +232,28 @@ describe('litesvm JSON-RPC facade', () => {
       params: { subscription: subscribed.result, result: { value: { err: null } } },
     })
 
-    socket.send(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'signatureUnsubscribe', params: [subscribed.result] }))
+    socket.send(
+      JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'signatureUnsubscribe', params: [subscribed.result] }),
+    )
     expect(await next()).toMatchObject({ id: 2, error: { code: -32602 } })
     socket.close()
 
     // The same through web3.js's own subscription API.
     const tx2 = await transferTx(4n)
     const seen = new Promise((resolve) =>
-      validator.connection.onSignature(bs58.encode(tx2.signatures[0]!.signature!), (result) => resolve(result)),
+      validator.connection.onSignature(bs58.encode(tx2.signatures[0]!.signature!), (result) =>
+        resolve(result),
+      ),
     )
     await validator.connection.sendRawTransaction(tx2.serialize())
     expect(await seen).toEqual({ err: null })
   })
 
   it('stops cleanly, closing WebSockets with code 1000', async () => {
-    const other = await startSolanaValidator({ backend: 'litesvm', genesisHash: PublicKey.unique().toBase58() })
+    const other = await startSolanaValidator({
+      backend: 'litesvm',
+      genesisHash: PublicKey.unique().toBase58(),
+    })
     expect(other.caip2).not.toBe(validator.caip2)
     const socket = new WebSocket(other.wsUrl)
     await new Promise((resolve) => socket.once('open', resolve))

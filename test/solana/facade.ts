@@ -39,20 +39,15 @@ import {
   type EncodedAccount,
   getTransactionDecoder,
   isSolanaError,
+  type Transaction as KitTransaction,
   lamports,
   SOLANA_ERROR__TRANSACTION__SIGNATURES_MISSING,
-  type Transaction as KitTransaction,
 } from '@solana/kit'
 import { type TransactionVersion, VersionedMessage, VersionedTransaction } from '@solana/web3.js'
 import bs58 from 'bs58'
 import { FailedTransactionMetadata, LiteSVM, type TransactionMetadata } from 'litesvm'
 import { type WebSocket, WebSocketServer } from 'ws'
-import {
-  describeTransactionError,
-  landsOnChain,
-  RpcError,
-  transactionErrorJson,
-} from './rpcErrors.js'
+import { describeTransactionError, landsOnChain, RpcError, transactionErrorJson } from './rpcErrors.js'
 
 export interface LiteSvmRpcOptions {
   /** Interface to listen on. Default `127.0.0.1`. */
@@ -81,7 +76,8 @@ const defaultGenesisHash = bs58.encode(createHash('sha256').update('caipay lites
 
 const lamportsPerSignature = 5000
 const blockhashValidBlocks = 150
-const maxU64AsNumber = 18446744073709551615
+// u64::MAX as a validator sends it; JSON parsers read it as 2^64 anyway.
+const maxU64AsNumber = 2 ** 64
 const tokenProgramIds = [
   'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA',
   'TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb',
@@ -191,7 +187,8 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
     const encoding = (config?.encoding as string | undefined) ?? 'base58'
     let encoded: [string, string]
     if (encoding === 'base58' || encoding === 'binary') encoded = [bs58.encode(data), 'base58']
-    else if (encoding === 'base64' || encoding === 'jsonParsed') encoded = [Buffer.from(data).toString('base64'), 'base64']
+    else if (encoding === 'base64' || encoding === 'jsonParsed')
+      encoded = [Buffer.from(data).toString('base64'), 'base64']
     else throw new RpcError(-32602, `Invalid param: unsupported encoding ${encoding}`)
     return {
       data: encoding === 'binary' ? encoded[0] : encoded,
@@ -233,7 +230,8 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
   // --- transaction helpers ---------------------------------------------------------------------
 
   function decodeWire(encoded: unknown, config: Config | undefined): Uint8Array {
-    if (typeof encoded !== 'string') throw new RpcError(-32602, 'Invalid param: expected an encoded transaction')
+    if (typeof encoded !== 'string')
+      throw new RpcError(-32602, 'Invalid param: expected an encoded transaction')
     const encoding = (config?.encoding as string | undefined) ?? 'base58'
     try {
       if (encoding === 'base64') return new Uint8Array(Buffer.from(encoded, 'base64'))
@@ -258,7 +256,9 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
   function run(
     action: 'send' | 'simulate',
     tx: KitTransaction,
-  ): { ok: true; meta: TransactionMetadata; post?: EncodedAccount[] } | { ok: false; err: unknown; logs: string[]; units: number } {
+  ):
+    | { ok: true; meta: TransactionMetadata; post?: EncodedAccount[] }
+    | { ok: false; err: unknown; logs: string[]; units: number } {
     syncClock()
     try {
       const result = action === 'send' ? svm.sendTransaction(tx) : svm.simulateTransaction(tx)
@@ -400,7 +400,8 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
       )
     }
     const encoding = (config.encoding as string | undefined) ?? 'json'
-    if (encoding === 'jsonParsed') throw new RpcError(-32602, 'Invalid param: jsonParsed is not supported here')
+    if (encoding === 'jsonParsed')
+      throw new RpcError(-32602, 'Invalid param: jsonParsed is not supported here')
     const tx = VersionedTransaction.deserialize(entry.bytes)
     const message = tx.message
     const transaction =
@@ -493,7 +494,8 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
     getLatestBlockhash: () => withContext(latestBlockhash()),
     isBlockhashValid: (params) => withContext(params[0] === svm.latestBlockhash()),
     getFeeForMessage: (params) => {
-      if (typeof params[0] !== 'string') throw new RpcError(-32602, 'Invalid param: expected a base64 message')
+      if (typeof params[0] !== 'string')
+        throw new RpcError(-32602, 'Invalid param: expected a base64 message')
       let message: VersionedMessage
       try {
         message = VersionedMessage.deserialize(Buffer.from(params[0], 'base64'))
@@ -557,7 +559,8 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
     },
     simulateTransaction,
     sendTransaction,
-    getSignatureStatuses: (params) => withContext((Array.isArray(params[0]) ? params[0] : []).map(signatureStatus)),
+    getSignatureStatuses: (params) =>
+      withContext((Array.isArray(params[0]) ? params[0] : []).map(signatureStatus)),
     getTransaction,
   }
 
@@ -592,7 +595,11 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
     }
     if (Array.isArray(body)) {
       if (body.length === 0) {
-        return replyJson(res, { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid request' } })
+        return replyJson(res, {
+          jsonrpc: '2.0',
+          id: null,
+          error: { code: -32600, message: 'Invalid request' },
+        })
       }
       return replyJson(res, body.map(dispatch))
     }
@@ -614,14 +621,20 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
     try {
       message = JSON.parse(text) as JsonRpcRequest
     } catch {
-      return sendWs(socket, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error' } })
+      sendWs(socket, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error' } })
+      return
     }
     // Notifications (web3.js sends a `ping` every few seconds) get no answer.
     if (message.id === undefined || message.id === null) return
     const params = Array.isArray(message.params) ? message.params : []
     if (message.method === 'signatureSubscribe') {
       if (typeof params[0] !== 'string') {
-        return sendWs(socket, { jsonrpc: '2.0', id: message.id, error: { code: -32602, message: 'Invalid params' } })
+        sendWs(socket, {
+          jsonrpc: '2.0',
+          id: message.id,
+          error: { code: -32602, message: 'Invalid params' },
+        })
+        return
       }
       const id = nextSubscriptionId++
       subscriptions.set(id, { signature: params[0], socket })
@@ -633,14 +646,16 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
     if (message.method === 'signatureUnsubscribe') {
       const id = Number(params[0])
       if (!subscriptions.has(id)) {
-        return sendWs(socket, {
+        sendWs(socket, {
           jsonrpc: '2.0',
           id: message.id,
           error: { code: -32602, message: 'Invalid subscription id.' },
         })
+        return
       }
       subscriptions.delete(id)
-      return sendWs(socket, { jsonrpc: '2.0', id: message.id, result: true })
+      sendWs(socket, { jsonrpc: '2.0', id: message.id, result: true })
+      return
     }
     const response = dispatch(message)
     if (response) sendWs(socket, response)
@@ -686,7 +701,9 @@ function matchesFilter(data: Uint8Array, filter: Record<string, unknown>): boole
   const memcmp = filter.memcmp as { offset: number; bytes: string; encoding?: string } | undefined
   if (memcmp) {
     const wanted =
-      memcmp.encoding === 'base64' ? new Uint8Array(Buffer.from(memcmp.bytes, 'base64')) : bs58.decode(memcmp.bytes)
+      memcmp.encoding === 'base64'
+        ? new Uint8Array(Buffer.from(memcmp.bytes, 'base64'))
+        : bs58.decode(memcmp.bytes)
     return bytesEqual(data.subarray(memcmp.offset, memcmp.offset + wanted.length), wanted)
   }
   return true
@@ -698,7 +715,10 @@ function isTokenProgram(owner: string): boolean {
 
 function isTokenAccountData(data: Uint8Array): boolean {
   // Token-2022 accounts with extensions are longer and carry an account-type byte after the base layout.
-  return data.length === tokenAccountSize || (data.length > tokenAccountSize && data[tokenAccountSize] === accountTypeAccount)
+  return (
+    data.length === tokenAccountSize ||
+    (data.length > tokenAccountSize && data[tokenAccountSize] === accountTypeAccount)
+  )
 }
 
 function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {

@@ -44,7 +44,9 @@ export interface SolanaValidator {
 }
 
 /** Starts a local Solana cluster for tests and demos: the real validator when installed, else litesvm. */
-export async function startSolanaValidator(options: StartSolanaValidatorOptions = {}): Promise<SolanaValidator> {
+export async function startSolanaValidator(
+  options: StartSolanaValidatorOptions = {},
+): Promise<SolanaValidator> {
   const backend = resolveBackend(options.backend)
   const commitment = options.commitment ?? 'confirmed'
 
@@ -63,7 +65,10 @@ export async function startSolanaValidator(options: StartSolanaValidatorOptions 
         rpc.expireBlockhash()
         forgetCachedBlockhash(connection)
       },
-      stop: rpc.stop,
+      stop: async () => {
+        await disposeSubscriptions(connection)
+        await rpc.stop()
+      },
     }
   }
 
@@ -82,7 +87,10 @@ export async function startSolanaValidator(options: StartSolanaValidatorOptions 
       connection,
       svm: undefined,
       expireBlockhash: () => waitForBlockhashExpiry(connection),
-      stop: validator.stop,
+      stop: async () => {
+        await disposeSubscriptions(connection)
+        await validator.stop()
+      },
     }
   } catch (error) {
     await validator.stop()
@@ -97,6 +105,27 @@ function resolveBackend(requested: StartSolanaValidatorOptions['backend']): Sola
 }
 
 /**
+ * A Connection that still has listeners when its server goes away reconnects forever (every
+ * second, logging each failure). Tests that forget `removeSignatureListener` and friends should
+ * not keep the process alive, so the harness drops its own Connection's listeners on stop.
+ */
+async function disposeSubscriptions(connection: Connection): Promise<void> {
+  const internal = connection as unknown as {
+    _subscriptionDisposeFunctionsByClientSubscriptionId?: Record<string, () => Promise<void>>
+  }
+  const disposers = Object.values(internal._subscriptionDisposeFunctionsByClientSubscriptionId ?? {})
+  if (disposers.length === 0) return
+  let timer: ReturnType<typeof setTimeout> | undefined
+  await Promise.race([
+    Promise.allSettled(disposers.map((dispose) => dispose())),
+    new Promise((resolve) => {
+      timer = setTimeout(resolve, 1000)
+    }),
+  ])
+  clearTimeout(timer)
+}
+
+/**
  * web3.js caches the latest blockhash for 30 s in `sendTransaction(tx, signers)` and
  * `simulateTransaction(tx)`. On a validator the cached one stays valid for 150 blocks; litesvm
  * accepts only the newest, so after an expiry the harness's own Connection must forget it.
@@ -104,7 +133,9 @@ function resolveBackend(requested: StartSolanaValidatorOptions['backend']): Sola
  * `getLatestBlockhash()` there.
  */
 function forgetCachedBlockhash(connection: Connection): void {
-  const internal = connection as unknown as { _blockhashInfo?: { latestBlockhash: unknown; lastFetch: number } }
+  const internal = connection as unknown as {
+    _blockhashInfo?: { latestBlockhash: unknown; lastFetch: number }
+  }
   if (internal._blockhashInfo) {
     internal._blockhashInfo.latestBlockhash = null
     internal._blockhashInfo.lastFetch = 0

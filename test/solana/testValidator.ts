@@ -20,7 +20,9 @@ export function hasSolanaTestValidator(): boolean {
  * Starts `solana-test-validator` on random ports with a throw-away ledger and waits until its RPC
  * answers `getHealth`. The validator serves WebSocket on the RPC port + 1.
  */
-export async function startTestValidator(options: { timeoutMs?: number } = {}): Promise<TestValidatorProcess> {
+export async function startTestValidator(
+  options: { timeoutMs?: number } = {},
+): Promise<TestValidatorProcess> {
   const ledger = await mkdtemp(join(tmpdir(), 'caipay-solana-ledger-'))
   const rpcPort = await freePortPair()
   const faucetPort = await freePort()

@@ -15,7 +15,11 @@ const confirmOptions = { commitment: 'confirmed' } as const
  * Waits until a signature is confirmed by polling `getSignatureStatuses`, which works the same on
  * the facade and on a real validator (subscriptions are not needed).
  */
-export async function confirmSignature(connection: Connection, signature: string, timeoutMs = 30_000): Promise<void> {
+export async function confirmSignature(
+  connection: Connection,
+  signature: string,
+  timeoutMs = 30_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
     const { value } = await connection.getSignatureStatuses([signature])

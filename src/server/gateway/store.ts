@@ -1,7 +1,7 @@
 import type { Action, WalletRpcAction } from '../../contract/gateway.js'
 import type { JsonValue, StoredOption } from '../chains/types.js'
 import { randomBase62 } from '../ids.js'
-import type { Db } from '../store/db.js'
+import { type Db, inTransaction } from '../store/db.js'
 import type { PaymentOptionRow } from './schema.js'
 
 /** 128+ bits of randomness: the id doubles as the capability for the option's hosted form. */
@@ -142,7 +142,7 @@ export async function saveCollectedData(
   input: { paymentId: string; optionId: string; fields: Record<string, string> },
   now: Date,
 ): Promise<void> {
-  await db.transaction().execute(async (trx) => {
+  await inTransaction(db, async (trx) => {
     await trx
       .insertInto('collected_data')
       .values({

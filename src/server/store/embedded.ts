@@ -186,17 +186,17 @@ async function exists(file: string): Promise<boolean> {
 }
 
 const exitSignals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
-type SignalListeners = Record<(typeof exitSignals)[number], Function[]>
+type SignalListeners = Record<string, unknown[]>
 
 function signalListeners(): SignalListeners {
-  return Object.fromEntries(exitSignals.map((s) => [s, process.listeners(s)])) as SignalListeners
+  return Object.fromEntries(exitSignals.map((s) => [s, process.listeners(s)]))
 }
 
 /** Its `exit` hook stays as a safety net: it still stops the cluster if the process exits early. */
 function removeNewSignalListeners(before: SignalListeners): void {
   for (const signal of exitSignals) {
     for (const listener of process.listeners(signal)) {
-      if (!before[signal].includes(listener)) process.removeListener(signal, listener as () => void)
+      if (!before[signal]?.includes(listener)) process.removeListener(signal, listener)
     }
   }
 }

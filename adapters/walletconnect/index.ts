@@ -1,0 +1,15 @@
+export type {
+  WalletConnectClient,
+  WalletConnectNamespace,
+  WalletConnectRequestParams,
+  WalletConnectSession,
+} from './types.js'
+export {
+  type WalletConnectInspect,
+  type WalletConnectSigner,
+  type WalletConnectSignerBaseOptions,
+  type WalletConnectSignerOptions,
+  type WalletConnectSignersOptions,
+  walletConnectSigner,
+  walletConnectSigners,
+} from './walletConnectSigner.js'

@@ -1,0 +1,118 @@
+import { describe, expect, it } from 'vitest'
+import {
+  amount,
+  evmAccount,
+  evmAddress,
+  evmSigner,
+  option,
+  rpc,
+  solAccount,
+  solanaSigner,
+  solChain,
+  usdcBase,
+  usdcSol,
+} from '../flow/testkit.js'
+import { guardActions } from './guard.js'
+import { createSignerRegistry } from './registry.js'
+import { routeActions } from './route.js'
+import type { ActionInspection, Signer } from './types.js'
+
+const usdc = option().amount // 1 USDC on Base, caip19 unit
+const accounts = [evmAccount, solAccount]
+
+function inspecting(inspection: Partial<ActionInspection> = {}): Signer {
+  return evmSigner({ inspect: () => ({ account: evmAccount, transfers: [], ...inspection }) })
+}
+
+function check(
+  signers: Signer[],
+  actions = [rpc('eip155:8453', 'eth_sendTransaction')],
+  ctx = { accounts, amount: usdc },
+) {
+  return guardActions(routeActions(createSignerRegistry(signers), actions), ctx)
+}
+
+const rejected = (context: Record<string, unknown> = {}) =>
+  expect.objectContaining({ code: 'action_rejected', context: expect.objectContaining(context) })
+
+describe('guardActions', () => {
+  it('accepts transfers in the option asset up to its amount; EVM hex compared case-insensitively', async () => {
+    const signer = inspecting({ transfers: [{ asset: usdcBase.toLowerCase(), amount: 1_000_000n }] })
+    await expect(check([signer])).resolves.toBeUndefined()
+  })
+
+  it('accepts an attestation that moves nothing', async () => {
+    await expect(check([inspecting()], [rpc('eip155:8453', 'personal_sign')])).resolves.toBeUndefined()
+  })
+
+  it('rejects a chain no advertised account is on', async () => {
+    await expect(check([inspecting()], [rpc('eip155:1', 'eth_sendTransaction')])).rejects.toThrowError(
+      rejected({ chainId: 'eip155:1' }),
+    )
+  })
+
+  it('without inspect still checks the chain, and only the chain', async () => {
+    await expect(check([evmSigner()], [rpc('eip155:10', 'eth_sendTransaction')])).rejects.toThrowError(
+      rejected(),
+    )
+    await expect(check([evmSigner()])).resolves.toBeUndefined()
+  })
+
+  it('rejects a signing account that was not advertised', async () => {
+    const other = 'eip155:8453:0x3333333333333333333333333333333333333333'
+    await expect(check([inspecting({ account: other })])).rejects.toThrowError(rejected({ account: other }))
+  })
+
+  it('rejects an advertised account on another chain than the action', async () => {
+    const mainnet = `eip155:1:${evmAddress}`
+    const ctx = { accounts: [...accounts, mainnet], amount: usdc }
+    await expect(check([inspecting({ account: mainnet })], undefined, ctx)).rejects.toThrowError(rejected())
+  })
+
+  it('rejects a transfer of another asset', async () => {
+    const dai = 'eip155:8453/erc20:0x50c5725949A6F0c72E6C4a641F24049A917DB0Cb'
+    const signer = inspecting({ transfers: [{ asset: dai, amount: 1n }] })
+    await expect(check([signer])).rejects.toThrowError(rejected({ asset: dai, expected: usdcBase }))
+  })
+
+  it('rejects any transfer when the option is priced in fiat', async () => {
+    const signer = inspecting({ transfers: [{ asset: usdcBase, amount: 1n }] })
+    const ctx = { accounts, amount: amount('iso4217/USD', '100') }
+    await expect(check([signer], undefined, ctx)).rejects.toThrowError(rejected())
+  })
+
+  it('rejects more than the option amount, summed over all actions', async () => {
+    const half = inspecting({ transfers: [{ asset: usdcBase, amount: 600_000n }] })
+    const actions = [rpc('eip155:8453', 'eth_sendTransaction'), rpc('eip155:8453', 'eth_sendTransaction')]
+    await expect(check([half], actions)).rejects.toThrowError(
+      rejected({ total: '1200000', limit: '1000000' }),
+    )
+  })
+
+  it('rejects a negative transfer', async () => {
+    const signer = inspecting({ transfers: [{ asset: usdcBase, amount: -1n }] })
+    await expect(check([signer])).rejects.toThrowError(rejected())
+  })
+
+  it('rejects an action the signer cannot decode', async () => {
+    const signer = evmSigner({
+      inspect: () => {
+        throw new Error('unknown selector')
+      },
+    })
+    await expect(check([signer])).rejects.toThrowError(rejected({ index: 0 }))
+  })
+
+  it('checks Solana transfers against a Solana option asset exactly', async () => {
+    const sol = solanaSigner({
+      inspect: () => ({ account: solAccount, transfers: [{ asset: usdcSol, amount: 5n }] }),
+    })
+    const ctx = { accounts, amount: amount(`caip19/${usdcSol}`, '5') }
+    const actions = [rpc(solChain, 'solana_signTransaction', [{ transaction: 'AA==' }])]
+    await expect(check([sol], actions, ctx)).resolves.toBeUndefined()
+    const lower = solanaSigner({
+      inspect: () => ({ account: solAccount, transfers: [{ asset: usdcSol.toLowerCase(), amount: 5n }] }),
+    })
+    await expect(check([lower], actions, ctx)).rejects.toThrowError(rejected())
+  })
+})

@@ -1,0 +1,81 @@
+import type { ConfirmBody, ConfirmResponse } from '../../contract/gateway.js'
+import type { ConfirmContext } from '../chains/types.js'
+import type { ServerConfig } from '../config.js'
+import { fail } from '../errors.js'
+import { toAmount } from '../payments/assets.js'
+import { transitionPayment } from '../payments/lifecycle.js'
+import { statusJson } from '../payments/views.js'
+import { type Db, inTransaction } from '../store/db.js'
+import type { DriverRegistry } from './drivers.js'
+import { signedActions, usableOption } from './option.js'
+import { assertPayable, driverPayment, type GatewayPaymentRow } from './payment.js'
+import { checkResults } from './results.js'
+import { testSettlement } from './settlement.js'
+import { toStoredOption, unix } from './store.js'
+
+/**
+ * Spec row 23. Every check that needs no state change runs first; then one transaction moves the payment
+ * `requires_action -> processing` with a conditional UPDATE (so of racing confirms, cancels and the
+ * expiry sweep exactly one wins; the others get `409 invalid_state`), lets the driver execute, and for a
+ * synchronous outcome (test mode) moves on to `succeeded` or `failed` before committing.
+ */
+export async function confirmPayment(input: {
+  db: Db
+  config: ServerConfig
+  registry: DriverRegistry
+  payment: GatewayPaymentRow
+  body: ConfirmBody
+  now: Date
+}): Promise<ConfirmResponse> {
+  const { db, config, registry, payment, body, now } = input
+  assertPayable(payment)
+  const { row, driver, asset } = await usableOption(db, registry, payment, body.optionId, now)
+  const actions = signedActions(row)
+  if (!actions) fail('invalid_state', 'Fetch this option first: it has actions to build.', { optionId: row.id })
+  checkResults(actions, body.results)
+
+  const base: Omit<ConfirmContext, 'db'> = {
+    payment: driverPayment(payment),
+    option: toStoredOption(row),
+    asset,
+    actions,
+    results: body.results,
+    now: unix(now),
+  }
+  await driver.verify?.({ ...base, db })
+
+  const optionAmount = toAmount(`caip19/${row.asset}`, row.amount, config)
+  const final = await inTransaction(db, async (trx) => {
+    const processing = await transitionPayment(trx, {
+      paymentId: payment.id,
+      from: 'requires_action',
+      to: 'processing',
+      set: { selected_option_id: row.id, buyer: row.account, option_amount: JSON.stringify(optionAmount) },
+      notExpiredAt: now,
+      now,
+    })
+    const outcome = await driver.confirm({ ...base, db: trx })
+    if (outcome.status === 'processing') return processing
+    if (outcome.status === 'failed') {
+      return transitionPayment(trx, {
+        paymentId: payment.id,
+        from: 'processing',
+        to: 'failed',
+        set: { failure_code: outcome.failureCode },
+        now,
+      })
+    }
+    return transitionPayment(trx, {
+      paymentId: payment.id,
+      from: 'processing',
+      to: 'succeeded',
+      set: {
+        tx_id: outcome.txId,
+        ...(payment.mode === 'test' ? await testSettlement(trx, payment, row.asset) : {}),
+      },
+      now,
+    })
+  })
+  const { status, isFinal, pollInMs } = statusJson(final)
+  return { status, isFinal, pollInMs }
+}

@@ -1,0 +1,36 @@
+import type { FetchBody, FetchResponse } from '../../contract/gateway.js'
+import { fail } from '../errors.js'
+import type { Db } from '../store/db.js'
+import type { DriverRegistry } from './drivers.js'
+import { paramsError } from './errors.js'
+import { hasBuildActions, signedActions, usableOption } from './option.js'
+import { assertPayable, driverPayment, type GatewayPaymentRow } from './payment.js'
+import { saveBuilt, toStoredOption, unix } from './store.js'
+
+/**
+ * Spec row 21: the option's actions with `build` resolved. Building happens once per quote: a repeated
+ * fetch returns the same bytes, so whatever the wallet signs is what confirm compares against.
+ */
+export async function fetchActions(input: {
+  db: Db
+  registry: DriverRegistry
+  payment: GatewayPaymentRow
+  body: FetchBody
+  now: Date
+}): Promise<FetchResponse> {
+  const { db, registry, payment, body, now } = input
+  assertPayable(payment)
+  const { row, driver, asset } = await usableOption(db, registry, payment, body.optionId, now)
+  if (hasBuildActions(row) && !row.actions.some((a) => a.type === 'build' && a.build.data === body.data)) {
+    throw paramsError('body.data', 'data is not the build data of this option.')
+  }
+  const ready = signedActions(row)
+  if (ready) return { actions: ready }
+  if (!driver.build) fail('internal_error', `The driver of ${row.chain_id} cannot build actions.`)
+  const built = await driver.build(
+    { payment: driverPayment(payment), option: toStoredOption(row), asset, now: unix(now) },
+    body.data,
+  )
+  const saved = await saveBuilt(db, row.id, built.actions, built.state, now)
+  return { actions: saved.built ?? built.actions }
+}

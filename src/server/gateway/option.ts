@@ -1,0 +1,54 @@
+import type { WalletRpcAction } from '../../contract/gateway.js'
+import type { AssetConfig, ChainDriver } from '../chains/types.js'
+import { fail } from '../errors.js'
+import type { Db } from '../store/db.js'
+import type { DriverRegistry } from './drivers.js'
+import { paramsError } from './errors.js'
+import type { GatewayPaymentRow } from './payment.js'
+import type { PaymentOptionRow } from './schema.js'
+import { findOption } from './store.js'
+
+export interface UsableOption {
+  row: PaymentOptionRow
+  driver: ChainDriver
+  asset: AssetConfig
+}
+
+/**
+ * The option fetch and confirm act on: one of this payment's, quote still valid, hosted form completed
+ * when it asks for one (spec rule 2), and still served by a driver.
+ */
+export async function usableOption(
+  db: Db,
+  registry: DriverRegistry,
+  payment: GatewayPaymentRow,
+  optionId: string,
+  now: Date,
+): Promise<UsableOption> {
+  const row = await findOption(db, payment.id, optionId)
+  if (!row) throw paramsError('body.optionId', `Unknown option ${optionId} for this payment.`)
+  if (row.expires_at.getTime() <= now.getTime()) {
+    fail('quote_expired', 'The quote of this option has expired; ask for options again (refresh).', {
+      optionId,
+      expiredAt: row.expires_at.toISOString(),
+    })
+  }
+  if (row.collect_data_required && row.collect_data_completed_at === null) {
+    fail('invalid_state', 'Complete the data-collection form of this option first.', { optionId })
+  }
+  const driver = registry.driver(payment.mode, row.chain_id)
+  const asset = driver?.assets.find((a) => a.id === row.asset)
+  if (!driver || !asset) fail('invalid_state', 'This option is no longer offered.', { optionId })
+  return { row, driver, asset }
+}
+
+export function hasBuildActions(row: PaymentOptionRow): boolean {
+  return row.actions.some((a) => a.type === 'build')
+}
+
+/** What the wallet signs: the built actions, or the offered ones when the option had nothing to build. */
+export function signedActions(row: PaymentOptionRow): WalletRpcAction[] | undefined {
+  if (row.built) return row.built
+  if (hasBuildActions(row)) return undefined
+  return row.actions.filter((a): a is WalletRpcAction => a.type === 'walletRpc')
+}

@@ -1,0 +1,146 @@
+import { parseAccountId, sameCaip } from '../../caip/caip.js'
+import type { OptionsBody, OptionsResponse, PaymentOption } from '../../contract/gateway.js'
+import type { AssetConfig, ChainDriver, WalletAccount } from '../chains/types.js'
+import type { ServerConfig } from '../config.js'
+import { fail } from '../errors.js'
+import { toAmount } from '../payments/assets.js'
+import type { Db } from '../store/db.js'
+import { collectDataSchema, collectDataUrl } from './collectData.js'
+import type { DriverRegistry } from './drivers.js'
+import { paramsError } from './errors.js'
+import { driverPayment, type GatewayPaymentRow, gatewayPaymentJson } from './payment.js'
+import { quoteExpiry, tokenAmountFor, usdMinorOf } from './quote.js'
+import { findOptions, insertOptions, type NewOption, newOptionId, replaceQuote, unix } from './store.js'
+
+export interface OptionsInput {
+  db: Db
+  config: ServerConfig
+  registry: DriverRegistry
+  payment: GatewayPaymentRow
+  body: OptionsBody
+  now: Date
+}
+
+/** Spec row 20: fresh quotes for the wallet's accounts, or re-quotes of the options named in `refresh`. */
+export async function paymentOptions(input: OptionsInput): Promise<OptionsResponse> {
+  const { config, payment, body } = input
+  const sanctioned = body.accounts.find((a) => config.sanctioned.some((s) => sameCaip(s, a)))
+  if (sanctioned) fail('sanctioned_user', 'This account cannot make payments.', { account: sanctioned })
+  const info = gatewayPaymentJson(payment, config)
+  if (payment.status === 'expired') fail('payment_expired', 'The payment has expired.', { paymentId: payment.id })
+  if (payment.status !== 'requires_action') {
+    const resultInfo =
+      payment.status === 'succeeded' && payment.tx_id
+        ? { resultInfo: { txId: payment.tx_id, optionAmount: payment.option_amount ?? info.amount } }
+        : {}
+    return { options: [], info, ...resultInfo }
+  }
+  const accounts = dedupe(body.accounts).map(
+    (id): WalletAccount => ({ ...parseAccountId(id), id }),
+  )
+  const options = body.refresh?.length ? await requote(input, accounts) : await quoteAll(input, accounts)
+  return { options, info }
+}
+
+function dedupe(accounts: readonly string[]): string[] {
+  return accounts.filter((a, i) => accounts.findIndex((b) => sameCaip(a, b)) === i)
+}
+
+async function quoteAll(input: OptionsInput, accounts: readonly WalletAccount[]): Promise<PaymentOption[]> {
+  const { registry, payment, now } = input
+  const drafts: NewOption[] = []
+  for (const account of accounts) {
+    const driver = registry.driver(payment.mode, account.chainId)
+    // Rule 1: an account on a chain the service does not serve simply yields no option.
+    if (!driver) continue
+    for (const asset of driver.assets) drafts.push(...(await quoteOne(input, driver, account, accounts, asset)))
+  }
+  await insertOptions(input.db, drafts, now)
+  return drafts.map((o) => optionJson(input, o))
+}
+
+async function requote(input: OptionsInput, accounts: readonly WalletAccount[]): Promise<PaymentOption[]> {
+  const { registry, payment, now, body } = input
+  const ids = body.refresh ?? []
+  const rows = await findOptions(input.db, payment.id, ids)
+  const unknown = ids.findIndex((id) => !rows.some((r) => r.id === id))
+  if (unknown !== -1) throw paramsError(`body.refresh.${unknown}`, `Unknown option ${ids[unknown]} for this payment.`)
+  const out: PaymentOption[] = []
+  for (const id of ids) {
+    const row = rows.find((r) => r.id === id)!
+    const account = accounts.find((a) => sameCaip(a.id, row.account))
+    if (!account) {
+      throw paramsError('body.accounts', `Option ${id} is for ${row.account}, which is not among the accounts sent.`)
+    }
+    const driver = registry.driver(payment.mode, row.chain_id)
+    const asset = driver?.assets.find((a) => sameCaip(a.id, row.asset))
+    if (!driver || !asset) continue
+    const fresh = (await quoteOne(input, driver, account, accounts, asset)).find((d) => d.kind === row.kind)
+    // The account can no longer pay this way (e.g. its balance fell short): the option is gone.
+    if (!fresh) continue
+    const replaced = { ...fresh, id: row.id }
+    await replaceQuote(input.db, replaced, now)
+    out.push(optionJson(input, replaced))
+  }
+  return out
+}
+
+async function quoteOne(
+  input: OptionsInput,
+  driver: ChainDriver,
+  account: WalletAccount,
+  accounts: readonly WalletAccount[],
+  asset: AssetConfig,
+): Promise<NewOption[]> {
+  const { payment, now } = input
+  const tokenAmount = tokenAmountFor({ unit: payment.amount_unit, value: payment.amount_value }, asset)
+  if (tokenAmount === null || tokenAmount <= 0n) return []
+  const expiresAt = quoteExpiry(unix(now), unix(payment.expires_at))
+  const drafts = await driver.quote({
+    payment: driverPayment(payment),
+    account,
+    accounts,
+    asset,
+    tokenAmount,
+    expiresAt,
+    now: unix(now),
+  })
+  const collect = collectDataRequired(input)
+  return drafts.map((d) => ({
+    id: newOptionId(),
+    paymentId: payment.id,
+    chainId: driver.caip2,
+    kind: d.kind,
+    account: account.id,
+    asset: asset.id,
+    tokenAmount,
+    etaS: d.etaS,
+    actions: d.actions,
+    state: d.state,
+    expiresAt,
+    collectDataRequired: collect,
+  }))
+}
+
+/** Payments worth at least `collectDataAtMinor` USD cents ask the buyer for identity data first. */
+export function collectDataRequired(input: { config: ServerConfig; registry: DriverRegistry; payment: GatewayPaymentRow }): boolean {
+  const threshold = input.config.collectDataAtMinor
+  if (threshold === null) return false
+  const assets = input.registry.drivers(input.payment.mode).flatMap((d) => d.assets)
+  const usd = usdMinorOf({ unit: input.payment.amount_unit, value: input.payment.amount_value }, assets)
+  return usd !== null && usd >= BigInt(threshold)
+}
+
+function optionJson(input: OptionsInput, o: NewOption): PaymentOption {
+  return {
+    id: o.id,
+    account: o.account,
+    amount: toAmount(`caip19/${o.asset}`, o.tokenAmount.toString(), input.config),
+    etaS: o.etaS,
+    expiresAt: o.expiresAt,
+    actions: o.actions,
+    ...(o.collectDataRequired
+      ? { collectData: { url: collectDataUrl(input.config.publicBaseUrl, o.paymentId, o.id), schema: collectDataSchema } }
+      : {}),
+  }
+}

@@ -1,0 +1,39 @@
+import { validationError } from './errors.js'
+
+/** Keyset position: the (created_at, id) of the last item of a page. Opaque to callers. */
+export interface Cursor {
+  createdAt: Date
+  id: string
+}
+
+export function encodeCursor(row: { created_at: Date; id: string }): string {
+  return Buffer.from(JSON.stringify([row.created_at.toISOString(), row.id])).toString('base64url')
+}
+
+export function decodeCursor(text: string): Cursor {
+  try {
+    const value = JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) as unknown
+    if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && typeof value[1] === 'string') {
+      const createdAt = new Date(value[0])
+      if (!Number.isNaN(createdAt.getTime())) return { createdAt, id: value[1] }
+    }
+  } catch {
+    // falls through to the validation error
+  }
+  throw validationError([{ path: 'query.cursor', message: 'Invalid cursor.' }])
+}
+
+/** Fetches `limit + 1` rows to know whether another page follows. */
+export function page<R extends { created_at: Date; id: string }>(
+  rows: R[],
+  limit: number,
+): { items: R[]; nextCursor: string | null } {
+  const items = rows.slice(0, limit)
+  const last = items.at(-1)
+  return { items, nextCursor: rows.length > limit && last ? encodeCursor(last) : null }
+}
+
+/** `%`, `_` and `\` match themselves in a LIKE pattern. */
+export function likeEscape(text: string): string {
+  return text.replace(/[\\%_]/g, (c) => `\\${c}`)
+}

@@ -1,0 +1,111 @@
+import { isFinalStatus, type PaymentStatus } from '../../contract/common.js'
+import {
+  failureCodes,
+  type Payment,
+  type PaymentCreateResponse,
+  type PaymentListItem,
+  type StatusResponse,
+} from '../../contract/payment.js'
+import type { ServerConfig } from '../config.js'
+import { fail } from '../errors.js'
+import type { Db } from '../store/db.js'
+import type { PaymentRow } from '../store/schema.js'
+import { toAmount } from './assets.js'
+import { withExpiryApplied } from './lifecycle.js'
+
+/** Row -> wire shapes of a payment, shared by the merchant API and the gateway. */
+
+/** How long a client should wait before polling again; null once final. */
+export function pollInMs(status: PaymentStatus): number | null {
+  if (isFinalStatus(status)) return null
+  return status === 'processing' ? 1000 : 2000
+}
+
+export function unixSeconds(date: Date): number {
+  return Math.floor(date.getTime() / 1000)
+}
+
+export function gatewayUrl(config: ServerConfig, paymentId: string): string {
+  return `${config.publicBaseUrl}/pay/${paymentId}`
+}
+
+export function paymentAmount(row: PaymentRow, config: ServerConfig) {
+  return toAmount(row.amount_unit, row.amount_value, config)
+}
+
+export function statusJson(row: PaymentRow): StatusResponse {
+  return {
+    status: row.status,
+    isFinal: isFinalStatus(row.status),
+    pollInMs: pollInMs(row.status),
+    ...(row.status === 'succeeded' && row.tx_id ? { txId: row.tx_id } : {}),
+  }
+}
+
+export function createdJson(row: PaymentRow, config: ServerConfig): PaymentCreateResponse {
+  return {
+    paymentId: row.id,
+    gatewayUrl: gatewayUrl(config, row.id),
+    status: row.status,
+    expiresAt: unixSeconds(row.expires_at),
+    isFinal: isFinalStatus(row.status),
+    pollInMs: pollInMs(row.status),
+  }
+}
+
+export function paymentJson(row: PaymentRow, config: ServerConfig): Payment {
+  const succeeded = row.status === 'succeeded'
+  const failureCode = (failureCodes as readonly string[]).includes(row.failure_code ?? '')
+    ? (row.failure_code as (typeof failureCodes)[number])
+    : null
+  return {
+    paymentId: row.id,
+    status: row.status,
+    referenceId: row.reference_id,
+    amount: paymentAmount(row, config),
+    failureCode: row.status === 'failed' ? failureCode : null,
+    info:
+      succeeded && row.tx_id
+        ? { txId: row.tx_id, optionAmount: row.option_amount ?? paymentAmount(row, config) }
+        : null,
+    settlement:
+      row.settlement_status === null
+        ? null
+        : {
+            successful:
+              row.settlement_status === 'succeeded' && row.settlement_tx_id
+                ? { txId: row.settlement_tx_id, amount: { unit: row.settlement_unit ?? row.amount_unit } }
+                : null,
+          },
+    expiresAt: unixSeconds(row.expires_at),
+    createdAt: row.created_at.toISOString(),
+  }
+}
+
+export function listItemJson(row: PaymentRow, config: ServerConfig): PaymentListItem {
+  return {
+    paymentId: row.id,
+    merchantId: row.merchant_id,
+    referenceId: row.reference_id,
+    status: row.status,
+    amount: paymentAmount(row, config),
+    optionAmount: row.option_amount,
+    buyer: row.buyer,
+    txId: row.tx_id,
+    refunded: row.refunded_at !== null,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  }
+}
+
+/** A payment of this merchant (expiry applied), else `404 payment_not_found`. */
+export async function findMerchantPayment(db: Db, merchantId: string, paymentId: string, now: Date): Promise<PaymentRow> {
+  const row = await db
+    .selectFrom('payments')
+    .selectAll()
+    .where('id', '=', paymentId)
+    .where('merchant_id', '=', merchantId)
+    .executeTakeFirst()
+  if (!row) fail('payment_not_found', 'Payment not found.', { paymentId })
+  return withExpiryApplied(db, row, now)
+}

@@ -1,0 +1,143 @@
+import type { FastifyInstance } from 'fastify'
+import { sql } from 'kysely'
+import { endpoints } from '../../contract/endpoints.js'
+import type { MerchantPaymentListQuery, PaymentCreateBodyPreview, PaymentListResponse } from '../../contract/payment.js'
+import { PaymentCreateBodyPreview as PreviewBody } from '../../contract/payment.js'
+import { findMerchant } from '../auth.js'
+import type { ServerConfig } from '../config.js'
+import type { AuthContext } from '../context.js'
+import { validationError } from '../errors.js'
+import { newId } from '../ids.js'
+import { decodeCursor, page } from '../pagination.js'
+import { unitDisplay } from '../payments/assets.js'
+import { expireDuePayments, transitionPayment } from '../payments/lifecycle.js'
+import { createdJson, findMerchantPayment, listItemJson, paymentJson, statusJson } from '../payments/views.js'
+import { defineRoute } from '../route.js'
+import type { Db } from '../store/db.js'
+
+/** The furthest a merchant may push a payment's expiry. */
+const maxPaymentLifetimeSeconds = 30 * 24 * 60 * 60
+
+async function listPayments(
+  db: Db,
+  config: ServerConfig,
+  scope: { auth: AuthContext; merchantId?: string },
+  query: MerchantPaymentListQuery,
+  now: Date,
+): Promise<PaymentListResponse> {
+  const { auth, merchantId } = scope
+  await expireDuePayments(db, { now, partnerId: auth.partnerId, mode: auth.mode, ...(merchantId ? { merchantId } : {}) })
+  const limit = query.limit ?? 50
+  let q = db.selectFrom('payments').selectAll().where('partner_id', '=', auth.partnerId).where('mode', '=', auth.mode)
+  if (merchantId) q = q.where('merchant_id', '=', merchantId)
+  if (query.status !== undefined) {
+    const statuses = Array.isArray(query.status) ? query.status : [query.status]
+    if (statuses.length > 0) q = q.where('status', 'in', statuses)
+  }
+  if (query.referenceId !== undefined) q = q.where('reference_id', '=', query.referenceId)
+  if (query.startTs !== undefined) q = q.where('created_at', '>=', new Date(query.startTs * 1000))
+  if (query.endTs !== undefined) q = q.where('created_at', '<', new Date(query.endTs * 1000))
+  if (query.cursor !== undefined) {
+    const cursor = decodeCursor(query.cursor)
+    q = q.where(sql<boolean>`(created_at, id) < (${cursor.createdAt}, ${cursor.id})`)
+  }
+  const rows = await q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit + 1).execute()
+  const { items, nextCursor } = page(rows, limit)
+  return { data: items.map((row) => listItemJson(row, config)), nextCursor }
+}
+
+export async function paymentRoutes(app: FastifyInstance): Promise<void> {
+  defineRoute(
+    app,
+    endpoints.createPayment,
+    async ({ db, auth, merchant, config, now, ...ctx }) => {
+      // Stable bodies have no `checkout`; the preview schema (which has it) validated preview calls.
+      const body = ctx.body as PaymentCreateBodyPreview
+      const display = unitDisplay(body.amount.unit, config)
+      if (!display) {
+        throw validationError([{ path: 'body.amount.unit', message: `Unsupported unit ${body.amount.unit}.` }])
+      }
+      let expiresAt: Date
+      if (body.expiresAt !== undefined) {
+        const seconds = body.expiresAt - Math.floor(now.getTime() / 1000)
+        if (seconds <= 0) throw validationError([{ path: 'body.expiresAt', message: 'expiresAt must be in the future.' }])
+        if (seconds > maxPaymentLifetimeSeconds) {
+          throw validationError([{ path: 'body.expiresAt', message: 'expiresAt is more than 30 days away.' }])
+        }
+        expiresAt = new Date(body.expiresAt * 1000)
+      } else {
+        expiresAt = new Date((Math.floor(now.getTime() / 1000) + config.paymentTtlSeconds) * 1000)
+      }
+      const row = await db
+        .insertInto('payments')
+        .values({
+          id: newId('payment'),
+          partner_id: auth.partnerId,
+          merchant_id: merchant.id,
+          mode: auth.mode,
+          reference_id: body.referenceId,
+          amount_unit: body.amount.unit,
+          amount_value: body.amount.value,
+          status: 'requires_action',
+          failure_code: null,
+          expires_at: expiresAt,
+          selected_option_id: null,
+          buyer: null,
+          option_amount: null,
+          tx_id: null,
+          settlement_status: null,
+          settlement_tx_id: null,
+          settlement_unit: null,
+          refunded_at: null,
+          cancelled_at: null,
+          cancelled_reason: null,
+          checkout: body.checkout ? JSON.stringify(body.checkout) : null,
+          created_at: now,
+          updated_at: now,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow()
+      return createdJson(row, config)
+    },
+    { bodyByVersion: { '2026-02-19.preview': PreviewBody } },
+  )
+
+  defineRoute(app, endpoints.getPayment, async ({ db, merchant, params, config, now }) => {
+    return paymentJson(await findMerchantPayment(db, merchant.id, params.id, now), config)
+  })
+
+  defineRoute(app, endpoints.getPaymentStatus, async ({ db, merchant, params, now }) => {
+    return statusJson(await findMerchantPayment(db, merchant.id, params.id, now))
+  })
+
+  defineRoute(app, endpoints.listPayments, async ({ db, auth, query, config, now }) => {
+    const merchantId = query.merchantId ? (await findMerchant(db, auth, query.merchantId)).id : undefined
+    return listPayments(db, config, { auth, ...(merchantId ? { merchantId } : {}) }, query, now)
+  })
+
+  defineRoute(app, endpoints.listMerchantPayments, async ({ db, auth, merchant, query, config, now }) => {
+    return listPayments(db, config, { auth, merchantId: merchant.id }, query, now)
+  })
+
+  defineRoute(app, endpoints.listMerchantPaymentsDeprecated, async ({ db, auth, params, query, config, now }) => {
+    const merchant = await findMerchant(db, auth, params.merchantId)
+    return listPayments(db, config, { auth, merchantId: merchant.id }, query, now)
+  })
+
+  defineRoute(app, endpoints.cancelPayment, async ({ db, merchant, params, now }) => {
+    const payment = await findMerchantPayment(db, merchant.id, params.id, now)
+    const row = await transitionPayment(db, {
+      paymentId: payment.id,
+      from: 'requires_action',
+      to: 'cancelled',
+      set: { cancelled_at: now, cancelled_reason: 'cancelled_by_merchant' },
+      now,
+    })
+    return {
+      paymentId: row.id,
+      status: 'cancelled' as const,
+      cancelledAt: row.cancelled_at!.toISOString(),
+      cancelledReason: 'cancelled_by_merchant' as const,
+    }
+  })
+}

@@ -1,0 +1,26 @@
+import type { FastifyInstance } from 'fastify'
+import { endpoints } from '../../contract/endpoints.js'
+import { fail } from '../errors.js'
+import { findMerchantPayment } from '../payments/views.js'
+import { defineRoute } from '../route.js'
+
+export async function refundRoutes(app: FastifyInstance): Promise<void> {
+  // A full refund is a mark on a succeeded payment; one conditional UPDATE makes it happen once.
+  defineRoute(app, endpoints.createRefund, async ({ db, merchant, body, now }) => {
+    const marked = await db
+      .updateTable('payments')
+      .set({ refunded_at: now, updated_at: now })
+      .where('id', '=', body.paymentId)
+      .where('merchant_id', '=', merchant.id)
+      .where('status', '=', 'succeeded')
+      .where('refunded_at', 'is', null)
+      .returning('id')
+      .executeTakeFirst()
+    if (marked) return { paymentId: marked.id }
+    const payment = await findMerchantPayment(db, merchant.id, body.paymentId, now)
+    if (payment.status !== 'succeeded') {
+      fail('payment_not_succeeded', `Only a succeeded payment can be refunded; this one is ${payment.status}.`)
+    }
+    fail('already_refunded', 'This payment is already refunded.', { paymentId: payment.id })
+  })
+}

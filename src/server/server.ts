@@ -1,0 +1,104 @@
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
+import { sql } from 'kysely'
+import { createApiKey, createPartner } from './accounts/accounts.js'
+import { buildApp } from './app.js'
+import { type ServerConfig, resolveConfig } from './config.js'
+import { sweepIdempotencyKeys } from './idempotency.js'
+import { type Db, openDatabase } from './store/db.js'
+
+export interface StartServerOptions {
+  /** Default 8787; 0 picks a free port. */
+  port?: number
+  /** Default 127.0.0.1. */
+  host?: string
+  /** External PostgreSQL; without it an embedded one runs in `dataDir`. */
+  databaseUrl?: string | undefined
+  /** Default `.caipay`. */
+  dataDir?: string | undefined
+  config?: ServerConfig
+  /** Set `config.publicBaseUrl` from the address actually listened on (no publicBaseUrl configured). */
+  publicBaseUrlFromListen?: boolean
+  /** On a database with no partner, create one and a test key (returned once as `bootstrap`). */
+  bootstrapPartner?: boolean
+  logger?: FastifyBaseLogger | false
+  now?: () => Date
+  /** The process handles signals (the CLI): embedded PostgreSQL leaves SIGINT/SIGTERM to us. */
+  handleSignals?: boolean
+}
+
+export interface RunningServer {
+  app: FastifyInstance
+  db: Db
+  config: ServerConfig
+  /** Where it listens, e.g. http://127.0.0.1:8787. */
+  url: string
+  embeddedDatabase: boolean
+  /** Present when this start created the first partner: the only time its key is shown. */
+  bootstrap: { partnerId: string; apiKey: string } | undefined
+  /** Stops accepting, drains in-flight requests, closes the pool, stops embedded PostgreSQL. */
+  stop(): Promise<void>
+}
+
+export async function startServer(options: StartServerOptions = {}): Promise<RunningServer> {
+  const config: ServerConfig = { ...(options.config ?? resolveConfig({})) }
+  const log = options.logger || undefined
+  const database = await openDatabase({
+    databaseUrl: options.databaseUrl,
+    dataDir: options.dataDir,
+    ...(options.handleSignals ? { handleSignals: true } : {}),
+    ...(log ? { log: (message: string) => log.debug({ postgres: message }) } : {}),
+  })
+  let app: FastifyInstance | undefined
+  let sweeper: NodeJS.Timeout | undefined
+  try {
+    const bootstrap = options.bootstrapPartner ? await bootstrapPartner(database.db) : undefined
+    app = await buildApp({
+      db: database.db,
+      config,
+      ...(options.now ? { now: options.now } : {}),
+      logger: options.logger ?? false,
+    })
+    const address = await app.listen({ port: options.port ?? 8787, host: options.host ?? '127.0.0.1' })
+    const url = address.replace('://[::1]', '://localhost')
+    if (options.publicBaseUrlFromListen) config.publicBaseUrl = url
+    sweeper = setInterval(
+      () => void sweepIdempotencyKeys(database.db, new Date()).catch(() => {}),
+      10 * 60 * 1000,
+    ).unref()
+    const running = app
+    let stopping: Promise<void> | undefined
+    return {
+      app: running,
+      db: database.db,
+      config,
+      url,
+      embeddedDatabase: database.embedded,
+      bootstrap,
+      stop() {
+        stopping ??= (async () => {
+          clearInterval(sweeper)
+          await running.close()
+          await database.close()
+        })()
+        return stopping
+      },
+    }
+  } catch (error) {
+    clearInterval(sweeper)
+    await app?.close().catch(() => {})
+    await database.close().catch(() => {})
+    throw error
+  }
+}
+
+/** First start on an empty database: one partner and a test key. Serialised across instances. */
+async function bootstrapPartner(db: Db): Promise<{ partnerId: string; apiKey: string } | undefined> {
+  return db.transaction().execute(async (trx) => {
+    await sql`SELECT pg_advisory_xact_lock(hashtext('caipay.bootstrap'))`.execute(trx)
+    const existing = await trx.selectFrom('partners').select('id').limit(1).executeTakeFirst()
+    if (existing) return undefined
+    const partnerId = await createPartner(trx)
+    const { apiKey } = await createApiKey(trx, { partnerId, mode: 'test', role: 'partner' })
+    return { partnerId, apiKey }
+  })
+}
