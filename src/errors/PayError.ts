@@ -89,6 +89,16 @@ function safeJson(value: unknown): string {
   }
 }
 
+/**
+ * Narrows by name and code rather than `instanceof`, so an error from another copy of caipay
+ * (ESM next to CJS, or two bundles) still counts.
+ */
 export function isPayError<C extends PayErrorCode>(error: unknown, code?: C): error is PayError<C> {
-  return error instanceof PayError && (code === undefined || error.code === code)
+  if (typeof error !== 'object' || error === null) return false
+  const candidate = error as { name?: unknown; code?: unknown }
+  return (
+    candidate.name === 'PayError' &&
+    typeof candidate.code === 'string' &&
+    (code === undefined || candidate.code === code)
+  )
 }

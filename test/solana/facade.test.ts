@@ -183,6 +183,22 @@ describe('litesvm JSON-RPC facade', () => {
     expect(simulated.value.err).toBeNull()
     expect(simulated.value.logs?.[0]).toMatch(/invoke \[1\]/)
     expect((await validator.connection.getFeeForMessage(tx.compileMessage())).value).toBe(5000)
+
+    // Rent rules hold: a transfer that leaves a new account below the rent-exempt minimum fails.
+    const dust = new Transaction({
+      feePayer: alice.publicKey,
+      ...(await validator.connection.getLatestBlockhash()),
+    })
+    dust.add(
+      SystemProgram.transfer({
+        fromPubkey: alice.publicKey,
+        toPubkey: Keypair.generate().publicKey,
+        lamports: 1000,
+      }),
+    )
+    expect((await validator.connection.simulateTransaction(dust)).value.err).toEqual({
+      InsufficientFundsForRent: { account_index: 1 },
+    })
   })
 
   it('answers batches and rejects unknown methods with -32601', async () => {

@@ -8,7 +8,7 @@
  *
  * HTTP (POST, single requests and batches; `GET /health` answers `ok`):
  *   getHealth, getVersion, getGenesisHash, getSlot, getBlockHeight, getEpochInfo,
- *   getLatestBlockhash, isBlockhashValid, getFeeForMessage, getBalance,
+ *   getTransactionCount, getLatestBlockhash, isBlockhashValid, getFeeForMessage, getBalance,
  *   getMinimumBalanceForRentExemption, getAccountInfo, getMultipleAccounts, getProgramAccounts
  *   (encodings base64 and base58; jsonParsed answers with base64, as a validator does for data it
  *   cannot parse), getTokenAccountBalance, getTokenSupply, getTokenAccountsByOwner,

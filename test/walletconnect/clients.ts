@@ -5,10 +5,10 @@ import type { SessionTypes, SignClientTypes } from '@walletconnect/types'
 export type TestSignClient = InstanceType<typeof SignClient>
 
 /**
- * sign-client's own test switch (`isTestRun()` reads `IS_VITEST`): with it, core's Verify skips
- * its attestation lookups at verify.walletconnect.org and the event client skips its INIT post
- * to pulse.walletconnect.org. Telemetry is also turned off per client. `guardNetwork` proves the
- * rest: any fetch to a non-loopback host is recorded and refused.
+ * sign-client's own test switch (`isTestRun()` reads `IS_VITEST`). Without it the wallet client
+ * fetches verify.walletconnect.org/attestation/<hash> for every proposal and request it receives
+ * (guardNetwork records them; they fail fast, so nothing blocks, but they leave the machine), and
+ * the event client posts INIT to pulse.walletconnect.org. Telemetry is also off per client.
  */
 process.env.IS_VITEST = 'true'
 

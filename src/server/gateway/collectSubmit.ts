@@ -1,5 +1,5 @@
 import * as z from 'zod/mini'
-import { CollectDataSubmitBody } from '../../contract/gateway.js'
+import { CollectDataSubmitBody } from '../../contract/collectData.js'
 import { fail, validationError } from '../errors.js'
 import type { Db } from '../store/db.js'
 import { assertFields } from './collectData.js'

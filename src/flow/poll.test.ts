@@ -1,0 +1,145 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import type { StatusResponse } from '../contract/payment.js'
+import { PayError } from '../errors/PayError.js'
+import { pollUntilFinal } from './poll.js'
+
+const processing: StatusResponse = { status: 'processing', isFinal: false, pollInMs: 1000 }
+const succeeded: StatusResponse = { status: 'succeeded', isFinal: true, pollInMs: null, txId: '0xabc' }
+
+describe('pollUntilFinal', () => {
+  beforeEach(() => {
+    vi.useFakeTimers()
+  })
+  afterEach(() => {
+    vi.useRealTimers()
+  })
+
+  it('waits pollInMs plus jitter between reads and stops at the final status', async () => {
+    const answers = [processing, { ...processing, pollInMs: 2000 }, succeeded]
+    const getStatus = vi.fn(async () => answers.shift()!)
+    const seen: StatusResponse[] = []
+    const done = pollUntilFinal({
+      getStatus,
+      firstDelayMs: 500,
+      signal: new AbortController().signal,
+      onStatus: (s) => seen.push(s),
+      options: { random: () => 0.5, jitter: 0.1 },
+    })
+    await vi.advanceTimersByTimeAsync(524)
+    expect(getStatus).toHaveBeenCalledTimes(0)
+    await vi.advanceTimersByTimeAsync(1) // 500 + 25 jitter
+    expect(getStatus).toHaveBeenCalledTimes(1)
+    await vi.advanceTimersByTimeAsync(1050) // 1000 + 50
+    expect(getStatus).toHaveBeenCalledTimes(2)
+    await vi.advanceTimersByTimeAsync(2099)
+    expect(getStatus).toHaveBeenCalledTimes(2)
+    await vi.advanceTimersByTimeAsync(1)
+    await expect(done).resolves.toEqual(succeeded)
+    expect(seen.map((s) => s.status)).toEqual(['processing', 'processing', 'succeeded'])
+  })
+
+  it('uses the default interval when the service gives no pollInMs', async () => {
+    const getStatus = vi.fn(async () => succeeded)
+    const done = pollUntilFinal({
+      getStatus,
+      firstDelayMs: null,
+      signal: new AbortController().signal,
+      onStatus: () => undefined,
+      options: { intervalMs: 300, jitter: 0 },
+    })
+    await vi.advanceTimersByTimeAsync(299)
+    expect(getStatus).not.toHaveBeenCalled()
+    await vi.advanceTimersByTimeAsync(1)
+    await expect(done).resolves.toEqual(succeeded)
+  })
+
+  it('ends with poll_timeout at the deadline', async () => {
+    const getStatus = vi.fn(async () => processing)
+    const done = pollUntilFinal({
+      getStatus,
+      firstDelayMs: 1000,
+      signal: new AbortController().signal,
+      onStatus: () => undefined,
+      options: { deadlineMs: 3500, jitter: 0 },
+    })
+    const outcome = expect(done).rejects.toThrowError(
+      expect.objectContaining({
+        code: 'poll_timeout',
+        context: { deadlineMs: 3500, lastStatus: 'processing' },
+      }),
+    )
+    await vi.advanceTimersByTimeAsync(4000)
+    await outcome
+    // Reads at 1000, 2000, 3000 and a last one at the deadline (3500).
+    expect(getStatus).toHaveBeenCalledTimes(4)
+  })
+
+  it('keeps polling through transient read failures, but not through others', async () => {
+    const answers: Array<StatusResponse | PayError> = [
+      new PayError({ code: 'network_error', message: 'down' }),
+      new PayError({ code: 'rate_limited', message: 'slow down' }),
+      succeeded,
+    ]
+    const getStatus = async () => {
+      const next = answers.shift()!
+      if (next instanceof PayError) throw next
+      return next
+    }
+    const options = { jitter: 0, intervalMs: 100 }
+    const signal = new AbortController().signal
+    const done = pollUntilFinal({ getStatus, firstDelayMs: 100, signal, onStatus: () => undefined, options })
+    await vi.advanceTimersByTimeAsync(300)
+    await expect(done).resolves.toEqual(succeeded)
+
+    const fatal = pollUntilFinal({
+      getStatus: async () => {
+        throw new PayError({ code: 'payment_not_found', message: 'gone' })
+      },
+      firstDelayMs: 0,
+      signal,
+      onStatus: () => undefined,
+      options,
+    })
+    const check = expect(fatal).rejects.toThrowError(expect.objectContaining({ code: 'payment_not_found' }))
+    await vi.advanceTimersByTimeAsync(1)
+    await check
+  })
+
+  it('stops at once on abort, mid-wait', async () => {
+    const controller = new AbortController()
+    const getStatus = vi.fn(async () => processing)
+    const done = pollUntilFinal({
+      getStatus,
+      firstDelayMs: 60_000,
+      signal: controller.signal,
+      onStatus: () => undefined,
+    })
+    const check = expect(done).rejects.toThrowError(expect.objectContaining({ code: 'aborted' }))
+    await vi.advanceTimersByTimeAsync(10)
+    controller.abort()
+    await check
+    expect(getStatus).not.toHaveBeenCalled()
+  })
+
+  it('takes an injected sleep and clock (no timers at all)', async () => {
+    let now = 0
+    const sleeps: number[] = []
+    const answers = [processing, succeeded]
+    const result = await pollUntilFinal({
+      getStatus: async () => answers.shift()!,
+      firstDelayMs: 250,
+      signal: new AbortController().signal,
+      onStatus: () => undefined,
+      options: {
+        now: () => now,
+        sleep: async (ms) => {
+          sleeps.push(ms)
+          now += ms
+        },
+        random: () => 0,
+      },
+    })
+    expect(result).toEqual(succeeded)
+    expect(sleeps).toEqual([250, 1000])
+  })
+})
