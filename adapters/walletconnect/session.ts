@@ -34,7 +34,12 @@ export function namespaceScope(session: WalletConnectSession, namespace: string)
       methodsByChain.set(chain, forChain)
     }
   }
-  return { accounts: [...accounts], methods: [...methods], chains: [...methodsByChain.keys()], methodsByChain }
+  return {
+    accounts: [...accounts],
+    methods: [...methods],
+    chains: [...methodsByChain.keys()],
+    methodsByChain,
+  }
 }
 
 /**

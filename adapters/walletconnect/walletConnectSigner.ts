@@ -51,7 +51,7 @@ const maxExpirySeconds = 7 * 24 * 60 * 60
 export function walletConnectSigner(options: WalletConnectSignerOptions): WalletConnectSigner {
   const { client, namespace, inspect } = options
   const topic = 'topic' in options ? options.topic : options.session.topic
-  const timeoutMs = options.requestTimeoutMs ?? defaultRequestTimeoutMs
+  const timeoutMs = requestTimeout(options.requestTimeoutMs)
   const expiry = Math.min(maxExpirySeconds, Math.max(minExpirySeconds, Math.ceil(timeoutMs / 1000) + 1))
 
   const session = liveSession(client, topic)
@@ -88,7 +88,8 @@ export function walletConnectSigner(options: WalletConnectSignerOptions): Wallet
       const context = { chainId, method, topic }
       if (signal?.aborted) throw abortedError(signal, context)
       const scope = currentScope(client, topic, namespace, context)
-      const approvedMethods = namespaceOf(chainId) === namespace ? scope.methodsByChain.get(chainId) : undefined
+      const approvedMethods =
+        namespaceOf(chainId) === namespace ? scope.methodsByChain.get(chainId) : undefined
       if (!approvedMethods) {
         throw new PayError({
           code: 'action_rejected',
@@ -103,12 +104,18 @@ export function walletConnectSigner(options: WalletConnectSignerOptions): Wallet
           context: { ...context, approvedMethods: [...approvedMethods] },
         })
       }
-      const pending = client.request<unknown>({
-        topic,
-        chainId,
-        request: { method, params: toWalletParams(method, request.params) },
-        expiry,
-      })
+      let pending: Promise<unknown>
+      try {
+        pending = client.request<unknown>({
+          topic,
+          chainId,
+          request: { method, params: toWalletParams(method, request.params) },
+          expiry,
+        })
+      } catch (error) {
+        // A client that throws instead of rejecting (e.g. not initialised) still yields a PayError.
+        throw toPayError(error, context)
+      }
       const result = await settle(pending, signal, timeoutMs, context)
       return toResult(method, result, context)
     },
@@ -148,6 +155,19 @@ export function walletConnectSigners(
       ...(inspect ? { inspect } : {}),
     })
   })
+}
+
+/** Past sign-client's longest expiry the wallet has dropped the request anyway (and setTimeout overflows at 2^31 ms). */
+function requestTimeout(requested: number | undefined): number {
+  if (requested === undefined) return defaultRequestTimeoutMs
+  if (!(requested > 0)) {
+    throw new PayError({
+      code: 'invalid_signer',
+      message: 'requestTimeoutMs must be a positive number of milliseconds.',
+      context: { requestTimeoutMs: requested },
+    })
+  }
+  return Math.min(requested, maxExpirySeconds * 1000)
 }
 
 function liveSession(client: WalletConnectClient, topic: string): WalletConnectSession | undefined {

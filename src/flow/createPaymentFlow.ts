@@ -126,11 +126,9 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
     this.#config = config
     this.#data = data
     const external = config.signal
-    if (external) {
-      const onAbort = () => this.#onExternalAbort(external)
-      if (external.aborted) onAbort()
-      else external.addEventListener('abort', onAbort, { once: true })
-    }
+    // Already aborted: the first call ends the flow, once there can be listeners to see it.
+    if (external?.aborted) this.#controller.abort(abortError(external))
+    else external?.addEventListener('abort', () => this.#onExternalAbort(external), { once: true })
   }
 
   get flowId(): string {
@@ -312,7 +310,10 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
       const failure = await this.#cancelAtGateway()
       const ended = this.#finish('cancelled')
       await this.#finalCheckpoint()
-      if (failure) throw failure
+      if (failure) {
+        this.emit('error', failure)
+        throw failure
+      }
       return ended
     })()
     this.#cancelling = cancelling

@@ -16,6 +16,8 @@ const AssetConfigSchema = z.strictObject({
   /** EIP-712 domain of an EIP-3009 token when the token does not expose EIP-5267. */
   eip712: z.optional(z.strictObject({ name: z.string(), version: z.string() })),
   iconUrl: z.optional(z.string()),
+  /** Live EVM: share of each gasless payment kept at settlement, in basis points (default 0). */
+  settlementFeeBps: z.optional(z.int().check(z.minimum(0), z.maximum(10_000))),
 })
 
 const ChainConfigSchema = z.strictObject({

@@ -1,8 +1,11 @@
 import { randomUUID } from 'node:crypto'
 import { SignClient } from '@walletconnect/sign-client'
-import type { SessionTypes, SignClientTypes } from '@walletconnect/types'
 
 export type TestSignClient = InstanceType<typeof SignClient>
+// Named through sign-client itself: @walletconnect/types is only a transitive dependency.
+type SignClientOptions = NonNullable<Parameters<typeof SignClient.init>[0]>
+export type Session = Awaited<ReturnType<Awaited<ReturnType<TestSignClient['connect']>>['approval']>>
+type ApprovedNamespaces = Parameters<TestSignClient['approve']>[0]['namespaces']
 
 /**
  * sign-client's own test switch (`isTestRun()` reads `IS_VITEST`). Without it the wallet client
@@ -29,7 +32,12 @@ export function guardNetwork(): NetworkGuard {
     }
     return original(input, init)
   }
-  return { external, restore: () => void (globalThis.fetch = original) }
+  return {
+    external,
+    restore() {
+      globalThis.fetch = original
+    },
+  }
 }
 
 /**
@@ -61,7 +69,7 @@ export class MemoryStorage {
  * global Core per prefix, so two clients with the same prefix would share keys and relayer.
  */
 export async function createTestClient(relayUrl: string, role: 'dapp' | 'wallet'): Promise<TestSignClient> {
-  const options: SignClientTypes.Options = {
+  const options: SignClientOptions = {
     projectId: 'caipaytestproject00000000000000',
     relayUrl,
     customStoragePrefix: `caipay-${role}-${randomUUID()}`,
@@ -94,8 +102,8 @@ export async function connectSession(
   dapp: TestSignClient,
   wallet: TestSignClient,
   optionalNamespaces: Record<string, { chains: string[]; methods: string[]; events: string[] }>,
-  namespaces: SessionTypes.Namespaces,
-): Promise<SessionTypes.Struct> {
+  namespaces: ApprovedNamespaces,
+): Promise<Session> {
   const proposal = new Promise<{ id: number }>((resolve) => wallet.once('session_proposal', resolve))
   const { uri, approval } = await dapp.connect({ optionalNamespaces })
   if (!uri) throw new Error('sign-client returned no pairing URI')
@@ -109,7 +117,11 @@ export async function connectSession(
 /** How the wallet answers one request: a result or a JSON-RPC error. */
 export type WalletAnswer = { result: unknown } | { error: { code: number; message: string } }
 
-export type WalletHandler = (request: { chainId: string; method: string; params: unknown }) => Promise<WalletAnswer>
+export type WalletHandler = (request: {
+  chainId: string
+  method: string
+  params: unknown
+}) => Promise<WalletAnswer>
 
 /**
  * Answers the wallet client's `session_request`s with `handler`. `answerNext` overrides the
@@ -130,7 +142,10 @@ export function respondAsWallet(wallet: TestSignClient, handler: WalletHandler) 
     }
     await wallet.respond({
       topic,
-      response: 'result' in answer ? { id, jsonrpc: '2.0', result: answer.result } : { id, jsonrpc: '2.0', ...answer },
+      response:
+        'result' in answer
+          ? { id, jsonrpc: '2.0', result: answer.result }
+          : { id, jsonrpc: '2.0', ...answer },
     })
   })
   return {

@@ -99,7 +99,9 @@ export async function startRelay(options: StartRelayOptions = {}): Promise<Relay
   let nextRpcId = Date.now() * 1000
 
   const subscriptionId = (topic: string, clientId: string) =>
-    createHash('sha256').update(topic + clientId).digest('hex')
+    createHash('sha256')
+      .update(topic + clientId)
+      .digest('hex')
 
   const live = (topic: string): StoredMessage[] => {
     const now = Date.now()
@@ -174,7 +176,7 @@ export async function startRelay(options: StartRelayOptions = {}): Promise<Relay
 
   const handlers: Record<string, (conn: Connection, params: Params) => unknown> = {
     irn_subscribe: (conn, params) => subscribe(conn, topicParam(params, 'topic')),
-    irn_batchSubscribe: (conn, params) => stringArray(params, 'topics').map((topic) => subscribe(conn, topic)),
+    irn_batchSubscribe: (conn, params) => topicArray(params, 'topics').map((topic) => subscribe(conn, topic)),
     irn_unsubscribe: (conn, params) => {
       unsubscribe(conn, topicParam(params, 'topic'))
       return true
@@ -190,7 +192,7 @@ export async function startRelay(options: StartRelayOptions = {}): Promise<Relay
       return true
     },
     irn_batchFetchMessages: (conn, params) => {
-      const messages = stringArray(params, 'topics').flatMap((topic) =>
+      const messages = topicArray(params, 'topics').flatMap((topic) =>
         live(topic).filter((message) => deliverable(conn, message)),
       )
       for (const message of messages) conn.sent.add(message.id)
@@ -295,7 +297,10 @@ function clientIdOf(req: IncomingMessage): string {
 }
 
 function topicParam(params: Params, name: string): string {
-  const value = params[name]
+  return asTopic(params[name], name)
+}
+
+function asTopic(value: unknown, name: string): string {
   if (typeof value !== 'string' || !/^[0-9a-f]{64}$/.test(value)) {
     throw new RpcError(-32602, `${name} must be a 32-byte hex topic`)
   }
@@ -308,10 +313,10 @@ function stringParam(params: Params, name: string): string {
   return value
 }
 
-function stringArray(params: Params, name: string): string[] {
+function topicArray(params: Params, name: string): string[] {
   const value = params[name]
   if (!Array.isArray(value)) throw new RpcError(-32602, `${name} must be an array`)
-  return value.map((_, index) => topicParam(value as unknown as Params, String(index)))
+  return value.map((topic, index) => asTopic(topic, `${name}[${index}]`))
 }
 
 function topicsNamed(params: Params): string[] {

@@ -1,11 +1,10 @@
 import { createTransferCheckedInstruction, getAssociatedTokenAddressSync } from '@solana/spl-token'
 import { Keypair, PublicKey, Transaction, VersionedTransaction } from '@solana/web3.js'
-import type { SessionTypes } from '@walletconnect/types'
 import bs58 from 'bs58'
 import { custom, type Hex, toHex, verifyMessage, verifyTypedData } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { evmSigner } from '../../adapters/evm/index.js'
+import { decodeEvmAction, evmSigner } from '../../adapters/evm/index.js'
 import { solanaSigner } from '../../adapters/solana/index.js'
 import {
   type WalletConnectSigner,
@@ -20,6 +19,7 @@ import {
   guardNetwork,
   type NetworkGuard,
   respondAsWallet,
+  type Session,
   type TestSignClient,
 } from './clients.js'
 import { type Relay, startRelay } from './relay.js'
@@ -41,7 +41,7 @@ let relay: Relay
 let network: NetworkGuard
 let dapp: TestSignClient
 let wallet: TestSignClient
-let session: SessionTypes.Struct
+let session: Session
 let responder: ReturnType<typeof respondAsWallet>
 let evm: WalletConnectSigner
 let solana: WalletConnectSigner
@@ -49,7 +49,10 @@ let solana: WalletConnectSigner
 beforeAll(async () => {
   network = guardNetwork()
   relay = await startRelay()
-  ;[dapp, wallet] = await Promise.all([createTestClient(relay.url, 'dapp'), createTestClient(relay.url, 'wallet')])
+  ;[dapp, wallet] = await Promise.all([
+    createTestClient(relay.url, 'dapp'),
+    createTestClient(relay.url, 'wallet'),
+  ])
   responder = respondAsWallet(wallet, walletHandler())
   session = await connectSession(
     dapp,
@@ -73,7 +76,10 @@ beforeAll(async () => {
       },
     },
   )
-  ;[evm, solana] = walletConnectSigners(dapp, session) as [WalletConnectSigner, WalletConnectSigner]
+  ;[evm, solana] = walletConnectSigners(dapp, session, { inspect: { eip155: decodeEvmAction } }) as [
+    WalletConnectSigner,
+    WalletConnectSigner,
+  ]
 })
 
 afterAll(async () => {
@@ -89,7 +95,10 @@ function walletHandler() {
       throw new Error('the wallet side of this test has no RPC')
     },
   })
-  const evmWallet = evmSigner({ account: evmAccount, chains: { [ethereum]: { transport: noRpc }, [base]: { transport: noRpc } } })
+  const evmWallet = evmSigner({
+    account: evmAccount,
+    chains: { [ethereum]: { transport: noRpc }, [base]: { transport: noRpc } },
+  })
   const solanaWallet = solanaSigner({ keypair: buyer, chains: [solanaMainnet] })
   return async ({ chainId, method, params }: { chainId: string; method: string; params: unknown }) => {
     if (chainId.startsWith('eip155:')) {
@@ -185,8 +194,25 @@ describe('WalletConnect signer over a local relay', () => {
       params: [evmAccount.address, typedDataJson],
     })
     expect(
-      await verifyTypedData({ address: evmAccount.address, ...transferWithAuthorization, signature: signature as Hex }),
+      await verifyTypedData({
+        address: evmAccount.address,
+        ...transferWithAuthorization,
+        signature: signature as Hex,
+      }),
     ).toBe(true)
+  })
+
+  it('lets the signing guard decode EVM actions with the plugged-in decoder', async () => {
+    const inspection = await evm.inspect?.({
+      chainId: base,
+      method: 'eth_signTypedData_v4',
+      params: [evmAccount.address, typedDataJson],
+    })
+    expect(inspection?.account).toBe(`${base}:${evmAccount.address}`)
+    expect(inspection?.transfers).toMatchObject([
+      { asset: `${base}/erc20:${transferWithAuthorization.domain.verifyingContract}`, amount: 1_500_000n },
+    ])
+    expect('inspect' in solana).toBe(false)
   })
 
   it('forwards personal_sign and returns a signature that verifies', async () => {
@@ -197,7 +223,11 @@ describe('WalletConnect signer over a local relay', () => {
       params: [message, evmAccount.address],
     })
     expect(
-      await verifyMessage({ address: evmAccount.address, message: { raw: message }, signature: signature as Hex }),
+      await verifyMessage({
+        address: evmAccount.address,
+        message: { raw: message },
+        signature: signature as Hex,
+      }),
     ).toBe(true)
   })
 
@@ -237,6 +267,7 @@ describe('WalletConnect signer over a local relay', () => {
 
   it.each([
     [4001, 'User rejected the request.'],
+    // What sign-client's getSdkError('USER_REJECTED') produces.
     [5000, 'User rejected.'],
   ])('maps a wallet rejection with code %i to user_rejected', async (code, message) => {
     responder.answerNext(async () => ({ error: { code, message } }))
@@ -262,7 +293,11 @@ describe('WalletConnect signer over a local relay', () => {
     const before = publishes()
     const seenBefore = responder.seen.length
     const chain = await rejection(
-      evm.request({ chainId: 'eip155:10', method: 'personal_sign', params: [toHex('hi'), evmAccount.address] }),
+      evm.request({
+        chainId: 'eip155:10',
+        method: 'personal_sign',
+        params: [toHex('hi'), evmAccount.address],
+      }),
     )
     expect(chain.code).toBe('action_rejected')
     expect(chain.context.approvedChains).toEqual([ethereum, base])

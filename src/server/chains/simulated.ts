@@ -12,6 +12,7 @@ import { privateKeyToAccount } from 'viem/accounts'
 import { parseAssetId, sameCaip } from '../../caip/caip.js'
 import type { Action, WalletRpcAction } from '../../contract/gateway.js'
 import { paramsError } from '../gateway/errors.js'
+import { defaultTestAssets as knownTestAssets } from '../payments/assets.js'
 import type {
   AssetConfig,
   BuildContext,
@@ -25,29 +26,15 @@ import type {
   WalletAccount,
 } from './types.js'
 
-export const solanaMainnet = 'solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp'
-
-/** ARCHITECTURE.md section 4: what test mode offers with no configuration. */
-export const defaultTestAssets: Readonly<Record<string, readonly AssetConfig[]>> = {
-  'eip155:1': [usdc('eip155:1/erc20:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48')],
-  'eip155:8453': [usdc('eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913')],
-  [solanaMainnet]: [usdc(`${solanaMainnet}/token:EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v`)],
-}
-
-function usdc(id: string): AssetConfig {
-  return { id, symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' }
-}
-
-const networkNames: Record<string, string> = {
-  'eip155:1': 'Ethereum',
-  'eip155:8453': 'Base',
-  'eip155:31337': 'Anvil',
-  [solanaMainnet]: 'Solana',
-}
-
-export function networkName(caip2: string): string {
-  return networkNames[caip2] ?? caip2
-}
+/** ARCHITECTURE.md section 4: what test mode offers with no configuration, by chain. */
+export const defaultTestAssets: Readonly<Record<string, readonly AssetConfig[]>> = knownTestAssets.reduce(
+  (byChain, a) => {
+    const asset = { id: a.asset, symbol: a.symbol, name: a.name, decimals: a.decimals, usdRate: a.usdRate }
+    byChain[a.chainId] = [...(byChain[a.chainId] ?? []), asset]
+    return byChain
+  },
+  {} as Record<string, AssetConfig[]>,
+)
 
 function seed(label: string): Buffer {
   return createHash('sha256').update(`caipay test mode: ${label}`).digest()
@@ -96,7 +83,8 @@ export function createSimulatedDriver(options: SimulatedDriverOptions): ChainDri
         actions.push(action)
         continue
       }
-      if (action.build.data !== data) throw paramsError('data', 'data does not match the build action of this option')
+      if (action.build.data !== data)
+        throw paramsError('data', 'data does not match the build action of this option')
       const transaction = solanaTransfer({
         owner: ctx.option.account.split(':')[2]!,
         asset: ctx.asset,
@@ -252,7 +240,9 @@ export function solanaTransfer(input: {
 }
 
 /** Simulated drivers for test mode: the default chains plus every configured chain. */
-export function testModeDrivers(configured: Readonly<Record<string, readonly AssetConfig[]>> = {}): ChainDriver[] {
+export function testModeDrivers(
+  configured: Readonly<Record<string, readonly AssetConfig[]>> = {},
+): ChainDriver[] {
   const chains = new Map<string, AssetConfig[]>()
   for (const [caip2, assets] of Object.entries({ ...defaultTestAssets })) chains.set(caip2, [...assets])
   for (const [caip2, assets] of Object.entries(configured)) {

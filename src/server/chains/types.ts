@@ -7,9 +7,9 @@
  * executing what the wallet signed. One driver serves one CAIP-2 chain; test mode uses the simulated
  * driver (`simulated.ts`) for every chain, live mode the drivers handed to the gateway plugin.
  */
-import type { Kysely } from 'kysely'
 import type { AccountId } from '../../caip/caip.js'
 import type { Action, WalletRpcAction } from '../../contract/gateway.js'
+import type { Db } from '../store/db.js'
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
 
@@ -117,7 +117,7 @@ export interface ConfirmContext {
    * In `confirm`: the transaction that has just moved the payment to `processing`; enqueue jobs on it so
    * they exist exactly when the transition does. In `verify`: the plain database handle.
    */
-  db: Kysely<any>
+  db: Db
 }
 
 export type ConfirmOutcome =

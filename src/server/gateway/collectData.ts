@@ -56,7 +56,8 @@ export function fieldProblems(fields: Readonly<Record<string, string>>, now: Dat
   } else if (date > now || date.getUTCFullYear() < 1900) {
     problems.dateOfBirth = 'must be a past date after 1900'
   }
-  if (!/^[A-Z]{2}$/.test(fields.country ?? '')) problems.country = 'must be a two-letter country code (e.g. DE)'
+  if (!/^[A-Z]{2}$/.test(fields.country ?? ''))
+    problems.country = 'must be a two-letter country code (e.g. DE)'
   return problems
 }
 

@@ -20,7 +20,10 @@ export async function submitCollectedData(input: {
   const parsed = z.safeParse(CollectDataSubmitBody, input.body ?? {})
   if (!parsed.success) {
     throw validationError(
-      parsed.error.issues.map((i) => ({ path: ['body', ...i.path.map(String)].join('.'), message: i.message })),
+      parsed.error.issues.map((i) => ({
+        path: ['body', ...i.path.map(String)].join('.'),
+        message: i.message,
+      })),
     )
   }
   const { optionId, fields } = parsed.data

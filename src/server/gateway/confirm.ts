@@ -31,7 +31,8 @@ export async function confirmPayment(input: {
   assertPayable(payment)
   const { row, driver, asset } = await usableOption(db, registry, payment, body.optionId, now)
   const actions = signedActions(row)
-  if (!actions) fail('invalid_state', 'Fetch this option first: it has actions to build.', { optionId: row.id })
+  if (!actions)
+    fail('invalid_state', 'Fetch this option first: it has actions to build.', { optionId: row.id })
   checkResults(actions, body.results)
 
   const base: Omit<ConfirmContext, 'db'> = {

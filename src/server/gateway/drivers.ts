@@ -1,7 +1,7 @@
 import { sameCaip } from '../../caip/caip.js'
-import type { ServerConfig } from '../config.js'
 import { testModeDrivers } from '../chains/simulated.js'
 import type { AssetConfig, ChainDriver, PaymentMode } from '../chains/types.js'
+import type { ServerConfig } from '../config.js'
 
 /** Which driver serves which chain, per mode. */
 export interface DriverRegistry {
@@ -33,7 +33,10 @@ export function configuredAssets(config: ServerConfig): Record<string, AssetConf
  * Test mode: the simulated driver on the default chains and on every configured chain. Live mode: the
  * drivers given (one per configured chain, built by the EVM and Solana executors); none by default.
  */
-export function createDriverRegistry(config: ServerConfig, live: readonly ChainDriver[] = []): DriverRegistry {
+export function createDriverRegistry(
+  config: ServerConfig,
+  live: readonly ChainDriver[] = [],
+): DriverRegistry {
   const byMode: Record<PaymentMode, readonly ChainDriver[]> = {
     test: testModeDrivers(configuredAssets(config)),
     live,

@@ -27,7 +27,8 @@ export async function paymentOptions(input: OptionsInput): Promise<OptionsRespon
   const sanctioned = body.accounts.find((a) => config.sanctioned.some((s) => sameCaip(s, a)))
   if (sanctioned) fail('sanctioned_user', 'This account cannot make payments.', { account: sanctioned })
   const info = gatewayPaymentJson(payment, config)
-  if (payment.status === 'expired') fail('payment_expired', 'The payment has expired.', { paymentId: payment.id })
+  if (payment.status === 'expired')
+    fail('payment_expired', 'The payment has expired.', { paymentId: payment.id })
   if (payment.status !== 'requires_action') {
     const resultInfo =
       payment.status === 'succeeded' && payment.tx_id
@@ -35,9 +36,7 @@ export async function paymentOptions(input: OptionsInput): Promise<OptionsRespon
         : {}
     return { options: [], info, ...resultInfo }
   }
-  const accounts = dedupe(body.accounts).map(
-    (id): WalletAccount => ({ ...parseAccountId(id), id }),
-  )
+  const accounts = dedupe(body.accounts).map((id): WalletAccount => ({ ...parseAccountId(id), id }))
   const options = body.refresh?.length ? await requote(input, accounts) : await quoteAll(input, accounts)
   return { options, info }
 }
@@ -53,7 +52,8 @@ async function quoteAll(input: OptionsInput, accounts: readonly WalletAccount[])
     const driver = registry.driver(payment.mode, account.chainId)
     // Rule 1: an account on a chain the service does not serve simply yields no option.
     if (!driver) continue
-    for (const asset of driver.assets) drafts.push(...(await quoteOne(input, driver, account, accounts, asset)))
+    for (const asset of driver.assets)
+      drafts.push(...(await quoteOne(input, driver, account, accounts, asset)))
   }
   await insertOptions(input.db, drafts, now)
   return drafts.map((o) => optionJson(input, o))
@@ -64,13 +64,17 @@ async function requote(input: OptionsInput, accounts: readonly WalletAccount[]):
   const ids = body.refresh ?? []
   const rows = await findOptions(input.db, payment.id, ids)
   const unknown = ids.findIndex((id) => !rows.some((r) => r.id === id))
-  if (unknown !== -1) throw paramsError(`body.refresh.${unknown}`, `Unknown option ${ids[unknown]} for this payment.`)
+  if (unknown !== -1)
+    throw paramsError(`body.refresh.${unknown}`, `Unknown option ${ids[unknown]} for this payment.`)
   const out: PaymentOption[] = []
   for (const id of ids) {
     const row = rows.find((r) => r.id === id)!
     const account = accounts.find((a) => sameCaip(a.id, row.account))
     if (!account) {
-      throw paramsError('body.accounts', `Option ${id} is for ${row.account}, which is not among the accounts sent.`)
+      throw paramsError(
+        'body.accounts',
+        `Option ${id} is for ${row.account}, which is not among the accounts sent.`,
+      )
     }
     const driver = registry.driver(payment.mode, row.chain_id)
     const asset = driver?.assets.find((a) => sameCaip(a.id, row.asset))
@@ -123,7 +127,11 @@ async function quoteOne(
 }
 
 /** Payments worth at least `collectDataAtMinor` USD cents ask the buyer for identity data first. */
-export function collectDataRequired(input: { config: ServerConfig; registry: DriverRegistry; payment: GatewayPaymentRow }): boolean {
+export function collectDataRequired(input: {
+  config: ServerConfig
+  registry: DriverRegistry
+  payment: GatewayPaymentRow
+}): boolean {
   const threshold = input.config.collectDataAtMinor
   if (threshold === null) return false
   const assets = input.registry.drivers(input.payment.mode).flatMap((d) => d.assets)
@@ -140,7 +148,12 @@ function optionJson(input: OptionsInput, o: NewOption): PaymentOption {
     expiresAt: o.expiresAt,
     actions: o.actions,
     ...(o.collectDataRequired
-      ? { collectData: { url: collectDataUrl(input.config.publicBaseUrl, o.paymentId, o.id), schema: collectDataSchema } }
+      ? {
+          collectData: {
+            url: collectDataUrl(input.config.publicBaseUrl, o.paymentId, o.id),
+            schema: collectDataSchema,
+          },
+        }
       : {}),
   }
 }

@@ -88,7 +88,11 @@ export async function replaceQuote(db: Db, option: NewOption, now: Date): Promis
     .execute()
 }
 
-export async function findOption(db: Db, paymentId: string, optionId: string): Promise<PaymentOptionRow | undefined> {
+export async function findOption(
+  db: Db,
+  paymentId: string,
+  optionId: string,
+): Promise<PaymentOptionRow | undefined> {
   return db
     .selectFrom('payment_options')
     .selectAll()
@@ -133,7 +137,10 @@ export async function saveBuilt(
     .where('built', 'is', null)
     .returningAll()
     .executeTakeFirst()
-  return updated ?? db.selectFrom('payment_options').selectAll().where('id', '=', optionId).executeTakeFirstOrThrow()
+  return (
+    updated ??
+    db.selectFrom('payment_options').selectAll().where('id', '=', optionId).executeTakeFirstOrThrow()
+  )
 }
 
 /** Data from the hosted form: stored with the payment, only ever read by the service itself. */

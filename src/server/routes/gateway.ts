@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify'
+import * as z from 'zod/mini'
 import { endpoints } from '../../contract/endpoints.js'
 import { PaymentIdParams } from '../../contract/status.js'
 import type { ChainDriver } from '../chains/types.js'
@@ -13,7 +14,6 @@ import { findGatewayPayment, gatewayPaymentJson } from '../gateway/payment.js'
 import { type ExpiryJob, startExpiryJob } from '../jobs/expiry.js'
 import { statusJson } from '../payments/views.js'
 import { defineRoute } from '../route.js'
-import * as z from 'zod/mini'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -60,7 +60,8 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
   // in its URL is the credential (see gateway/collectSubmit.ts).
   app.post('/v1/gateway/payment/:id/collect-data', async (request) => {
     const params = z.safeParse(PaymentIdParams, request.params)
-    if (!params.success) throw validationError([{ path: 'path.id', message: 'Expected a payment id (pay_...).' }])
+    if (!params.success)
+      throw validationError([{ path: 'path.id', message: 'Expected a payment id (pay_...).' }])
     const now = app.now()
     const payment = await findGatewayPayment(app.db, params.data.id, null, now)
     return submitCollectedData({ db: app.db, payment, body: request.body, now })

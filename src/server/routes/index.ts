@@ -1,9 +1,12 @@
 import type { FastifyInstance } from 'fastify'
+import { pageRoutes } from '../pages/routes.js'
+import { gatewayRoutes } from './gateway.js'
 import { merchantRoutes } from './merchants.js'
 import { paymentRoutes } from './payments.js'
 import { refundRoutes } from './refunds.js'
 import { settlementRoutes } from './settlements.js'
 import { systemRoutes } from './system.js'
+import { testRoutes } from './test.js'
 
 /** Every route group of the app, registered in this order. Add a group with one line. */
 export const routeModules: ReadonlyArray<(app: FastifyInstance) => Promise<void>> = [
@@ -12,4 +15,7 @@ export const routeModules: ReadonlyArray<(app: FastifyInstance) => Promise<void>
   settlementRoutes,
   paymentRoutes,
   refundRoutes,
+  gatewayRoutes,
+  testRoutes,
+  pageRoutes,
 ]

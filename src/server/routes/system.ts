@@ -1,7 +1,21 @@
 import type { FastifyInstance } from 'fastify'
 import { sql } from 'kysely'
+import { docsHtml } from '../docs.js'
+import { openApiDocument } from '../openapi.js'
 
 export async function systemRoutes(app: FastifyInstance): Promise<void> {
+  let document: { base: string; json: string } | undefined
+  app.get('/openapi.json', { config: { rateLimit: false } }, async (_request, reply) => {
+    // publicBaseUrl may be set after listen (CLI without a configured one), so build lazily.
+    if (document?.base !== app.config.publicBaseUrl) {
+      document = { base: app.config.publicBaseUrl, json: JSON.stringify(openApiDocument(app.config.publicBaseUrl)) }
+    }
+    return reply.type('application/json; charset=utf-8').send(document.json)
+  })
+  app.get('/docs', { config: { rateLimit: false } }, async (_request, reply) => {
+    return reply.type('text/html; charset=utf-8').send(docsHtml)
+  })
+
   app.get('/healthz', { config: { rateLimit: false } }, async (_request, reply) => {
     try {
       await sql`SELECT 1`.execute(app.db)

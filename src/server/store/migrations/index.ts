@@ -1,6 +1,8 @@
 import type { Migration } from 'kysely'
 import * as core from './001_core.js'
 import * as gateway from './002_gateway.js'
+import * as evm from './003_evm.js'
+import * as solana from './004_solana.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -9,4 +11,6 @@ import * as gateway from './002_gateway.js'
 export const migrations: Record<string, Migration> = {
   '001_core': core,
   '002_gateway': gateway,
+  '003_evm': evm,
+  '004_solana': solana,
 }

@@ -1,0 +1,72 @@
+import { erc20Abi } from 'viem'
+
+const authorizationInputs = [
+  { name: 'from', type: 'address' },
+  { name: 'to', type: 'address' },
+  { name: 'value', type: 'uint256' },
+  { name: 'validAfter', type: 'uint256' },
+  { name: 'validBefore', type: 'uint256' },
+  { name: 'nonce', type: 'bytes32' },
+  { name: 'signature', type: 'bytes' },
+] as const
+
+/**
+ * What the service calls on an EIP-3009 token: ERC-20, the `bytes signature` forms of the authorizations
+ * (USDC v2.2 and OpenZeppelin's ERC3009), and the custom errors those tokens revert with, so a rejected
+ * authorization is logged by name (`ERC3009UsedAuthorization`) rather than as raw revert data.
+ */
+export const eip3009Abi = [
+  ...erc20Abi,
+  {
+    type: 'function',
+    name: 'receiveWithAuthorization',
+    stateMutability: 'nonpayable',
+    inputs: authorizationInputs,
+    outputs: [],
+  },
+  {
+    type: 'function',
+    name: 'transferWithAuthorization',
+    stateMutability: 'nonpayable',
+    inputs: authorizationInputs,
+    outputs: [],
+  },
+  {
+    type: 'function',
+    name: 'authorizationState',
+    stateMutability: 'view',
+    inputs: [
+      { name: 'authorizer', type: 'address' },
+      { name: 'nonce', type: 'bytes32' },
+    ],
+    outputs: [{ name: '', type: 'bool' }],
+  },
+  {
+    type: 'error',
+    name: 'ERC3009InvalidAuthorizationTime',
+    inputs: [
+      { name: 'validAfter', type: 'uint256' },
+      { name: 'validBefore', type: 'uint256' },
+    ],
+  },
+  { type: 'error', name: 'ERC3009InvalidSignature', inputs: [] },
+  {
+    type: 'error',
+    name: 'ERC3009UsedAuthorization',
+    inputs: [
+      { name: 'authorizer', type: 'address' },
+      { name: 'nonce', type: 'bytes32' },
+    ],
+  },
+  {
+    type: 'error',
+    name: 'ERC20InsufficientBalance',
+    inputs: [
+      { name: 'sender', type: 'address' },
+      { name: 'balance', type: 'uint256' },
+      { name: 'needed', type: 'uint256' },
+    ],
+  },
+  { type: 'error', name: 'ERC20InvalidReceiver', inputs: [{ name: 'receiver', type: 'address' }] },
+  { type: 'error', name: 'ECDSAInvalidSignature', inputs: [] },
+] as const

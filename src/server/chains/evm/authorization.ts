@@ -1,0 +1,131 @@
+import { type Address, getAddress, type Hex, isAddress, isHex, verifyTypedData } from 'viem'
+import type { EvmDomain } from './chain.js'
+
+export type AuthorizationKind = 'ReceiveWithAuthorization' | 'TransferWithAuthorization'
+
+/** An EIP-3009 authorization as the service builds, stores and relays it. */
+export interface Authorization {
+  kind: AuthorizationKind
+  chainId: number
+  token: Address
+  domain: EvmDomain
+  from: Address
+  to: Address
+  value: bigint
+  validAfter: bigint
+  validBefore: bigint
+  nonce: Hex
+}
+
+/** The same, JSON-safe (job payloads, option state). */
+export type AuthorizationJson = Omit<Authorization, 'value' | 'validAfter' | 'validBefore'> & {
+  value: string
+  validAfter: string
+  validBefore: string
+}
+
+/**
+ * `receiveWithAuthorization` when the relayer is the payee: the token then requires `msg.sender == to`,
+ * so nobody who sees the signature in the mempool can front-run the relay. `transferWithAuthorization`
+ * otherwise (anyone may submit it).
+ */
+export function authorizationKind(relayer: Address, payee: Address): AuthorizationKind {
+  return relayer.toLowerCase() === payee.toLowerCase() ? 'ReceiveWithAuthorization' : 'TransferWithAuthorization'
+}
+
+const authorizationFields = [
+  { name: 'from', type: 'address' },
+  { name: 'to', type: 'address' },
+  { name: 'value', type: 'uint256' },
+  { name: 'validAfter', type: 'uint256' },
+  { name: 'validBefore', type: 'uint256' },
+  { name: 'nonce', type: 'bytes32' },
+] as const
+
+/** Typed data for `eth_signTypedData_v4` as wallets get it over JSON: uints as decimal strings. */
+export function authorizationTypedData(a: Authorization) {
+  return {
+    types: {
+      EIP712Domain: [
+        { name: 'name', type: 'string' },
+        { name: 'version', type: 'string' },
+        { name: 'chainId', type: 'uint256' },
+        { name: 'verifyingContract', type: 'address' },
+      ],
+      [a.kind]: authorizationFields,
+    },
+    primaryType: a.kind,
+    domain: { name: a.domain.name, version: a.domain.version, chainId: a.chainId, verifyingContract: a.token },
+    message: {
+      from: a.from,
+      to: a.to,
+      value: a.value.toString(),
+      validAfter: a.validAfter.toString(),
+      validBefore: a.validBefore.toString(),
+      nonce: a.nonce,
+    },
+  }
+}
+
+/**
+ * Reads back the authorization from the `eth_signTypedData_v4` params the service offered (the exact
+ * message stored with the option). Throws when they are not a service-built authorization.
+ */
+export function authorizationFromParams(params: string): Authorization {
+  const [address, json] = JSON.parse(params) as [unknown, unknown]
+  if (typeof json !== 'string' || typeof address !== 'string') throw new Error('Not typed-data params.')
+  const data = JSON.parse(json) as ReturnType<typeof authorizationTypedData>
+  const kind = data.primaryType
+  if (kind !== 'ReceiveWithAuthorization' && kind !== 'TransferWithAuthorization') {
+    throw new Error(`Not an EIP-3009 authorization: ${String(kind)}.`)
+  }
+  const { domain, message } = data
+  if (!isAddress(domain.verifyingContract) || !isAddress(message.from) || !isAddress(message.to)) {
+    throw new Error('Authorization addresses are malformed.')
+  }
+  if (!isHex(message.nonce) || message.nonce.length !== 66) throw new Error('Authorization nonce is malformed.')
+  return {
+    kind,
+    chainId: Number(domain.chainId),
+    token: getAddress(domain.verifyingContract),
+    domain: { name: domain.name, version: domain.version },
+    from: getAddress(message.from),
+    to: getAddress(message.to),
+    value: BigInt(message.value),
+    validAfter: BigInt(message.validAfter),
+    validBefore: BigInt(message.validBefore),
+    nonce: message.nonce,
+  }
+}
+
+/** Whether `signature` is `from`'s EIP-712 signature of exactly this authorization. */
+export async function isSignedByPayer(a: Authorization, signature: Hex): Promise<boolean> {
+  try {
+    return await verifyTypedData({
+      address: a.from,
+      domain: { name: a.domain.name, version: a.domain.version, chainId: a.chainId, verifyingContract: a.token },
+      types: { [a.kind]: authorizationFields },
+      primaryType: a.kind,
+      message: {
+        from: a.from,
+        to: a.to,
+        value: a.value,
+        validAfter: a.validAfter,
+        validBefore: a.validBefore,
+        nonce: a.nonce,
+      },
+      signature,
+    })
+  } catch {
+    // A malformed signature (bad v, s out of range) is just not a signature of this message.
+    return false
+  }
+}
+
+export function authorizationToJson(a: Authorization): AuthorizationJson {
+  return { ...a, value: a.value.toString(), validAfter: a.validAfter.toString(), validBefore: a.validBefore.toString() }
+}
+
+export function authorizationFromJson(a: AuthorizationJson): Authorization {
+  return { ...a, value: BigInt(a.value), validAfter: BigInt(a.validAfter), validBefore: BigInt(a.validBefore) }
+}

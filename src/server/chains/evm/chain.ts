@@ -1,0 +1,119 @@
+import {
+  type Account,
+  type Address,
+  type Chain,
+  createPublicClient,
+  createWalletClient,
+  defineChain,
+  getAddress,
+  type Hex,
+  http,
+  isHex,
+  type PublicClient,
+  type Transport,
+  type WalletClient,
+} from 'viem'
+import { privateKeyToAccount } from 'viem/accounts'
+import { getEip712Domain } from 'viem/actions'
+import { parseAssetId, parseChainId, sameCaip } from '../../../caip/caip.js'
+import type { ChainConfig } from '../../config.js'
+import type { JobLogger } from '../../jobs/runner.js'
+import type { AssetConfig } from '../types.js'
+
+export interface EvmAsset extends AssetConfig {
+  token: Address
+  /** Kept at settlement, basis points. */
+  settlementFeeBps: number
+}
+
+export interface EvmDomain {
+  name: string
+  version: string
+}
+
+/** One configured EVM chain: its clients and the executor (relayer, collection and settlement sender). */
+export interface EvmChain {
+  caip2: string
+  chainId: number
+  executor: Account & { address: Address }
+  publicClient: PublicClient<Transport, Chain>
+  walletClient: WalletClient<Transport, Chain, Account>
+  assets: readonly EvmAsset[]
+  /** How often receipts are polled, ms. */
+  pollingIntervalMs: number
+  asset(assetId: string): EvmAsset | undefined
+  /** The token's EIP-712 name and version (config, else EIP-5267 `eip712Domain()`, cached); undefined when unknown. */
+  domain(asset: EvmAsset): Promise<EvmDomain | undefined>
+}
+
+export interface EvmChainOptions {
+  caip2: string
+  chain: ChainConfig
+  /** The chain's assets as the gateway sees them (see gateway/drivers.ts configuredAssets). */
+  assets: readonly AssetConfig[]
+  pollingIntervalMs?: number
+  log: JobLogger
+}
+
+export function createEvmChain(options: EvmChainOptions): EvmChain {
+  const { caip2, chain: config, log } = options
+  const chainId = Number(parseChainId(caip2).reference)
+  if (!isHex(config.signerKey) || config.signerKey.length !== 66) {
+    throw new Error(`Invalid configuration:\n  chains.${caip2}.signerKey: expected a 0x-prefixed 32-byte private key`)
+  }
+  const executor = privateKeyToAccount(config.signerKey as Hex)
+  const viemChain = defineChain({
+    id: chainId,
+    name: config.name ?? caip2,
+    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+    rpcUrls: { default: { http: [config.rpcUrl] } },
+  })
+  const transport = http(config.rpcUrl, { retryCount: 2 })
+  const publicClient = createPublicClient({ chain: viemChain, transport })
+  const walletClient = createWalletClient({ chain: viemChain, transport, account: executor })
+  const assets = options.assets.map((asset): EvmAsset => {
+    const fileAsset = Object.entries(config.assets).find(([id]) => sameCaip(id, asset.id))?.[1]
+    return {
+      ...asset,
+      token: getAddress(parseAssetId(asset.id).assetReference),
+      settlementFeeBps: fileAsset?.settlementFeeBps ?? 0,
+    }
+  })
+  const domains = new Map<Address, Promise<EvmDomain | undefined>>()
+
+  async function readDomain(asset: EvmAsset): Promise<EvmDomain | undefined> {
+    try {
+      const { domain } = await getEip712Domain(publicClient, { address: asset.token })
+      if (domain.name === undefined || domain.version === undefined) return undefined
+      return { name: domain.name, version: domain.version }
+    } catch (error) {
+      log.warn(
+        { chain: caip2, asset: asset.id, error: String(error) },
+        'Cannot read the EIP-712 domain (EIP-5267); set "eip712" for this asset to offer gasless payments',
+      )
+      return undefined
+    }
+  }
+
+  return {
+    caip2,
+    chainId,
+    executor,
+    publicClient,
+    walletClient,
+    assets,
+    pollingIntervalMs: options.pollingIntervalMs ?? 1000,
+    asset: (assetId) => assets.find((a) => sameCaip(a.id, assetId)),
+    domain(asset) {
+      if (asset.eip712) return Promise.resolve(asset.eip712)
+      let cached = domains.get(asset.token)
+      if (!cached) {
+        cached = readDomain(asset)
+        domains.set(asset.token, cached)
+        // An RPC hiccup must not disable gasless payments for the life of the process.
+        void cached.then((d) => d === undefined && domains.delete(asset.token))
+      }
+      return cached
+    },
+  }
+}

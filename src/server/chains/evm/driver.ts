@@ -1,0 +1,111 @@
+import { type Address, getAddress, type Hash, type Hex } from 'viem'
+import { paramsError } from '../../gateway/errors.js'
+import { enqueueJob } from '../../jobs/queue.js'
+import type { ChainDriver, ConfirmContext, ConfirmOutcome } from '../types.js'
+import { type Authorization, authorizationFromParams, authorizationToJson, isSignedByPayer } from './authorization.js'
+import type { EvmChain } from './chain.js'
+import { evmJobKinds, type RelayPayload, type VerifyTransferPayload } from './outcome.js'
+import { type QuoteSettings, quoteEvm } from './quote.js'
+import { same } from './transfers.js'
+
+const hash32 = /^0x[0-9a-fA-F]{64}$/
+
+/** The live driver of one EVM chain (see chains/types.ts for the contract with the gateway). */
+export function createEvmDriver(chain: EvmChain, settings: QuoteSettings): ChainDriver {
+  return {
+    caip2: chain.caip2,
+    namespace: 'eip155',
+    assets: chain.assets,
+    quote: (ctx) => quoteEvm(chain, settings, ctx),
+
+    async verify(ctx) {
+      if (ctx.option.kind === 'eip3009') {
+        const { index, authorization } = offeredAuthorization(chain, ctx)
+        // Checked against the message stored with the option, never against anything the wallet sent back:
+        // a signature over other typed data (amount, token, payee changed) does not verify.
+        if (!(await isSignedByPayer(authorization, ctx.results[index] as Hex))) {
+          throw paramsError(
+            `results.${index}`,
+            `results[${index}] is not ${authorization.from}'s signature of the authorization this option offered`,
+          )
+        }
+        return
+      }
+      const { index, hash } = submittedHash(ctx)
+      const claimed = await ctx.db
+        .selectFrom('evm_direct_claims')
+        .select('payment_id')
+        .where('chain_id', '=', chain.caip2)
+        .where('tx_hash', '=', hash)
+        .executeTakeFirst()
+      if (claimed) throw alreadyUsed(index)
+    },
+
+    async confirm(ctx): Promise<ConfirmOutcome> {
+      if (ctx.option.kind === 'eip3009') {
+        const { index, authorization } = offeredAuthorization(chain, ctx)
+        const payload: RelayPayload = {
+          chain: chain.caip2,
+          asset: ctx.asset.id,
+          authorization: authorizationToJson(authorization),
+          signature: ctx.results[index] as Hex,
+        }
+        await enqueueJob(ctx.db, { kind: evmJobKinds.relay, paymentId: ctx.payment.id, payload })
+        return { status: 'processing' }
+      }
+      const { index, hash } = submittedHash(ctx)
+      // One transaction pays one payment: the claim commits with the move to processing, or neither does.
+      const claim = await ctx.db
+        .insertInto('evm_direct_claims')
+        .values({ chain_id: chain.caip2, tx_hash: hash, payment_id: ctx.payment.id, created_at: new Date() })
+        .onConflict((oc) => oc.columns(['chain_id', 'tx_hash']).doNothing())
+        .returning('payment_id')
+        .executeTakeFirst()
+      if (!claim) throw alreadyUsed(index)
+      const state = ctx.option.state as { destination: Address; notBefore: number }
+      const payload: VerifyTransferPayload = {
+        chain: chain.caip2,
+        asset: ctx.asset.id,
+        hash,
+        from: getAddress(ctx.option.account.split(':')[2]!),
+        to: state.destination,
+        value: ctx.option.tokenAmount.toString(),
+        notBefore: state.notBefore,
+      }
+      await enqueueJob(ctx.db, { kind: evmJobKinds.verifyTransfer, paymentId: ctx.payment.id, payload })
+      return { status: 'processing' }
+    },
+  }
+}
+
+/** The authorization as offered (stored by the gateway with the option) and the index of its action. */
+function offeredAuthorization(chain: EvmChain, ctx: ConfirmContext): { index: number; authorization: Authorization } {
+  const index = ctx.option.actions.findIndex(
+    (a) => a.type === 'walletRpc' && a.walletRpc.method === 'eth_signTypedData_v4',
+  )
+  const action = ctx.option.actions[index]
+  if (!action || action.type !== 'walletRpc') throw new Error(`Option ${ctx.option.id} has no authorization.`)
+  const authorization = authorizationFromParams(action.walletRpc.params)
+  // The stored option is the service's own data; a mismatch here is a bug or tampering with the database.
+  if (
+    !same(authorization.to, chain.executor.address) ||
+    authorization.value !== ctx.option.tokenAmount ||
+    authorization.chainId !== chain.chainId
+  ) {
+    throw new Error(`Option ${ctx.option.id} holds an authorization the service did not build.`)
+  }
+  return { index, authorization }
+}
+
+function submittedHash(ctx: ConfirmContext): { index: number; hash: Hash } {
+  const index = ctx.actions.findIndex((a) => a.walletRpc.method === 'eth_sendTransaction')
+  const result = ctx.results[index]
+  if (index === -1 || result === undefined || !hash32.test(result)) {
+    throw paramsError(`results.${Math.max(index, 0)}`, 'expected the 32-byte hash of the transfer transaction')
+  }
+  return { index, hash: result.toLowerCase() as Hash }
+}
+
+function alreadyUsed(index: number) {
+  return paramsError(`results.${index}`, `results[${index}] is a transaction that already paid a payment`)
+}

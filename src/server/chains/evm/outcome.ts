@@ -1,0 +1,86 @@
+import type { Address, Hash } from 'viem'
+import { isPayError } from '../../../errors/PayError.js'
+import type { JobLogger } from '../../jobs/runner.js'
+import { transitionPayment } from '../../payments/lifecycle.js'
+import type { Db } from '../../store/db.js'
+import type { PaymentRow } from '../../store/schema.js'
+import type { AuthorizationJson } from './authorization.js'
+
+/** Job kinds of live EVM payments. One job of a kind per payment (see jobs/queue.ts). */
+export const evmJobKinds = {
+  /** Gasless: submit the buyer's EIP-3009 authorization from the executor, then settle. */
+  relay: 'evm.relay',
+  /** Direct: check the buyer's own transfer to the merchant's destination. */
+  verifyTransfer: 'evm.verify_transfer',
+  /** After a gasless payment: forward the collected amount to the merchant's destination. */
+  settle: 'evm.settle',
+} as const
+
+export interface RelayPayload {
+  chain: string
+  asset: string
+  authorization: AuthorizationJson
+  signature: `0x${string}`
+}
+
+export interface VerifyTransferPayload {
+  chain: string
+  asset: string
+  hash: Hash
+  from: Address
+  to: Address
+  value: string
+  /** Unix seconds: a transfer mined before the quote cannot pay it. */
+  notBefore: number
+}
+
+export interface SettlePayload {
+  chain: string
+  asset: string
+  destination: Address
+  /** Token minor units sent to the destination (after the fee). */
+  amount: string
+}
+
+/**
+ * Why a live payment failed, kept in `failure_code` for operators (the wire shows only `declined_user`,
+ * so these render as null) and logged with the details.
+ */
+export type EvmFailureCode =
+  | 'authorization_rejected'
+  | 'relay_reverted'
+  | 'transfer_missing'
+  | 'transaction_not_found'
+  | 'transaction_reverted'
+  | 'wrong_contract'
+  | 'transfer_predates_quote'
+  | 'chain_unavailable'
+
+export async function loadPayment(db: Db, paymentId: string): Promise<PaymentRow> {
+  return db.selectFrom('payments').selectAll().where('id', '=', paymentId).executeTakeFirstOrThrow()
+}
+
+/** processing -> failed, unless someone else already finished the payment. */
+export async function failPayment(
+  db: Db,
+  log: JobLogger,
+  paymentId: string,
+  code: EvmFailureCode,
+  reason: string,
+): Promise<{ failed: EvmFailureCode; reason: string }> {
+  log.warn({ paymentId, failureCode: code, reason }, 'Live EVM payment failed')
+  await ignoreInvalidState(
+    transitionPayment(db, { paymentId, from: 'processing', to: 'failed', set: { failure_code: code } }),
+  )
+  return { failed: code, reason }
+}
+
+/** A job that runs again after its step was done elsewhere finds the payment already final: fine. */
+export async function ignoreInvalidState<T>(work: Promise<T>): Promise<T | undefined> {
+  try {
+    return await work
+  } catch (error) {
+    if (isPayError(error, 'invalid_state')) return undefined
+    throw error
+  }
+}

@@ -1,0 +1,42 @@
+/** Row types of migration 003_evm, merged into the server's Database interface. */
+import type { ColumnType, Generated, Selectable } from 'kysely'
+import type { Timestamp } from '../../store/schema.js'
+
+export type EvmTxPurpose = 'relay' | 'settle'
+/** `sent`: signed, recorded, broadcast (maybe); `dropped`: its nonce went to another transaction. */
+export type EvmTxStatus = 'sent' | 'succeeded' | 'reverted' | 'dropped'
+
+export interface EvmTransactionsTable {
+  id: Generated<string>
+  payment_id: string
+  purpose: EvmTxPurpose
+  /** CAIP-2. */
+  chain_id: string
+  /** The executor address, lower case. */
+  sender: string
+  /** bigint: pg returns text. */
+  nonce: ColumnType<string, string | bigint, string | bigint>
+  hash: string
+  /** The signed transaction, so a restarted job can broadcast exactly the same bytes again. */
+  raw: string
+  status: EvmTxStatus
+  created_at: Timestamp
+  updated_at: Timestamp
+}
+
+export interface EvmDirectClaimsTable {
+  chain_id: string
+  /** Lower case. */
+  tx_hash: string
+  payment_id: string
+  created_at: Timestamp
+}
+
+export type EvmTransactionRow = Selectable<EvmTransactionsTable>
+
+declare module '../../store/schema.js' {
+  interface Database {
+    evm_transactions: EvmTransactionsTable
+    evm_direct_claims: EvmDirectClaimsTable
+  }
+}

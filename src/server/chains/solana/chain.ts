@@ -1,0 +1,81 @@
+import { TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID, unpackMint } from '@solana/spl-token'
+import { type Commitment, Connection, type Keypair, PublicKey } from '@solana/web3.js'
+import { parseAssetId } from '../../../caip/caip.js'
+import type { AssetConfig } from '../types.js'
+
+/** What the driver and the jobs of one configured Solana cluster share. */
+export interface SolanaChain {
+  /** `solana:<first 32 characters of the genesis hash>`. */
+  readonly caip2: string
+  readonly connection: Connection
+  /** Fee payer of every transaction the service builds, and owner of the collection token accounts. */
+  readonly service: Keypair
+  readonly assets: readonly AssetConfig[]
+  /** How long a job waits for a sent transaction before handing the job back for later. */
+  readonly confirmTimeoutMs: number
+  readonly pollMs: number
+  /** The mint's token program (SPL Token or Token-2022), read once; checks the configured decimals. */
+  mintInfo(asset: AssetConfig): Promise<MintInfo>
+}
+
+export interface MintInfo {
+  mint: PublicKey
+  programId: PublicKey
+  decimals: number
+}
+
+export interface SolanaChainOptions {
+  caip2: string
+  rpcUrl: string
+  service: Keypair
+  assets: readonly AssetConfig[]
+  /** Default `confirmed`: final enough for a payment, and seconds sooner than `finalized`. */
+  commitment?: Commitment
+  confirmTimeoutMs?: number
+  pollMs?: number
+  /** Bring your own Connection (custom fetch, headers); `rpcUrl` is then ignored. */
+  connection?: Connection
+}
+
+export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
+  const connection =
+    options.connection ?? new Connection(options.rpcUrl, { commitment: options.commitment ?? 'confirmed' })
+  const mints = new Map<string, Promise<MintInfo>>()
+
+  async function loadMint(asset: AssetConfig): Promise<MintInfo> {
+    const mint = mintOf(asset)
+    const account = await connection.getAccountInfo(mint)
+    if (!account) throw new Error(`Mint ${mint.toBase58()} of ${asset.id} does not exist on ${options.caip2}.`)
+    const programId = [TOKEN_PROGRAM_ID, TOKEN_2022_PROGRAM_ID].find((p) => p.equals(account.owner))
+    if (!programId) throw new Error(`${mint.toBase58()} is not a token mint (owner ${account.owner.toBase58()}).`)
+    const { decimals } = unpackMint(mint, account, programId)
+    // transferChecked would refuse every payment anyway; say why once, at the first quote.
+    if (decimals !== asset.decimals) {
+      throw new Error(`${asset.id} has ${decimals} decimals on chain; the configuration says ${asset.decimals}.`)
+    }
+    return { mint, programId, decimals }
+  }
+
+  return {
+    caip2: options.caip2,
+    connection,
+    service: options.service,
+    assets: options.assets,
+    confirmTimeoutMs: options.confirmTimeoutMs ?? 30_000,
+    pollMs: options.pollMs ?? 200,
+    mintInfo(asset) {
+      let info = mints.get(asset.id)
+      if (!info) {
+        info = loadMint(asset)
+        // A transient RPC failure must not stick: forget it so the next call asks again.
+        info.catch(() => mints.delete(asset.id))
+        mints.set(asset.id, info)
+      }
+      return info
+    },
+  }
+}
+
+export function mintOf(asset: AssetConfig): PublicKey {
+  return new PublicKey(parseAssetId(asset.id).assetReference)
+}

@@ -1,0 +1,237 @@
+import { randomBytes } from 'node:crypto'
+import { getAccount, getAssociatedTokenAddressSync, TokenAccountNotFoundError } from '@solana/spl-token'
+import { PublicKey } from '@solana/web3.js'
+import { bytesEqual, decodeSolanaTransaction } from '../../../../adapters/solana/decodeSolanaTransaction.js'
+import type { Action, WalletRpcAction } from '../../../contract/gateway.js'
+import { fail } from '../../errors.js'
+import { paramsError } from '../../gateway/errors.js'
+import { enqueueJob } from '../../jobs/queue.js'
+import type {
+  AssetConfig,
+  BuildContext,
+  BuildResult,
+  ChainDriver,
+  ConfirmContext,
+  ConfirmOutcome,
+  OptionDraft,
+  QuoteContext,
+} from '../types.js'
+import { type AttestationState, attestation, validAttestation } from './attestation.js'
+import type { SolanaChain } from './chain.js'
+import { solanaJobKinds } from './jobKinds.js'
+import { encodeBase58 } from './keys.js'
+import { recordTransaction } from './store.js'
+import { buildTransfer, validSignature } from './transaction.js'
+
+/** What fetch built for one `build` action: compared byte for byte at confirm. */
+interface BuiltEntry {
+  /** Position of the built action among the option's resolved actions (= its result index). */
+  index: number
+  /** Base64 message bytes. */
+  message: string
+  blockhash: string
+  lastValidBlockHeight: number
+}
+
+interface SolanaOptionState {
+  attestation?: AttestationState
+  built?: BuiltEntry[]
+}
+
+export interface SolanaDriverOptions {
+  chain: SolanaChain
+  /** Seconds shown to the buyer as the expected time to a final status. */
+  etaS?: number
+  /** RPC trouble while quoting: the account then simply gets no option, but someone should hear of it. */
+  onQuoteError?: (error: unknown, context: { account: string; asset: string }) => void
+}
+
+/**
+ * Live Solana. An option is one `build` action (preceded, for a wallet that also advertised an EVM
+ * account, by a `personal_sign` attestation: the mixed-chain option). Fetch builds a fresh SPL
+ * `transferChecked` to the service's collection account, fee paid and partially signed by the service;
+ * confirm checks the wallet returned exactly that message with valid signatures, records it and
+ * leaves the broadcast to a job (see jobs.ts).
+ */
+export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
+  const { chain } = options
+  const { connection, service } = chain
+  const etaS = options.etaS ?? 2
+
+  async function buyerBalance(asset: AssetConfig, owner: PublicKey): Promise<bigint> {
+    const mint = await chain.mintInfo(asset)
+    const account = getAssociatedTokenAddressSync(mint.mint, owner, true, mint.programId)
+    try {
+      return (await getAccount(connection, account, undefined, mint.programId)).amount
+    } catch (error) {
+      if (error instanceof TokenAccountNotFoundError) return 0n
+      throw error
+    }
+  }
+
+  async function quote(ctx: QuoteContext): Promise<OptionDraft[]> {
+    let owner: PublicKey
+    try {
+      owner = new PublicKey(ctx.account.address)
+    } catch {
+      return []
+    }
+    try {
+      if ((await buyerBalance(ctx.asset, owner)) < ctx.tokenAmount) return []
+    } catch (error) {
+      options.onQuoteError?.(error, { account: ctx.account.id, asset: ctx.asset.id })
+      return []
+    }
+    const drafts: OptionDraft[] = [{ kind: 'transfer', actions: [buildAction()], etaS }]
+    const evm = ctx.accounts.find((a) => a.namespace === 'eip155')
+    if (evm) {
+      const attest = attestation(ctx, evm)
+      drafts.push({
+        kind: 'mixed',
+        actions: [attest.action, buildAction()],
+        etaS,
+        state: { attestation: { ...attest.state } },
+      })
+    }
+    return drafts
+  }
+
+  async function build(ctx: BuildContext, data: string): Promise<BuildResult> {
+    const previous = optionState(ctx.option.state)
+    const owner = new PublicKey(ctx.option.account.slice(ctx.option.account.lastIndexOf(':') + 1))
+    const mint = await chain.mintInfo(ctx.asset)
+    const actions: WalletRpcAction[] = []
+    const built: BuiltEntry[] = []
+    for (const action of ctx.option.actions) {
+      if (action.type === 'walletRpc') {
+        actions.push(action)
+        continue
+      }
+      if (action.build.data !== data) throw paramsError('body.data', 'data is not the build data of this option.')
+      const transfer = await buildTransfer({
+        chain,
+        mint,
+        owner,
+        recipient: service.publicKey,
+        amount: ctx.option.tokenAmount,
+      })
+      built.push({
+        index: actions.length,
+        message: Buffer.from(transfer.message).toString('base64'),
+        blockhash: transfer.blockhash,
+        lastValidBlockHeight: transfer.lastValidBlockHeight,
+      })
+      const unsigned = transfer.transaction.serialize({ requireAllSignatures: false, verifySignatures: false })
+      actions.push({
+        type: 'walletRpc',
+        walletRpc: {
+          chainId: chain.caip2,
+          method: 'solana_signTransaction',
+          params: JSON.stringify([{ transaction: unsigned.toString('base64') }]),
+        },
+      })
+    }
+    const state: SolanaOptionState = { ...(previous.attestation ? { attestation: previous.attestation } : {}), built }
+    return { actions, state: { ...state } as BuildResult['state'] & object }
+  }
+
+  async function builtUsable(ctx: BuildContext): Promise<boolean> {
+    for (const entry of optionState(ctx.option.state).built ?? []) {
+      try {
+        if (!(await connection.isBlockhashValid(entry.blockhash)).value) return false
+      } catch {
+        // Unknown is not expired: keep what the wallet may already be signing; confirm checks again.
+      }
+    }
+    return true
+  }
+
+  async function verify(ctx: ConfirmContext): Promise<void> {
+    const state = optionState(ctx.option.state)
+    if (state.attestation) {
+      const index = ctx.actions.findIndex((a) => a.walletRpc.method === 'personal_sign')
+      if (index === -1 || !(await validAttestation(state.attestation, ctx.results[index]!))) {
+        throw paramsError(
+          `results.${index}`,
+          `results[${index}] is not a personal_sign signature of the attestation by ${state.attestation.evmAccount}`,
+        )
+      }
+    }
+    const built = state.built ?? []
+    if (built.length === 0) fail('invalid_state', 'Fetch this option first: it has actions to build.')
+    for (const entry of built) {
+      const { index } = entry
+      const signed = signedTransaction(ctx.results[index]!, index)
+      if (!bytesEqual(signed.messageBytes, Buffer.from(entry.message, 'base64'))) {
+        throw paramsError(`results.${index}`, `results[${index}] is not the transaction the service built`)
+      }
+      signed.signers.forEach((signer, i) => {
+        if (validSignature(signer, signed.messageBytes, signed.signatures[i] ?? null)) return
+        const who = signer === service.publicKey.toBase58() ? 'the service' : signer
+        throw paramsError(`results.${index}`, `results[${index}] lacks a valid signature of ${who}`)
+      })
+      // Checked last: it is the one check a wallet cannot fix by signing again, only by fetching again.
+      if (!(await connection.isBlockhashValid(entry.blockhash)).value) {
+        fail('quote_expired', 'The transaction expired before it was confirmed; fetch the option again.', {
+          optionId: ctx.option.id,
+          index,
+        })
+      }
+    }
+  }
+
+  async function confirm(ctx: ConfirmContext): Promise<ConfirmOutcome> {
+    const now = new Date()
+    for (const entry of optionState(ctx.option.state).built ?? []) {
+      const raw = ctx.results[entry.index]!
+      const signature = encodeBase58(signedTransaction(raw, entry.index).signatures[0]!)
+      await recordTransaction(
+        ctx.db,
+        {
+          signature,
+          paymentId: ctx.payment.id,
+          purpose: 'payment',
+          chainId: chain.caip2,
+          raw,
+          blockhash: entry.blockhash,
+          lastValidBlockHeight: entry.lastValidBlockHeight,
+        },
+        now,
+      )
+      await enqueueJob(ctx.db, {
+        kind: solanaJobKinds.broadcast,
+        paymentId: ctx.payment.id,
+        payload: { signature, asset: ctx.option.asset, amount: ctx.option.tokenAmount.toString() },
+        now,
+      })
+    }
+    return { status: 'processing' }
+  }
+
+  return {
+    caip2: chain.caip2,
+    namespace: 'solana',
+    assets: chain.assets,
+    quote,
+    build,
+    builtUsable,
+    verify,
+    confirm,
+  }
+}
+
+function buildAction(): Action {
+  return { type: 'build', build: { data: `bld_${randomBytes(16).toString('hex')}` } }
+}
+
+function optionState(state: unknown): SolanaOptionState {
+  return state && typeof state === 'object' && !Array.isArray(state) ? (state as SolanaOptionState) : {}
+}
+
+function signedTransaction(result: string, index: number) {
+  try {
+    return decodeSolanaTransaction(result)
+  } catch {
+    throw paramsError(`results.${index}`, `results[${index}] is not a Solana transaction`)
+  }
+}

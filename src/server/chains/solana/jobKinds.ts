@@ -1,0 +1,7 @@
+/** Job kinds of live Solana (jobs table `kind`); one job per kind and payment. */
+export const solanaJobKinds = {
+  /** Sends the buyer's signed payment and moves the payment to succeeded or failed. */
+  broadcast: 'solana.broadcast',
+  /** Moves the collected amount to the merchant's settlement destination. */
+  settle: 'solana.settle',
+} as const

@@ -1,0 +1,80 @@
+import type { Db } from '../../store/db.js'
+import type { SolanaTransactionRow, SolanaTxPurpose, SolanaTxState } from './schema.js'
+import './schema.js'
+
+export interface NewSolanaTransaction {
+  signature: string
+  paymentId: string
+  purpose: SolanaTxPurpose
+  chainId: string
+  raw: string
+  blockhash: string
+  lastValidBlockHeight: number
+}
+
+/** Records a signed transaction; done (and committed) before it is ever sent. */
+export async function recordTransaction(db: Db, tx: NewSolanaTransaction, now: Date): Promise<void> {
+  await db
+    .insertInto('solana_transactions')
+    .values({
+      signature: tx.signature,
+      payment_id: tx.paymentId,
+      purpose: tx.purpose,
+      chain_id: tx.chainId,
+      raw: tx.raw,
+      blockhash: tx.blockhash,
+      last_valid_block_height: tx.lastValidBlockHeight,
+      state: 'pending',
+      error: null,
+      first_sent_at: null,
+      created_at: now,
+      updated_at: now,
+    })
+    .execute()
+}
+
+/** The newest transaction of a payment for a purpose (a settlement may need a second after a drop). */
+export async function latestTransaction(
+  db: Db,
+  paymentId: string,
+  purpose: SolanaTxPurpose,
+): Promise<SolanaTransactionRow | undefined> {
+  return db
+    .selectFrom('solana_transactions')
+    .selectAll()
+    .where('payment_id', '=', paymentId)
+    .where('purpose', '=', purpose)
+    .orderBy('created_at', 'desc')
+    .limit(1)
+    .executeTakeFirst()
+}
+
+export async function findTransaction(db: Db, signature: string): Promise<SolanaTransactionRow | undefined> {
+  return db.selectFrom('solana_transactions').selectAll().where('signature', '=', signature).executeTakeFirst()
+}
+
+export async function markSent(db: Db, signature: string, now: Date): Promise<void> {
+  await db
+    .updateTable('solana_transactions')
+    .set((eb) => ({
+      send_count: eb('send_count', '+', 1),
+      first_sent_at: eb.fn.coalesce('first_sent_at', eb.val(now)),
+      updated_at: now,
+    }))
+    .where('signature', '=', signature)
+    .execute()
+}
+
+export async function markState(
+  db: Db,
+  signature: string,
+  state: SolanaTxState,
+  error: string | null,
+  now: Date,
+): Promise<void> {
+  await db
+    .updateTable('solana_transactions')
+    .set({ state, error, updated_at: now })
+    .where('signature', '=', signature)
+    .execute()
+}

@@ -1,0 +1,86 @@
+import { createPublicKey, verify } from 'node:crypto'
+import {
+  createAssociatedTokenAccountIdempotentInstruction,
+  createTransferCheckedInstruction,
+  getAssociatedTokenAddressSync,
+} from '@solana/spl-token'
+import { type Keypair, PublicKey, Transaction } from '@solana/web3.js'
+import type { MintInfo, SolanaChain } from './chain.js'
+import { encodeBase58 } from './keys.js'
+
+export interface BuiltTransfer {
+  transaction: Transaction
+  /** The exact message bytes every signature covers. */
+  message: Uint8Array
+  /** Base58 fee-payer signature: the transaction id. */
+  signature: string
+  blockhash: string
+  lastValidBlockHeight: number
+}
+
+/**
+ * An SPL `transferChecked` of `amount` from `owner`'s associated token account to `recipient`'s,
+ * creating the recipient's account first (idempotently) when it does not exist yet. The service pays
+ * the fee and signs; `owner` signs too unless it is the service itself. The blockhash is asked for
+ * explicitly so the caller knows until when the transaction can land.
+ */
+export async function buildTransfer(input: {
+  chain: SolanaChain
+  mint: MintInfo
+  owner: PublicKey
+  recipient: PublicKey
+  amount: bigint
+  signers?: readonly Keypair[]
+}): Promise<BuiltTransfer> {
+  const { chain, mint, owner, recipient, amount } = input
+  const { connection, service } = chain
+  const source = getAssociatedTokenAddressSync(mint.mint, owner, true, mint.programId)
+  const destination = getAssociatedTokenAddressSync(mint.mint, recipient, true, mint.programId)
+  const [latest, destinationAccount] = await Promise.all([
+    connection.getLatestBlockhash(),
+    connection.getAccountInfo(destination),
+  ])
+  const transaction = new Transaction({
+    feePayer: service.publicKey,
+    blockhash: latest.blockhash,
+    lastValidBlockHeight: latest.lastValidBlockHeight,
+  })
+  if (!destinationAccount) {
+    transaction.add(
+      createAssociatedTokenAccountIdempotentInstruction(
+        service.publicKey,
+        destination,
+        recipient,
+        mint.mint,
+        mint.programId,
+      ),
+    )
+  }
+  transaction.add(
+    createTransferCheckedInstruction(source, mint.mint, destination, owner, amount, mint.decimals, [], mint.programId),
+  )
+  transaction.partialSign(service, ...(input.signers ?? []))
+  const signature = transaction.signatures[0]?.signature
+  if (!signature) throw new Error('The service did not sign its own transaction.')
+  return {
+    transaction,
+    message: transaction.serializeMessage(),
+    signature: encodeBase58(signature),
+    blockhash: latest.blockhash,
+    lastValidBlockHeight: latest.lastValidBlockHeight,
+  }
+}
+
+/** Ed25519 check of one Solana signature over the message bytes. */
+export function validSignature(signer: string, message: Uint8Array, signature: Uint8Array | null): boolean {
+  if (!signature || signature.length !== 64) return false
+  const key = createPublicKey({
+    key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(new PublicKey(signer).toBytes()).toString('base64url') },
+    format: 'jwk',
+  })
+  return verify(null, message, key, signature)
+}
+
+export function serializeSigned(transaction: Transaction): Buffer {
+  return transaction.serialize({ requireAllSignatures: true, verifySignatures: true })
+}

@@ -1,0 +1,58 @@
+import fs from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { defaultConfig, loadConfig, resolveConfig } from './config.js'
+
+const chain = {
+  rpcUrl: 'http://127.0.0.1:8545',
+  signerKey: 'env:TEST_SIGNER',
+  assets: {
+    'eip155:31337/erc20:0x5FbDB2315678afecb367f032d93F642f64180aa3': { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' },
+  },
+}
+
+describe('config', () => {
+  it('defaults: test mode only, 100/s burst 200, 24 h idempotency, 15 min payments', () => {
+    expect(resolveConfig({})).toEqual(defaultConfig)
+    expect(defaultConfig.rateLimit).toEqual({ perSecond: 100, burst: 200 })
+    expect(defaultConfig.idempotencyTtlSeconds).toBe(86_400)
+    expect(defaultConfig.paymentTtlSeconds).toBe(900)
+  })
+
+  it('resolves env: indirection and fills asset defaults', () => {
+    const config = resolveConfig({ chains: { 'eip155:31337': chain }, publicBaseUrl: 'https://x.example/' }, { TEST_SIGNER: '0xabc' })
+    expect(config.chains['eip155:31337']!.signerKey).toBe('0xabc')
+    expect(config.publicBaseUrl).toBe('https://x.example')
+    const asset = Object.values(config.chains['eip155:31337']!.assets)[0]!
+    expect(asset.decimals).toBe(6)
+  })
+
+  it('names a missing environment variable', () => {
+    expect(() => resolveConfig({ chains: { 'eip155:31337': chain } }, {})).toThrow(/TEST_SIGNER/)
+  })
+
+  it('rejects unknown keys and bad values with their path', () => {
+    expect(() => resolveConfig({ colour: 'red' })).toThrow(/Invalid configuration/)
+    expect(() => resolveConfig({ chains: { 'not a chain': chain } }, { TEST_SIGNER: 'x' })).toThrow(/chains/)
+    expect(() => resolveConfig({ rateLimit: { perSecond: 0 } })).toThrow(/rateLimit/)
+    expect(() => resolveConfig({ sanctioned: ['nope'] })).toThrow(/sanctioned/)
+  })
+
+  it('rate limit: burst defaults to twice the rate; false disables', () => {
+    expect(resolveConfig({ rateLimit: { perSecond: 5 } }).rateLimit).toEqual({ perSecond: 5, burst: 10 })
+    expect(resolveConfig({ rateLimit: false }).rateLimit).toBe(false)
+  })
+
+  it('loads a JSON file', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-config-'))
+    const file = path.join(dir, 'caipay.config.json')
+    await fs.writeFile(file, JSON.stringify({ collectDataAtMinor: '100000', sanctioned: ['eip155:1:0x1111111111111111111111111111111111111111'] }))
+    const config = await loadConfig(file)
+    expect(config.collectDataAtMinor).toBe('100000')
+    expect(config.sanctioned).toHaveLength(1)
+    await fs.writeFile(file, '{ not json')
+    await expect(loadConfig(file)).rejects.toThrow(/Cannot read config file/)
+    await fs.rm(dir, { recursive: true })
+  })
+})

@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest'
+import { serviceErrorCodes, serviceErrorStatus } from '../contract/errors.js'
+import { PayError } from '../errors/PayError.js'
+import { renderError, validationError } from './errors.js'
+
+describe('renderError', () => {
+  it('renders every service code with its table status', () => {
+    for (const code of serviceErrorCodes) {
+      const rendered = renderError(new PayError({ code, message: 'm' }))
+      expect(rendered?.status, code).toBe(serviceErrorStatus[code])
+      expect(rendered?.body.code).toBe(code)
+    }
+  })
+  it('adds issues to params_validation', () => {
+    const rendered = renderError(validationError([{ path: 'body.a', message: 'bad' }]))
+    expect(rendered).toEqual({
+      status: 400,
+      body: { code: 'params_validation', message: 'Invalid request: body.a: bad', issues: [{ path: 'body.a', message: 'bad' }] },
+    })
+  })
+  it("maps Fastify's request errors to invalid_params and leaves the rest unknown", () => {
+    expect(renderError(Object.assign(new Error('x'), { statusCode: 413, code: 'FST_ERR_CTP_BODY_TOO_LARGE' }))?.body).toEqual({
+      code: 'invalid_params',
+      message: 'Request body is too large.',
+    })
+    expect(renderError(new Error('boom'))).toBeUndefined()
+    expect(renderError(new PayError({ code: 'invalid_caip', message: 'x' }))).toBeUndefined()
+  })
+})

@@ -1,0 +1,72 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createTestDatabase, type TestDatabase } from '../../../test/postgres.js'
+import { createPartner } from '../accounts/accounts.js'
+import { newId } from '../ids.js'
+import { claimJobs, completeJob, enqueueJob, failJob } from './queue.js'
+
+let pg: TestDatabase
+const now = new Date('2026-03-01T00:00:00Z')
+const paymentIds: string[] = []
+
+beforeAll(async () => {
+  pg = await createTestDatabase()
+  const partnerId = await createPartner(pg.db)
+  const merchantId = newId('merchant')
+  await pg.db
+    .insertInto('merchants')
+    .values({ id: merchantId, partner_id: partnerId, mode: 'test', name: 'M', email: 'm@example.com', icon_url: null, status: 'active', created_at: now, updated_at: now, deleted_at: null })
+    .execute()
+  for (let i = 0; i < 20; i++) {
+    const id = newId('payment')
+    paymentIds.push(id)
+    await pg.db
+      .insertInto('payments')
+      .values({
+        id, partner_id: partnerId, merchant_id: merchantId, mode: 'test', reference_id: 'r', amount_unit: 'iso4217/USD', amount_value: '1', status: 'processing',
+        failure_code: null, expires_at: now, selected_option_id: null, buyer: null, option_amount: null, tx_id: null, settlement_status: null,
+        settlement_tx_id: null, settlement_unit: null, refunded_at: null, cancelled_at: null, cancelled_reason: null, checkout: null, created_at: now, updated_at: now,
+      })
+      .execute()
+  }
+})
+afterAll(() => pg.drop())
+
+describe('jobs queue', () => {
+  it('enqueues once per (kind, payment)', async () => {
+    await enqueueJob(pg.db, { kind: 'settle', paymentId: paymentIds[0]!, payload: { a: 1 }, now })
+    await enqueueJob(pg.db, { kind: 'settle', paymentId: paymentIds[0]!, payload: { a: 2 }, now })
+    const rows = await pg.db.selectFrom('jobs').selectAll().where('kind', '=', 'settle').execute()
+    expect(rows).toHaveLength(1)
+    expect(rows[0]!.payload).toEqual({ a: 1 })
+  })
+
+  it('concurrent workers claim disjoint jobs', async () => {
+    for (const id of paymentIds) await enqueueJob(pg.db, { kind: 'broadcast', paymentId: id, now })
+    const claims = await Promise.all(
+      Array.from({ length: 5 }, () => claimJobs(pg.db, { kinds: ['broadcast'], limit: 6, now })),
+    )
+    const ids = claims.flat().map((j) => j.id)
+    expect(new Set(ids).size).toBe(ids.length)
+    expect(ids.length).toBe(20)
+    for (const job of claims.flat()) expect(job.attempts).toBe(1)
+  })
+
+  it('a lease that ran out makes the job claimable again; complete and fail settle it', async () => {
+    const later = new Date(now.getTime() + 120_000)
+    const again = await claimJobs(pg.db, { kinds: ['broadcast'], limit: 1, now: later })
+    expect(again).toHaveLength(1)
+    expect(again[0]!.attempts).toBe(2)
+    await completeJob(pg.db, again[0]!.id, { txId: '0x1' }, later)
+    const done = await pg.db.selectFrom('jobs').selectAll().where('id', '=', again[0]!.id).executeTakeFirstOrThrow()
+    expect(done).toMatchObject({ state: 'succeeded', result: { txId: '0x1' } })
+
+    const [job] = await claimJobs(pg.db, { kinds: ['settle'], now })
+    await failJob(pg.db, job!, new Error('rpc down'), { now })
+    const retry = await pg.db.selectFrom('jobs').selectAll().where('id', '=', job!.id).executeTakeFirstOrThrow()
+    expect(retry).toMatchObject({ state: 'pending', last_error: 'rpc down' })
+    expect(retry.run_at.getTime()).toBeGreaterThan(now.getTime())
+    expect(await claimJobs(pg.db, { kinds: ['settle'], now })).toHaveLength(0)
+    await failJob(pg.db, { id: job!.id, attempts: 8 }, 'gave up', { now })
+    expect((await pg.db.selectFrom('jobs').select('state').where('id', '=', job!.id).executeTakeFirstOrThrow()).state).toBe('failed')
+  })
+})

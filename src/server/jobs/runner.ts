@@ -1,0 +1,166 @@
+import type { Db } from '../store/db.js'
+import type { JobRow } from '../store/schema.js'
+import { claimJobs, completeJob, failJob } from './queue.js'
+
+/** pino's call shape, so the server's logger fits as is; console-like fallbacks are easy to write. */
+export interface JobLogger {
+  info(object: Record<string, unknown>, message: string): void
+  warn(object: Record<string, unknown>, message: string): void
+  error(object: Record<string, unknown>, message: string): void
+}
+
+export interface JobRunContext {
+  db: Db
+  /** Aborted when the runner stops: stop waiting (receipts, RPC) and throw. Nothing is recorded then. */
+  signal: AbortSignal
+  log: JobLogger
+}
+
+export interface JobHandler {
+  /** Resolves with the job's result (stored); throws to run again later with backoff. */
+  run(job: JobRow, ctx: JobRunContext): Promise<unknown>
+  /** Claims before giving up (default 8). `RetryLater` errors never count toward giving up. */
+  maxAttempts?: number
+  /** The last attempt failed: leave the payment in a final, explained state. */
+  onGiveUp?(job: JobRow, error: unknown, ctx: JobRunContext): Promise<void>
+}
+
+/**
+ * Thrown by a handler whose step is in flight on the chain (a broadcast transaction without a receipt
+ * yet): try again later, and never give up, because giving up could mark failed a payment that lands.
+ */
+export class RetryLater extends Error {
+  override name = 'RetryLater'
+}
+
+export interface JobRunnerOptions {
+  db: Db
+  /** By job kind; the runner claims only these kinds. */
+  handlers: Readonly<Record<string, JobHandler>>
+  /** Pause between polls when idle (default 500 ms). */
+  intervalMs?: number
+  /** Lease of a claim; renewed while the handler runs (default 60 s). */
+  leaseMs?: number
+  /** Jobs run at once by this runner (default 4). */
+  concurrency?: number
+  log?: JobLogger
+}
+
+export interface JobRunner {
+  /** Claims and starts what is due now; resolves when those jobs are done. */
+  runOnce(): Promise<number>
+  /** Stops polling, aborts running jobs and gives their claims back (they run again elsewhere). */
+  stop(): Promise<void>
+}
+
+const silent: JobLogger = { info() {}, warn() {}, error() {} }
+
+/**
+ * Polls the jobs table (claims are leases taken with FOR UPDATE SKIP LOCKED, see queue.ts), so any
+ * number of runners on one database share the work and a runner that dies leaves its jobs to the lease.
+ */
+export function startJobRunner(options: JobRunnerOptions): JobRunner {
+  const { db, handlers } = options
+  const kinds = Object.keys(handlers)
+  const intervalMs = options.intervalMs ?? 500
+  const leaseMs = options.leaseMs ?? 60_000
+  const concurrency = options.concurrency ?? 4
+  const log = options.log ?? silent
+  const controller = new AbortController()
+  const inFlight = new Set<Promise<void>>()
+  let timer: NodeJS.Timeout | undefined
+  let polling: Promise<unknown> | undefined
+
+  async function execute(job: JobRow): Promise<void> {
+    const handler = handlers[job.kind]!
+    const ctx: JobRunContext = { db, signal: controller.signal, log }
+    // Renew the lease while the step runs, so a slow chain never hands the job to a second runner.
+    const heartbeat = setInterval(() => void renewLease(db, job.id, leaseMs).catch(() => {}), leaseMs / 3)
+    try {
+      const result = await handler.run(job, ctx)
+      await completeJob(db, job.id, result)
+    } catch (error) {
+      if (controller.signal.aborted) {
+        await releaseJob(db, job.id).catch(() => {})
+        return
+      }
+      const forever = error instanceof RetryLater
+      const maxAttempts = forever ? Number.POSITIVE_INFINITY : (handler.maxAttempts ?? 8)
+      const message = error instanceof Error ? error.message : String(error)
+      const context = { jobId: job.id, kind: job.kind, paymentId: job.payment_id, attempts: job.attempts }
+      if (job.attempts >= maxAttempts) {
+        log.error({ ...context, error: message }, 'Job failed for the last time')
+        await handler.onGiveUp?.(job, error, ctx).catch((giveUpError: unknown) =>
+          log.error({ ...context, error: String(giveUpError) }, 'Job give-up handler failed'),
+        )
+      } else if (!forever) {
+        log.warn({ ...context, error: message }, 'Job failed; retrying with backoff')
+      }
+      await failJob(db, job, error, { maxAttempts })
+    } finally {
+      clearInterval(heartbeat)
+    }
+  }
+
+  /** Claims what fits and starts it; returns the started jobs' promises. */
+  async function claimAndStart(): Promise<Promise<void>[]> {
+    const room = concurrency - inFlight.size
+    if (room <= 0 || controller.signal.aborted) return []
+    const jobs = await claimJobs(db, { kinds, limit: room, leaseMs })
+    return jobs.map((job) => {
+      const running = execute(job).catch((error: unknown) =>
+        log.error({ jobId: job.id, error: String(error) }, 'Job bookkeeping failed'),
+      )
+      inFlight.add(running)
+      void running.finally(() => inFlight.delete(running))
+      return running
+    })
+  }
+
+  function schedule(): void {
+    if (controller.signal.aborted) return
+    timer = setTimeout(() => {
+      // Do not wait for the jobs themselves: a slow receipt must not hold up other due jobs.
+      polling = claimAndStart().catch((error: unknown) => {
+        log.warn({ error: String(error) }, 'Claiming jobs failed')
+        return []
+      })
+      void polling.finally(schedule)
+    }, intervalMs)
+    timer.unref()
+  }
+
+  if (kinds.length > 0) schedule()
+  return {
+    async runOnce() {
+      const started = await claimAndStart()
+      await Promise.all(started)
+      return started.length
+    },
+    async stop() {
+      controller.abort()
+      clearTimeout(timer)
+      await polling?.catch(() => {})
+      await Promise.all([...inFlight])
+    },
+  }
+}
+
+async function renewLease(db: Db, jobId: string, leaseMs: number): Promise<void> {
+  await db
+    .updateTable('jobs')
+    .set({ locked_until: new Date(Date.now() + leaseMs) })
+    .where('id', '=', jobId)
+    .where('state', '=', 'running')
+    .execute()
+}
+
+/** A stopping runner gives its claim back at once instead of letting the lease run out. */
+async function releaseJob(db: Db, jobId: string): Promise<void> {
+  await db
+    .updateTable('jobs')
+    .set({ state: 'pending', locked_until: null, updated_at: new Date() })
+    .where('id', '=', jobId)
+    .where('state', '=', 'running')
+    .execute()
+}

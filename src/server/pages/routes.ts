@@ -1,0 +1,113 @@
+import type { FastifyInstance, FastifyReply } from 'fastify'
+import { isFinalStatus } from '../../contract/common.js'
+import { isPayError } from '../../errors/PayError.js'
+import { findGatewayPayment, type GatewayPaymentRow } from '../gateway/payment.js'
+import { gatewayUrl, paymentAmount, statusJson, unixSeconds } from '../payments/views.js'
+import { renderCheckoutPage } from './checkout.js'
+import { renderCollectPage } from './collect.js'
+import { amountText } from './format.js'
+import { type Page, renderPage } from './html.js'
+import { parsePrefill, parseTheme, parseThemeVariables } from './params.js'
+
+const paymentIdPattern = /^pay_[A-Za-z0-9]{1,60}$/
+
+function sendPage(reply: FastifyReply, page: Page, status = 200) {
+  return reply
+    .code(status)
+    .header('content-type', 'text/html; charset=utf-8')
+    .header('content-security-policy', page.csp)
+    .header('cache-control', 'no-store')
+    .header('x-content-type-options', 'nosniff')
+    .header('referrer-policy', 'no-referrer')
+    .send(page.html)
+}
+
+function notFound(reply: FastifyReply) {
+  const page = renderPage({
+    title: 'Payment not found',
+    body: '<main><div class="card"><h1>Payment not found</h1><p class="muted">Check the link and try again.</p></div></main>',
+    style: '',
+    script: '',
+    frameAncestors: "'self'",
+  })
+  return sendPage(reply, page, 404)
+}
+
+/**
+ * The hosted pages. They are public (a buyer's browser has no credentials): the payment id in a link
+ * shows what the link already implies (merchant, amount, status), never buyer data.
+ */
+export async function pageRoutes(app: FastifyInstance): Promise<void> {
+  async function load(id: string): Promise<GatewayPaymentRow | undefined> {
+    if (!paymentIdPattern.test(id)) return undefined
+    try {
+      return await findGatewayPayment(app.db, id, null, app.now())
+    } catch (error) {
+      if (isPayError(error, 'payment_not_found')) return undefined
+      throw error
+    }
+  }
+
+  app.get<{ Params: { id: string } }>('/pay/:id', async (request, reply) => {
+    const row = await load(request.params.id)
+    if (!row) return notFound(reply)
+    const page = renderCheckoutPage({
+      paymentId: row.id,
+      merchantName: row.merchant_name,
+      merchantIconUrl: row.merchant_icon_url,
+      amountText: amountText(paymentAmount(row, app.config)),
+      status: row.status,
+      isFinal: isFinalStatus(row.status),
+      txId: row.status === 'succeeded' ? row.tx_id : null,
+      link: gatewayUrl(app.config, row.id),
+      statusUrl: `/pay/${row.id}/status`,
+      expiresAt: unixSeconds(row.expires_at),
+      testMode: row.mode === 'test',
+      checkout: row.checkout,
+    })
+    return sendPage(reply, page)
+  })
+
+  app.get<{ Params: { id: string } }>('/pay/:id/status', async (request, reply) => {
+    const row = await load(request.params.id)
+    if (!row) return reply.code(404).send({ code: 'payment_not_found', message: 'Payment not found.' })
+    return reply.header('cache-control', 'no-store').send(statusJson(row))
+  })
+
+  app.get<{
+    Params: { id: string }
+    Querystring: { option?: string; prefill?: string; theme?: string; themeVariables?: string }
+  }>('/collect/:id', async (request, reply) => {
+    const row = await load(request.params.id)
+    if (!row) return notFound(reply)
+    const optionId = typeof request.query.option === 'string' ? request.query.option : ''
+    const option = /^opt_[A-Za-z0-9]{1,60}$/.test(optionId)
+      ? await app.db
+          .selectFrom('payment_options')
+          .select(['id', 'collect_data_required'])
+          .where('id', '=', optionId)
+          .where('payment_id', '=', row.id)
+          .executeTakeFirst()
+      : undefined
+    const unavailable = !option
+      ? 'This form link is not valid for this payment.'
+      : !option.collect_data_required
+        ? 'This payment option does not need your details.'
+        : row.status === 'expired'
+          ? 'The payment has expired.'
+          : row.status !== 'requires_action'
+            ? `The payment is already ${row.status.replace('_', ' ')}.`
+            : undefined
+    const page = renderCollectPage({
+      paymentId: row.id,
+      optionId,
+      merchantName: row.merchant_name,
+      amountText: amountText(paymentAmount(row, app.config)),
+      prefill: parsePrefill(request.query.prefill),
+      theme: parseTheme(request.query.theme),
+      rootVariables: parseThemeVariables(request.query.themeVariables),
+      ...(unavailable ? { unavailable } : {}),
+    })
+    return sendPage(reply, page, unavailable && !option ? 404 : 200)
+  })
+}

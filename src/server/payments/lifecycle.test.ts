@@ -1,0 +1,121 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { paymentStatuses, type PaymentStatus } from '../../contract/common.js'
+import { isPayError } from '../../errors/PayError.js'
+import { createTestDatabase, type TestDatabase } from '../../../test/postgres.js'
+import { createPartner } from '../accounts/accounts.js'
+import { newId } from '../ids.js'
+import { canTransition, expireDuePayments, paymentTransitions, transitionPayment, withExpiryApplied } from './lifecycle.js'
+
+let pg: TestDatabase
+let partnerId: string
+let merchantId: string
+const now = new Date('2026-03-01T00:00:00Z')
+
+beforeAll(async () => {
+  pg = await createTestDatabase()
+  partnerId = await createPartner(pg.db)
+  merchantId = newId('merchant')
+  await pg.db
+    .insertInto('merchants')
+    .values({ id: merchantId, partner_id: partnerId, mode: 'test', name: 'M', email: 'm@example.com', icon_url: null, status: 'active', created_at: now, updated_at: now, deleted_at: null })
+    .execute()
+})
+afterAll(() => pg.drop())
+
+async function payment(status: PaymentStatus, expiresAt = new Date(now.getTime() + 60_000)): Promise<string> {
+  const id = newId('payment')
+  await pg.db
+    .insertInto('payments')
+    .values({
+      id, partner_id: partnerId, merchant_id: merchantId, mode: 'test', reference_id: 'r', amount_unit: 'iso4217/USD', amount_value: '1', status,
+      failure_code: null, expires_at: expiresAt, selected_option_id: null, buyer: null, option_amount: null, tx_id: null, settlement_status: null,
+      settlement_tx_id: null, settlement_unit: null, refunded_at: null, cancelled_at: null, cancelled_reason: null, checkout: null, created_at: now, updated_at: now,
+    })
+    .execute()
+  return id
+}
+
+const legal: [PaymentStatus, PaymentStatus][] = [
+  ['requires_action', 'processing'],
+  ['requires_action', 'cancelled'],
+  ['requires_action', 'expired'],
+  ['processing', 'succeeded'],
+  ['processing', 'failed'],
+]
+
+describe('the transition table', () => {
+  it('holds exactly the legal moves', () => {
+    for (const from of paymentStatuses) {
+      for (const to of paymentStatuses) {
+        expect(canTransition(from, to), `${from} -> ${to}`).toBe(legal.some(([a, b]) => a === from && b === to))
+      }
+    }
+  })
+  it('final states have no way out', () => {
+    for (const s of ['succeeded', 'failed', 'cancelled', 'expired'] as const) expect(paymentTransitions[s]).toEqual([])
+  })
+})
+
+describe('transitionPayment', () => {
+  it('makes every legal move and writes the extra columns', async () => {
+    for (const [from, to] of legal) {
+      const id = await payment(from)
+      const row = await transitionPayment(pg.db, { paymentId: id, from, to, set: { tx_id: 'tx' }, now })
+      expect(row.status).toBe(to)
+      expect(row.tx_id).toBe('tx')
+    }
+  })
+
+  it('throws 409 invalid_state when the payment is elsewhere', async () => {
+    const id = await payment('succeeded')
+    const error = await transitionPayment(pg.db, { paymentId: id, from: 'processing', to: 'failed' }).catch((e) => e)
+    expect(isPayError(error, 'invalid_state')).toBe(true)
+    expect(error.status).toBe(409)
+    expect(error.context).toMatchObject({ status: 'succeeded', to: 'failed' })
+  })
+
+  it('throws 404 payment_not_found for an unknown id', async () => {
+    const error = await transitionPayment(pg.db, { paymentId: 'pay_none', from: 'processing', to: 'failed' }).catch((e) => e)
+    expect(isPayError(error, 'payment_not_found')).toBe(true)
+  })
+
+  it('refuses an illegal move in code before touching the database', async () => {
+    const id = await payment('succeeded')
+    await expect(transitionPayment(pg.db, { paymentId: id, from: 'succeeded', to: 'processing' })).rejects.toThrow(/Illegal/)
+  })
+
+  it('lets exactly one of many racing callers win', async () => {
+    const id = await payment('requires_action')
+    const results = await Promise.allSettled(
+      Array.from({ length: 10 }, (_, i) =>
+        transitionPayment(pg.db, { paymentId: id, from: 'requires_action', to: i % 2 ? 'processing' : 'cancelled' }),
+      ),
+    )
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1)
+  })
+
+  it('notExpiredAt refuses an expired payment', async () => {
+    const id = await payment('requires_action', new Date(now.getTime() - 1))
+    await expect(
+      transitionPayment(pg.db, { paymentId: id, from: 'requires_action', to: 'processing', notExpiredAt: now }),
+    ).rejects.toMatchObject({ code: 'invalid_state' })
+  })
+})
+
+describe('expiry', () => {
+  it('expires due payments only', async () => {
+    const due = await payment('requires_action', new Date(now.getTime() - 1000))
+    const later = await payment('requires_action', new Date(now.getTime() + 1000))
+    const processing = await payment('processing', new Date(now.getTime() - 1000))
+    const expired = await expireDuePayments(pg.db, { now, partnerId })
+    expect(expired).toContain(due)
+    expect(expired).not.toContain(later)
+    expect(expired).not.toContain(processing)
+  })
+
+  it('withExpiryApplied shows the truth on read', async () => {
+    const id = await payment('requires_action', new Date(now.getTime() - 1000))
+    const row = await pg.db.selectFrom('payments').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
+    expect((await withExpiryApplied(pg.db, row, now)).status).toBe('expired')
+  })
+})

@@ -1,0 +1,134 @@
+import { Keypair, Transaction } from '@solana/web3.js'
+import { expect } from 'vitest'
+import { type Hex, type PrivateKeyAccount } from 'viem'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import type { WalletRpcAction } from '../../src/contract/gateway.js'
+import { createTestServer, type TestServer, type TestServerOptions } from '../server/harness.js'
+import { createMerchant, createPayment, headers } from '../server/helpers.js'
+
+export const chains = {
+  ethereum: 'eip155:1',
+  base: 'eip155:8453',
+  solana: 'solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp',
+} as const
+
+export const usdc = {
+  ethereum: 'eip155:1/erc20:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48',
+  base: 'eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+  solana: 'solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp/token:EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v',
+} as const
+
+/** A buyer holding real keys on both namespaces, signing the way a wallet would. */
+export interface Buyer {
+  evm: PrivateKeyAccount
+  solana: Keypair
+  accounts: { ethereum: string; base: string; solana: string }
+  sign(action: WalletRpcAction): Promise<string>
+}
+
+export function createBuyer(): Buyer {
+  const evm = privateKeyToAccount(generatePrivateKey())
+  const solana = Keypair.generate()
+  return {
+    evm,
+    solana,
+    accounts: {
+      ethereum: `${chains.ethereum}:${evm.address}`,
+      base: `${chains.base}:${evm.address}`,
+      solana: `${chains.solana}:${solana.publicKey.toBase58()}`,
+    },
+    async sign({ walletRpc }) {
+      const params = JSON.parse(walletRpc.params) as unknown[]
+      switch (walletRpc.method) {
+        case 'eth_signTypedData_v4': {
+          const typed = JSON.parse(params[1] as string)
+          const { EIP712Domain: _, ...types } = typed.types
+          return evm.signTypedData({
+            domain: typed.domain,
+            types,
+            primaryType: typed.primaryType,
+            message: {
+              ...typed.message,
+              value: BigInt(typed.message.value),
+              validAfter: BigInt(typed.message.validAfter),
+              validBefore: BigInt(typed.message.validBefore),
+            },
+          })
+        }
+        case 'personal_sign':
+          return evm.signMessage({ message: { raw: params[0] as Hex } })
+        case 'solana_signTransaction': {
+          const { transaction } = params[0] as { transaction: string }
+          const tx = Transaction.from(Buffer.from(transaction, 'base64'))
+          tx.partialSign(solana)
+          return tx.serialize().toString('base64')
+        }
+        default:
+          throw new Error(`test buyer cannot ${walletRpc.method}`)
+      }
+    },
+  }
+}
+
+export interface GatewayEnv {
+  t: TestServer
+  apiKey: string
+  merchantId: string
+  /** A wallet-role key of another partner: wallets pay other partners' merchants. */
+  walletKey: string
+  /** The app clock, unix seconds (tests move it with t.advanceTime). */
+  nowS(): number
+  pay(value?: string, unit?: string, extra?: Record<string, unknown>): Promise<string>
+  gw(method: 'GET' | 'POST', paymentId: string, suffix?: string, body?: unknown, extraHeaders?: Record<string, string>): ReturnType<TestServer['request']>
+  /** options -> fetch (when it builds) -> sign every action, in order. */
+  prepare(paymentId: string, buyer: Buyer, pick: (o: any) => boolean, accounts?: string[]): Promise<{ option: any; actions: WalletRpcAction[]; results: string[] }>
+}
+
+export async function createGatewayEnv(options: TestServerOptions = {}): Promise<GatewayEnv> {
+  const t = await createTestServer(options)
+  const { apiKey } = await t.createKey('test')
+  const merchantId = await createMerchant(t, apiKey)
+  const otherPartner = await t.createPartner()
+  const { apiKey: walletKey } = await t.createKey('test', 'wallet', otherPartner)
+  let reference = 0
+  const env: GatewayEnv = {
+    t,
+    apiKey,
+    merchantId,
+    walletKey,
+    nowS: () => Math.floor(t.app.now().getTime() / 1000),
+    async pay(value = '1250', unit = 'iso4217/USD', extra = {}) {
+      reference += 1
+      return createPayment(t, apiKey, merchantId, { referenceId: `order-${reference}`, amount: { unit, value }, ...extra })
+    },
+    gw(method, paymentId, suffix = '', body, extraHeaders = {}) {
+      return t.request({
+        method,
+        url: `/v1/gateway/payment/${paymentId}${suffix}`,
+        headers: { ...headers(walletKey), ...extraHeaders },
+        ...(body !== undefined ? { payload: body as Record<string, unknown> } : {}),
+      })
+    },
+    async prepare(paymentId, buyer, pick, accounts = Object.values(buyer.accounts)) {
+      const res = await env.gw('POST', paymentId, '/options', { accounts })
+      expect(res.statusCode, res.body).toBe(200)
+      const option = res.json.options.find(pick)
+      expect(option, JSON.stringify(res.json.options.map((o: any) => [o.account, o.amount.unit]))).toBeDefined()
+      let actions: WalletRpcAction[] = option.actions
+      const build = option.actions.find((a: any) => a.type === 'build')
+      if (build) {
+        const fetched = await env.gw('POST', paymentId, '/fetch', { optionId: option.id, data: build.build.data })
+        expect(fetched.statusCode, fetched.body).toBe(200)
+        actions = fetched.json.actions
+      }
+      const results: string[] = []
+      for (const action of actions) results.push(await buyer.sign(action))
+      return { option, actions, results }
+    },
+  }
+  return env
+}
+
+export const isSolanaOption = (o: any) => o.account.startsWith('solana:') && o.actions.length === 1
+export const isMixedOption = (o: any) => o.account.startsWith('solana:') && o.actions.length === 2
+export const isBaseOption = (o: any) => o.account.startsWith('eip155:8453:')
