@@ -1,5 +1,8 @@
 // The wallet library: everything a wallet app needs to pay a payment link. No Node built-ins here.
 
+export { type GuardContext, guardActions } from './actions/guard.js'
+export { createSignerRegistry, knownNamespaces, type SignerRegistry } from './actions/registry.js'
+export { isUserRejection, userRejectedCode } from './actions/rejection.js'
 export type { ActionInspection, InspectedTransfer, Signer, SignerRequest } from './actions/types.js'
 export { formatAmount, fromDecimalString, parseMinor, toDecimalString } from './amount/amount.js'
 export {
@@ -47,4 +50,49 @@ export {
   type PayErrorCode,
   type PayErrorOptions,
 } from './errors/PayError.js'
+export {
+  buildCollectDataUrl,
+  type CollectDataMessage,
+  type CollectDataUrlOptions,
+  parseCollectDataMessage,
+} from './flow/collectData.js'
+export {
+  broadcastingMethods,
+  type CollectDataHandler,
+  type CollectDataRequest,
+  createPaymentFlow,
+  type LoadOptionsResult,
+  type PaymentFlow,
+  type PaymentFlowOptions,
+  type ReconcileRequest,
+  type ResumeFlowOptions,
+  resumePaymentFlow,
+} from './flow/createPaymentFlow.js'
+export type { PollOptions } from './flow/poll.js'
+export { FlowSnapshot, parseFlowSnapshot } from './flow/snapshot.js'
+export {
+  canTransition,
+  type FlowState,
+  flowStates,
+  flowTransitions,
+  isTerminalState,
+  type TerminalState,
+  terminalStates,
+} from './flow/states.js'
+export type {
+  ActionEvent,
+  CollectDataEvent,
+  FlowEvents,
+  OptionsEvent,
+  PaymentResult,
+  StateEvent,
+  StatusEvent,
+} from './flow/types.js'
 export { type ParsePaymentLinkOptions, type PaymentLink, parsePaymentLink } from './link/parsePaymentLink.js'
+export {
+  createPayClient,
+  type FlowOverrides,
+  type PayClient,
+  type PayClientConfig,
+  type PayOptions,
+} from './pay/createPayClient.js'

@@ -690,15 +690,18 @@ describe('user rejection', () => {
     expect(gateway.callsTo('confirm')).toEqual([])
   })
 
-  it('still ends cancelled when the gateway cancel fails, and reports that failure', async () => {
+  it('when the gateway refuses that cancel: ends cancelled locally, rejects, no final', async () => {
     const evm = evmSigner({ answer: () => Promise.reject({ code: 4001 }) })
-    const { flow, errorCodes } = setup({
+    const { flow, errorCodes, of } = setup({
       signers: [evm],
       gateway: { cancel: () => Promise.reject(new PayError({ code: 'network_error', message: 'offline' })) },
     })
     await ready(flow, 'opt_evm')
-    await expect(flow.execute()).resolves.toEqual({ paymentId, status: 'cancelled' })
+    await expect(flow.execute()).rejects.toThrowError(code('user_rejected'))
+    expect(flow.state).toBe('cancelled')
     expect(errorCodes()).toEqual(['user_rejected', 'network_error'])
+    expect(of('final')).toEqual([])
+    expect(flow.result).toBeUndefined()
   })
 })
 
@@ -791,6 +794,7 @@ describe('cancel', () => {
     await expect(flow.cancel()).rejects.toBe(conflict)
     expect(flow.state).toBe('cancelled')
     expect(of('error')).toEqual([conflict])
+    expect(of('final')).toEqual([])
   })
 
   it('is refused once the payment ended otherwise', async () => {
@@ -992,6 +996,16 @@ describe('snapshots and resume', () => {
     await expect(flow.execute()).rejects.toThrowError(code('internal_error'))
     expect(states().slice(-2)).toEqual(['selecting', 'failed'])
     expect(evm.requests).toEqual([])
+  })
+
+  it('once something is signed, a storage failure is reported and the payment still confirms', async () => {
+    const persist = (s: FlowSnapshot) =>
+      s.results.length > 0 ? Promise.reject(new Error('disk full')) : undefined
+    const { flow, gateway, errorCodes } = setup({ flow: { persist } })
+    await ready(flow, 'opt_evm')
+    await expect(flow.execute()).resolves.toMatchObject({ status: 'succeeded' })
+    expect(gateway.callsTo('confirm')).toHaveLength(1)
+    expect(new Set(errorCodes())).toEqual(new Set(['internal_error']))
   })
 
   it('restarts a snapshot taken while options loaded at idle', async () => {

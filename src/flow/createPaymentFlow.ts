@@ -307,13 +307,10 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
       this.#controller.abort(
         new PayError({ code: 'aborted', message: 'The payment was cancelled.', context: { by: 'cancel' } }),
       )
-      const failure = await this.#cancelAtGateway()
+      const refused = await this.#cancelAtGateway()
+      if (refused) return this.#endLocally('cancelled', refused)
       const ended = this.#finish('cancelled')
-      await this.#finalCheckpoint()
-      if (failure) {
-        this.emit('error', failure)
-        throw failure
-      }
+      await this.#checkpointOrReport()
       return ended
     })()
     this.#cancelling = cancelling
@@ -328,7 +325,7 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
         throwIfAborted(this.#controller.signal)
         await this.#step()
       }
-      await this.#finalCheckpoint()
+      await this.#checkpointOrReport()
       return this.#data.result!
     } catch (error) {
       return await this.#settle(error)
@@ -432,9 +429,10 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
         })
       }
       this.#record(result, { ...event, phase: 'signed' })
-      await this.#checkpoint()
+      await this.#checkpointOrReport()
     }
-    await this.#enter('confirming')
+    this.#transition('confirming')
+    await this.#checkpointOrReport()
   }
 
   /** A resumed flow whose last snapshot shows an action with its signer but no result recorded. */
@@ -503,7 +501,8 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
       this.#finishWithStatus(response.status, txId)
       return
     }
-    await this.#enter('polling')
+    this.#transition('polling')
+    await this.#checkpointOrReport()
   }
 
   async #poll(): Promise<void> {
@@ -535,9 +534,9 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
   }
 
   /**
-   * Ends the flow after an error. A user rejection cancels the payment at the service and an expired
-   * payment ends `expired`: both resolve, since the service holds a final status. Anything else ends
-   * the flow locally (`cancelled` when aborted, `failed` otherwise) and rejects.
+   * Ends the flow after an error. It resolves only when the service holds a final status: a user
+   * rejection the service accepted as a cancel, or an expired payment. Anything else ends the flow
+   * locally (`cancelled` when aborted or when the cancel was refused, `failed` otherwise) and rejects.
    */
   async #settle(error: unknown): Promise<PaymentResult> {
     if (this.#cancelling) return this.#cancelling
@@ -549,21 +548,32 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
     if (isTerminalState(state)) throw failure
 
     if (failure.code === 'user_rejected') {
+      const refused = await this.#cancelAtGateway()
+      if (refused) {
+        this.#transition('cancelled')
+        this.emit('error', failure)
+        this.emit('error', refused)
+        await this.#checkpointOrReport()
+        throw failure
+      }
       this.emit('error', failure)
-      const cancelFailure = await this.#cancelAtGateway()
-      if (cancelFailure) this.emit('error', cancelFailure)
       const ended = this.#finish('cancelled')
-      await this.#finalCheckpoint()
+      await this.#checkpointOrReport()
       return ended
     }
     if (failure.code === 'payment_expired' && canTransition(state, 'expired')) {
       const ended = this.#finish('expired')
-      await this.#finalCheckpoint()
+      await this.#checkpointOrReport()
       return ended
     }
-    this.#transition(failure.code === 'aborted' ? 'cancelled' : 'failed')
+    return this.#endLocally(failure.code === 'aborted' ? 'cancelled' : 'failed', failure)
+  }
+
+  /** An end the service does not (yet) share: no result and no `final`, just the state and the error. */
+  async #endLocally(state: 'cancelled' | 'failed', failure: PayError): Promise<never> {
+    this.#transition(state)
     this.emit('error', failure)
-    await this.#finalCheckpoint()
+    await this.#checkpointOrReport()
     throw failure
   }
 
@@ -618,18 +628,25 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
     return snapshot
   }
 
+  /**
+   * Emits `snapshot` and awaits `persist`. Fatal up to the signer call: when the in-flight index cannot
+   * be stored, nothing is signed.
+   */
   async #checkpoint(): Promise<void> {
     const snapshot = this.#emitSnapshot()
     // Not abortable: a result must reach storage even while the flow is being stopped.
     if (this.#config.persist) await this.#config.persist(snapshot)
   }
 
-  /** The flow has ended either way; a storage failure now is reported, not allowed to change the outcome. */
-  async #finalCheckpoint(): Promise<void> {
+  /**
+   * Once something is signed (or the flow has ended), a storage failure must not stop the confirm that
+   * completes the payment: it is reported instead.
+   */
+  async #checkpointOrReport(): Promise<void> {
     try {
       await this.#checkpoint()
     } catch (error) {
-      this.emit('error', wrap(error, 'internal_error', 'The final snapshot could not be persisted.'))
+      this.emit('error', wrap(error, 'internal_error', 'The snapshot could not be persisted.'))
     }
   }
 }

@@ -1,9 +1,11 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
 import * as z from 'zod/mini'
+import { createLiveRuntime, type LiveRuntime } from './chains/live.js'
 import './context.js'
 import { type ServerConfig, resolveConfig } from './config.js'
-import { registerErrorHandling } from './errors.js'
+import { PayError } from '../errors/PayError.js'
+import { fail, registerErrorHandling, sendError } from './errors.js'
 import { newId } from './ids.js'
 import { registerRateLimit } from './rateLimit.js'
 import { routeModules } from './routes/index.js'
@@ -21,6 +23,8 @@ export interface BuildAppOptions {
   now?: () => Date
   /** A pino logger, or false (default) for none. */
   logger?: FastifyBaseLogger | false
+  /** Live-mode drivers and job handlers; built from `config.chains` when omitted. */
+  live?: LiveRuntime
 }
 
 /** The whole HTTP app, ready for `inject` or `listen`. */
@@ -30,6 +34,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     bodyLimit: config.bodyLimitBytes,
     genReqId: () => newId('request', 16),
+    // Bad percent-encoding and over-long path parameters get the same {code, message} as the rest.
+    frameworkErrors: (error, request, reply) => sendError(error, request, reply),
     // Route matching must not depend on a trailing slash or on case of nothing; keep defaults else.
     routerOptions: { ignoreTrailingSlash: true },
   }) as unknown as FastifyInstance
@@ -40,20 +46,29 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   app.decorate('config', config)
   const now = options.now ?? (() => new Date())
   app.decorate('now', now)
+  const live =
+    options.live ??
+    createLiveRuntime({ config, db: options.db, ...(options.logger ? { log: options.logger } : {}) })
+  app.decorate('chainDrivers', live.drivers)
+  app.decorate('jobHandlers', live.jobHandlers)
   app.decorateRequest('auth', null)
   app.decorateRequest('merchant', null)
   app.decorateRequest('apiVersion', null)
 
-  // Empty bodies are fine (cancel sends none even with a JSON content type); the rest is strict JSON.
+  // JSON only. Empty bodies are fine (cancel sends none even with a JSON content type). PostgreSQL
+  // text cannot hold NUL, so it is refused here rather than failing in the database.
   const jsonParser = app.getDefaultJsonParser('error', 'error')
-  app.removeContentTypeParser('application/json')
+  app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined)
-    jsonParser(request, body as string, done)
+    const text = body as string
+    if (text.trim() === '') return done(null, undefined)
+    if (/\\u0000/i.test(text)) return done(new PayError({ code: 'invalid_params', message: 'NUL characters are not allowed.' }), undefined)
+    jsonParser(request, text, done)
   })
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('request-id', request.id)
+    if (/%00/.test(request.url)) fail('invalid_params', 'NUL characters are not allowed in the URL.')
   })
   registerErrorHandling(app)
   await registerRateLimit(app, config)

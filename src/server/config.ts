@@ -55,7 +55,7 @@ export interface ServerConfig {
   chains: Record<string, ChainConfig>
   /** CAIP-10 accounts refused with `451 sanctioned_user`. */
   sanctioned: string[]
-  /** Payments of at least this many minor units ask for data collection; null: never. */
+  /** Payments worth at least this many USD cents ask for data collection (default USD 1,000.00); null: never. */
   collectDataAtMinor: string | null
   /** Per credential; false disables. The window holds `burst` requests per `burst / perSecond` s. */
   rateLimit: { perSecond: number; burst: number } | false
@@ -69,7 +69,7 @@ export const defaultConfig: ServerConfig = {
   publicBaseUrl: 'http://127.0.0.1:8787',
   chains: {},
   sanctioned: [],
-  collectDataAtMinor: null,
+  collectDataAtMinor: '100000',
   rateLimit: { perSecond: 100, burst: 200 },
   idempotencyTtlSeconds: 24 * 60 * 60,
   paymentTtlSeconds: 15 * 60,
@@ -95,7 +95,8 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
     publicBaseUrl: (file.publicBaseUrl ?? defaultConfig.publicBaseUrl).replace(/\/+$/, ''),
     chains: file.chains ?? {},
     sanctioned: file.sanctioned ?? [],
-    collectDataAtMinor: file.collectDataAtMinor ?? null,
+    collectDataAtMinor:
+      file.collectDataAtMinor === undefined ? defaultConfig.collectDataAtMinor : file.collectDataAtMinor,
     rateLimit,
     idempotencyTtlSeconds: file.idempotencyTtlSeconds ?? defaultConfig.idempotencyTtlSeconds,
     paymentTtlSeconds: file.paymentTtlSeconds ?? defaultConfig.paymentTtlSeconds,

@@ -51,12 +51,25 @@ export function renderError(error: unknown): Rendered | undefined {
     }))
     return renderError(validationError(issues))
   }
+  if (isDataException(error)) {
+    return { status: 400, body: { code: 'invalid_params', message: 'A value in the request cannot be stored.' } }
+  }
   const fastifyError = error as Partial<FastifyError>
   const status = fastifyError.statusCode
   if (typeof status === 'number' && status >= 400 && status < 500) {
     return { status: 400, body: { code: 'invalid_params', message: clientErrorMessage(fastifyError) } }
   }
   return undefined
+}
+
+/**
+ * PostgreSQL refusing a value the schemas let through (an unpaired surrogate, a number past numeric
+ * range, an over-long index key): the client's data, so a 400, never a 500.
+ */
+const dataExceptions = new Set(['22001', '22003', '22021', '22P05', '54000'])
+function isDataException(error: unknown): boolean {
+  const e = error as { code?: unknown; severity?: unknown }
+  return typeof e?.code === 'string' && typeof e.severity === 'string' && dataExceptions.has(e.code)
 }
 
 /** Fastify's own request errors, worded for API callers. */
@@ -71,6 +84,9 @@ function clientErrorMessage(error: Partial<FastifyError>): string {
       return 'Request body is not valid JSON.'
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return 'Content-Length does not match the body.'
+    case 'FST_ERR_BAD_URL':
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return 'Malformed or over-long URL.'
     default:
       return error.name === 'SyntaxError' ? 'Request body is not valid JSON.' : 'Invalid request.'
   }
@@ -84,7 +100,9 @@ export function registerErrorHandling(app: FastifyInstance): void {
   })
 }
 
-function sendError(error: unknown, request: FastifyRequest, reply: FastifyReply): void {
+/** Renders any error (also Fastify's router errors via its `frameworkErrors` option). */
+export function sendError(error: unknown, request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('request-id', request.id)
   const rendered = renderError(error)
   if (rendered) {
     if (rendered.status >= 500) request.log.error({ err: error }, 'request failed')

@@ -4,6 +4,7 @@ import { createApiKey, createPartner } from './accounts/accounts.js'
 import { buildApp } from './app.js'
 import { type ServerConfig, resolveConfig } from './config.js'
 import { sweepIdempotencyKeys } from './idempotency.js'
+import { type JobRunner, startJobRunner } from './jobs/runner.js'
 import { type Db, openDatabase } from './store/db.js'
 
 export interface StartServerOptions {
@@ -24,6 +25,8 @@ export interface StartServerOptions {
   now?: () => Date
   /** The process handles signals (the CLI): embedded PostgreSQL leaves SIGINT/SIGTERM to us. */
   handleSignals?: boolean
+  /** How often the job runner (live payments: broadcast, relay, settlement) polls when idle; default 500 ms. */
+  jobIntervalMs?: number
 }
 
 export interface RunningServer {
@@ -50,6 +53,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
   })
   let app: FastifyInstance | undefined
   let sweeper: NodeJS.Timeout | undefined
+  let jobs: JobRunner | undefined
   try {
     const bootstrap = options.bootstrapPartner ? await bootstrapPartner(database.db) : undefined
     app = await buildApp({
@@ -61,6 +65,12 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
     const address = await app.listen({ port: options.port ?? 8787, host: options.host ?? '127.0.0.1' })
     const url = address.replace('://[::1]', '://localhost')
     if (options.publicBaseUrlFromListen) config.publicBaseUrl = url
+    jobs = startJobRunner({
+      db: database.db,
+      handlers: app.jobHandlers,
+      ...(options.jobIntervalMs !== undefined ? { intervalMs: options.jobIntervalMs } : {}),
+      ...(log ? { log } : {}),
+    })
     sweeper = setInterval(
       () => void sweepIdempotencyKeys(database.db, new Date()).catch(() => {}),
       10 * 60 * 1000,
@@ -77,6 +87,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
       stop() {
         stopping ??= (async () => {
           clearInterval(sweeper)
+          await jobs?.stop()
           await running.close()
           await database.close()
         })()
@@ -85,6 +96,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
     }
   } catch (error) {
     clearInterval(sweeper)
+    await jobs?.stop().catch(() => {})
     await app?.close().catch(() => {})
     await database.close().catch(() => {})
     throw error

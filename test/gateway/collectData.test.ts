@@ -1,13 +1,24 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { PaymentOption } from '../../src/contract/gateway.js'
 import { collectDataSchema } from '../../src/server/gateway/collectData.js'
-import { type Buyer, createBuyer, createGatewayEnv, type GatewayEnv, isBaseOption, isSolanaOption } from './support.js'
+import {
+  type Buyer,
+  buildData,
+  createBuyer,
+  createGatewayEnv,
+  type GatewayEnv,
+  isBaseOption,
+  isSolanaOption,
+} from './support.js'
 
 const validFields = { fullName: 'Ada Lovelace', dateOfBirth: '1990-12-10', country: 'GB' }
 
 let env: GatewayEnv
 let buyer: Buyer
 beforeAll(async () => {
-  env = await createGatewayEnv({ config: { collectDataAtMinor: '100000', publicBaseUrl: 'https://pay.example.test' } })
+  env = await createGatewayEnv({
+    config: { collectDataAtMinor: '100000', publicBaseUrl: 'https://pay.example.test' },
+  })
   buyer = createBuyer()
 })
 afterAll(() => env.t.close())
@@ -15,7 +26,7 @@ afterAll(() => env.t.close())
 async function optionsFor(paymentId: string) {
   const res = await env.gw('POST', paymentId, '/options', { accounts: Object.values(buyer.accounts) })
   expect(res.statusCode, res.body).toBe(200)
-  return res.json.options as any[]
+  return res.json.options as PaymentOption[]
 }
 
 function submit(paymentId: string, body: unknown) {
@@ -47,7 +58,10 @@ describe('data collection (rule 2)', () => {
   })
 
   it('a caip19 amount is measured in USD at the asset rate', async () => {
-    const paymentId = await env.pay('1000000000', 'caip19/eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913')
+    const paymentId = await env.pay(
+      '1000000000',
+      'caip19/eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+    )
     const [option] = await optionsFor(paymentId)
     expect(option.collectData).toBeDefined()
   })
@@ -57,11 +71,14 @@ describe('data collection (rule 2)', () => {
     const options = await optionsFor(paymentId)
     const sol = options.find(isSolanaOption)
     const evm = options.find(isBaseOption)
-    const fetchBody = { optionId: sol.id, data: sol.actions[0].build.data }
+    const fetchBody = { optionId: sol.id, data: buildData(sol) }
     const blocked = await env.gw('POST', paymentId, '/fetch', fetchBody)
     expect([blocked.statusCode, blocked.json.code]).toEqual([409, 'invalid_state'])
     const signature = await buyer.sign(evm.actions[0])
-    const blockedConfirm = await env.gw('POST', paymentId, '/confirm', { optionId: evm.id, results: [signature] })
+    const blockedConfirm = await env.gw('POST', paymentId, '/confirm', {
+      optionId: evm.id,
+      results: [signature],
+    })
     expect([blockedConfirm.statusCode, blockedConfirm.json.code]).toEqual([409, 'invalid_state'])
 
     const done = await submit(paymentId, { optionId: evm.id, fields: validFields })
@@ -73,7 +90,11 @@ describe('data collection (rule 2)', () => {
     expect(ok.json.status, ok.body).toBe('succeeded')
 
     // Stored with the payment; no caller ever gets it back.
-    const stored = await env.t.db.selectFrom('collected_data').selectAll().where('payment_id', '=', paymentId).execute()
+    const stored = await env.t.db
+      .selectFrom('collected_data')
+      .selectAll()
+      .where('payment_id', '=', paymentId)
+      .execute()
     expect(stored.map((r) => r.fields)).toEqual([validFields])
     const merchant = await env.t.request({
       method: 'GET',
@@ -90,7 +111,10 @@ describe('data collection (rule 2)', () => {
     const paymentId = await env.pay('150000')
     const evm = (await optionsFor(paymentId)).find(isBaseOption)
     await submit(paymentId, { optionId: evm.id, fields: validFields })
-    const refreshed = await env.gw('POST', paymentId, '/options', { accounts: [buyer.accounts.base], refresh: [evm.id] })
+    const refreshed = await env.gw('POST', paymentId, '/options', {
+      accounts: [buyer.accounts.base],
+      refresh: [evm.id],
+    })
     const signature = await buyer.sign(refreshed.json.options[0].actions[0])
     const ok = await env.gw('POST', paymentId, '/confirm', { optionId: evm.id, results: [signature] })
     expect(ok.json.status, ok.body).toBe('succeeded')

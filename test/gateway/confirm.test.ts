@@ -1,8 +1,10 @@
 import { Keypair, Transaction } from '@solana/web3.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { PaymentOption } from '../../src/contract/gateway.js'
 import { succeedPayment } from '../server/helpers.js'
 import {
   type Buyer,
+  buildData,
   createBuyer,
   createGatewayEnv,
   type GatewayEnv,
@@ -22,10 +24,15 @@ afterAll(() => env.t.close())
 async function options(paymentId: string, accounts = Object.values(buyer.accounts)) {
   const res = await env.gw('POST', paymentId, '/options', { accounts })
   expect(res.statusCode, res.body).toBe(200)
-  return res.json.options as any[]
+  return res.json.options as PaymentOption[]
 }
 
-function expectError(res: { statusCode: number; json: any }, status: number, code: string, path?: string) {
+function expectError(
+  res: { statusCode: number; json: { code?: string; issues?: { path: string }[] } },
+  status: number,
+  code: string,
+  path?: string,
+) {
   expect([res.statusCode, res.json?.code], JSON.stringify(res.json)).toEqual([status, code])
   if (path) expect(res.json.issues?.[0]?.path).toBe(path)
 }
@@ -34,7 +41,7 @@ describe('POST /v1/gateway/payment/:id/fetch (row 21)', () => {
   it('resolves a build action; a repeated fetch returns the very same transaction', async () => {
     const paymentId = await env.pay()
     const option = (await options(paymentId)).find(isSolanaOption)
-    const body = { optionId: option.id, data: option.actions[0].build.data }
+    const body = { optionId: option.id, data: buildData(option) }
     const first = await env.gw('POST', paymentId, '/fetch', body)
     const second = await env.gw('POST', paymentId, '/fetch', body)
     expect(first.statusCode, first.body).toBe(200)
@@ -48,18 +55,28 @@ describe('POST /v1/gateway/payment/:id/fetch (row 21)', () => {
     expect(res.json.actions).toEqual(option.actions)
   })
 
-  it('400 params_validation for an unknown option, another payment\'s option, or foreign build data', async () => {
+  it("400 params_validation for an unknown option, another payment's option, or foreign build data", async () => {
     const paymentId = await env.pay()
     const option = (await options(paymentId)).find(isSolanaOption)
-    expectError(await env.gw('POST', paymentId, '/fetch', { optionId: 'opt_unknown', data: '' }), 400, 'params_validation', 'body.optionId')
-    const other = await env.pay()
     expectError(
-      await env.gw('POST', other, '/fetch', { optionId: option.id, data: option.actions[0].build.data }),
+      await env.gw('POST', paymentId, '/fetch', { optionId: 'opt_unknown', data: '' }),
       400,
       'params_validation',
       'body.optionId',
     )
-    expectError(await env.gw('POST', paymentId, '/fetch', { optionId: option.id, data: 'bld_forged' }), 400, 'params_validation', 'body.data')
+    const other = await env.pay()
+    expectError(
+      await env.gw('POST', other, '/fetch', { optionId: option.id, data: buildData(option) }),
+      400,
+      'params_validation',
+      'body.optionId',
+    )
+    expectError(
+      await env.gw('POST', paymentId, '/fetch', { optionId: option.id, data: 'bld_forged' }),
+      400,
+      'params_validation',
+      'body.data',
+    )
   })
 
   it('422 quote_expired after the quote expiry', async () => {
@@ -67,7 +84,7 @@ describe('POST /v1/gateway/payment/:id/fetch (row 21)', () => {
     const option = (await options(paymentId)).find(isSolanaOption)
     env.t.advanceTime(301_000)
     expectError(
-      await env.gw('POST', paymentId, '/fetch', { optionId: option.id, data: option.actions[0].build.data }),
+      await env.gw('POST', paymentId, '/fetch', { optionId: option.id, data: buildData(option) }),
       422,
       'quote_expired',
     )
@@ -77,7 +94,11 @@ describe('POST /v1/gateway/payment/:id/fetch (row 21)', () => {
     const paymentId = await env.pay()
     const option = (await options(paymentId)).find(isBaseOption)
     await succeedPayment(env.t, paymentId)
-    expectError(await env.gw('POST', paymentId, '/fetch', { optionId: option.id, data: '' }), 409, 'invalid_state')
+    expectError(
+      await env.gw('POST', paymentId, '/fetch', { optionId: option.id, data: '' }),
+      409,
+      'invalid_state',
+    )
   })
 })
 
@@ -102,7 +123,10 @@ describe('POST /v1/gateway/payment/:id/confirm (row 23)', () => {
   it('rule 4: the EVM result first, then the Solana one; a swap names the first mismatch', async () => {
     const paymentId = await env.pay()
     const { option, results } = await env.prepare(paymentId, buyer, isMixedOption)
-    const res = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results: [results[1], results[0]] })
+    const res = await env.gw('POST', paymentId, '/confirm', {
+      optionId: option.id,
+      results: [results[1], results[0]],
+    })
     expectError(res, 400, 'params_validation', 'results.0')
     expect(res.json.message).toContain('personal_sign')
     expect((await env.gw('GET', paymentId, '/status')).json.status).toBe('requires_action')
@@ -111,9 +135,15 @@ describe('POST /v1/gateway/payment/:id/confirm (row 23)', () => {
   it('each result has the form its method implies', async () => {
     const paymentId = await env.pay()
     const evm = await env.prepare(paymentId, buyer, isBaseOption)
-    const confirm = (optionId: string, results: string[]) => env.gw('POST', paymentId, '/confirm', { optionId, results })
+    const confirm = (optionId: string, results: string[]) =>
+      env.gw('POST', paymentId, '/confirm', { optionId, results })
     // typed data: a 65-byte signature, not a transaction hash, not a short one
-    for (const bad of [`0x${'ab'.repeat(32)}`, `0x${'ab'.repeat(64)}`, 'ab'.repeat(65), `0x${'zz'.repeat(65)}`]) {
+    for (const bad of [
+      `0x${'ab'.repeat(32)}`,
+      `0x${'ab'.repeat(64)}`,
+      'ab'.repeat(65),
+      `0x${'zz'.repeat(65)}`,
+    ]) {
       expectError(await confirm(evm.option.id, [bad]), 400, 'params_validation', 'results.0')
     }
     const sol = await env.prepare(paymentId, buyer, isSolanaOption)
@@ -142,16 +172,27 @@ describe('POST /v1/gateway/payment/:id/confirm (row 23)', () => {
     const option = (await options(paymentId)).find(isSolanaOption)
     const other = await env.pay()
     const signed = (await env.prepare(other, buyer, isSolanaOption)).results
-    expectError(await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results: signed }), 409, 'invalid_state')
+    expectError(
+      await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results: signed }),
+      409,
+      'invalid_state',
+    )
   })
 
   it('422 quote_expired after the quote expiry (the payment itself still payable)', async () => {
     const paymentId = await env.pay('100', 'iso4217/USD', { expiresAt: env.nowS() + 3600 })
     const { option, results } = await env.prepare(paymentId, buyer, isBaseOption)
     env.t.advanceTime((option.expiresAt - env.nowS() + 1) * 1000)
-    expectError(await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results }), 422, 'quote_expired')
+    expectError(
+      await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results }),
+      422,
+      'quote_expired',
+    )
     // A refresh gives a new quote for the same option, and that one confirms.
-    const refreshed = await env.gw('POST', paymentId, '/options', { accounts: [buyer.accounts.base], refresh: [option.id] })
+    const refreshed = await env.gw('POST', paymentId, '/options', {
+      accounts: [buyer.accounts.base],
+      refresh: [option.id],
+    })
     const fresh = refreshed.json.options[0]
     const result = await buyer.sign(fresh.actions[0])
     const ok = await env.gw('POST', paymentId, '/confirm', { optionId: fresh.id, results: [result] })
@@ -162,7 +203,11 @@ describe('POST /v1/gateway/payment/:id/confirm (row 23)', () => {
     const paymentId = await env.pay('100', 'iso4217/USD', { expiresAt: env.nowS() + 60 })
     const { option, results } = await env.prepare(paymentId, buyer, isBaseOption)
     env.t.advanceTime(61_000)
-    expectError(await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results }), 410, 'payment_expired')
+    expectError(
+      await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results }),
+      410,
+      'payment_expired',
+    )
 
     const done = await env.pay()
     const prepared = await env.prepare(done, buyer, isBaseOption)
@@ -174,7 +219,10 @@ describe('POST /v1/gateway/payment/:id/confirm (row 23)', () => {
   it('400 params_validation for an unknown option', async () => {
     const paymentId = await env.pay()
     expectError(
-      await env.gw('POST', paymentId, '/confirm', { optionId: 'opt_unknown', results: [`0x${'ab'.repeat(65)}`] }),
+      await env.gw('POST', paymentId, '/confirm', {
+        optionId: 'opt_unknown',
+        results: [`0x${'ab'.repeat(65)}`],
+      }),
       400,
       'params_validation',
       'body.optionId',
@@ -201,7 +249,11 @@ describe('POST /v1/gateway/payment/:id/cancel (row 22)', () => {
     expect(res.json).toMatchObject({ paymentId, status: 'cancelled', cancelledReason: 'cancelled_by_user' })
     expect(new Date(res.json.cancelledAt).getTime()).not.toBeNaN()
     expectError(await env.gw('POST', paymentId, '/cancel'), 409, 'invalid_state')
-    expect((await env.gw('GET', paymentId, '/status')).json).toEqual({ status: 'cancelled', isFinal: true, pollInMs: null })
+    expect((await env.gw('GET', paymentId, '/status')).json).toEqual({
+      status: 'cancelled',
+      isFinal: true,
+      pollInMs: null,
+    })
   })
 
   it('409 invalid_state for a payment in flight or final', async () => {

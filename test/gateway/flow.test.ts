@@ -76,7 +76,12 @@ describe('test-mode flow, payment creation to succeeded', () => {
     expect(confirm.json).toEqual({ status: 'succeeded', isFinal: true, pollInMs: null })
 
     const status = await env.gw('GET', paymentId, '/status')
-    expect(status.json).toEqual({ status: 'succeeded', isFinal: true, pollInMs: null, txId: `test:${paymentId}` })
+    expect(status.json).toEqual({
+      status: 'succeeded',
+      isFinal: true,
+      pollInMs: null,
+      txId: `test:${paymentId}`,
+    })
     const payment = await merchantView(paymentId)
     expect(payment.info).toEqual({ txId: `test:${paymentId}`, optionAmount: option.amount })
     expect(payment.settlement).toBeNull()
@@ -99,7 +104,9 @@ describe('test-mode flow, payment creation to succeeded', () => {
     expect(decoded.data.decimals).toBe(6)
     expect(decoded.keys.mint.pubkey.equals(mint)).toBe(true)
     expect(decoded.keys.owner.pubkey.equals(buyer.solana.publicKey)).toBe(true)
-    expect(decoded.keys.source.pubkey.equals(getAssociatedTokenAddressSync(mint, buyer.solana.publicKey))).toBe(true)
+    expect(
+      decoded.keys.source.pubkey.equals(getAssociatedTokenAddressSync(mint, buyer.solana.publicKey)),
+    ).toBe(true)
     expect(decoded.keys.destination.pubkey.equals(getAssociatedTokenAddressSync(mint, service))).toBe(true)
     // The buyer's signature completes it: every signature verifies.
     expect(Transaction.from(Buffer.from(results[0]!, 'base64')).verifySignatures()).toBe(true)
@@ -112,13 +119,22 @@ describe('test-mode flow, payment creation to succeeded', () => {
   it('mixed option: EVM personal_sign attestation, then the Solana payment; results in that order', async () => {
     const paymentId = await env.pay('500')
     const { option, actions, results } = await env.prepare(paymentId, buyer, isMixedOption)
-    expect(option.actions.map((a: any) => a.type)).toEqual(['walletRpc', 'build'])
+    expect(option.actions.map((a: { type: string }) => a.type)).toEqual(['walletRpc', 'build'])
     expect(actions.map((a) => a.walletRpc.method)).toEqual(['personal_sign', 'solana_signTransaction'])
     const [message, address] = JSON.parse(actions[0]!.walletRpc.params) as [Hex, string]
     expect(address).toBe(buyer.evm.address)
-    expect(await verifyMessage({ address: buyer.evm.address, message: { raw: message }, signature: results[0] as Hex })).toBe(true)
+    expect(
+      await verifyMessage({
+        address: buyer.evm.address,
+        message: { raw: message },
+        signature: results[0] as Hex,
+      }),
+    ).toBe(true)
 
-    const swapped = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results: [results[1], results[0]] })
+    const swapped = await env.gw('POST', paymentId, '/confirm', {
+      optionId: option.id,
+      results: [results[1], results[0]],
+    })
     expect(swapped.statusCode).toBe(400)
     expect(swapped.json.issues[0].path).toBe('results.0')
 

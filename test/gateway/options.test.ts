@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { PaymentOption } from '../../src/contract/gateway.js'
 import { succeedPayment } from '../server/helpers.js'
 import { type Buyer, chains, createBuyer, createGatewayEnv, type GatewayEnv, usdc } from './support.js'
 
@@ -15,7 +16,9 @@ beforeAll(async () => {
         'eip155:31337': {
           rpcUrl: 'http://127.0.0.1:1',
           signerKey: `0x${'11'.repeat(32)}`,
-          assets: { [localToken]: { symbol: 'WETH', name: 'Wrapped Ether', decimals: 18, usdRate: '3000.5' } },
+          assets: {
+            [localToken]: { symbol: 'WETH', name: 'Wrapped Ether', decimals: 18, usdRate: '3000.5' },
+          },
         },
       },
     },
@@ -64,7 +67,12 @@ describe('GET /v1/gateway/payment/:id/status (row 19)', () => {
     expect(waiting.json.txId).toBeUndefined()
     await succeedPayment(env.t, paymentId)
     const done = await env.gw('GET', paymentId, '/status')
-    expect(done.json).toEqual({ status: 'succeeded', isFinal: true, pollInMs: null, txId: `test:${paymentId}` })
+    expect(done.json).toEqual({
+      status: 'succeeded',
+      isFinal: true,
+      pollInMs: null,
+      txId: `test:${paymentId}`,
+    })
   })
 })
 
@@ -74,7 +82,7 @@ describe('POST /v1/gateway/payment/:id/options (row 20)', () => {
     const res = await env.gw('POST', paymentId, '/options', { accounts: Object.values(buyer.accounts) })
     expect(res.statusCode, res.body).toBe(200)
     expect(res.json.info).toMatchObject({ paymentId, status: 'requires_action' })
-    const byAsset = res.json.options.map((o: any) => [o.account, o.amount.unit, o.actions.length])
+    const byAsset = res.json.options.map((o: PaymentOption) => [o.account, o.amount.unit, o.actions.length])
     expect(byAsset).toEqual([
       [buyer.accounts.ethereum, `caip19/${usdc.ethereum}`, 1],
       [buyer.accounts.base, `caip19/${usdc.base}`, 1],
@@ -96,7 +104,7 @@ describe('POST /v1/gateway/payment/:id/options (row 20)', () => {
     const paymentId = await env.pay()
     const res = await env.gw('POST', paymentId, '/options', { accounts: [buyer.accounts.base] })
     expect(res.statusCode).toBe(200)
-    expect(res.json.options.map((o: any) => o.account)).toEqual([buyer.accounts.base])
+    expect(res.json.options.map((o: PaymentOption) => o.account)).toEqual([buyer.accounts.base])
   })
 
   it('accounts on chains the service does not serve yield no option and no error', async () => {
@@ -127,12 +135,15 @@ describe('POST /v1/gateway/payment/:id/options (row 20)', () => {
     const paymentId = await env.pay('4200000', `caip19/${usdc.solana}`)
     const res = await env.gw('POST', paymentId, '/options', { accounts: Object.values(buyer.accounts) })
     expect(res.json.options.length).toBe(2)
-    for (const o of res.json.options) expect(o.amount).toMatchObject({ unit: `caip19/${usdc.solana}`, value: '4200000' })
+    for (const o of res.json.options)
+      expect(o.amount).toMatchObject({ unit: `caip19/${usdc.solana}`, value: '4200000' })
   })
 
   it('converts USD at the configured rate, rounding up, on a configured chain in test mode', async () => {
     const paymentId = await env.pay('1250')
-    const res = await env.gw('POST', paymentId, '/options', { accounts: [`eip155:31337:${buyer.evm.address}`] })
+    const res = await env.gw('POST', paymentId, '/options', {
+      accounts: [`eip155:31337:${buyer.evm.address}`],
+    })
     expect(res.json.options).toHaveLength(1)
     const expected = (1250n * 10n ** 18n * 10n + 100n * 30005n - 1n) / (100n * 30005n)
     expect(res.json.options[0].amount).toMatchObject({
@@ -154,7 +165,9 @@ describe('POST /v1/gateway/payment/:id/options (row 20)', () => {
 
   it('refresh re-quotes the named options in place (same id, new quote); unknown ids are refused', async () => {
     const paymentId = await env.pay()
-    const first = await env.gw('POST', paymentId, '/options', { accounts: [buyer.accounts.base, buyer.accounts.solana] })
+    const first = await env.gw('POST', paymentId, '/options', {
+      accounts: [buyer.accounts.base, buyer.accounts.solana],
+    })
     const option = first.json.options[0]
     env.t.advanceTime(60_000)
     const refreshed = await env.gw('POST', paymentId, '/options', {
@@ -166,7 +179,10 @@ describe('POST /v1/gateway/payment/:id/options (row 20)', () => {
     expect(refreshed.json.options[0].id).toBe(option.id)
     expect(refreshed.json.options[0].expiresAt).toBeGreaterThanOrEqual(option.expiresAt + 60)
     expect(refreshed.json.options[0].actions[0].walletRpc.params).not.toBe(option.actions[0].walletRpc.params)
-    const unknown = await env.gw('POST', paymentId, '/options', { accounts: [buyer.accounts.base], refresh: ['opt_nope'] })
+    const unknown = await env.gw('POST', paymentId, '/options', {
+      accounts: [buyer.accounts.base],
+      refresh: ['opt_nope'],
+    })
     expect([unknown.statusCode, unknown.json.code]).toEqual([400, 'params_validation'])
   })
 
@@ -177,7 +193,10 @@ describe('POST /v1/gateway/payment/:id/options (row 20)', () => {
     expect(res.statusCode).toBe(200)
     expect(res.json.options).toEqual([])
     expect(res.json.info.status).toBe('succeeded')
-    expect(res.json.resultInfo).toMatchObject({ txId: `test:${paymentId}`, optionAmount: { unit: 'iso4217/USD' } })
+    expect(res.json.resultInfo).toMatchObject({
+      txId: `test:${paymentId}`,
+      optionAmount: { unit: 'iso4217/USD' },
+    })
 
     const cancelled = await env.pay()
     await env.gw('POST', cancelled, '/cancel')

@@ -31,14 +31,27 @@ describe('POST /v1/test/payments/:id/simulate', () => {
     const paymentId = await env.pay()
     const res = await simulate(paymentId, 'succeeded')
     expect(res.statusCode, res.body).toBe(200)
-    expect(res.json).toEqual({ status: 'succeeded', isFinal: true, pollInMs: null, txId: `test:${paymentId}` })
+    expect(res.json).toEqual({
+      status: 'succeeded',
+      isFinal: true,
+      pollInMs: null,
+      txId: `test:${paymentId}`,
+    })
     expect((await payment(paymentId)).info.txId).toBe(`test:${paymentId}`)
   })
 
   it('failed sets failureCode declined_user', async () => {
     const paymentId = await env.pay()
-    expect((await simulate(paymentId, 'failed')).json).toEqual({ status: 'failed', isFinal: true, pollInMs: null })
-    expect(await payment(paymentId)).toMatchObject({ status: 'failed', failureCode: 'declined_user', info: null })
+    expect((await simulate(paymentId, 'failed')).json).toEqual({
+      status: 'failed',
+      isFinal: true,
+      pollInMs: null,
+    })
+    expect(await payment(paymentId)).toMatchObject({
+      status: 'failed',
+      failureCode: 'declined_user',
+      info: null,
+    })
   })
 
   it('expired and cancelled', async () => {

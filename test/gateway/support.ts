@@ -1,8 +1,8 @@
 import { Keypair, Transaction } from '@solana/web3.js'
-import { expect } from 'vitest'
-import { type Hex, type PrivateKeyAccount } from 'viem'
+import type { Hex, PrivateKeyAccount } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
-import type { WalletRpcAction } from '../../src/contract/gateway.js'
+import { expect } from 'vitest'
+import type { PaymentOption, WalletRpcAction } from '../../src/contract/gateway.js'
 import { createTestServer, type TestServer, type TestServerOptions } from '../server/harness.js'
 import { createMerchant, createPayment, headers } from '../server/helpers.js'
 
@@ -79,9 +79,20 @@ export interface GatewayEnv {
   /** The app clock, unix seconds (tests move it with t.advanceTime). */
   nowS(): number
   pay(value?: string, unit?: string, extra?: Record<string, unknown>): Promise<string>
-  gw(method: 'GET' | 'POST', paymentId: string, suffix?: string, body?: unknown, extraHeaders?: Record<string, string>): ReturnType<TestServer['request']>
+  gw(
+    method: 'GET' | 'POST',
+    paymentId: string,
+    suffix?: string,
+    body?: unknown,
+    extraHeaders?: Record<string, string>,
+  ): ReturnType<TestServer['request']>
   /** options -> fetch (when it builds) -> sign every action, in order. */
-  prepare(paymentId: string, buyer: Buyer, pick: (o: any) => boolean, accounts?: string[]): Promise<{ option: any; actions: WalletRpcAction[]; results: string[] }>
+  prepare(
+    paymentId: string,
+    buyer: Buyer,
+    pick: (o: PaymentOption) => boolean,
+    accounts?: string[],
+  ): Promise<{ option: PaymentOption; actions: WalletRpcAction[]; results: string[] }>
 }
 
 export async function createGatewayEnv(options: TestServerOptions = {}): Promise<GatewayEnv> {
@@ -99,7 +110,11 @@ export async function createGatewayEnv(options: TestServerOptions = {}): Promise
     nowS: () => Math.floor(t.app.now().getTime() / 1000),
     async pay(value = '1250', unit = 'iso4217/USD', extra = {}) {
       reference += 1
-      return createPayment(t, apiKey, merchantId, { referenceId: `order-${reference}`, amount: { unit, value }, ...extra })
+      return createPayment(t, apiKey, merchantId, {
+        referenceId: `order-${reference}`,
+        amount: { unit, value },
+        ...extra,
+      })
     },
     gw(method, paymentId, suffix = '', body, extraHeaders = {}) {
       return t.request({
@@ -112,12 +127,18 @@ export async function createGatewayEnv(options: TestServerOptions = {}): Promise
     async prepare(paymentId, buyer, pick, accounts = Object.values(buyer.accounts)) {
       const res = await env.gw('POST', paymentId, '/options', { accounts })
       expect(res.statusCode, res.body).toBe(200)
-      const option = res.json.options.find(pick)
-      expect(option, JSON.stringify(res.json.options.map((o: any) => [o.account, o.amount.unit]))).toBeDefined()
-      let actions: WalletRpcAction[] = option.actions
-      const build = option.actions.find((a: any) => a.type === 'build')
+      const option: PaymentOption = res.json.options.find(pick)
+      expect(
+        option,
+        JSON.stringify(res.json.options.map((o: PaymentOption) => [o.account, o.amount.unit])),
+      ).toBeDefined()
+      let actions = option.actions.filter((a): a is WalletRpcAction => a.type === 'walletRpc')
+      const build = option.actions.find((a) => a.type === 'build')
       if (build) {
-        const fetched = await env.gw('POST', paymentId, '/fetch', { optionId: option.id, data: build.build.data })
+        const fetched = await env.gw('POST', paymentId, '/fetch', {
+          optionId: option.id,
+          data: build.build.data,
+        })
         expect(fetched.statusCode, fetched.body).toBe(200)
         actions = fetched.json.actions
       }
@@ -129,6 +150,13 @@ export async function createGatewayEnv(options: TestServerOptions = {}): Promise
   return env
 }
 
-export const isSolanaOption = (o: any) => o.account.startsWith('solana:') && o.actions.length === 1
-export const isMixedOption = (o: any) => o.account.startsWith('solana:') && o.actions.length === 2
-export const isBaseOption = (o: any) => o.account.startsWith('eip155:8453:')
+export const isSolanaOption = (o: PaymentOption) => o.account.startsWith('solana:') && o.actions.length === 1
+export const isMixedOption = (o: PaymentOption) => o.account.startsWith('solana:') && o.actions.length === 2
+export const isBaseOption = (o: PaymentOption) => o.account.startsWith('eip155:8453:')
+
+/** The opaque data of an option's build action (what fetch is called with). */
+export function buildData(option: PaymentOption): string {
+  const build = option.actions.find((a) => a.type === 'build')
+  if (!build) throw new Error(`option ${option.id} has nothing to build`)
+  return build.build.data
+}

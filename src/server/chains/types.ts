@@ -142,6 +142,11 @@ export interface ChainDriver {
   /** Resolves an option's `build` actions (fetch). Required when `quote` emits `build` actions. */
   build?(ctx: BuildContext, data: string): Promise<BuildResult>
   /**
+   * Whether what an earlier fetch built can still land (e.g. a Solana transaction's blockhash has not
+   * expired). When false, fetch builds again and the new build replaces the stored one. Default: true.
+   */
+  builtUsable?(ctx: BuildContext): Promise<boolean>
+  /**
    * Chain-level checks of the results before any state change (signature valid, bytes identical to
    * what was built). Throw a PayError `params_validation` naming the result index. No side effects.
    */

@@ -9,7 +9,8 @@ import { saveBuilt, toStoredOption, unix } from './store.js'
 
 /**
  * Spec row 21: the option's actions with `build` resolved. Building happens once per quote: a repeated
- * fetch returns the same bytes, so whatever the wallet signs is what confirm compares against.
+ * fetch returns the same bytes, so whatever the wallet signs is what confirm compares against (until
+ * the driver says the build can no longer land; then a fetch builds afresh).
  */
 export async function fetchActions(input: {
   db: Db
@@ -25,12 +26,12 @@ export async function fetchActions(input: {
     throw paramsError('body.data', 'data is not the build data of this option.')
   }
   const ready = signedActions(row)
-  if (ready) return { actions: ready }
+  const context = { payment: driverPayment(payment), option: toStoredOption(row), asset, now: unix(now) }
+  // A stale build (e.g. an expired Solana blockhash) is replaced, so the wallet can sign again.
+  const stale = row.built !== null && driver.builtUsable !== undefined && !(await driver.builtUsable(context))
+  if (ready && !stale) return { actions: ready }
   if (!driver.build) fail('internal_error', `The driver of ${row.chain_id} cannot build actions.`)
-  const built = await driver.build(
-    { payment: driverPayment(payment), option: toStoredOption(row), asset, now: unix(now) },
-    body.data,
-  )
-  const saved = await saveBuilt(db, row.id, built.actions, built.state, now)
+  const built = await driver.build(context, body.data)
+  const saved = await saveBuilt(db, row.id, built.actions, built.state, now, stale ? row.built : null)
   return { actions: saved.built ?? built.actions }
 }

@@ -63,7 +63,8 @@ async function requote(input: OptionsInput, accounts: readonly WalletAccount[]):
   const { registry, payment, now, body } = input
   const ids = body.refresh ?? []
   const rows = await findOptions(input.db, payment.id, ids)
-  const unknown = ids.findIndex((id) => !rows.some((r) => r.id === id))
+  const known = new Set(rows.map((r) => r.id))
+  const unknown = ids.findIndex((id) => !known.has(id))
   if (unknown !== -1)
     throw paramsError(`body.refresh.${unknown}`, `Unknown option ${ids[unknown]} for this payment.`)
   const out: PaymentOption[] = []

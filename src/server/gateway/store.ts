@@ -1,3 +1,4 @@
+import { sql } from 'kysely'
 import type { Action, WalletRpcAction } from '../../contract/gateway.js'
 import type { JsonValue, StoredOption } from '../chains/types.js'
 import { randomBase62 } from '../ids.js'
@@ -117,7 +118,8 @@ export async function findOptions(
 
 /**
  * Stores what fetch built, unless a concurrent fetch stored it first; returns what is stored, so every
- * caller hands the wallet the same bytes confirm will compare against.
+ * caller hands the wallet the same bytes confirm will compare against. `replacing` is the stale build
+ * a rebuild replaces (compare-and-set, so two fetches racing on a stale build store one result).
  */
 export async function saveBuilt(
   db: Db,
@@ -125,6 +127,7 @@ export async function saveBuilt(
   built: WalletRpcAction[],
   state: JsonValue | undefined,
   now: Date,
+  replacing: WalletRpcAction[] | null = null,
 ): Promise<PaymentOptionRow> {
   const updated = await db
     .updateTable('payment_options')
@@ -134,7 +137,11 @@ export async function saveBuilt(
       updated_at: now,
     })
     .where('id', '=', optionId)
-    .where('built', 'is', null)
+    .where((eb) =>
+      replacing === null
+        ? eb('built', 'is', null)
+        : eb(sql`built`, '=', sql`${JSON.stringify(replacing)}::jsonb`),
+    )
     .returningAll()
     .executeTakeFirst()
   return (

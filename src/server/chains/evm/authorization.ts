@@ -30,7 +30,9 @@ export type AuthorizationJson = Omit<Authorization, 'value' | 'validAfter' | 'va
  * otherwise (anyone may submit it).
  */
 export function authorizationKind(relayer: Address, payee: Address): AuthorizationKind {
-  return relayer.toLowerCase() === payee.toLowerCase() ? 'ReceiveWithAuthorization' : 'TransferWithAuthorization'
+  return relayer.toLowerCase() === payee.toLowerCase()
+    ? 'ReceiveWithAuthorization'
+    : 'TransferWithAuthorization'
 }
 
 const authorizationFields = [
@@ -55,7 +57,12 @@ export function authorizationTypedData(a: Authorization) {
       [a.kind]: authorizationFields,
     },
     primaryType: a.kind,
-    domain: { name: a.domain.name, version: a.domain.version, chainId: a.chainId, verifyingContract: a.token },
+    domain: {
+      name: a.domain.name,
+      version: a.domain.version,
+      chainId: a.chainId,
+      verifyingContract: a.token,
+    },
     message: {
       from: a.from,
       to: a.to,
@@ -83,7 +90,8 @@ export function authorizationFromParams(params: string): Authorization {
   if (!isAddress(domain.verifyingContract) || !isAddress(message.from) || !isAddress(message.to)) {
     throw new Error('Authorization addresses are malformed.')
   }
-  if (!isHex(message.nonce) || message.nonce.length !== 66) throw new Error('Authorization nonce is malformed.')
+  if (!isHex(message.nonce) || message.nonce.length !== 66)
+    throw new Error('Authorization nonce is malformed.')
   return {
     kind,
     chainId: Number(domain.chainId),
@@ -103,7 +111,12 @@ export async function isSignedByPayer(a: Authorization, signature: Hex): Promise
   try {
     return await verifyTypedData({
       address: a.from,
-      domain: { name: a.domain.name, version: a.domain.version, chainId: a.chainId, verifyingContract: a.token },
+      domain: {
+        name: a.domain.name,
+        version: a.domain.version,
+        chainId: a.chainId,
+        verifyingContract: a.token,
+      },
       types: { [a.kind]: authorizationFields },
       primaryType: a.kind,
       message: {
@@ -123,9 +136,19 @@ export async function isSignedByPayer(a: Authorization, signature: Hex): Promise
 }
 
 export function authorizationToJson(a: Authorization): AuthorizationJson {
-  return { ...a, value: a.value.toString(), validAfter: a.validAfter.toString(), validBefore: a.validBefore.toString() }
+  return {
+    ...a,
+    value: a.value.toString(),
+    validAfter: a.validAfter.toString(),
+    validBefore: a.validBefore.toString(),
+  }
 }
 
 export function authorizationFromJson(a: AuthorizationJson): Authorization {
-  return { ...a, value: BigInt(a.value), validAfter: BigInt(a.validAfter), validBefore: BigInt(a.validBefore) }
+  return {
+    ...a,
+    value: BigInt(a.value),
+    validAfter: BigInt(a.validAfter),
+    validBefore: BigInt(a.validBefore),
+  }
 }

@@ -59,7 +59,9 @@ export function createEvmChain(options: EvmChainOptions): EvmChain {
   const { caip2, chain: config, log } = options
   const chainId = Number(parseChainId(caip2).reference)
   if (!isHex(config.signerKey) || config.signerKey.length !== 66) {
-    throw new Error(`Invalid configuration:\n  chains.${caip2}.signerKey: expected a 0x-prefixed 32-byte private key`)
+    throw new Error(
+      `Invalid configuration:\n  chains.${caip2}.signerKey: expected a 0x-prefixed 32-byte private key`,
+    )
   }
   const executor = privateKeyToAccount(config.signerKey as Hex)
   const viemChain = defineChain({

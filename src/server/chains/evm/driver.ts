@@ -2,7 +2,12 @@ import { type Address, getAddress, type Hash, type Hex } from 'viem'
 import { paramsError } from '../../gateway/errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
 import type { ChainDriver, ConfirmContext, ConfirmOutcome } from '../types.js'
-import { type Authorization, authorizationFromParams, authorizationToJson, isSignedByPayer } from './authorization.js'
+import {
+  type Authorization,
+  authorizationFromParams,
+  authorizationToJson,
+  isSignedByPayer,
+} from './authorization.js'
 import type { EvmChain } from './chain.js'
 import { evmJobKinds, type RelayPayload, type VerifyTransferPayload } from './outcome.js'
 import { type QuoteSettings, quoteEvm } from './quote.js'
@@ -79,7 +84,10 @@ export function createEvmDriver(chain: EvmChain, settings: QuoteSettings): Chain
 }
 
 /** The authorization as offered (stored by the gateway with the option) and the index of its action. */
-function offeredAuthorization(chain: EvmChain, ctx: ConfirmContext): { index: number; authorization: Authorization } {
+function offeredAuthorization(
+  chain: EvmChain,
+  ctx: ConfirmContext,
+): { index: number; authorization: Authorization } {
   const index = ctx.option.actions.findIndex(
     (a) => a.type === 'walletRpc' && a.walletRpc.method === 'eth_signTypedData_v4',
   )
@@ -101,7 +109,10 @@ function submittedHash(ctx: ConfirmContext): { index: number; hash: Hash } {
   const index = ctx.actions.findIndex((a) => a.walletRpc.method === 'eth_sendTransaction')
   const result = ctx.results[index]
   if (index === -1 || result === undefined || !hash32.test(result)) {
-    throw paramsError(`results.${Math.max(index, 0)}`, 'expected the 32-byte hash of the transfer transaction')
+    throw paramsError(
+      `results.${Math.max(index, 0)}`,
+      'expected the 32-byte hash of the transfer transaction',
+    )
   }
   return { index, hash: result.toLowerCase() as Hash }
 }

@@ -26,7 +26,11 @@ export interface QuoteSettings {
  * `transfer` (direct): the buyer sends an ERC-20 transfer straight to the merchant's settlement
  * destination, so it is offered only when the merchant has one for this asset.
  */
-export async function quoteEvm(chain: EvmChain, settings: QuoteSettings, ctx: QuoteContext): Promise<OptionDraft[]> {
+export async function quoteEvm(
+  chain: EvmChain,
+  settings: QuoteSettings,
+  ctx: QuoteContext,
+): Promise<OptionDraft[]> {
   const asset = chain.asset(ctx.asset.id)
   if (!asset || !isAddress(ctx.account.address, { strict: false })) return []
   const buyer = getAddress(ctx.account.address)
@@ -45,7 +49,12 @@ export async function quoteEvm(chain: EvmChain, settings: QuoteSettings, ctx: Qu
   return drafts
 }
 
-async function balanceOf(chain: EvmChain, log: JobLogger, asset: EvmAsset, owner: Address): Promise<bigint | undefined> {
+async function balanceOf(
+  chain: EvmChain,
+  log: JobLogger,
+  asset: EvmAsset,
+  owner: Address,
+): Promise<bigint | undefined> {
   try {
     return await chain.publicClient.readContract({
       address: asset.token,
@@ -142,6 +151,7 @@ export async function merchantDestination(
   const settlement = await settlementFor(db, merchantId, asset.id)
   if (!settlement) return undefined
   const account = parseAccountId(settlement.destination)
-  if (!sameCaip(account.chainId, chain.caip2) || !isAddress(account.address, { strict: false })) return undefined
+  if (!sameCaip(account.chainId, chain.caip2) || !isAddress(account.address, { strict: false }))
+    return undefined
   return getAddress(account.address)
 }

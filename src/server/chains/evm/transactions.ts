@@ -4,8 +4,8 @@ import {
   type Hash,
   type Hex,
   keccak256,
-  type TransactionReceipt,
   TransactionNotFoundError,
+  type TransactionReceipt,
   TransactionReceiptNotFoundError,
 } from 'viem'
 import type { Db } from '../../store/db.js'
@@ -46,7 +46,10 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
       .execute()
     for (const row of prior) {
       if ((await chainState(chain, row.hash as Hash)) !== 'unknown') return { hash: row.hash as Hash, row }
-      const used = await chain.publicClient.getTransactionCount({ address: chain.executor.address, blockTag: 'latest' })
+      const used = await chain.publicClient.getTransactionCount({
+        address: chain.executor.address,
+        blockTag: 'latest',
+      })
       if (BigInt(row.nonce) >= BigInt(used)) {
         await broadcast(chain, row.raw as Hex)
         return { hash: row.hash as Hash, row }

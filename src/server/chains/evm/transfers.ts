@@ -1,4 +1,10 @@
-import { type Address, BaseError, ContractFunctionRevertedError, parseEventLogs, type TransactionReceipt } from 'viem'
+import {
+  type Address,
+  BaseError,
+  ContractFunctionRevertedError,
+  parseEventLogs,
+  type TransactionReceipt,
+} from 'viem'
 import { eip3009Abi } from './abi.js'
 
 export interface ExpectedTransfer {
@@ -14,7 +20,12 @@ export interface ExpectedTransfer {
  */
 export function hasTransfer(receipt: TransactionReceipt, expected: ExpectedTransfer): boolean {
   if (receipt.status !== 'success') return false
-  const transfers = parseEventLogs({ abi: eip3009Abi, eventName: 'Transfer', logs: receipt.logs, strict: true })
+  const transfers = parseEventLogs({
+    abi: eip3009Abi,
+    eventName: 'Transfer',
+    logs: receipt.logs,
+    strict: true,
+  })
   return transfers.some(
     (log) =>
       same(log.address, expected.token) &&

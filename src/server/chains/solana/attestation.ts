@@ -15,7 +15,10 @@ export interface AttestationState {
  * option's state (options get their ids after quoting), the amount and both accounts, so a signature
  * from one option or payment is worth nothing for another.
  */
-export function attestation(ctx: QuoteContext, evm: WalletAccount): { action: WalletRpcAction; state: AttestationState } {
+export function attestation(
+  ctx: QuoteContext,
+  evm: WalletAccount,
+): { action: WalletRpcAction; state: AttestationState } {
   const message = [
     `caipay payment ${ctx.payment.id}`,
     `Option nonce ${randomBytes(16).toString('hex')}`,

@@ -45,13 +45,17 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
   async function loadMint(asset: AssetConfig): Promise<MintInfo> {
     const mint = mintOf(asset)
     const account = await connection.getAccountInfo(mint)
-    if (!account) throw new Error(`Mint ${mint.toBase58()} of ${asset.id} does not exist on ${options.caip2}.`)
+    if (!account)
+      throw new Error(`Mint ${mint.toBase58()} of ${asset.id} does not exist on ${options.caip2}.`)
     const programId = [TOKEN_PROGRAM_ID, TOKEN_2022_PROGRAM_ID].find((p) => p.equals(account.owner))
-    if (!programId) throw new Error(`${mint.toBase58()} is not a token mint (owner ${account.owner.toBase58()}).`)
+    if (!programId)
+      throw new Error(`${mint.toBase58()} is not a token mint (owner ${account.owner.toBase58()}).`)
     const { decimals } = unpackMint(mint, account, programId)
     // transferChecked would refuse every payment anyway; say why once, at the first quote.
     if (decimals !== asset.decimals) {
-      throw new Error(`${asset.id} has ${decimals} decimals on chain; the configuration says ${asset.decimals}.`)
+      throw new Error(
+        `${asset.id} has ${decimals} decimals on chain; the configuration says ${asset.decimals}.`,
+      )
     }
     return { mint, programId, decimals }
   }

@@ -13,6 +13,7 @@ import type {
   ChainDriver,
   ConfirmContext,
   ConfirmOutcome,
+  JsonValue,
   OptionDraft,
   QuoteContext,
 } from '../types.js'
@@ -107,13 +108,15 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
         actions.push(action)
         continue
       }
-      if (action.build.data !== data) throw paramsError('body.data', 'data is not the build data of this option.')
+      if (action.build.data !== data)
+        throw paramsError('body.data', 'data is not the build data of this option.')
       const transfer = await buildTransfer({
         chain,
         mint,
         owner,
         recipient: service.publicKey,
         amount: ctx.option.tokenAmount,
+        memo: `caipay:${ctx.payment.id}:${ctx.option.id}`,
       })
       built.push({
         index: actions.length,
@@ -121,7 +124,10 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
         blockhash: transfer.blockhash,
         lastValidBlockHeight: transfer.lastValidBlockHeight,
       })
-      const unsigned = transfer.transaction.serialize({ requireAllSignatures: false, verifySignatures: false })
+      const unsigned = transfer.transaction.serialize({
+        requireAllSignatures: false,
+        verifySignatures: false,
+      })
       actions.push({
         type: 'walletRpc',
         walletRpc: {
@@ -131,7 +137,10 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
         },
       })
     }
-    const state: SolanaOptionState = { ...(previous.attestation ? { attestation: previous.attestation } : {}), built }
+    const state: SolanaOptionState = {
+      ...(previous.attestation ? { attestation: previous.attestation } : {}),
+      built,
+    }
     return { actions, state: { ...state } as BuildResult['state'] & object }
   }
 

@@ -73,7 +73,8 @@ export async function landTransaction(input: {
         const last = await statusOf(chain, tx.signature)
         if (last?.err) return decided({ kind: 'failed', error: JSON.stringify(last.err) })
         if (last && isConfirmed(last)) return decided({ kind: 'landed' })
-        if (last === null) return decided({ kind: 'dropped', error: lastError ?? 'blockhash expired before it landed' })
+        if (last === null)
+          return decided({ kind: 'dropped', error: lastError ?? 'blockhash expired before it landed' })
       }
       if (valid === true && (lastSend ?? 0) + resendEveryMs <= Date.now()) await send()
     }
@@ -89,7 +90,9 @@ function isConfirmed(status: SignatureStatus): boolean {
 /** The chain's word on a signature; undefined while the RPC is unreachable (then we just ask again). */
 async function statusOf(chain: SolanaChain, signature: string): Promise<SignatureStatus | null | undefined> {
   try {
-    const { value } = await chain.connection.getSignatureStatuses([signature], { searchTransactionHistory: true })
+    const { value } = await chain.connection.getSignatureStatuses([signature], {
+      searchTransactionHistory: true,
+    })
     return value[0] ?? null
   } catch {
     return undefined

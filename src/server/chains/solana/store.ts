@@ -49,8 +49,22 @@ export async function latestTransaction(
     .executeTakeFirst()
 }
 
+export async function countTransactions(db: Db, paymentId: string, purpose: SolanaTxPurpose): Promise<number> {
+  const row = await db
+    .selectFrom('solana_transactions')
+    .select((eb) => eb.fn.countAll<string>().as('count'))
+    .where('payment_id', '=', paymentId)
+    .where('purpose', '=', purpose)
+    .executeTakeFirstOrThrow()
+  return Number(row.count)
+}
+
 export async function findTransaction(db: Db, signature: string): Promise<SolanaTransactionRow | undefined> {
-  return db.selectFrom('solana_transactions').selectAll().where('signature', '=', signature).executeTakeFirst()
+  return db
+    .selectFrom('solana_transactions')
+    .selectAll()
+    .where('signature', '=', signature)
+    .executeTakeFirst()
 }
 
 export async function markSent(db: Db, signature: string, now: Date): Promise<void> {

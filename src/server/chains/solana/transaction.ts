@@ -4,7 +4,7 @@ import {
   createTransferCheckedInstruction,
   getAssociatedTokenAddressSync,
 } from '@solana/spl-token'
-import { type Keypair, PublicKey, Transaction } from '@solana/web3.js'
+import { type Keypair, PublicKey, Transaction, TransactionInstruction } from '@solana/web3.js'
 import type { MintInfo, SolanaChain } from './chain.js'
 import { encodeBase58 } from './keys.js'
 
@@ -18,11 +18,17 @@ export interface BuiltTransfer {
   lastValidBlockHeight: number
 }
 
+const memoProgramId = new PublicKey('MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr')
+
 /**
  * An SPL `transferChecked` of `amount` from `owner`'s associated token account to `recipient`'s,
- * creating the recipient's account first (idempotently) when it does not exist yet. The service pays
- * the fee and signs; `owner` signs too unless it is the service itself. The blockhash is asked for
- * explicitly so the caller knows until when the transaction can land.
+ * creating the recipient's account first (idempotently) when it does not exist yet, plus a memo. The
+ * service pays the fee and signs. The blockhash is asked for explicitly so the caller knows until when
+ * the transaction can land.
+ *
+ * The memo must be unique per transaction the service means to land: two transfers of the same amount
+ * between the same accounts under one blockhash would otherwise be the same bytes, the same signature,
+ * and the second would be taken for the first ("already processed") while moving nothing.
  */
 export async function buildTransfer(input: {
   chain: SolanaChain
@@ -30,6 +36,7 @@ export async function buildTransfer(input: {
   owner: PublicKey
   recipient: PublicKey
   amount: bigint
+  memo: string
   signers?: readonly Keypair[]
 }): Promise<BuiltTransfer> {
   const { chain, mint, owner, recipient, amount } = input
@@ -57,8 +64,18 @@ export async function buildTransfer(input: {
     )
   }
   transaction.add(
-    createTransferCheckedInstruction(source, mint.mint, destination, owner, amount, mint.decimals, [], mint.programId),
+    createTransferCheckedInstruction(
+      source,
+      mint.mint,
+      destination,
+      owner,
+      amount,
+      mint.decimals,
+      [],
+      mint.programId,
+    ),
   )
+  transaction.add(new TransactionInstruction({ programId: memoProgramId, keys: [], data: Buffer.from(input.memo) }))
   transaction.partialSign(service, ...(input.signers ?? []))
   const signature = transaction.signatures[0]?.signature
   if (!signature) throw new Error('The service did not sign its own transaction.')
@@ -75,7 +92,11 @@ export async function buildTransfer(input: {
 export function validSignature(signer: string, message: Uint8Array, signature: Uint8Array | null): boolean {
   if (!signature || signature.length !== 64) return false
   const key = createPublicKey({
-    key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(new PublicKey(signer).toBytes()).toString('base64url') },
+    key: {
+      kty: 'OKP',
+      crv: 'Ed25519',
+      x: Buffer.from(new PublicKey(signer).toBytes()).toString('base64url'),
+    },
     format: 'jwk',
   })
   return verify(null, message, key, signature)

@@ -1,0 +1,83 @@
+/** Live payments on EVM chains: drivers for the gateway and the jobs that execute them. */
+import type { ServerConfig } from '../../config.js'
+import { configuredAssets } from '../../gateway/drivers.js'
+import type { JobHandler, JobLogger } from '../../jobs/runner.js'
+import type { Db } from '../../store/db.js'
+import type { ChainDriver } from '../types.js'
+import { createEvmChain, type EvmChain } from './chain.js'
+import { createEvmDriver } from './driver.js'
+import { evmJobKinds } from './outcome.js'
+import { relayJob } from './relay.js'
+import { settleJob } from './settle.js'
+import { verifyTransferJob } from './verifyTransfer.js'
+import './schema.js'
+
+export type { EvmChain } from './chain.js'
+export { evmJobKinds } from './outcome.js'
+export { submitRelay } from './relay.js'
+
+export interface EvmRuntimeOptions {
+  config: ServerConfig
+  db: Db
+  log?: JobLogger
+  /** Receipt polling, ms (default 1000; a local node mines at once, use less). */
+  pollingIntervalMs?: number
+  /** How long one job run waits for a receipt before handing the job back (default 30 s). */
+  receiptTimeoutMs?: number
+  /** Seconds an authorization outlives its quote, for the relay to land it (default 600). */
+  relayWindowS?: number
+  /** A direct-payment hash the node never saw fails after this long (default 10 min). */
+  missingTransactionGraceMs?: number
+  /** Expected seconds from confirm to a final status, shown to buyers (default 10). */
+  etaS?: number
+}
+
+export interface EvmRuntime {
+  chains: readonly EvmChain[]
+  /** One per configured `eip155:*` chain, for live mode. */
+  drivers: readonly ChainDriver[]
+  /** By job kind, for the job runner. */
+  jobHandlers: Record<string, JobHandler>
+}
+
+const silent: JobLogger = { info() {}, warn() {}, error() {} }
+
+/** Builds the EVM chains of `config.chains` (none configured: an empty runtime). */
+export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
+  const log = options.log ?? silent
+  const assets = configuredAssets(options.config)
+  const chains = Object.entries(options.config.chains)
+    .filter(([caip2]) => caip2.startsWith('eip155:'))
+    .map(([caip2, chain]) =>
+      createEvmChain({
+        caip2,
+        chain,
+        assets: assets[caip2] ?? [],
+        log,
+        ...(options.pollingIntervalMs !== undefined ? { pollingIntervalMs: options.pollingIntervalMs } : {}),
+      }),
+    )
+  const quoteSettings = {
+    db: options.db,
+    log,
+    etaS: options.etaS ?? 10,
+    relayWindowS: options.relayWindowS ?? 600,
+    clockSkewS: 120,
+  }
+  const jobSettings = {
+    chains: new Map(chains.map((c) => [c.caip2, c])),
+    receiptTimeoutMs: options.receiptTimeoutMs ?? 30_000,
+  }
+  return {
+    chains,
+    drivers: chains.map((chain) => createEvmDriver(chain, quoteSettings)),
+    jobHandlers: {
+      [evmJobKinds.relay]: relayJob(jobSettings),
+      [evmJobKinds.verifyTransfer]: verifyTransferJob({
+        ...jobSettings,
+        missingTransactionGraceMs: options.missingTransactionGraceMs ?? 10 * 60_000,
+      }),
+      [evmJobKinds.settle]: settleJob(jobSettings),
+    },
+  }
+}

@@ -1,0 +1,189 @@
+import { encodeFunctionData, type Hash, type TransactionReceipt } from 'viem'
+import { enqueueJob } from '../../jobs/queue.js'
+import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
+import { transitionPayment } from '../../payments/lifecycle.js'
+import { type Db, inTransaction } from '../../store/db.js'
+import type { JobRow, PaymentRow } from '../../store/schema.js'
+import { eip3009Abi } from './abi.js'
+import { type Authorization, authorizationFromJson } from './authorization.js'
+import type { EvmChain } from './chain.js'
+import {
+  evmJobKinds,
+  failPayment,
+  ignoreInvalidState,
+  loadPayment,
+  type RelayPayload,
+  type SettlePayload,
+} from './outcome.js'
+import { merchantDestination } from './quote.js'
+import { hasSentTransaction, sendOnce, setTxStatus, waitForReceipt } from './transactions.js'
+import { hasTransfer, revertReason } from './transfers.js'
+
+/** The token refused the authorization (used nonce, expired, bad signature, balance short): final. */
+class AuthorizationRefused extends Error {}
+
+export interface JobSettings {
+  chains: ReadonlyMap<string, EvmChain>
+  /** How long one run waits for a receipt before handing the job back (RetryLater). */
+  receiptTimeoutMs: number
+}
+
+export function chainOf(settings: JobSettings, caip2: string): EvmChain {
+  const chain = settings.chains.get(caip2)
+  // Configuration changed under a queued job: retry (an operator may put the chain back), then give up.
+  if (!chain) throw new Error(`Chain ${caip2} is not configured on this server.`)
+  return chain
+}
+
+/**
+ * Gasless payments: submits the buyer's authorization from the executor, waits for the receipt, checks the
+ * Transfer log, and finishes the payment (then queues the settlement). Exactly once: see sendOnce.
+ */
+export function relayJob(settings: JobSettings): JobHandler {
+  return {
+    async run(job, ctx) {
+      const payload = job.payload as RelayPayload
+      const chain = chainOf(settings, payload.chain)
+      const payment = await loadPayment(ctx.db, job.payment_id)
+      if (payment.status !== 'processing') return { skipped: payment.status }
+      const authorization = authorizationFromJson(payload.authorization)
+      let hash: Hash
+      try {
+        hash = await submitRelay(ctx.db, chain, job.payment_id, authorization, payload.signature)
+      } catch (error) {
+        if (error instanceof AuthorizationRefused) {
+          return failPayment(ctx.db, ctx.log, job.payment_id, 'authorization_rejected', error.message)
+        }
+        // Once a transaction may be out there, never give up on learning its fate.
+        if (await hasSentTransaction(ctx.db, job.payment_id, 'relay')) throw new RetryLater(String(error))
+        throw error
+      }
+      ctx.log.info({ paymentId: job.payment_id, hash }, 'Relayed EIP-3009 authorization')
+      const receipt = await waitForReceipt(chain, hash, {
+        timeoutMs: settings.receiptTimeoutMs,
+        signal: ctx.signal,
+      })
+      if (!receipt) throw new RetryLater(`Relay transaction ${hash} has no receipt yet.`)
+      return finishRelay(ctx, chain, job, payment, payload, authorization, receipt)
+    },
+    async onGiveUp(job, error, ctx) {
+      await failPayment(
+        ctx.db,
+        ctx.log,
+        job.payment_id,
+        'chain_unavailable',
+        `Relay never reached the chain: ${String(error)}`,
+      )
+    },
+  }
+}
+
+/** The relay step alone: records and broadcasts (or finds) the relay transaction; returns its hash. */
+export async function submitRelay(
+  db: Db,
+  chain: EvmChain,
+  paymentId: string,
+  authorization: Authorization,
+  signature: `0x${string}`,
+): Promise<Hash> {
+  const functionName =
+    authorization.kind === 'ReceiveWithAuthorization'
+      ? 'receiveWithAuthorization'
+      : 'transferWithAuthorization'
+  const args = [
+    authorization.from,
+    authorization.to,
+    authorization.value,
+    authorization.validAfter,
+    authorization.validBefore,
+    authorization.nonce,
+    signature,
+  ] as const
+  const { hash } = await sendOnce({
+    db,
+    chain,
+    paymentId,
+    purpose: 'relay',
+    to: authorization.token,
+    data: encodeFunctionData({ abi: eip3009Abi, functionName, args }),
+    // The token's verdict before gas is spent: a used or expired authorization is refused by name.
+    async beforeSign() {
+      try {
+        await chain.publicClient.simulateContract({
+          account: chain.executor,
+          address: authorization.token,
+          abi: eip3009Abi,
+          functionName,
+          args,
+        })
+      } catch (error) {
+        const reason = revertReason(error)
+        if (reason) throw new AuthorizationRefused(`The token refused the authorization: ${reason}`)
+        throw error
+      }
+    },
+  })
+  return hash
+}
+
+async function finishRelay(
+  ctx: JobRunContext,
+  chain: EvmChain,
+  job: JobRow,
+  payment: PaymentRow,
+  payload: RelayPayload,
+  authorization: Authorization,
+  receipt: TransactionReceipt,
+) {
+  const hash = receipt.transactionHash
+  await setTxStatus(ctx.db, hash, receipt.status === 'success' ? 'succeeded' : 'reverted')
+  if (receipt.status !== 'success') {
+    return failPayment(
+      ctx.db,
+      ctx.log,
+      job.payment_id,
+      'relay_reverted',
+      `Relay transaction ${hash} reverted.`,
+    )
+  }
+  const expected = {
+    token: authorization.token,
+    from: authorization.from,
+    to: authorization.to,
+    value: authorization.value,
+  }
+  if (!hasTransfer(receipt, expected)) {
+    return failPayment(
+      ctx.db,
+      ctx.log,
+      job.payment_id,
+      'transfer_missing',
+      `Relay ${hash} moved no matching Transfer.`,
+    )
+  }
+  const asset = chain.asset(payload.asset)
+  await inTransaction(ctx.db, async (trx) => {
+    const destination = asset && (await merchantDestination(trx, chain, payment.merchant_id, asset))
+    const fee = asset ? (authorization.value * BigInt(asset.settlementFeeBps)) / 10_000n : 0n
+    const amount = authorization.value - fee
+    const settles = destination !== undefined && amount > 0n
+    const done = await ignoreInvalidState(
+      transitionPayment(trx, {
+        paymentId: job.payment_id,
+        from: 'processing',
+        to: 'succeeded',
+        set: { tx_id: hash, ...(settles ? { settlement_status: 'pending' as const } : {}) },
+      }),
+    )
+    if (!done || !settles || !destination) return
+    const settle: SettlePayload = {
+      chain: chain.caip2,
+      asset: payload.asset,
+      destination,
+      amount: amount.toString(),
+    }
+    await enqueueJob(trx, { kind: evmJobKinds.settle, paymentId: job.payment_id, payload: settle })
+  })
+  ctx.log.info({ paymentId: job.payment_id, hash }, 'Live EVM payment succeeded')
+  return { hash }
+}

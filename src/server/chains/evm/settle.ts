@@ -1,0 +1,87 @@
+import { encodeFunctionData } from 'viem'
+import { type JobHandler, RetryLater } from '../../jobs/runner.js'
+import { eip3009Abi } from './abi.js'
+import { loadPayment, type SettlePayload } from './outcome.js'
+import { chainOf, type JobSettings } from './relay.js'
+import { sendOnce, setTxStatus, waitForReceipt } from './transactions.js'
+import { hasTransfer, revertReason } from './transfers.js'
+
+/**
+ * After a gasless payment: transfers the collected amount (less the configured fee) from the collection
+ * address to the merchant's settlement destination, exactly once (sendOnce), and records the transaction
+ * as the payment's settlement. A reverted settlement is retried with a new transaction; giving up leaves
+ * the settlement pending (the funds stay collected) for an operator.
+ */
+export function settleJob(settings: JobSettings): JobHandler {
+  return {
+    maxAttempts: 10,
+    async run(job, ctx) {
+      const payload = job.payload as SettlePayload
+      const chain = chainOf(settings, payload.chain)
+      const asset = chain.asset(payload.asset)
+      if (!asset) throw new Error(`Asset ${payload.asset} is not configured on ${payload.chain}.`)
+      const payment = await loadPayment(ctx.db, job.payment_id)
+      if (payment.settlement_status !== 'pending') return { skipped: payment.settlement_status }
+      const args = [payload.destination, BigInt(payload.amount)] as const
+      const { hash } = await sendOnce({
+        db: ctx.db,
+        chain,
+        paymentId: job.payment_id,
+        purpose: 'settle',
+        to: asset.token,
+        data: encodeFunctionData({ abi: eip3009Abi, functionName: 'transfer', args }),
+        async beforeSign() {
+          try {
+            await chain.publicClient.simulateContract({
+              account: chain.executor,
+              address: asset.token,
+              abi: eip3009Abi,
+              functionName: 'transfer',
+              args,
+            })
+          } catch (error) {
+            const reason = revertReason(error)
+            throw reason ? new Error(`The token refused the settlement transfer: ${reason}`) : error
+          }
+        },
+      })
+      const receipt = await waitForReceipt(chain, hash, {
+        timeoutMs: settings.receiptTimeoutMs,
+        signal: ctx.signal,
+      })
+      if (!receipt) throw new RetryLater(`Settlement transaction ${hash} has no receipt yet.`)
+      const expected = {
+        token: asset.token,
+        from: chain.executor.address,
+        to: payload.destination,
+        value: args[1],
+      }
+      if (!hasTransfer(receipt, expected)) {
+        await setTxStatus(ctx.db, hash, 'reverted')
+        throw new Error(
+          `Settlement transaction ${hash} did not transfer the amount; retrying with a new one.`,
+        )
+      }
+      await setTxStatus(ctx.db, hash, 'succeeded')
+      await ctx.db
+        .updateTable('payments')
+        .set({
+          settlement_status: 'succeeded',
+          settlement_tx_id: hash,
+          settlement_unit: `caip19/${asset.id}`,
+          updated_at: new Date(),
+        })
+        .where('id', '=', job.payment_id)
+        .where('settlement_status', '=', 'pending')
+        .execute()
+      ctx.log.info({ paymentId: job.payment_id, hash, amount: payload.amount }, 'Settled live EVM payment')
+      return { hash }
+    },
+    async onGiveUp(job, error, ctx) {
+      ctx.log.error(
+        { paymentId: job.payment_id, error: String(error) },
+        'Settlement gave up; the funds stay at the collection address and the settlement stays pending',
+      )
+    },
+  }
+}

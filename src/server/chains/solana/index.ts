@@ -1,0 +1,74 @@
+/** Live payments on Solana clusters: drivers for the gateway and the jobs that execute them. */
+import type { ServerConfig } from '../../config.js'
+import { configuredAssets } from '../../gateway/drivers.js'
+import type { JobHandler, JobLogger } from '../../jobs/runner.js'
+import type { ChainDriver } from '../types.js'
+import { createSolanaChain, type SolanaChain } from './chain.js'
+import { createSolanaDriver } from './driver.js'
+import { solanaJobHandlers } from './jobs.js'
+import { parseSolanaSecretKey } from './keys.js'
+import './schema.js'
+
+export type { SolanaChain } from './chain.js'
+export { solanaJobKinds } from './jobKinds.js'
+export { solanaFailureCode } from './jobs.js'
+export { encodeBase58, parseSolanaSecretKey } from './keys.js'
+
+export interface SolanaRuntimeOptions {
+  config: ServerConfig
+  log?: JobLogger
+  /** Status polling while a transaction confirms, ms (default 200). */
+  pollMs?: number
+  /** How long one job run waits for confirmation before handing the job back (default 30 s). */
+  confirmTimeoutMs?: number
+  /** Expected seconds from confirm to a final status, shown to buyers (default 2). */
+  etaS?: number
+}
+
+export interface SolanaRuntime {
+  chains: readonly SolanaChain[]
+  /** One per configured `solana:*` chain, for live mode. */
+  drivers: readonly ChainDriver[]
+  /** By job kind, for the job runner. */
+  jobHandlers: Record<string, JobHandler>
+}
+
+/** Builds the Solana chains of `config.chains` (none configured: an empty runtime). */
+export function createSolanaRuntime(options: SolanaRuntimeOptions): SolanaRuntime {
+  const assets = configuredAssets(options.config)
+  const chains = Object.entries(options.config.chains)
+    .filter(([caip2]) => caip2.startsWith('solana:'))
+    .map(([caip2, chain]) => {
+      let service: ReturnType<typeof parseSolanaSecretKey>
+      try {
+        service = parseSolanaSecretKey(chain.signerKey)
+      } catch (error) {
+        throw new Error(`Invalid configuration:\n  chains.${caip2}.signerKey: ${(error as Error).message}`)
+      }
+      return createSolanaChain({
+        caip2,
+        rpcUrl: chain.rpcUrl,
+        service,
+        assets: assets[caip2] ?? [],
+        ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
+        ...(options.confirmTimeoutMs !== undefined ? { confirmTimeoutMs: options.confirmTimeoutMs } : {}),
+      })
+    })
+  const log = options.log
+  return {
+    chains,
+    drivers: chains.map((chain) =>
+      createSolanaDriver({
+        chain,
+        ...(options.etaS !== undefined ? { etaS: options.etaS } : {}),
+        ...(log
+          ? {
+              onQuoteError: (error, context) =>
+                log.warn({ ...context, chain: chain.caip2, error: String(error) }, 'Solana quote failed'),
+            }
+          : {}),
+      }),
+    ),
+    jobHandlers: solanaJobHandlers(chains),
+  }
+}

@@ -1,0 +1,69 @@
+import path from 'node:path'
+import type { Browser } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createBuyer, isBaseOption } from '../gateway/support.js'
+import { type BrowserEnv, launchChromium, startBrowserEnv, updateScreenshots } from './support.js'
+
+let env: BrowserEnv
+let browser: Browser
+beforeAll(async () => {
+  ;[env, browser] = await Promise.all([startBrowserEnv(), launchChromium()])
+})
+afterAll(async () => {
+  await browser?.close()
+  await env?.close()
+})
+
+describe('checkout page in real Chromium', () => {
+  it('shows merchant, amount and QR on a phone, then turns to Paid when the wallet confirms', async () => {
+    const created = await env.t.request({
+      method: 'POST',
+      url: '/v1/payments',
+      headers: { 'api-key': env.apiKey, 'merchant-id': env.merchantId },
+      payload: { referenceId: 'order-checkout', amount: { unit: 'iso4217/USD', value: '4250' } },
+    })
+    const { paymentId, gatewayUrl } = created.json
+    expect(gatewayUrl).toBe(`${env.baseUrl}/pay/${paymentId}`)
+
+    const page = await browser.newPage({
+      viewport: { width: 390, height: 844 },
+      deviceScaleFactor: 2,
+      isMobile: true,
+    })
+    await page.goto(gatewayUrl)
+    expect(await page.locator('#merchant').textContent()).toBe('Coffee Shop')
+    expect(await page.locator('#amount').textContent()).toBe('$42.50')
+    expect(await page.locator('#status').getAttribute('data-status')).toBe('requires_action')
+    expect(await page.locator('#qr svg').isVisible()).toBe(true)
+    // Nothing overflows sideways on a phone.
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
+    if (updateScreenshots) await page.screenshot({ path: path.resolve('docs/checkout.png'), fullPage: true })
+
+    const buyer = createBuyer()
+    const { option, results } = await env.prepare(paymentId, buyer, isBaseOption)
+    const confirm = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })
+    expect(confirm.json.status).toBe('succeeded')
+
+    await page.waitForFunction(
+      () => document.getElementById('status')?.getAttribute('data-status') === 'succeeded',
+      null,
+      {
+        timeout: 15_000,
+      },
+    )
+    expect(await page.locator('#status').textContent()).toBe('Paid')
+    expect(await page.locator('#txid').textContent()).toBe(`test:${paymentId}`)
+    expect(await page.locator('#qr').isHidden()).toBe(true)
+    await page.close()
+  })
+
+  it('a final payment renders final at once; the QR code encodes the payment link', async () => {
+    const paymentId = await env.pay('100')
+    await env.gw('POST', paymentId, '/cancel')
+    const page = await browser.newPage()
+    await page.goto(`${env.baseUrl}/pay/${paymentId}`)
+    expect(await page.locator('#status').textContent()).toBe('Cancelled')
+    expect(await page.locator('#link').textContent()).toBe(`${env.baseUrl}/pay/${paymentId}`)
+    await page.close()
+  })
+})

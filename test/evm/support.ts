@@ -1,0 +1,187 @@
+/**
+ * Live EVM test environment: a real Anvil node with TestUSDC, the server in-process on a real PostgreSQL
+ * database with a live key and a config naming that chain, and a job runner. Buyers pay with the real
+ * viem adapter (`evmSigner`).
+ */
+import { type Address, createPublicClient, getAddress, type Hex, http } from 'viem'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import { expect } from 'vitest'
+import { evmSigner } from '../../adapters/evm/index.js'
+import type { WalletRpcAction } from '../../src/contract/gateway.js'
+import { testUsdcAbi } from '../../fixtures/token/index.js'
+import { createEvmRuntime } from '../../src/server/chains/evm/index.js'
+import { type JobRunner, startJobRunner } from '../../src/server/jobs/runner.js'
+import {
+  type AnvilInstance,
+  anvilChain,
+  anvilPrivateKeys,
+  deployTestToken,
+  mintTestToken,
+  startAnvil,
+} from '../anvil.js'
+import { createTestServer, type TestServer } from '../server/harness.js'
+import { createMerchant, headers, idem } from '../server/helpers.js'
+
+export const usdc = (amount: number) => BigInt(Math.round(amount * 1_000_000))
+
+export interface EvmEnv {
+  anvil: AnvilInstance
+  t: TestServer
+  token: Address
+  /** CAIP-19 of the token. */
+  asset: string
+  /** Executor, relayer and collection address of the service. */
+  collection: Address
+  liveKey: string
+  walletKey: string
+  /** A merchant with a crypto settlement for the token, and one without. */
+  merchant: { id: string; destination: Address }
+  bareMerchantId: string
+  publicClient: ReturnType<typeof createPublicClient>
+  /** A funded buyer (ETH for gas from Anvil, `tokens` TestUSDC minted). */
+  buyer(index: number, tokens?: bigint): Promise<Buyer>
+  balance(address: Address, token?: Address): Promise<bigint>
+  pay(usdCents: string, merchantId?: string): Promise<{ paymentId: string; gatewayUrl: string }>
+  gw(method: 'GET' | 'POST', paymentId: string, suffix?: string, body?: unknown): ReturnType<TestServer['request']>
+  merchantView(paymentId: string, merchantId?: string): Promise<any>
+  /** Starts a job runner on the app's handlers (or others given). */
+  startRunner(handlers?: Parameters<typeof startJobRunner>[0]['handlers']): JobRunner
+  /** Polls the payment until it is final. */
+  waitFinal(paymentId: string, timeoutMs?: number): Promise<any>
+  close(): Promise<void>
+}
+
+export interface Buyer {
+  key: Hex
+  address: Address
+  account: string
+  signer: ReturnType<typeof evmSigner>
+  sign(action: WalletRpcAction): Promise<string>
+}
+
+export async function createEvmEnv(options: { anvilArgs?: string[] } = {}): Promise<EvmEnv> {
+  const anvil = await startAnvil(options.anvilArgs ? { args: options.anvilArgs } : {})
+  const token = await deployTestToken(anvil.rpcUrl)
+  const asset = `${anvil.caip2}/erc20:${token}`
+  const executorKey = anvilPrivateKeys[1]
+  const collection = privateKeyToAccount(executorKey).address
+  const t = await createTestServer({
+    config: {
+      chains: {
+        [anvil.caip2]: {
+          rpcUrl: anvil.rpcUrl,
+          signerKey: executorKey,
+          assets: {
+            [asset]: { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1', methods: ['eip3009', 'transfer'] },
+          },
+        },
+      },
+    },
+  })
+  const { apiKey: liveKey } = await t.createKey('live')
+  const { apiKey: walletKey } = await t.createKey('live', 'wallet', await t.createPartner())
+  const destination = privateKeyToAccount(generatePrivateKey()).address
+  const merchantId = await createMerchant(t, liveKey)
+  const registered = await t.request({
+    method: 'POST',
+    url: `/v1/merchants/${merchantId}/settlements/crypto`,
+    headers: headers(liveKey, undefined, { 'idempotency-key': idem() }),
+    payload: { settlements: [{ asset, destination: `${anvil.caip2}:${destination}` }] },
+  })
+  expect(registered.statusCode, registered.body).toBe(201)
+  const bareMerchantId = await createMerchant(t, liveKey, { merchantName: 'No Settlement', merchantEmail: 'b@example.com' })
+  const publicClient = createPublicClient({ chain: anvilChain(anvil.chainId, anvil.rpcUrl), transport: http(anvil.rpcUrl) })
+  const runners: JobRunner[] = []
+  let reference = 0
+
+  const env: EvmEnv = {
+    anvil,
+    t,
+    token,
+    asset,
+    collection,
+    liveKey,
+    walletKey,
+    merchant: { id: merchantId, destination },
+    bareMerchantId,
+    publicClient,
+    async buyer(index, tokens = usdc(100)) {
+      const key = anvilPrivateKeys[index]!
+      const address = privateKeyToAccount(key).address
+      if (tokens > 0n) await mintTestToken(anvil.rpcUrl, token, address, tokens)
+      const signer = evmSigner({
+        account: privateKeyToAccount(key),
+        chains: { [anvil.caip2]: { rpcUrl: anvil.rpcUrl } },
+        pollingInterval: 50,
+      })
+      return {
+        key,
+        address,
+        account: `${anvil.caip2}:${address}`,
+        signer,
+        sign: ({ walletRpc }) =>
+          signer.request({ chainId: walletRpc.chainId, method: walletRpc.method, params: JSON.parse(walletRpc.params) }),
+      }
+    },
+    balance: (address, of = token) =>
+      publicClient.readContract({ address: of, abi: testUsdcAbi, functionName: 'balanceOf', args: [address] }),
+    async pay(value, merchant = merchantId) {
+      reference += 1
+      const res = await t.request({
+        method: 'POST',
+        url: '/v1/payments',
+        headers: headers(liveKey, merchant),
+        payload: { referenceId: `evm-${reference}`, amount: { unit: 'iso4217/USD', value } },
+      })
+      expect(res.statusCode, res.body).toBe(201)
+      return { paymentId: res.json.paymentId, gatewayUrl: res.json.gatewayUrl }
+    },
+    gw(method, paymentId, suffix = '', body) {
+      return t.request({
+        method,
+        url: `/v1/gateway/payment/${paymentId}${suffix}`,
+        headers: headers(walletKey),
+        ...(body !== undefined ? { payload: body as Record<string, unknown> } : {}),
+      })
+    },
+    async merchantView(paymentId, merchant = merchantId) {
+      const res = await t.request({ method: 'GET', url: `/v1/payments/${paymentId}`, headers: headers(liveKey, merchant) })
+      expect(res.statusCode, res.body).toBe(200)
+      return res.json
+    },
+    startRunner(handlers = t.app.jobHandlers) {
+      const runner = startJobRunner({ db: t.db, handlers, intervalMs: 25 })
+      runners.push(runner)
+      return runner
+    },
+    async waitFinal(paymentId, timeoutMs = 20_000) {
+      const deadline = Date.now() + timeoutMs
+      for (;;) {
+        const res = await env.gw('GET', paymentId, '/status')
+        if (res.json.isFinal) return res.json
+        if (Date.now() > deadline) throw new Error(`Payment ${paymentId} still ${res.json.status}`)
+        await new Promise((resolve) => setTimeout(resolve, 25))
+      }
+    },
+    async close() {
+      await Promise.all(runners.map((r) => r.stop()))
+      await t.close()
+      await anvil.stop()
+    },
+  }
+  return env
+}
+
+/** A runtime on the test server's database and config with test-friendly timings. */
+export function fastRuntime(env: EvmEnv, overrides: Partial<Parameters<typeof createEvmRuntime>[0]> = {}) {
+  return createEvmRuntime({ config: env.t.app.config, db: env.t.db, pollingIntervalMs: 25, ...overrides })
+}
+
+export const isKind = (kind: 'eip3009' | 'transfer') => (o: any) => {
+  const method = o.actions[0]?.walletRpc?.method
+  return kind === 'eip3009' ? method === 'eth_signTypedData_v4' : method === 'eth_sendTransaction'
+}
+
+export function address(account: string): Address {
+  return getAddress(account.split(':')[2]!)
+}

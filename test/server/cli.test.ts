@@ -1,0 +1,139 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import fs from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterAll, describe, expect, it } from 'vitest'
+import { createTestDatabase, type TestDatabase } from '../postgres.js'
+
+const bin = fileURLToPath(new URL('../../bin/caipay.js', import.meta.url))
+const children: ChildProcess[] = []
+const cleanups: (() => Promise<void>)[] = []
+afterAll(async () => {
+  for (const child of children) if (child.exitCode === null) child.kill('SIGKILL')
+  for (const cleanup of cleanups) await cleanup()
+})
+
+function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [bin, ...args], { env: { ...process.env, DATABASE_URL: '' } })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    child.on('exit', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
+/** Starts `caipay serve`, resolves once it printed its URL (and the key, when it made one). */
+function serve(args: string[]): Promise<{ child: ChildProcess; url: string; apiKey: string | undefined; output: () => string; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, [bin, 'serve', '--port', '0', ...args], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn' } })
+  children.push(child)
+  let out = ''
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve did not start:\n${out}`)), 60_000)
+    const onData = (d: Buffer) => {
+      out += d
+      const url = /listening on (http:\/\/[^\s]+)/.exec(out)?.[1]
+      if (url) {
+        clearTimeout(timer)
+        resolve({ child, url, apiKey: /(svc_test_[A-Za-z0-9]+)/.exec(out)?.[1], output: () => out, exited })
+      }
+    }
+    child.stdout.on('data', onData)
+    child.stderr.on('data', (d) => (out += d))
+    child.on('exit', () => reject(new Error(`serve exited:\n${out}`)))
+  })
+}
+
+async function api(url: string, init: { method?: string; headers?: Record<string, string>; body?: unknown } = {}) {
+  const res = await fetch(url, {
+    method: init.method ?? 'GET',
+    headers: { ...(init.body ? { 'content-type': 'application/json' } : {}), ...init.headers },
+    ...(init.body ? { body: JSON.stringify(init.body) } : {}),
+  })
+  return { status: res.status, json: (await res.json()) as any }
+}
+
+async function merchantAndPayment(url: string, apiKey: string) {
+  const merchant = await api(`${url}/v1/merchants`, {
+    method: 'POST',
+    headers: { 'api-key': apiKey, 'idempotency-key': 'cli-1' },
+    body: { merchantName: 'CLI shop', merchantEmail: 'cli@example.com' },
+  })
+  expect(merchant.status).toBe(201)
+  const payment = await api(`${url}/v1/payments`, {
+    method: 'POST',
+    headers: { 'api-key': apiKey, 'merchant-id': merchant.json.merchant.id },
+    body: { referenceId: 'cli-order', amount: { unit: 'iso4217/USD', value: '999' } },
+  })
+  expect(payment.status).toBe(201)
+  expect(payment.json.gatewayUrl).toBe(`${url}/pay/${payment.json.paymentId}`)
+  return { merchantId: merchant.json.merchant.id as string, paymentId: payment.json.paymentId as string }
+}
+
+describe('caipay CLI', () => {
+  let pg: TestDatabase
+  it('serve --database-url: prints the URL and a test key once; the key works', async () => {
+    pg = await createTestDatabase()
+    cleanups.push(() => pg.drop())
+    // The template has no partner: this is the empty database of a first start.
+    const server = await serve(['--database-url', pg.url])
+    expect(server.apiKey).toMatch(/^svc_test_/)
+    expect((await api(`${server.url}/healthz`)).json).toEqual({ ok: true })
+    const { merchantId, paymentId } = await merchantAndPayment(server.url, server.apiKey!)
+    const read = await api(`${server.url}/v1/payments/${paymentId}`, { headers: { 'api-key': server.apiKey!, 'merchant-id': merchantId } })
+    expect(read.json.status).toBe('requires_action')
+    expect((await api(`${server.url}/openapi.json`)).json.servers[0].url).toBe(server.url)
+    server.child.kill('SIGTERM')
+    expect(await server.exited).toBe(0)
+
+    const again = await serve(['--database-url', pg.url])
+    expect(again.apiKey).toBeUndefined()
+    again.child.kill('SIGINT')
+    expect(await again.exited).toBe(0)
+  })
+
+  it('keys create and apps create, human and --json', async () => {
+    const live = await run(['keys', 'create', '--mode', 'live', '--json', '--database-url', pg.url])
+    expect(live.code, live.stderr).toBe(0)
+    const created = JSON.parse(live.stdout)
+    expect(created.apiKey).toMatch(/^svc_[A-Za-z0-9]{32,}$/)
+    expect(created.partnerId).toMatch(/^ptr_/)
+    const wallet = await run(['keys', 'create', '--mode', 'test', '--role', 'wallet', '--partner', created.partnerId, '--json', '--database-url', pg.url])
+    expect(JSON.parse(wallet.stdout)).toMatchObject({ partnerId: created.partnerId, apiKey: expect.stringMatching(/^svc_test_/) })
+    const app = await run(['apps', 'create', '--mode', 'test', '--partner', created.partnerId, '--json', '--database-url', pg.url])
+    expect(JSON.parse(app.stdout)).toEqual({ partnerId: created.partnerId, appId: expect.stringMatching(/^app_test_/) })
+    const human = await run(['keys', 'create', '--mode', 'test', '--database-url', pg.url])
+    expect(human.stdout).toMatch(/svc_test_[A-Za-z0-9]+/)
+    const row = await pg.db.selectFrom('api_keys').select('role').where('partner_id', '=', created.partnerId).where('mode', '=', 'test').executeTakeFirstOrThrow()
+    expect(row.role).toBe('wallet')
+  })
+
+  it('refuses bad usage with a non-zero exit', async () => {
+    expect((await run(['keys', 'create', '--mode', 'prod', '--database-url', pg.url])).code).toBe(2)
+    expect((await run(['keys', 'create', '--mode', 'test', '--bogus'])).code).toBe(2)
+    expect((await run(['frobnicate'])).code).toBe(2)
+    const missing = await run(['keys', 'create', '--mode', 'test', '--partner', 'ptr_nope', '--database-url', pg.url])
+    expect(missing.code).toBe(1)
+    expect(missing.stderr).toMatch(/not found/)
+    expect((await run(['--help'])).stdout).toMatch(/caipay serve/)
+  })
+
+  it('serve --data-dir runs embedded PostgreSQL, shares it with keys create, and stops it on SIGTERM', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-cli-'))
+    cleanups.push(() => fs.rm(dir, { recursive: true, force: true }))
+    const dataDir = path.join(dir, 'data')
+    const server = await serve(['--data-dir', dataDir])
+    expect(server.apiKey).toMatch(/^svc_test_/)
+    await merchantAndPayment(server.url, server.apiKey!)
+    const key = await run(['keys', 'create', '--mode', 'test', '--json', '--data-dir', dataDir])
+    expect(key.code, key.stderr).toBe(0)
+    const list = await api(`${server.url}/v1/merchants`, { headers: { 'api-key': JSON.parse(key.stdout).apiKey } })
+    expect(list.status).toBe(200)
+    server.child.kill('SIGTERM')
+    expect(await server.exited).toBe(0)
+    await expect(fs.access(path.join(dataDir, 'postgres', 'postmaster.pid'))).rejects.toThrow()
+  })
+})

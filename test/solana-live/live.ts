@@ -1,0 +1,190 @@
+import { getAssociatedTokenAddressSync } from '@solana/spl-token'
+import { Keypair, LAMPORTS_PER_SOL, type PublicKey } from '@solana/web3.js'
+import { expect } from 'vitest'
+import { solanaSigner } from '../../adapters/solana/solanaSigner.js'
+import { encodeBase58 } from '../../src/server/chains/solana/keys.js'
+import { type JobRunner, startJobRunner } from '../../src/server/jobs/runner.js'
+import { createTestServer, type TestServer } from '../server/harness.js'
+import {
+  airdrop,
+  createTestMint,
+  mintTestTokens,
+  type SolanaValidator,
+  startSolanaValidator,
+  tokenBalance,
+} from '../solana/index.js'
+import { type RpcProxy, startRpcProxy } from './rpcProxy.js'
+
+/**
+ * Live Solana end to end: the litesvm cluster, an RPC proxy in front of it (what the server talks to),
+ * a USDC-like mint, the server in-process on its own PostgreSQL database with a live config for that
+ * cluster, a live partner key, and a job runner on demand.
+ */
+export interface SolanaLive {
+  validator: SolanaValidator
+  proxy: RpcProxy
+  t: TestServer
+  caip2: string
+  /** Fee payer and collection owner of the service. */
+  service: Keypair
+  mint: PublicKey
+  /** CAIP-19 id of the test token. */
+  asset: string
+  liveKey: string
+  /** A job runner over the app's handlers; `stop()` it before starting another. */
+  startRunner(options?: { intervalMs?: number; leaseMs?: number }): JobRunner
+  /** A funded buyer holding `tokens` minor units. */
+  newBuyer(tokens?: bigint): Promise<Keypair>
+  balance(owner: PublicKey): Promise<bigint>
+  /** A merchant, with a crypto settlement to `settleTo` when given. Returns its id. */
+  createMerchant(settleTo?: PublicKey): Promise<string>
+  /** Creates a payment of `usdCents`; returns its id and gateway URL. */
+  createPayment(merchantId: string, usdCents?: number): Promise<{ paymentId: string; gatewayUrl: string }>
+  /** POST to the gateway with the live key. */
+  gateway(paymentId: string, action: 'options' | 'fetch' | 'confirm', body: unknown): Promise<GatewayResponse>
+  /** Polls the payment (merchant view) until `done` holds. */
+  waitForPayment(paymentId: string, merchantId: string, done: (payment: any) => boolean): Promise<any>
+  close(): Promise<void>
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: JSON bodies, checked by assertions
+type GatewayResponse = { statusCode: number; json: any; body: string }
+
+let sequence = 0
+
+export async function startSolanaLive(): Promise<SolanaLive> {
+  const validator = await startSolanaValidator({ backend: 'litesvm' })
+  const proxy = await startRpcProxy(validator.rpcUrl)
+  const { connection, caip2 } = validator
+  const service = Keypair.generate()
+  const mintAuthority = Keypair.generate()
+  await airdrop(connection, service.publicKey, 10 * LAMPORTS_PER_SOL)
+  await airdrop(connection, mintAuthority.publicKey, 10 * LAMPORTS_PER_SOL)
+  const mint = await createTestMint(connection, mintAuthority, 6)
+  const asset = `${caip2}/token:${mint.toBase58()}`
+  // The key reaches the config the way operators should pass it: through the environment.
+  const envName = `CAIPAY_TEST_SOLANA_KEY_${process.pid}_${++sequence}`
+  process.env[envName] = encodeBase58(service.secretKey)
+  const t = await createTestServer({
+    config: {
+      chains: {
+        [caip2]: {
+          rpcUrl: proxy.url,
+          signerKey: `env:${envName}`,
+          assets: { [asset]: { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' } },
+        },
+      },
+    },
+  })
+  const { apiKey: liveKey } = await t.createKey('live')
+  let runners: JobRunner[] = []
+
+  const live: SolanaLive = {
+    validator,
+    proxy,
+    t,
+    caip2,
+    service,
+    mint,
+    asset,
+    liveKey,
+    startRunner(options = {}) {
+      const runner = startJobRunner({
+        db: t.db,
+        handlers: t.app.jobHandlers,
+        intervalMs: options.intervalMs ?? 25,
+        ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
+      })
+      runners.push(runner)
+      return runner
+    },
+    async newBuyer(tokens = 100_000_000n) {
+      const buyer = Keypair.generate()
+      await mintTestTokens(connection, mintAuthority, mint, buyer.publicKey, tokens)
+      return buyer
+    },
+    balance: (owner) => tokenBalance(connection, owner, mint),
+    async createMerchant(settleTo) {
+      const created = await t.request({
+        method: 'POST',
+        url: '/v1/merchants',
+        headers: { 'api-key': liveKey, 'idempotency-key': `m-${Date.now()}-${Math.random()}` },
+        payload: { merchantName: 'Solana Shop', merchantEmail: 'shop@example.com' },
+      })
+      expect(created.statusCode, created.body).toBe(201)
+      const merchantId: string = created.json.merchant.id
+      if (settleTo) {
+        const settlement = await t.request({
+          method: 'POST',
+          url: `/v1/merchants/${merchantId}/settlements/crypto`,
+          headers: { 'api-key': liveKey, 'idempotency-key': `s-${Date.now()}-${Math.random()}` },
+          payload: { settlements: [{ asset, destination: `${caip2}:${settleTo.toBase58()}` }] },
+        })
+        expect(settlement.statusCode, settlement.body).toBe(201)
+      }
+      return merchantId
+    },
+    async createPayment(merchantId, usdCents = 1250) {
+      const created = await t.request({
+        method: 'POST',
+        url: '/v1/payments',
+        headers: { 'api-key': liveKey, 'merchant-id': merchantId },
+        payload: {
+          referenceId: `order-${++sequence}`,
+          amount: { unit: 'iso4217/USD', value: String(usdCents) },
+        },
+      })
+      expect(created.statusCode, created.body).toBe(201)
+      return { paymentId: created.json.paymentId, gatewayUrl: created.json.gatewayUrl }
+    },
+    gateway: (paymentId, action, body) =>
+      t.request({
+        method: 'POST',
+        url: `/v1/gateway/payment/${paymentId}/${action}`,
+        headers: { 'api-key': liveKey },
+        payload: body as Record<string, unknown>,
+      }),
+    async waitForPayment(paymentId, merchantId, done) {
+      const deadline = Date.now() + 20_000
+      for (;;) {
+        const res = await t.request({
+          method: 'GET',
+          url: `/v1/payments/${paymentId}`,
+          headers: { 'api-key': liveKey, 'merchant-id': merchantId },
+        })
+        expect(res.statusCode, res.body).toBe(200)
+        if (done(res.json)) return res.json
+        if (Date.now() > deadline) throw new Error(`Payment ${paymentId} stuck: ${res.body}`)
+        await new Promise((resolve) => setTimeout(resolve, 25))
+      }
+    },
+    async close() {
+      await Promise.all(runners.map((r) => r.stop()))
+      runners = []
+      await t.close()
+      await proxy.stop()
+      await validator.stop()
+      delete process.env[envName]
+    },
+  }
+  return live
+}
+
+/** The buyer's associated token account: where its tokens are. */
+export function tokenAccount(live: SolanaLive, owner: PublicKey): PublicKey {
+  return getAssociatedTokenAddressSync(live.mint, owner, true)
+}
+
+/** A wallet-side Solana signer for `buyer` on the live cluster (no RPC connection: it cannot send). */
+export function buyerSigner(live: SolanaLive, buyer: Keypair) {
+  return solanaSigner({ keypair: buyer, chains: [live.caip2] })
+}
+
+/** Signs one `walletRpc` action with `signer` and returns the result string. */
+export async function sign(
+  signer: { request(r: { chainId: string; method: string; params: readonly unknown[] }): Promise<string> },
+  action: { walletRpc: { chainId: string; method: string; params: string } },
+): Promise<string> {
+  const { chainId, method, params } = action.walletRpc
+  return signer.request({ chainId, method, params: JSON.parse(params) })
+}
