@@ -64,7 +64,8 @@ export async function createTestDatabase(): Promise<TestDatabase> {
 /** The cluster's admin connection string (its `postgres` database). */
 export function postgresUrl(): string {
   const url = inject('postgresUrl')
-  if (!url) throw new Error('No test PostgreSQL: vitest.config.ts must list test/globalSetup.ts in globalSetup.')
+  if (!url)
+    throw new Error('No test PostgreSQL: vitest.config.ts must list test/globalSetup.ts in globalSetup.')
   return url
 }
 

@@ -1,21 +1,11 @@
 import * as z from 'zod/mini'
 import { isAccountId, isAssetId, isChainId } from '../caip/caip.js'
+import { paymentStatuses } from './statuses.js'
 
-export const paymentStatuses = [
-  'requires_action',
-  'processing',
-  'succeeded',
-  'failed',
-  'expired',
-  'cancelled',
-] as const
+export { finalStatuses, isFinalStatus, paymentStatuses } from './statuses.js'
+
 export const PaymentStatus = z.enum(paymentStatuses)
 export type PaymentStatus = z.infer<typeof PaymentStatus>
-
-export const finalStatuses: readonly PaymentStatus[] = ['succeeded', 'failed', 'cancelled', 'expired']
-export function isFinalStatus(status: PaymentStatus): boolean {
-  return finalStatuses.includes(status)
-}
 
 export const Caip2 = z
   .string()

@@ -3,8 +3,8 @@ import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod
 import * as z from 'zod/mini'
 import { createLiveRuntime, type LiveRuntime } from './chains/live.js'
 import './context.js'
-import { type ServerConfig, resolveConfig } from './config.js'
 import { PayError } from '../errors/PayError.js'
+import { resolveConfig, type ServerConfig } from './config.js'
 import { fail, registerErrorHandling, sendError } from './errors.js'
 import { newId } from './ids.js'
 import { registerRateLimit } from './rateLimit.js'
@@ -62,7 +62,11 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = body as string
     if (text.trim() === '') return done(null, undefined)
-    if (/\\u0000/i.test(text)) return done(new PayError({ code: 'invalid_params', message: 'NUL characters are not allowed.' }), undefined)
+    if (/\\u0000/i.test(text))
+      return done(
+        new PayError({ code: 'invalid_params', message: 'NUL characters are not allowed.' }),
+        undefined,
+      )
     jsonParser(request, text, done)
   })
 

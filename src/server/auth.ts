@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify'
-import { type ApiVersion, apiVersions, defaultApiVersion } from '../contract/errors.js'
 import type { EndpointAuth } from '../contract/endpoints.js'
+import { type ApiVersion, apiVersions, defaultApiVersion } from '../contract/errors.js'
 import type { AuthContext } from './context.js'
 import { fail } from './errors.js'
 import { modeOfApiKey, modeOfAppId, sha256Hex } from './ids.js'
@@ -8,7 +8,14 @@ import type { Db } from './store/db.js'
 import type { MerchantRow } from './store/schema.js'
 
 /** Headers whose values must be printable ASCII: anything else is `400 header_not_ascii`. */
-export const asciiHeaders = ['api-key', 'merchant-id', 'idempotency-key', 'pay-version', 'app-id', 'client-id'] as const
+export const asciiHeaders = [
+  'api-key',
+  'merchant-id',
+  'idempotency-key',
+  'pay-version',
+  'app-id',
+  'client-id',
+] as const
 
 export function header(request: FastifyRequest, name: string): string | undefined {
   const value = request.headers[name]
@@ -27,7 +34,11 @@ export function checkAsciiHeaders(request: FastifyRequest): void {
 }
 
 /** Establishes `request.auth` for an endpoint's auth kind (see EndpointAuth). */
-export async function authenticate(db: Db, request: FastifyRequest, kind: EndpointAuth): Promise<AuthContext> {
+export async function authenticate(
+  db: Db,
+  request: FastifyRequest,
+  kind: EndpointAuth,
+): Promise<AuthContext> {
   const apiKey = header(request, 'api-key')
   const appId = header(request, 'app-id')
   const clientId = header(request, 'client-id')
@@ -111,7 +122,11 @@ export async function findMerchant(db: Db, auth: AuthContext, merchantId: string
 }
 
 /** The `Merchant-Id` merchant of a merchant-scoped call. */
-export async function resolveMerchantHeader(db: Db, request: FastifyRequest, auth: AuthContext): Promise<MerchantRow> {
+export async function resolveMerchantHeader(
+  db: Db,
+  request: FastifyRequest,
+  auth: AuthContext,
+): Promise<MerchantRow> {
   const merchantId = header(request, 'merchant-id')
   if (merchantId === undefined) fail('missing_merchant_id', 'The Merchant-Id header is required.')
   if (merchantId.length > 64) fail('merchant_not_found', 'Merchant not found.')

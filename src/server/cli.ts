@@ -56,37 +56,25 @@ async function serve(args: readonly string[]): Promise<number> {
     strict: true,
   })
   const port = Number(values.port)
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`Invalid --port ${values.port}`)
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new UsageError(`Invalid --port ${values.port}`)
   const file = values.config ? await readConfigFile(values.config) : {}
   const config = resolveConfig(file)
   const { pino } = await import('pino')
   const logger = pino({ level: process.env.LOG_LEVEL ?? 'info' })
 
-  const server = await startServer({
-    port,
-    host: values.host,
-    databaseUrl: values['database-url'] ?? process.env.DATABASE_URL,
-    dataDir: values['data-dir'],
-    config,
-    publicBaseUrlFromListen: file.publicBaseUrl === undefined,
-    bootstrapPartner: true,
-    logger,
-    handleSignals: true,
-  })
-  const lines = [`caipay listening on ${server.url} (API docs: ${server.url}/docs)`]
-  if (server.bootstrap) {
-    lines.push(
-      `Created partner ${server.bootstrap.partnerId}.`,
-      `Test API key (shown once, keep it secret): ${server.bootstrap.apiKey}`,
-    )
-  }
-  process.stdout.write(`${lines.join('\n')}\n`)
-
+  // Signals are handled from the start: one during startup stops the server once it is up.
+  let stopRequested = false
+  let server: Awaited<ReturnType<typeof startServer>> | undefined
   let signals = 0
   const shutdown = (signal: NodeJS.Signals) => {
     signals += 1
     if (signals > 1) process.exit(1)
     logger.info({ signal }, 'shutting down')
+    if (!server) {
+      stopRequested = true
+      return
+    }
     server.stop().then(
       () => process.exit(0),
       (error) => {
@@ -97,6 +85,30 @@ async function serve(args: readonly string[]): Promise<number> {
   }
   process.on('SIGTERM', shutdown)
   process.on('SIGINT', shutdown)
+
+  server = await startServer({
+    port,
+    host: values.host,
+    databaseUrl: values['database-url'] || process.env.DATABASE_URL,
+    dataDir: values['data-dir'],
+    config,
+    publicBaseUrlFromListen: file.publicBaseUrl === undefined,
+    bootstrapPartner: true,
+    logger,
+    handleSignals: true,
+  })
+  if (stopRequested) {
+    await server.stop()
+    process.exit(0)
+  }
+  const lines = [`caipay listening on ${server.url} (API docs: ${server.url}/docs)`]
+  if (server.bootstrap) {
+    lines.push(
+      `Created partner ${server.bootstrap.partnerId}.`,
+      `Test API key (shown once, keep it secret): ${server.bootstrap.apiKey}`,
+    )
+  }
+  process.stdout.write(`${lines.join('\n')}\n`)
   return 0
 }
 
@@ -110,7 +122,7 @@ async function withDatabase<T>(
   fn: (db: Awaited<ReturnType<typeof openDatabase>>['db']) => Promise<T>,
 ): Promise<T> {
   const database = await openDatabase({
-    databaseUrl: values['database-url'] ?? process.env.DATABASE_URL,
+    databaseUrl: values['database-url'] || process.env.DATABASE_URL,
     dataDir: values['data-dir'],
     poolSize: 2,
   })
@@ -121,7 +133,10 @@ async function withDatabase<T>(
   }
 }
 
-async function partnerFor(db: Parameters<typeof partnerExists>[0], partner: string | undefined): Promise<string> {
+async function partnerFor(
+  db: Parameters<typeof partnerExists>[0],
+  partner: string | undefined,
+): Promise<string> {
   if (partner === undefined) return createPartner(db)
   if (!(await partnerExists(db, partner))) throw new Error(`Partner ${partner} not found.`)
   return partner
@@ -140,7 +155,8 @@ async function keysCreate(args: readonly string[]): Promise<number> {
     strict: true,
   })
   const mode = modeOf(values.mode)
-  if (values.role !== 'partner' && values.role !== 'wallet') throw new UsageError('--role must be partner or wallet')
+  if (values.role !== 'partner' && values.role !== 'wallet')
+    throw new UsageError('--role must be partner or wallet')
   const role: KeyRole = values.role
   const created = await withDatabase(values, async (db) => {
     const partnerId = await partnerFor(db, values.partner)

@@ -8,7 +8,12 @@ const chain = {
   rpcUrl: 'http://127.0.0.1:8545',
   signerKey: 'env:TEST_SIGNER',
   assets: {
-    'eip155:31337/erc20:0x5FbDB2315678afecb367f032d93F642f64180aa3': { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' },
+    'eip155:31337/erc20:0x5FbDB2315678afecb367f032d93F642f64180aa3': {
+      symbol: 'USDC',
+      name: 'USD Coin',
+      decimals: 6,
+      usdRate: '1',
+    },
   },
 }
 
@@ -21,7 +26,10 @@ describe('config', () => {
   })
 
   it('resolves env: indirection and fills asset defaults', () => {
-    const config = resolveConfig({ chains: { 'eip155:31337': chain }, publicBaseUrl: 'https://x.example/' }, { TEST_SIGNER: '0xabc' })
+    const config = resolveConfig(
+      { chains: { 'eip155:31337': chain }, publicBaseUrl: 'https://x.example/' },
+      { TEST_SIGNER: '0xabc' },
+    )
     expect(config.chains['eip155:31337']!.signerKey).toBe('0xabc')
     expect(config.publicBaseUrl).toBe('https://x.example')
     const asset = Object.values(config.chains['eip155:31337']!.assets)[0]!
@@ -47,7 +55,13 @@ describe('config', () => {
   it('loads a JSON file', async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-config-'))
     const file = path.join(dir, 'caipay.config.json')
-    await fs.writeFile(file, JSON.stringify({ collectDataAtMinor: '100000', sanctioned: ['eip155:1:0x1111111111111111111111111111111111111111'] }))
+    await fs.writeFile(
+      file,
+      JSON.stringify({
+        collectDataAtMinor: '100000',
+        sanctioned: ['eip155:1:0x1111111111111111111111111111111111111111'],
+      }),
+    )
     const config = await loadConfig(file)
     expect(config.collectDataAtMinor).toBe('100000')
     expect(config.sanctioned).toHaveLength(1)

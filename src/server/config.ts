@@ -3,7 +3,9 @@ import * as z from 'zod/mini'
 import { isAccountId, isAssetId, isChainId } from '../caip/caip.js'
 
 const PositiveInt = z.int().check(z.minimum(1))
-const Decimal = z.string().check(z.regex(/^\d+(\.\d+)?$/, 'Expected a decimal string such as "1" or "0.998".'))
+const Decimal = z
+  .string()
+  .check(z.regex(/^\d+(\.\d+)?$/, 'Expected a decimal string such as "1" or "0.998".'))
 
 const AssetConfigSchema = z.strictObject({
   symbol: z.string().check(z.minLength(1), z.maxLength(16)),
@@ -26,12 +28,17 @@ const ChainConfigSchema = z.strictObject({
   signerKey: z.string().check(z.minLength(1)),
   /** Display name (e.g. "Base"); derived from the chain id when omitted. */
   name: z.optional(z.string()),
-  assets: z._default(z.record(z.string().check(z.refine(isAssetId, 'Expected a CAIP-19 asset id.')), AssetConfigSchema), {}),
+  assets: z._default(
+    z.record(z.string().check(z.refine(isAssetId, 'Expected a CAIP-19 asset id.')), AssetConfigSchema),
+    {},
+  ),
 })
 
 const ConfigFileSchema = z.strictObject({
   publicBaseUrl: z.optional(z.url({ protocol: /^https?$/ })),
-  chains: z.optional(z.record(z.string().check(z.refine(isChainId, 'Expected a CAIP-2 chain id.')), ChainConfigSchema)),
+  chains: z.optional(
+    z.record(z.string().check(z.refine(isChainId, 'Expected a CAIP-2 chain id.')), ChainConfigSchema),
+  ),
   sanctioned: z.optional(z.array(z.string().check(z.refine(isAccountId, 'Expected a CAIP-10 account id.')))),
   collectDataAtMinor: z.optional(z.nullable(z.string().check(z.regex(/^\d+$/)))),
   rateLimit: z.optional(

@@ -15,11 +15,18 @@ describe('renderError', () => {
     const rendered = renderError(validationError([{ path: 'body.a', message: 'bad' }]))
     expect(rendered).toEqual({
       status: 400,
-      body: { code: 'params_validation', message: 'Invalid request: body.a: bad', issues: [{ path: 'body.a', message: 'bad' }] },
+      body: {
+        code: 'params_validation',
+        message: 'Invalid request: body.a: bad',
+        issues: [{ path: 'body.a', message: 'bad' }],
+      },
     })
   })
   it("maps Fastify's request errors to invalid_params and leaves the rest unknown", () => {
-    expect(renderError(Object.assign(new Error('x'), { statusCode: 413, code: 'FST_ERR_CTP_BODY_TOO_LARGE' }))?.body).toEqual({
+    expect(
+      renderError(Object.assign(new Error('x'), { statusCode: 413, code: 'FST_ERR_CTP_BODY_TOO_LARGE' }))
+        ?.body,
+    ).toEqual({
       code: 'invalid_params',
       message: 'Request body is too large.',
     })

@@ -32,12 +32,18 @@ interface Rendered {
   body: { code: ServiceErrorCode; message: string; issues?: ValidationIssue[] }
 }
 
-const locations: Record<string, string> = { querystring: 'query', params: 'path', body: 'body', headers: 'header' }
+const locations: Record<string, string> = {
+  querystring: 'query',
+  params: 'path',
+  body: 'body',
+  headers: 'header',
+}
 
 /** Maps any error to the wire: known ones to their code and table status, the rest to a bare 500. */
 export function renderError(error: unknown): Rendered | undefined {
   if (error instanceof PayError && isServiceErrorCode(error.code)) {
-    const issues = error.code === 'params_validation' ? (error.context.issues as ValidationIssue[]) : undefined
+    const issues =
+      error.code === 'params_validation' ? (error.context.issues as ValidationIssue[]) : undefined
     return {
       status: serviceErrorStatus[error.code],
       body: { code: error.code, message: error.shortMessage, ...(issues ? { issues } : {}) },
@@ -52,7 +58,10 @@ export function renderError(error: unknown): Rendered | undefined {
     return renderError(validationError(issues))
   }
   if (isDataException(error)) {
-    return { status: 400, body: { code: 'invalid_params', message: 'A value in the request cannot be stored.' } }
+    return {
+      status: 400,
+      body: { code: 'invalid_params', message: 'A value in the request cannot be stored.' },
+    }
   }
   const fastifyError = error as Partial<FastifyError>
   const status = fastifyError.statusCode
@@ -96,7 +105,9 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error, request, reply) => sendError(error, request, reply))
   app.setNotFoundHandler((request, reply) => {
     // No spec code means "no such route"; invalid_params is the closest, with the honest status.
-    reply.code(404).send({ code: 'invalid_params', message: `No route ${request.method} ${request.url.split('?')[0]}.` })
+    reply
+      .code(404)
+      .send({ code: 'invalid_params', message: `No route ${request.method} ${request.url.split('?')[0]}.` })
   })
 }
 

@@ -19,14 +19,22 @@ export interface StoredResponse {
   body: string
 }
 
-export type IdempotentOutcome<T> = { replayed: false; status: number; result: T } | { replayed: true; stored: StoredResponse }
+export type IdempotentOutcome<T> =
+  | { replayed: false; status: number; result: T }
+  | { replayed: true; stored: StoredResponse }
 
 export function checkIdempotencyKey(key: string): void {
-  if (key.length < 1 || key.length > 255) fail('invalid_params', 'Idempotency-Key must be 1 to 255 characters.')
+  if (key.length < 1 || key.length > 255)
+    fail('invalid_params', 'Idempotency-Key must be 1 to 255 characters.')
 }
 
 /** What makes two requests "the same": route, path parameters, merchant and body. */
-export function fingerprint(parts: { route: string; merchantId: string | null; params: unknown; body: unknown }): string {
+export function fingerprint(parts: {
+  route: string
+  merchantId: string | null
+  params: unknown
+  body: unknown
+}): string {
   return sha256Hex(JSON.stringify([parts.route, parts.merchantId, parts.params ?? null, parts.body ?? null]))
 }
 
@@ -144,15 +152,16 @@ export async function runIdempotent<T>(options: {
     committed = true
     return { replayed: false, status: options.successStatus, result }
   } finally {
-    if (!committed) await trx.rollback().execute().catch(() => {})
+    if (!committed)
+      await trx
+        .rollback()
+        .execute()
+        .catch(() => {})
   }
 }
 
 /** Deletes expired records; safe to call from any instance at any time. */
 export async function sweepIdempotencyKeys(db: Db, now: Date): Promise<number> {
-  const result = await db
-    .deleteFrom('idempotency_keys')
-    .where('expires_at', '<', now)
-    .executeTakeFirst()
+  const result = await db.deleteFrom('idempotency_keys').where('expires_at', '<', now).executeTakeFirst()
   return Number(result.numDeletedRows)
 }

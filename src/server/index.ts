@@ -12,9 +12,16 @@ export {
   type ServerConfig,
 } from './config.js'
 export type { AuthContext } from './context.js'
-export { transitionPayment, paymentTransitions } from './payments/lifecycle.js'
+export { paymentTransitions, transitionPayment } from './payments/lifecycle.js'
 export { type DefineRouteOptions, defineRoute, type RouteContext, type RouteHandler } from './route.js'
 export { type RunningServer, type StartServerOptions, startServer } from './server.js'
-export { createDb, type Db, inTransaction, type OpenDatabaseOptions, type OpenedDatabase, openDatabase } from './store/db.js'
+export {
+  createDb,
+  type Db,
+  inTransaction,
+  type OpenDatabaseOptions,
+  type OpenedDatabase,
+  openDatabase,
+} from './store/db.js'
 export { migrate } from './store/migrate.js'
 export type { Database, KeyRole, Mode } from './store/schema.js'

@@ -13,7 +13,10 @@ function toSchema(schema: z.ZodMiniType, io: 'input' | 'output'): JsonSchema {
   return json
 }
 
-const errorResponse = { description: 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } } }
+const errorResponse = {
+  description: 'Error',
+  content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } },
+}
 
 function parameters(endpoint: Endpoint): JsonSchema[] {
   const out: JsonSchema[] = []
@@ -114,7 +117,13 @@ export function openApiDocument(publicBaseUrl: string): JsonSchema {
         'Test keys (svc_test_) and live keys (svc_) see disjoint data.',
     },
     servers: [{ url: publicBaseUrl }],
-    tags: [{ name: 'Merchants' }, { name: 'Payments' }, { name: 'Gateway' }, { name: 'Sandbox' }, { name: 'System' }],
+    tags: [
+      { name: 'Merchants' },
+      { name: 'Payments' },
+      { name: 'Gateway' },
+      { name: 'Sandbox' },
+      { name: 'System' },
+    ],
     components: {
       securitySchemes: {
         ApiKey: { type: 'apiKey', in: 'header', name: 'Api-Key' },

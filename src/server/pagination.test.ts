@@ -7,7 +7,11 @@ describe('pagination', () => {
     expect(decodeCursor(encodeCursor(row))).toEqual({ createdAt: row.created_at, id: 'mrch_x' })
   })
   it('rejects garbage as params_validation', () => {
-    for (const bad of ['x', Buffer.from('[1,2]').toString('base64url'), Buffer.from('["nope","a"]').toString('base64url')]) {
+    for (const bad of [
+      'x',
+      Buffer.from('[1,2]').toString('base64url'),
+      Buffer.from('["nope","a"]').toString('base64url'),
+    ]) {
       expect(() => decodeCursor(bad)).toThrow(expect.objectContaining({ code: 'params_validation' }))
     }
   })

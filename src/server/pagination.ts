@@ -13,7 +13,12 @@ export function encodeCursor(row: { created_at: Date; id: string }): string {
 export function decodeCursor(text: string): Cursor {
   try {
     const value = JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) as unknown
-    if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && typeof value[1] === 'string') {
+    if (
+      Array.isArray(value) &&
+      value.length === 2 &&
+      typeof value[0] === 'string' &&
+      typeof value[1] === 'string'
+    ) {
       const createdAt = new Date(value[0])
       if (!Number.isNaN(createdAt.getTime())) return { createdAt, id: value[1] }
     }

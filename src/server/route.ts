@@ -83,7 +83,10 @@ export function defineRoute<E extends Endpoint>(
         const result = z.safeParse(schema, request.body)
         if (!result.success) {
           throw validationError(
-            result.error.issues.map((i) => ({ path: ['body', ...i.path.map(String)].join('.'), message: i.message })),
+            result.error.issues.map((i) => ({
+              path: ['body', ...i.path.map(String)].join('.'),
+              message: i.message,
+            })),
           )
         }
         request.body = result.data

@@ -25,8 +25,17 @@ async function directOption(paymentId: string) {
 
 /** The buyer's own ERC-20 transfer, outside any payment. */
 async function transfer(token: `0x${string}`, to: `0x${string}`, amount: bigint): Promise<Hash> {
-  const wallet = createWalletClient({ account: privateKeyToAccount(buyer.key), transport: http(env.anvil.rpcUrl) })
-  const hash = await wallet.writeContract({ chain: null, address: token, abi: testUsdcAbi, functionName: 'transfer', args: [to, amount] })
+  const wallet = createWalletClient({
+    account: privateKeyToAccount(buyer.key),
+    transport: http(env.anvil.rpcUrl),
+  })
+  const hash = await wallet.writeContract({
+    chain: null,
+    address: token,
+    abi: testUsdcAbi,
+    functionName: 'transfer',
+    args: [to, amount],
+  })
   await env.publicClient.waitForTransactionReceipt({ hash, pollingInterval: 25 })
   return hash
 }
@@ -36,7 +45,12 @@ describe('live EVM direct payment (ERC-20 transfer to the merchant destination)'
     const { paymentId } = await env.pay('1250')
     const option = await directOption(paymentId)
     const [tx] = JSON.parse(option.actions[0].walletRpc.params)
-    expect(tx).toMatchObject({ from: buyer.address, to: env.token, value: '0x0', chainId: toHex(env.anvil.chainId) })
+    expect(tx).toMatchObject({
+      from: buyer.address,
+      to: env.token,
+      value: '0x0',
+      chainId: toHex(env.anvil.chainId),
+    })
     const decoded = buyer.signer.inspect({
       chainId: env.anvil.caip2,
       method: 'eth_sendTransaction',
@@ -50,7 +64,9 @@ describe('live EVM direct payment (ERC-20 transfer to the merchant destination)'
   it('succeeds on the buyer transaction; the funds go straight to the merchant; no settlement', async () => {
     const { paymentId } = await env.pay('1250')
     const option = await directOption(paymentId)
-    const before = await Promise.all([buyer.address, env.collection, env.merchant.destination].map((a) => env.balance(a)))
+    const before = await Promise.all(
+      [buyer.address, env.collection, env.merchant.destination].map((a) => env.balance(a)),
+    )
     const hash = await buyer.sign(option.actions[0])
     expect(hash).toMatch(/^0x[0-9a-f]{64}$/)
     const confirm = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results: [hash] })
@@ -60,8 +76,14 @@ describe('live EVM direct payment (ERC-20 transfer to the merchant destination)'
     const view = await env.merchantView(paymentId)
     expect(view.info).toMatchObject({ txId: hash, optionAmount: { value: '12500000' } })
     expect(view.settlement).toBeNull()
-    const after = await Promise.all([buyer.address, env.collection, env.merchant.destination].map((a) => env.balance(a)))
-    expect([after[0]! - before[0]!, after[1]! - before[1]!, after[2]! - before[2]!]).toEqual([-usdc(12.5), 0n, usdc(12.5)])
+    const after = await Promise.all(
+      [buyer.address, env.collection, env.merchant.destination].map((a) => env.balance(a)),
+    )
+    expect([after[0]! - before[0]!, after[1]! - before[1]!, after[2]! - before[2]!]).toEqual([
+      -usdc(12.5),
+      0n,
+      usdc(12.5),
+    ])
 
     // The same transaction cannot pay a second payment.
     const second = await env.pay('1250')
@@ -88,7 +110,11 @@ describe('a transaction that does not pay the payment fails it', () => {
     const confirm = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results: [hash] })
     expect(confirm.statusCode, confirm.body).toBe(200)
     expect(await env.waitFinal(paymentId)).toMatchObject({ status: 'failed', isFinal: true })
-    const row = await env.t.db.selectFrom('payments').selectAll().where('id', '=', paymentId).executeTakeFirstOrThrow()
+    const row = await env.t.db
+      .selectFrom('payments')
+      .selectAll()
+      .where('id', '=', paymentId)
+      .executeTakeFirstOrThrow()
     expect([row.failure_code, row.tx_id]).toEqual([code, null])
     expect(await env.balance(env.merchant.destination)).toBe(before)
   }

@@ -42,7 +42,8 @@ async function waitSettled(paymentId: string) {
   for (;;) {
     const view = await env.merchantView(paymentId)
     if (view.settlement?.successful) return view
-    if (Date.now() > deadline) throw new Error(`settlement of ${paymentId} still ${JSON.stringify(view.settlement)}`)
+    if (Date.now() > deadline)
+      throw new Error(`settlement of ${paymentId} still ${JSON.stringify(view.settlement)}`)
     await new Promise((resolve) => setTimeout(resolve, 25))
   }
 }
@@ -64,7 +65,12 @@ describe('live EVM gasless payment (EIP-3009)', () => {
       chainId: env.anvil.chainId,
       verifyingContract: env.token,
     })
-    expect(typed.message).toMatchObject({ from: buyer.address, to: env.collection, value: '12500000', validAfter: '0' })
+    expect(typed.message).toMatchObject({
+      from: buyer.address,
+      to: env.collection,
+      value: '12500000',
+      validAfter: '0',
+    })
     expect(Number(typed.message.validBefore)).toBeGreaterThanOrEqual(option.expiresAt)
     expect(typed.message.nonce).toMatch(/^0x[0-9a-f]{64}$/)
   })
@@ -86,7 +92,10 @@ describe('live EVM gasless payment (EIP-3009)', () => {
     expect(receipt.from.toLowerCase()).toBe(env.collection.toLowerCase())
 
     const view = await waitSettled(paymentId)
-    expect(view.info).toMatchObject({ txId: final.txId, optionAmount: { unit: `caip19/${env.asset}`, value: '12500000' } })
+    expect(view.info).toMatchObject({
+      txId: final.txId,
+      optionAmount: { unit: `caip19/${env.asset}`, value: '12500000' },
+    })
     expect(view.settlement.successful.amount).toEqual({ unit: `caip19/${env.asset}` })
     const settlement = await env.publicClient.getTransactionReceipt({ hash: view.settlement.successful.txId })
     const [moved] = parseEventLogs({ abi: testUsdcAbi, eventName: 'Transfer', logs: settlement.logs })
@@ -102,7 +111,11 @@ describe('live EVM gasless payment (EIP-3009)', () => {
     expect([replay.statusCode, replay.json.code]).toEqual([409, 'invalid_state'])
     await new Promise((resolve) => setTimeout(resolve, 200))
     expect(await snapshot(buyer.address, env.collection, env.merchant.destination)).toEqual(after)
-    const relays = await env.t.db.selectFrom('evm_transactions').selectAll().where('payment_id', '=', paymentId).execute()
+    const relays = await env.t.db
+      .selectFrom('evm_transactions')
+      .selectAll()
+      .where('payment_id', '=', paymentId)
+      .execute()
     expect(relays.map((r) => [r.purpose, r.status])).toEqual([
       ['relay', 'succeeded'],
       ['settle', 'succeeded'],
@@ -113,7 +126,7 @@ describe('live EVM gasless payment (EIP-3009)', () => {
     const { paymentId } = await env.pay('500', env.bareMerchantId)
     const res = await env.gw('POST', paymentId, '/options', { accounts: [buyer.account] })
     // No destination: the direct transfer (which goes straight to it) is not offered.
-    expect(res.json.options.map((o: any) => isKind('eip3009')(o))).toEqual([true])
+    expect(res.json.options.map(isKind('eip3009'))).toEqual([true])
     const option = res.json.options[0]
     const before = await env.balance(env.collection)
     const confirm = await env.gw('POST', paymentId, '/confirm', {
@@ -168,7 +181,12 @@ describe('rejected gasless payments move no funds', () => {
       domain: typed.domain,
       types,
       primaryType: typed.primaryType,
-      message: { ...typed.message, value: BigInt(typed.message.value), validAfter: 0n, validBefore: BigInt(typed.message.validBefore) },
+      message: {
+        ...typed.message,
+        value: BigInt(typed.message.value),
+        validAfter: 0n,
+        validBefore: BigInt(typed.message.validBefore),
+      },
     })
     await rejected(paymentId, option.id, signature)
   })
@@ -203,13 +221,24 @@ describe('rejected gasless payments move no funds', () => {
       nonce,
     })
     const spentSignature = (await signTyped(buyer, spent)) as Hex
-    const wallet = createWalletClient({ account: privateKeyToAccount(buyer.key), transport: http(env.anvil.rpcUrl) })
+    const wallet = createWalletClient({
+      account: privateKeyToAccount(buyer.key),
+      transport: http(env.anvil.rpcUrl),
+    })
     const hash = await wallet.writeContract({
       chain: null,
       address: env.token,
       abi: testUsdcAbi,
       functionName: 'transferWithAuthorization',
-      args: [spent.message.from, spent.message.to, 1n, 0n, BigInt(spent.message.validBefore), nonce, spentSignature],
+      args: [
+        spent.message.from,
+        spent.message.to,
+        1n,
+        0n,
+        BigInt(spent.message.validBefore),
+        nonce,
+        spentSignature,
+      ],
     })
     await env.publicClient.waitForTransactionReceipt({ hash, pollingInterval: 25 })
 
@@ -222,12 +251,24 @@ describe('rejected gasless payments move no funds', () => {
     const final = await env.waitFinal(paymentId)
     expect(final).toMatchObject({ status: 'failed', isFinal: true })
     expect(await snapshot(buyer.address, env.collection)).toEqual(before)
-    const row = await env.t.db.selectFrom('payments').selectAll().where('id', '=', paymentId).executeTakeFirstOrThrow()
+    const row = await env.t.db
+      .selectFrom('payments')
+      .selectAll()
+      .where('id', '=', paymentId)
+      .executeTakeFirstOrThrow()
     expect([row.failure_code, row.tx_id]).toEqual(['authorization_rejected', null])
-    const job = await env.t.db.selectFrom('jobs').selectAll().where('payment_id', '=', paymentId).executeTakeFirstOrThrow()
+    const job = await env.t.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('payment_id', '=', paymentId)
+      .executeTakeFirstOrThrow()
     expect(JSON.stringify(job.result)).toContain('ERC3009UsedAuthorization')
     // Nothing was broadcast: the token's verdict came from a simulation.
-    const sent = await env.t.db.selectFrom('evm_transactions').select('id').where('payment_id', '=', paymentId).execute()
+    const sent = await env.t.db
+      .selectFrom('evm_transactions')
+      .select('id')
+      .where('payment_id', '=', paymentId)
+      .execute()
     expect(sent).toEqual([])
     expect((await env.merchantView(paymentId)).failureCode ?? null).toBeNull()
   })

@@ -7,8 +7,8 @@ import { type Address, createPublicClient, getAddress, type Hex, http } from 'vi
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { expect } from 'vitest'
 import { evmSigner } from '../../adapters/evm/index.js'
-import type { WalletRpcAction } from '../../src/contract/gateway.js'
 import { testUsdcAbi } from '../../fixtures/token/index.js'
+import type { Action, WalletRpcAction } from '../../src/contract/gateway.js'
 import { createEvmRuntime } from '../../src/server/chains/evm/index.js'
 import { type JobRunner, startJobRunner } from '../../src/server/jobs/runner.js'
 import {
@@ -42,7 +42,12 @@ export interface EvmEnv {
   buyer(index: number, tokens?: bigint): Promise<Buyer>
   balance(address: Address, token?: Address): Promise<bigint>
   pay(usdCents: string, merchantId?: string): Promise<{ paymentId: string; gatewayUrl: string }>
-  gw(method: 'GET' | 'POST', paymentId: string, suffix?: string, body?: unknown): ReturnType<TestServer['request']>
+  gw(
+    method: 'GET' | 'POST',
+    paymentId: string,
+    suffix?: string,
+    body?: unknown,
+  ): ReturnType<TestServer['request']>
   merchantView(paymentId: string, merchantId?: string): Promise<any>
   /** Starts a job runner on the app's handlers (or others given). */
   startRunner(handlers?: Parameters<typeof startJobRunner>[0]['handlers']): JobRunner
@@ -72,7 +77,13 @@ export async function createEvmEnv(options: { anvilArgs?: string[] } = {}): Prom
           rpcUrl: anvil.rpcUrl,
           signerKey: executorKey,
           assets: {
-            [asset]: { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1', methods: ['eip3009', 'transfer'] },
+            [asset]: {
+              symbol: 'USDC',
+              name: 'USD Coin',
+              decimals: 6,
+              usdRate: '1',
+              methods: ['eip3009', 'transfer'],
+            },
           },
         },
       },
@@ -89,8 +100,14 @@ export async function createEvmEnv(options: { anvilArgs?: string[] } = {}): Prom
     payload: { settlements: [{ asset, destination: `${anvil.caip2}:${destination}` }] },
   })
   expect(registered.statusCode, registered.body).toBe(201)
-  const bareMerchantId = await createMerchant(t, liveKey, { merchantName: 'No Settlement', merchantEmail: 'b@example.com' })
-  const publicClient = createPublicClient({ chain: anvilChain(anvil.chainId, anvil.rpcUrl), transport: http(anvil.rpcUrl) })
+  const bareMerchantId = await createMerchant(t, liveKey, {
+    merchantName: 'No Settlement',
+    merchantEmail: 'b@example.com',
+  })
+  const publicClient = createPublicClient({
+    chain: anvilChain(anvil.chainId, anvil.rpcUrl),
+    transport: http(anvil.rpcUrl),
+  })
   const runners: JobRunner[] = []
   let reference = 0
 
@@ -120,11 +137,20 @@ export async function createEvmEnv(options: { anvilArgs?: string[] } = {}): Prom
         account: `${anvil.caip2}:${address}`,
         signer,
         sign: ({ walletRpc }) =>
-          signer.request({ chainId: walletRpc.chainId, method: walletRpc.method, params: JSON.parse(walletRpc.params) }),
+          signer.request({
+            chainId: walletRpc.chainId,
+            method: walletRpc.method,
+            params: JSON.parse(walletRpc.params),
+          }),
       }
     },
     balance: (address, of = token) =>
-      publicClient.readContract({ address: of, abi: testUsdcAbi, functionName: 'balanceOf', args: [address] }),
+      publicClient.readContract({
+        address: of,
+        abi: testUsdcAbi,
+        functionName: 'balanceOf',
+        args: [address],
+      }),
     async pay(value, merchant = merchantId) {
       reference += 1
       const res = await t.request({
@@ -145,7 +171,11 @@ export async function createEvmEnv(options: { anvilArgs?: string[] } = {}): Prom
       })
     },
     async merchantView(paymentId, merchant = merchantId) {
-      const res = await t.request({ method: 'GET', url: `/v1/payments/${paymentId}`, headers: headers(liveKey, merchant) })
+      const res = await t.request({
+        method: 'GET',
+        url: `/v1/payments/${paymentId}`,
+        headers: headers(liveKey, merchant),
+      })
       expect(res.statusCode, res.body).toBe(200)
       return res.json
     },
@@ -177,10 +207,11 @@ export function fastRuntime(env: EvmEnv, overrides: Partial<Parameters<typeof cr
   return createEvmRuntime({ config: env.t.app.config, db: env.t.db, pollingIntervalMs: 25, ...overrides })
 }
 
-export const isKind = (kind: 'eip3009' | 'transfer') => (o: any) => {
-  const method = o.actions[0]?.walletRpc?.method
-  return kind === 'eip3009' ? method === 'eth_signTypedData_v4' : method === 'eth_sendTransaction'
-}
+export const isKind =
+  (kind: 'eip3009' | 'transfer') => (o: { actions: { walletRpc?: { method: string } }[] }) => {
+    const method = o.actions[0]?.walletRpc?.method
+    return kind === 'eip3009' ? method === 'eth_signTypedData_v4' : method === 'eth_sendTransaction'
+  }
 
 export function address(account: string): Address {
   return getAddress(account.split(':')[2]!)

@@ -9,6 +9,7 @@ import {
   type GatewayEnv,
   isBaseOption,
   isSolanaOption,
+  pick,
 } from './support.js'
 
 const validFields = { fullName: 'Ada Lovelace', dateOfBirth: '1990-12-10', country: 'GB' }
@@ -52,7 +53,7 @@ describe('data collection (rule 2)', () => {
         schema: collectDataSchema,
       })
     }
-    const schema = JSON.parse(all[0].collectData.schema)
+    const schema = JSON.parse(all[0]!.collectData!.schema!)
     expect(schema.required).toEqual(['fullName', 'dateOfBirth', 'country'])
     expect(schema.type).toBe('object')
   })
@@ -69,8 +70,8 @@ describe('data collection (rule 2)', () => {
   it('fetch and confirm are 409 invalid_state until the form is completed; then the flow succeeds', async () => {
     const paymentId = await env.pay('150000')
     const options = await optionsFor(paymentId)
-    const sol = options.find(isSolanaOption)
-    const evm = options.find(isBaseOption)
+    const sol = pick(options, isSolanaOption)
+    const evm = pick(options, isBaseOption)
     const fetchBody = { optionId: sol.id, data: buildData(sol) }
     const blocked = await env.gw('POST', paymentId, '/fetch', fetchBody)
     expect([blocked.statusCode, blocked.json.code]).toEqual([409, 'invalid_state'])
@@ -109,7 +110,7 @@ describe('data collection (rule 2)', () => {
 
   it('a refresh keeps the completion', async () => {
     const paymentId = await env.pay('150000')
-    const evm = (await optionsFor(paymentId)).find(isBaseOption)
+    const evm = pick(await optionsFor(paymentId), isBaseOption)
     await submit(paymentId, { optionId: evm.id, fields: validFields })
     const refreshed = await env.gw('POST', paymentId, '/options', {
       accounts: [buyer.accounts.base],

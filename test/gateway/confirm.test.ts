@@ -1,4 +1,4 @@
-import { Keypair, Transaction } from '@solana/web3.js'
+import { Keypair, Transaction, TransactionMessage, VersionedTransaction } from '@solana/web3.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { PaymentOption } from '../../src/contract/gateway.js'
 import { succeedPayment } from '../server/helpers.js'
@@ -11,6 +11,7 @@ import {
   isBaseOption,
   isMixedOption,
   isSolanaOption,
+  pick,
 } from './support.js'
 
 let env: GatewayEnv
@@ -40,7 +41,7 @@ function expectError(
 describe('POST /v1/gateway/payment/:id/fetch (row 21)', () => {
   it('resolves a build action; a repeated fetch returns the very same transaction', async () => {
     const paymentId = await env.pay()
-    const option = (await options(paymentId)).find(isSolanaOption)
+    const option = pick(await options(paymentId), isSolanaOption)
     const body = { optionId: option.id, data: buildData(option) }
     const first = await env.gw('POST', paymentId, '/fetch', body)
     const second = await env.gw('POST', paymentId, '/fetch', body)
@@ -50,14 +51,14 @@ describe('POST /v1/gateway/payment/:id/fetch (row 21)', () => {
 
   it('returns the actions of an option with nothing to build', async () => {
     const paymentId = await env.pay()
-    const option = (await options(paymentId)).find(isBaseOption)
+    const option = pick(await options(paymentId), isBaseOption)
     const res = await env.gw('POST', paymentId, '/fetch', { optionId: option.id, data: '' })
     expect(res.json.actions).toEqual(option.actions)
   })
 
   it("400 params_validation for an unknown option, another payment's option, or foreign build data", async () => {
     const paymentId = await env.pay()
-    const option = (await options(paymentId)).find(isSolanaOption)
+    const option = pick(await options(paymentId), isSolanaOption)
     expectError(
       await env.gw('POST', paymentId, '/fetch', { optionId: 'opt_unknown', data: '' }),
       400,
@@ -81,7 +82,7 @@ describe('POST /v1/gateway/payment/:id/fetch (row 21)', () => {
 
   it('422 quote_expired after the quote expiry', async () => {
     const paymentId = await env.pay()
-    const option = (await options(paymentId)).find(isSolanaOption)
+    const option = pick(await options(paymentId), isSolanaOption)
     env.t.advanceTime(301_000)
     expectError(
       await env.gw('POST', paymentId, '/fetch', { optionId: option.id, data: buildData(option) }),
@@ -92,7 +93,7 @@ describe('POST /v1/gateway/payment/:id/fetch (row 21)', () => {
 
   it('409 invalid_state once the payment is final', async () => {
     const paymentId = await env.pay()
-    const option = (await options(paymentId)).find(isBaseOption)
+    const option = pick(await options(paymentId), isBaseOption)
     await succeedPayment(env.t, paymentId)
     expectError(
       await env.gw('POST', paymentId, '/fetch', { optionId: option.id, data: '' }),
@@ -149,7 +150,17 @@ describe('POST /v1/gateway/payment/:id/confirm (row 23)', () => {
     const sol = await env.prepare(paymentId, buyer, isSolanaOption)
     // Solana: the complete signed transaction, base64, not the detached signature (64 bytes) nor hex
     const detached = Buffer.from(Keypair.generate().secretKey.slice(0, 64)).toString('base64')
-    for (const bad of [detached, `0x${'ab'.repeat(65)}`, 'not base64!']) {
+    const payer = Keypair.generate()
+    const v0 = new VersionedTransaction(
+      new TransactionMessage({
+        payerKey: payer.publicKey,
+        recentBlockhash: payer.publicKey.toBase58(),
+        instructions: [],
+      }).compileToV0Message(),
+    )
+    v0.sign([payer])
+    const otherKind = Buffer.from(v0.serialize()).toString('base64')
+    for (const bad of [detached, `0x${'ab'.repeat(65)}`, 'not base64!', otherKind]) {
       expectError(await confirm(sol.option.id, [bad]), 400, 'params_validation', 'results.0')
     }
   })
@@ -169,7 +180,7 @@ describe('POST /v1/gateway/payment/:id/confirm (row 23)', () => {
 
   it('409 invalid_state when an option with a build action was never fetched', async () => {
     const paymentId = await env.pay()
-    const option = (await options(paymentId)).find(isSolanaOption)
+    const option = pick(await options(paymentId), isSolanaOption)
     const other = await env.pay()
     const signed = (await env.prepare(other, buyer, isSolanaOption)).results
     expectError(

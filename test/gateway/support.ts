@@ -2,7 +2,7 @@ import { Keypair, Transaction } from '@solana/web3.js'
 import type { Hex, PrivateKeyAccount } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { expect } from 'vitest'
-import type { PaymentOption, WalletRpcAction } from '../../src/contract/gateway.js'
+import type { Action, PaymentOption, WalletRpcAction } from '../../src/contract/gateway.js'
 import { createTestServer, type TestServer, type TestServerOptions } from '../server/harness.js'
 import { createMerchant, createPayment, headers } from '../server/helpers.js'
 
@@ -23,7 +23,7 @@ export interface Buyer {
   evm: PrivateKeyAccount
   solana: Keypair
   accounts: { ethereum: string; base: string; solana: string }
-  sign(action: WalletRpcAction): Promise<string>
+  sign(action: Action): Promise<string>
 }
 
 export function createBuyer(): Buyer {
@@ -37,7 +37,9 @@ export function createBuyer(): Buyer {
       base: `${chains.base}:${evm.address}`,
       solana: `${chains.solana}:${solana.publicKey.toBase58()}`,
     },
-    async sign({ walletRpc }) {
+    async sign(action) {
+      if (action.type !== 'walletRpc') throw new Error('build actions are resolved by fetch, not signed')
+      const { walletRpc } = action
       const params = JSON.parse(walletRpc.params) as unknown[]
       switch (walletRpc.method) {
         case 'eth_signTypedData_v4': {
@@ -159,4 +161,11 @@ export function buildData(option: PaymentOption): string {
   const build = option.actions.find((a) => a.type === 'build')
   if (!build) throw new Error(`option ${option.id} has nothing to build`)
   return build.build.data
+}
+
+/** The option `pred` selects; fails the test when there is none. */
+export function pick(options: readonly PaymentOption[], pred: (o: PaymentOption) => boolean): PaymentOption {
+  const option = options.find(pred)
+  if (!option) throw new Error(`no such option among ${options.map((o) => o.account).join(', ')}`)
+  return option
 }

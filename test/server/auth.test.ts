@@ -1,5 +1,5 @@
-import * as z from 'zod/mini'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import * as z from 'zod/mini'
 import { endpoint } from '../../src/contract/endpoint.js'
 import { revokeApiKey } from '../../src/server/accounts/accounts.js'
 import { defineRoute } from '../../src/server/route.js'
@@ -11,7 +11,12 @@ const whoami = endpoint({
   method: 'GET',
   path: '/__test/whoami',
   auth: 'gateway',
-  response: z.object({ partnerId: z.string(), mode: z.string(), role: z.string(), clientId: z.nullable(z.string()) }),
+  response: z.object({
+    partnerId: z.string(),
+    mode: z.string(),
+    role: z.string(),
+    clientId: z.nullable(z.string()),
+  }),
   status: 200,
   summary: 'test only',
 })
@@ -37,7 +42,11 @@ beforeAll(async () => {
 })
 afterAll(() => t.close())
 
-async function expectError(res: { statusCode: number; json: any; body: string }, status: number, code: string) {
+async function expectError(
+  res: { statusCode: number; json: any; body: string },
+  status: number,
+  code: string,
+) {
   expect(res.statusCode, res.body).toBe(status)
   expect(res.json.code).toBe(code)
   expect(typeof res.json.message).toBe('string')
@@ -76,7 +85,9 @@ describe('API keys', () => {
       )
     }
     const { apiKey, keyId } = await t.createKey('test')
-    expect((await t.request({ method: 'GET', url: '/v1/merchants', headers: { 'api-key': apiKey } })).statusCode).toBe(200)
+    expect(
+      (await t.request({ method: 'GET', url: '/v1/merchants', headers: { 'api-key': apiKey } })).statusCode,
+    ).toBe(200)
     await revokeApiKey(t.db, keyId)
     await expectError(
       await t.request({ method: 'GET', url: '/v1/merchants', headers: { 'api-key': apiKey } }),
@@ -101,7 +112,11 @@ describe('API keys', () => {
       'forbidden',
     )
     await expectError(
-      await t.request({ method: 'GET', url: '/v1/payments/pay_abc', headers: headers(walletKey, merchantId) }),
+      await t.request({
+        method: 'GET',
+        url: '/v1/payments/pay_abc',
+        headers: headers(walletKey, merchantId),
+      }),
       403,
       'forbidden',
     )
@@ -110,7 +125,11 @@ describe('API keys', () => {
   it('Api-Key with App-Id: 400 conflicting_auth_headers', async () => {
     const { appId } = await t.createAppId('test')
     await expectError(
-      await t.request({ method: 'GET', url: '/v1/merchants', headers: { 'api-key': testKey, 'app-id': appId } }),
+      await t.request({
+        method: 'GET',
+        url: '/v1/merchants',
+        headers: { 'api-key': testKey, 'app-id': appId },
+      }),
       400,
       'conflicting_auth_headers',
     )
@@ -119,7 +138,11 @@ describe('API keys', () => {
   it('App-Id alone on a merchant endpoint: 401 missing_api_key', async () => {
     const { appId } = await t.createAppId('test')
     await expectError(
-      await t.request({ method: 'GET', url: '/v1/merchants', headers: { 'app-id': appId, 'client-id': 'c' } }),
+      await t.request({
+        method: 'GET',
+        url: '/v1/merchants',
+        headers: { 'app-id': appId, 'client-id': 'c' },
+      }),
       401,
       'missing_api_key',
     )
@@ -137,12 +160,20 @@ describe('Merchant-Id', () => {
 
   it('unknown, other-mode or deleted merchant: 404 merchant_not_found', async () => {
     await expectError(
-      await t.request({ method: 'GET', url: '/v1/merchants/payments', headers: headers(testKey, 'mrch_nope') }),
+      await t.request({
+        method: 'GET',
+        url: '/v1/merchants/payments',
+        headers: headers(testKey, 'mrch_nope'),
+      }),
       404,
       'merchant_not_found',
     )
     await expectError(
-      await t.request({ method: 'GET', url: '/v1/merchants/payments', headers: headers(liveKey, merchantId) }),
+      await t.request({
+        method: 'GET',
+        url: '/v1/merchants/payments',
+        headers: headers(liveKey, merchantId),
+      }),
       404,
       'merchant_not_found',
     )
@@ -202,7 +233,12 @@ describe('gateway auth kind', () => {
       headers: { 'app-id': liveApp.appId, 'client-id': 'wallet-install-1' },
     })
     expect(res.statusCode, res.body).toBe(200)
-    expect(res.json).toEqual({ partnerId: t.partnerId, mode: 'live', role: 'app', clientId: 'wallet-install-1' })
+    expect(res.json).toEqual({
+      partnerId: t.partnerId,
+      mode: 'live',
+      role: 'app',
+      clientId: 'wallet-install-1',
+    })
   })
 
   it('maps every missing or wrong credential to its code', async () => {
@@ -219,7 +255,11 @@ describe('gateway auth kind', () => {
       'missing_client_id',
     )
     await expectError(
-      await t.request({ method: 'GET', url: '/__test/whoami', headers: { 'app-id': 'app_test_nope', 'client-id': 'c' } }),
+      await t.request({
+        method: 'GET',
+        url: '/__test/whoami',
+        headers: { 'app-id': 'app_test_nope', 'client-id': 'c' },
+      }),
       401,
       'invalid_app_id',
     )
@@ -233,7 +273,11 @@ describe('gateway auth kind', () => {
       'invalid_app_id',
     )
     await expectError(
-      await t.request({ method: 'GET', url: '/__test/whoami', headers: { 'app-id': appId, 'api-key': testKey } }),
+      await t.request({
+        method: 'GET',
+        url: '/__test/whoami',
+        headers: { 'app-id': appId, 'api-key': testKey },
+      }),
       400,
       'conflicting_auth_headers',
     )
@@ -257,7 +301,11 @@ describe('Pay-Version', () => {
     const res = await list()
     expect(res.statusCode).toBe(200)
     expect(res.headers['pay-version']).toBe('2026-02-18')
-    const partner = await t.db.selectFrom('partners').select('api_version').where('id', '=', t.partnerId).executeTakeFirstOrThrow()
+    const partner = await t.db
+      .selectFrom('partners')
+      .select('api_version')
+      .where('id', '=', t.partnerId)
+      .executeTakeFirstOrThrow()
     expect(partner.api_version).toBe('2026-02-18')
   })
 
@@ -276,7 +324,11 @@ describe('Pay-Version', () => {
 
   it('older than pinned: api_version_downgrade', async () => {
     const partnerId = await t.createPartner()
-    await t.db.updateTable('partners').set({ api_version: '2026-02-19.preview' }).where('id', '=', partnerId).execute()
+    await t.db
+      .updateTable('partners')
+      .set({ api_version: '2026-02-19.preview' })
+      .where('id', '=', partnerId)
+      .execute()
     const { apiKey } = await t.createKey('test', 'partner', partnerId)
     const res = await t.request({
       method: 'GET',

@@ -3,7 +3,8 @@ import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it, vi } from 'vitest'
+import { main } from '../../src/server/cli.js'
 import { createTestDatabase, type TestDatabase } from '../postgres.js'
 
 const bin = fileURLToPath(new URL('../../bin/caipay.js', import.meta.url))
@@ -25,9 +26,37 @@ function run(args: string[]): Promise<{ code: number | null; stdout: string; std
   })
 }
 
+/** Runs the CLI in this process (fast), capturing what it prints. */
+async function runHere(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = ''
+  let stderr = ''
+  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+    stdout += String(chunk)
+    return true
+  })
+  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => {
+    stderr += String(chunk)
+    return true
+  })
+  try {
+    return { code: await main(args), stdout, stderr }
+  } finally {
+    out.mockRestore()
+    err.mockRestore()
+  }
+}
+
 /** Starts `caipay serve`, resolves once it printed its URL (and the key, when it made one). */
-function serve(args: string[]): Promise<{ child: ChildProcess; url: string; apiKey: string | undefined; output: () => string; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [bin, 'serve', '--port', '0', ...args], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn' } })
+function serve(args: string[]): Promise<{
+  child: ChildProcess
+  url: string
+  apiKey: string | undefined
+  output: () => string
+  exited: Promise<number | null>
+}> {
+  const child = spawn(process.execPath, [bin, 'serve', '--port', '0', ...args], {
+    env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn' },
+  })
   children.push(child)
   let out = ''
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
@@ -43,11 +72,14 @@ function serve(args: string[]): Promise<{ child: ChildProcess; url: string; apiK
     }
     child.stdout.on('data', onData)
     child.stderr.on('data', (d) => (out += d))
-    child.on('exit', () => reject(new Error(`serve exited:\n${out}`)))
+    child.on('close', () => reject(new Error(`serve exited:\n${out}`)))
   })
 }
 
-async function api(url: string, init: { method?: string; headers?: Record<string, string>; body?: unknown } = {}) {
+async function api(
+  url: string,
+  init: { method?: string; headers?: Record<string, string>; body?: unknown } = {},
+) {
   const res = await fetch(url, {
     method: init.method ?? 'GET',
     headers: { ...(init.body ? { 'content-type': 'application/json' } : {}), ...init.headers },
@@ -83,11 +115,13 @@ describe('caipay CLI', () => {
     expect(server.apiKey).toMatch(/^svc_test_/)
     expect((await api(`${server.url}/healthz`)).json).toEqual({ ok: true })
     const { merchantId, paymentId } = await merchantAndPayment(server.url, server.apiKey!)
-    const read = await api(`${server.url}/v1/payments/${paymentId}`, { headers: { 'api-key': server.apiKey!, 'merchant-id': merchantId } })
+    const read = await api(`${server.url}/v1/payments/${paymentId}`, {
+      headers: { 'api-key': server.apiKey!, 'merchant-id': merchantId },
+    })
     expect(read.json.status).toBe('requires_action')
     expect((await api(`${server.url}/openapi.json`)).json.servers[0].url).toBe(server.url)
     server.child.kill('SIGTERM')
-    expect(await server.exited).toBe(0)
+    expect(await server.exited, server.output()).toBe(0)
 
     const again = await serve(['--database-url', pg.url])
     expect(again.apiKey).toBeUndefined()
@@ -101,28 +135,76 @@ describe('caipay CLI', () => {
     const created = JSON.parse(live.stdout)
     expect(created.apiKey).toMatch(/^svc_[A-Za-z0-9]{32,}$/)
     expect(created.partnerId).toMatch(/^ptr_/)
-    const wallet = await run(['keys', 'create', '--mode', 'test', '--role', 'wallet', '--partner', created.partnerId, '--json', '--database-url', pg.url])
-    expect(JSON.parse(wallet.stdout)).toMatchObject({ partnerId: created.partnerId, apiKey: expect.stringMatching(/^svc_test_/) })
-    const app = await run(['apps', 'create', '--mode', 'test', '--partner', created.partnerId, '--json', '--database-url', pg.url])
-    expect(JSON.parse(app.stdout)).toEqual({ partnerId: created.partnerId, appId: expect.stringMatching(/^app_test_/) })
-    const human = await run(['keys', 'create', '--mode', 'test', '--database-url', pg.url])
+    const wallet = await runHere([
+      'keys',
+      'create',
+      '--mode',
+      'test',
+      '--role',
+      'wallet',
+      '--partner',
+      created.partnerId,
+      '--json',
+      '--database-url',
+      pg.url,
+    ])
+    expect(JSON.parse(wallet.stdout)).toMatchObject({
+      partnerId: created.partnerId,
+      apiKey: expect.stringMatching(/^svc_test_/),
+    })
+    const app = await runHere([
+      'apps',
+      'create',
+      '--mode',
+      'test',
+      '--partner',
+      created.partnerId,
+      '--json',
+      '--database-url',
+      pg.url,
+    ])
+    expect(JSON.parse(app.stdout)).toEqual({
+      partnerId: created.partnerId,
+      appId: expect.stringMatching(/^app_test_/),
+    })
+    const human = await runHere(['keys', 'create', '--mode', 'test', '--database-url', pg.url])
     expect(human.stdout).toMatch(/svc_test_[A-Za-z0-9]+/)
-    const row = await pg.db.selectFrom('api_keys').select('role').where('partner_id', '=', created.partnerId).where('mode', '=', 'test').executeTakeFirstOrThrow()
+    const row = await pg.db
+      .selectFrom('api_keys')
+      .select('role')
+      .where('partner_id', '=', created.partnerId)
+      .where('mode', '=', 'test')
+      .executeTakeFirstOrThrow()
     expect(row.role).toBe('wallet')
   })
 
   it('refuses bad usage with a non-zero exit', async () => {
-    expect((await run(['keys', 'create', '--mode', 'prod', '--database-url', pg.url])).code).toBe(2)
-    expect((await run(['keys', 'create', '--mode', 'test', '--bogus'])).code).toBe(2)
-    expect((await run(['frobnicate'])).code).toBe(2)
-    const missing = await run(['keys', 'create', '--mode', 'test', '--partner', 'ptr_nope', '--database-url', pg.url])
+    expect((await runHere(['keys', 'create', '--mode', 'prod', '--database-url', pg.url])).code).toBe(2)
+    expect((await runHere(['keys', 'create', '--mode', 'test', '--bogus'])).code).toBe(2)
+    expect((await runHere(['frobnicate'])).code).toBe(2)
+    expect((await runHere(['serve', '--port', 'x'])).code).toBe(2)
+    const missing = await runHere([
+      'keys',
+      'create',
+      '--mode',
+      'test',
+      '--partner',
+      'ptr_nope',
+      '--database-url',
+      pg.url,
+    ])
     expect(missing.code).toBe(1)
     expect(missing.stderr).toMatch(/not found/)
-    expect((await run(['--help'])).stdout).toMatch(/caipay serve/)
+    expect((await runHere(['--help'])).stdout).toMatch(/caipay serve/)
+    const badConfig = await runHere(['serve', '--config', '/nonexistent/caipay.json'])
+    expect(badConfig.code).toBe(1)
+    expect(badConfig.stderr).toMatch(/Cannot read config file/)
   })
 
   it('serve --data-dir runs embedded PostgreSQL, shares it with keys create, and stops it on SIGTERM', async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-cli-'))
+    // Under root the cluster runs as the postgres OS user, which must be able to enter the parent.
+    await fs.chmod(dir, 0o755)
     cleanups.push(() => fs.rm(dir, { recursive: true, force: true }))
     const dataDir = path.join(dir, 'data')
     const server = await serve(['--data-dir', dataDir])
@@ -130,7 +212,9 @@ describe('caipay CLI', () => {
     await merchantAndPayment(server.url, server.apiKey!)
     const key = await run(['keys', 'create', '--mode', 'test', '--json', '--data-dir', dataDir])
     expect(key.code, key.stderr).toBe(0)
-    const list = await api(`${server.url}/v1/merchants`, { headers: { 'api-key': JSON.parse(key.stdout).apiKey } })
+    const list = await api(`${server.url}/v1/merchants`, {
+      headers: { 'api-key': JSON.parse(key.stdout).apiKey },
+    })
     expect(list.status).toBe(200)
     server.child.kill('SIGTERM')
     expect(await server.exited).toBe(0)

@@ -24,7 +24,11 @@ export interface TestServer {
   /** A partner made at start; createKey/createAppId default to it. */
   partnerId: string
   createPartner(): Promise<string>
-  createKey(mode?: Mode, role?: KeyRole, partnerId?: string): Promise<{ apiKey: string; keyId: string; partnerId: string }>
+  createKey(
+    mode?: Mode,
+    role?: KeyRole,
+    partnerId?: string,
+  ): Promise<{ apiKey: string; keyId: string; partnerId: string }>
   createAppId(mode?: Mode, partnerId?: string): Promise<{ appId: string; partnerId: string }>
   /** `app.inject` returning the parsed JSON body as `json`. */
   request(options: InjectOptions): Promise<LightMyRequestResponse & { json: any }>

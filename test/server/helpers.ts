@@ -41,7 +41,11 @@ export async function createPayment(
 }
 
 /** Drives a payment to succeeded the way the gateway does (through the lifecycle). */
-export async function succeedPayment(t: TestServer, paymentId: string, txId = `test:${paymentId}`): Promise<void> {
+export async function succeedPayment(
+  t: TestServer,
+  paymentId: string,
+  txId = `test:${paymentId}`,
+): Promise<void> {
   await transitionPayment(t.db, { paymentId, from: 'requires_action', to: 'processing' })
   await transitionPayment(t.db, { paymentId, from: 'processing', to: 'succeeded', set: { tx_id: txId } })
 }

@@ -41,26 +41,127 @@ beforeAll(async () => {
 })
 afterAll(() => t.close())
 
-type Probe = { name: string; method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'; url: string; merchant?: 'victim' | 'own'; payload?: object; code: string }
+type Probe = {
+  name: string
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
+  url: string
+  merchant?: 'victim' | 'own'
+  payload?: object
+  code: string
+}
 
 const probes = (): Probe[] => [
   { name: 'read merchant', method: 'GET', url: `/v1/merchants/${merchantId}`, code: 'merchant_not_found' },
-  { name: 'patch merchant', method: 'PATCH', url: `/v1/merchants/${merchantId}`, payload: { merchantName: 'x' }, code: 'merchant_not_found' },
-  { name: 'delete merchant', method: 'DELETE', url: `/v1/merchants/${merchantId}`, code: 'merchant_not_found' },
-  { name: 'list settlements', method: 'GET', url: `/v1/merchants/${merchantId}/settlements`, code: 'merchant_not_found' },
-  { name: 'add settlement', method: 'POST', url: `/v1/merchants/${merchantId}/settlements/crypto`, payload: { settlements: [{ asset: asset.replace('0x83', '0x84'), destination: wallet }] }, code: 'merchant_not_found' },
-  { name: 'put settlement', method: 'PUT', url: `/v1/merchants/${merchantId}/settlements/crypto/${settlementId}`, payload: { destination: wallet }, code: 'merchant_not_found' },
-  { name: 'delete settlement', method: 'DELETE', url: `/v1/merchants/${merchantId}/settlements/crypto/${settlementId}`, code: 'merchant_not_found' },
-  { name: 'deprecated payment list', method: 'GET', url: `/v1/merchants/${merchantId}/payments`, code: 'merchant_not_found' },
-  { name: 'payment list by merchantId', method: 'GET', url: `/v1/payments?merchantId=${merchantId}`, code: 'merchant_not_found' },
-  { name: 'create payment (victim merchant)', method: 'POST', url: '/v1/payments', merchant: 'victim', payload: { referenceId: 'x', amount: { unit: 'iso4217/USD', value: '1' } }, code: 'merchant_not_found' },
-  { name: 'merchant payments (victim merchant)', method: 'GET', url: '/v1/merchants/payments', merchant: 'victim', code: 'merchant_not_found' },
-  { name: 'read payment (victim merchant)', method: 'GET', url: `/v1/payments/${paymentId}`, merchant: 'victim', code: 'merchant_not_found' },
-  { name: 'read payment (own merchant)', method: 'GET', url: `/v1/payments/${paymentId}`, merchant: 'own', code: 'payment_not_found' },
-  { name: 'payment status (own merchant)', method: 'GET', url: `/v1/payments/${paymentId}/status`, merchant: 'own', code: 'payment_not_found' },
-  { name: 'cancel payment (own merchant)', method: 'POST', url: `/v1/payments/${paymentId}/cancel`, merchant: 'own', code: 'payment_not_found' },
-  { name: 'refund (own merchant)', method: 'POST', url: '/v1/refunds', merchant: 'own', payload: { paymentId }, code: 'payment_not_found' },
-  { name: 'refund (victim merchant)', method: 'POST', url: '/v1/refunds', merchant: 'victim', payload: { paymentId }, code: 'merchant_not_found' },
+  {
+    name: 'patch merchant',
+    method: 'PATCH',
+    url: `/v1/merchants/${merchantId}`,
+    payload: { merchantName: 'x' },
+    code: 'merchant_not_found',
+  },
+  {
+    name: 'delete merchant',
+    method: 'DELETE',
+    url: `/v1/merchants/${merchantId}`,
+    code: 'merchant_not_found',
+  },
+  {
+    name: 'list settlements',
+    method: 'GET',
+    url: `/v1/merchants/${merchantId}/settlements`,
+    code: 'merchant_not_found',
+  },
+  {
+    name: 'add settlement',
+    method: 'POST',
+    url: `/v1/merchants/${merchantId}/settlements/crypto`,
+    payload: { settlements: [{ asset: asset.replace('0x83', '0x84'), destination: wallet }] },
+    code: 'merchant_not_found',
+  },
+  {
+    name: 'put settlement',
+    method: 'PUT',
+    url: `/v1/merchants/${merchantId}/settlements/crypto/${settlementId}`,
+    payload: { destination: wallet },
+    code: 'merchant_not_found',
+  },
+  {
+    name: 'delete settlement',
+    method: 'DELETE',
+    url: `/v1/merchants/${merchantId}/settlements/crypto/${settlementId}`,
+    code: 'merchant_not_found',
+  },
+  {
+    name: 'deprecated payment list',
+    method: 'GET',
+    url: `/v1/merchants/${merchantId}/payments`,
+    code: 'merchant_not_found',
+  },
+  {
+    name: 'payment list by merchantId',
+    method: 'GET',
+    url: `/v1/payments?merchantId=${merchantId}`,
+    code: 'merchant_not_found',
+  },
+  {
+    name: 'create payment (victim merchant)',
+    method: 'POST',
+    url: '/v1/payments',
+    merchant: 'victim',
+    payload: { referenceId: 'x', amount: { unit: 'iso4217/USD', value: '1' } },
+    code: 'merchant_not_found',
+  },
+  {
+    name: 'merchant payments (victim merchant)',
+    method: 'GET',
+    url: '/v1/merchants/payments',
+    merchant: 'victim',
+    code: 'merchant_not_found',
+  },
+  {
+    name: 'read payment (victim merchant)',
+    method: 'GET',
+    url: `/v1/payments/${paymentId}`,
+    merchant: 'victim',
+    code: 'merchant_not_found',
+  },
+  {
+    name: 'read payment (own merchant)',
+    method: 'GET',
+    url: `/v1/payments/${paymentId}`,
+    merchant: 'own',
+    code: 'payment_not_found',
+  },
+  {
+    name: 'payment status (own merchant)',
+    method: 'GET',
+    url: `/v1/payments/${paymentId}/status`,
+    merchant: 'own',
+    code: 'payment_not_found',
+  },
+  {
+    name: 'cancel payment (own merchant)',
+    method: 'POST',
+    url: `/v1/payments/${paymentId}/cancel`,
+    merchant: 'own',
+    code: 'payment_not_found',
+  },
+  {
+    name: 'refund (own merchant)',
+    method: 'POST',
+    url: '/v1/refunds',
+    merchant: 'own',
+    payload: { paymentId },
+    code: 'payment_not_found',
+  },
+  {
+    name: 'refund (victim merchant)',
+    method: 'POST',
+    url: '/v1/refunds',
+    merchant: 'victim',
+    payload: { paymentId },
+    code: 'merchant_not_found',
+  },
 ]
 
 describe('isolation matrix', () => {
@@ -69,7 +170,8 @@ describe('isolation matrix', () => {
       it('gets 404 on every resource of partner A in test mode', async () => {
         const { key, ownMerchant } = others[who]!
         for (const probe of probes()) {
-          const merchant = probe.merchant === 'victim' ? merchantId : probe.merchant === 'own' ? ownMerchant : undefined
+          const merchant =
+            probe.merchant === 'victim' ? merchantId : probe.merchant === 'own' ? ownMerchant : undefined
           const res = await t.request({
             method: probe.method,
             url: probe.url,
@@ -87,20 +189,44 @@ describe('isolation matrix', () => {
         expect(merchants.json.data.map((m: { id: string }) => m.id)).toEqual([ownMerchant])
         const payments = await t.request({ method: 'GET', url: '/v1/payments', headers: headers(key) })
         expect(payments.json.data).toEqual([])
-        const search = await t.request({ method: 'GET', url: `/v1/merchants?search=${merchantId}`, headers: headers(key) })
+        const search = await t.request({
+          method: 'GET',
+          url: `/v1/merchants?search=${merchantId}`,
+          headers: headers(key),
+        })
         expect(search.json.data).toEqual([])
       })
     })
   }
 
   it('the owner still reaches everything (and the refund still happens once)', async () => {
-    expect((await t.request({ method: 'GET', url: `/v1/merchants/${merchantId}`, headers: headers(owner) })).statusCode).toBe(200)
-    expect((await t.request({ method: 'GET', url: `/v1/payments/${paymentId}`, headers: headers(owner, merchantId) })).statusCode).toBe(200)
+    expect(
+      (await t.request({ method: 'GET', url: `/v1/merchants/${merchantId}`, headers: headers(owner) }))
+        .statusCode,
+    ).toBe(200)
+    expect(
+      (
+        await t.request({
+          method: 'GET',
+          url: `/v1/payments/${paymentId}`,
+          headers: headers(owner, merchantId),
+        })
+      ).statusCode,
+    ).toBe(200)
     const list = await t.request({ method: 'GET', url: '/v1/payments', headers: headers(owner) })
     expect(list.json.data.map((p: { paymentId: string }) => p.paymentId)).toEqual([paymentId])
-    const refund = await t.request({ method: 'POST', url: '/v1/refunds', headers: headers(owner, merchantId), payload: { paymentId } })
+    const refund = await t.request({
+      method: 'POST',
+      url: '/v1/refunds',
+      headers: headers(owner, merchantId),
+      payload: { paymentId },
+    })
     expect(refund.statusCode).toBe(200)
-    const settlements = await t.request({ method: 'GET', url: `/v1/merchants/${merchantId}/settlements`, headers: headers(owner) })
+    const settlements = await t.request({
+      method: 'GET',
+      url: `/v1/merchants/${merchantId}/settlements`,
+      headers: headers(owner),
+    })
     expect(settlements.json.crypto).toHaveLength(1)
   })
 

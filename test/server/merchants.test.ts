@@ -21,7 +21,11 @@ const create = (body: unknown, idempotencyKey: string | null = idem(), apiKey = 
 
 describe('POST /v1/merchants (row 2)', () => {
   it('creates a merchant with the documented shape', async () => {
-    const res = await create({ merchantName: ' Coffee ', merchantEmail: 'c@example.com', iconUrl: 'https://x.example/i.png' })
+    const res = await create({
+      merchantName: ' Coffee ',
+      merchantEmail: 'c@example.com',
+      iconUrl: 'https://x.example/i.png',
+    })
     expect(res.statusCode, res.body).toBe(201)
     expect(res.json.merchant).toMatchObject({
       name: 'Coffee',
@@ -151,10 +155,16 @@ describe('GET /v1/merchants (row 1)', () => {
   beforeAll(async () => {
     partnerKey = (await t.createKey('test', 'partner', await t.createPartner())).apiKey
     for (let i = 0; i < 7; i++) {
-      ids.push(await createMerchant(t, partnerKey, { merchantName: `Store ${i} ${i % 2 ? 'Alpha' : 'Beta'}`, merchantEmail: `m${i}@example.com` }))
+      ids.push(
+        await createMerchant(t, partnerKey, {
+          merchantName: `Store ${i} ${i % 2 ? 'Alpha' : 'Beta'}`,
+          merchantEmail: `m${i}@example.com`,
+        }),
+      )
     }
   })
-  const list = (query = '') => t.request({ method: 'GET', url: `/v1/merchants${query}`, headers: headers(partnerKey) })
+  const list = (query = '') =>
+    t.request({ method: 'GET', url: `/v1/merchants${query}`, headers: headers(partnerKey) })
 
   it('lists newest first with nextCursor null on the last page', async () => {
     const res = await list()
@@ -256,18 +266,31 @@ describe('GET/PATCH/DELETE /v1/merchants/:id (rows 3-5)', () => {
   })
 
   it('patches fields; null unsets the icon; an empty body is refused', async () => {
-    const id = await createMerchant(t, key, { merchantName: 'Old', merchantEmail: 'o@example.com', iconUrl: 'https://i.example/a.png' })
+    const id = await createMerchant(t, key, {
+      merchantName: 'Old',
+      merchantEmail: 'o@example.com',
+      iconUrl: 'https://i.example/a.png',
+    })
     const patch = (payload: object) =>
       t.request({ method: 'PATCH', url: `/v1/merchants/${id}`, headers: headers(key), payload })
     const renamed = await patch({ merchantName: 'New' })
     expect(renamed.statusCode, renamed.body).toBe(200)
-    expect(renamed.json.merchant).toMatchObject({ name: 'New', email: 'o@example.com', iconUrl: 'https://i.example/a.png' })
+    expect(renamed.json.merchant).toMatchObject({
+      name: 'New',
+      email: 'o@example.com',
+      iconUrl: 'https://i.example/a.png',
+    })
     const unset = await patch({ iconUrl: null, merchantEmail: 'n@example.com' })
     expect(unset.json.merchant).toMatchObject({ name: 'New', email: 'n@example.com', iconUrl: null })
     const empty = await patch({})
     expect(empty.statusCode).toBe(400)
     expect(empty.json.code).toBe('params_validation')
-    const unknown = await t.request({ method: 'PATCH', url: '/v1/merchants/mrch_x', headers: headers(key), payload: { merchantName: 'x' } })
+    const unknown = await t.request({
+      method: 'PATCH',
+      url: '/v1/merchants/mrch_x',
+      headers: headers(key),
+      payload: { merchantName: 'x' },
+    })
     expect(unknown.statusCode).toBe(404)
   })
 
@@ -291,10 +314,20 @@ describe('GET/PATCH/DELETE /v1/merchants/:id (rows 3-5)', () => {
     })
     expect(pay.statusCode).toBe(404)
     expect(pay.json.code).toBe('merchant_not_found')
-    const row = await t.db.selectFrom('merchants').select('deleted_at').where('id', '=', id).executeTakeFirstOrThrow()
+    const row = await t.db
+      .selectFrom('merchants')
+      .select('deleted_at')
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow()
     expect(row.deleted_at).not.toBeNull()
-    expect(await t.db.selectFrom('payments').select('id').where('id', '=', paymentId).executeTakeFirst()).toBeDefined()
-    const missing = await t.request({ method: 'DELETE', url: '/v1/merchants/mrch_missing', headers: headers(key) })
+    expect(
+      await t.db.selectFrom('payments').select('id').where('id', '=', paymentId).executeTakeFirst(),
+    ).toBeDefined()
+    const missing = await t.request({
+      method: 'DELETE',
+      url: '/v1/merchants/mrch_missing',
+      headers: headers(key),
+    })
     expect(missing.statusCode).toBe(404)
     expect(missing.json.code).toBe('merchant_not_found')
   })

@@ -18,7 +18,12 @@ beforeAll(async () => {
 afterAll(() => t.close())
 
 const create = (payload: unknown, extra: Record<string, string> = {}, merchant = merchantId) =>
-  t.request({ method: 'POST', url: '/v1/payments', headers: headers(key, merchant, extra), payload: payload as object })
+  t.request({
+    method: 'POST',
+    url: '/v1/payments',
+    headers: headers(key, merchant, extra),
+    payload: payload as object,
+  })
 const get = (path: string, merchant: string | undefined = merchantId) =>
   t.request({ method: 'GET', url: path, headers: headers(key, merchant) })
 
@@ -35,19 +40,36 @@ describe('POST /v1/payments (row 10)', () => {
       isFinal: false,
       pollInMs: expect.any(Number),
     })
-    const row = await t.db.selectFrom('payments').selectAll().where('id', '=', res.json.paymentId).executeTakeFirstOrThrow()
-    expect(row).toMatchObject({ mode: 'test', merchant_id: merchantId, partner_id: t.partnerId, amount_value: '1250', amount_unit: 'iso4217/USD' })
+    const row = await t.db
+      .selectFrom('payments')
+      .selectAll()
+      .where('id', '=', res.json.paymentId)
+      .executeTakeFirstOrThrow()
+    expect(row).toMatchObject({
+      mode: 'test',
+      merchant_id: merchantId,
+      partner_id: t.partnerId,
+      amount_value: '1250',
+      amount_unit: 'iso4217/USD',
+    })
   })
 
   it('keeps huge amounts exact (numeric, never a float)', async () => {
     const value = '123456789012345678901234567890123456789'
-    const id = await createPayment(t, key, merchantId, { referenceId: 'big', amount: { unit: 'iso4217/USD', value } })
+    const id = await createPayment(t, key, merchantId, {
+      referenceId: 'big',
+      amount: { unit: 'iso4217/USD', value },
+    })
     const res = await get(`/v1/payments/${id}`)
     expect(res.json.amount.value).toBe(value)
   })
 
   it('accepts a future expiresAt and refuses a past or too distant one', async () => {
-    const ok = await create({ referenceId: 'e', amount: { unit: 'iso4217/EUR', value: '1' }, expiresAt: startS + 3600 })
+    const ok = await create({
+      referenceId: 'e',
+      amount: { unit: 'iso4217/EUR', value: '1' },
+      expiresAt: startS + 3600,
+    })
     expect(ok.statusCode).toBe(201)
     expect(ok.json.expiresAt).toBe(startS + 3600)
     for (const expiresAt of [startS - 1, startS, startS + 31 * 24 * 3600]) {
@@ -70,10 +92,17 @@ describe('POST /v1/payments (row 10)', () => {
       { referenceId: 'a', amount: { unit: 'iso4217/USD', value: 1250 } },
       { referenceId: 'a', amount: { unit: 'USD', value: '1' } },
       { referenceId: 'a', amount: { unit: 'iso4217/XXX', value: '1' } },
-      { referenceId: 'a', amount: { unit: 'caip19/eip155:1/erc20:0x0000000000000000000000000000000000000001', value: '1' } },
+      {
+        referenceId: 'a',
+        amount: { unit: 'caip19/eip155:1/erc20:0x0000000000000000000000000000000000000001', value: '1' },
+      },
       { referenceId: 'a', amount: { unit: 'iso4217/USD', value: '1', display: {} } },
       { referenceId: 'a', amount: { unit: 'iso4217/USD', value: '1' }, expiresAt: '1700000000' },
-      { referenceId: 'a', amount: { unit: 'iso4217/USD', value: '1' }, checkout: { successUrl: 'https://a.example', errorUrl: 'https://b.example' } },
+      {
+        referenceId: 'a',
+        amount: { unit: 'iso4217/USD', value: '1' },
+        checkout: { successUrl: 'https://a.example', errorUrl: 'https://b.example' },
+      },
     ]) {
       const res = await create(body)
       expect(res.statusCode, JSON.stringify(body)).toBe(400)
@@ -93,9 +122,16 @@ describe('POST /v1/payments (row 10)', () => {
     const preview = await create(body, { 'pay-version': '2026-02-19.preview' })
     expect(preview.statusCode, preview.body).toBe(201)
     expect(preview.headers['pay-version']).toBe('2026-02-19.preview')
-    const row = await t.db.selectFrom('payments').select('checkout').where('id', '=', preview.json.paymentId).executeTakeFirstOrThrow()
+    const row = await t.db
+      .selectFrom('payments')
+      .select('checkout')
+      .where('id', '=', preview.json.paymentId)
+      .executeTakeFirstOrThrow()
     expect(row.checkout).toEqual(body.checkout)
-    const badUrl = await create({ ...body, checkout: { successUrl: 'javascript:alert(1)', errorUrl: 'https://x.example' } }, { 'pay-version': '2026-02-19.preview' })
+    const badUrl = await create(
+      { ...body, checkout: { successUrl: 'javascript:alert(1)', errorUrl: 'https://x.example' } },
+      { 'pay-version': '2026-02-19.preview' },
+    )
     expect(badUrl.statusCode).toBe(400)
     expect(badUrl.json.issues[0].path).toMatch(/^body\.checkout/)
   })
@@ -131,7 +167,11 @@ describe('GET /v1/payments/:id (row 12) and /status (row 13)', () => {
       paymentId: id,
       status: 'requires_action',
       referenceId: 'order-1',
-      amount: { unit: 'iso4217/USD', value: '1250', display: { assetName: 'US Dollar', assetSymbol: 'USD', decimals: 2 } },
+      amount: {
+        unit: 'iso4217/USD',
+        value: '1250',
+        display: { assetName: 'US Dollar', assetSymbol: 'USD', decimals: 2 },
+      },
       failureCode: null,
       info: null,
       settlement: null,
@@ -143,11 +183,24 @@ describe('GET /v1/payments/:id (row 12) and /status (row 13)', () => {
   })
 
   it('displays currencies with their decimals and known tokens with network facts', async () => {
-    const jpy = await createPayment(t, key, merchantId, { referenceId: 'jpy', amount: { unit: 'iso4217/JPY', value: '500' } })
-    expect((await get(`/v1/payments/${jpy}`)).json.amount.display).toEqual({ assetName: 'Japanese Yen', assetSymbol: 'JPY', decimals: 0 })
-    const gbp = await createPayment(t, key, merchantId, { referenceId: 'gbp', amount: { unit: 'iso4217/GBP', value: '500' } })
+    const jpy = await createPayment(t, key, merchantId, {
+      referenceId: 'jpy',
+      amount: { unit: 'iso4217/JPY', value: '500' },
+    })
+    expect((await get(`/v1/payments/${jpy}`)).json.amount.display).toEqual({
+      assetName: 'Japanese Yen',
+      assetSymbol: 'JPY',
+      decimals: 0,
+    })
+    const gbp = await createPayment(t, key, merchantId, {
+      referenceId: 'gbp',
+      amount: { unit: 'iso4217/GBP', value: '500' },
+    })
     expect((await get(`/v1/payments/${gbp}`)).json.amount.display.decimals).toBe(2)
-    const usdc = await createPayment(t, key, merchantId, { referenceId: 'usdc', amount: { unit: baseUsdc, value: '1000000' } })
+    const usdc = await createPayment(t, key, merchantId, {
+      referenceId: 'usdc',
+      amount: { unit: baseUsdc, value: '1000000' },
+    })
     expect((await get(`/v1/payments/${usdc}`)).json.amount.display).toEqual({
       assetName: 'USD Coin',
       assetSymbol: 'USDC',
@@ -172,19 +225,29 @@ describe('GET /v1/payments/:id (row 12) and /status (row 13)', () => {
 
   it('shows failureCode only when failed and settlement once known', async () => {
     const id = await createPayment(t, key, merchantId)
-    await t.db.updateTable('payments').set({ status: 'failed', failure_code: 'declined_user' }).where('id', '=', id).execute()
+    await t.db
+      .updateTable('payments')
+      .set({ status: 'failed', failure_code: 'declined_user' })
+      .where('id', '=', id)
+      .execute()
     const failed = await get(`/v1/payments/${id}`)
     expect(failed.json).toMatchObject({ status: 'failed', failureCode: 'declined_user', info: null })
     const settled = await createPayment(t, key, merchantId)
     await succeedPayment(t, settled, '0xabc')
-    await t.db.updateTable('payments').set({ settlement_status: 'pending' }).where('id', '=', settled).execute()
+    await t.db
+      .updateTable('payments')
+      .set({ settlement_status: 'pending' })
+      .where('id', '=', settled)
+      .execute()
     expect((await get(`/v1/payments/${settled}`)).json.settlement).toEqual({ successful: null })
     await t.db
       .updateTable('payments')
       .set({ settlement_status: 'succeeded', settlement_tx_id: '0xdef', settlement_unit: baseUsdc })
       .where('id', '=', settled)
       .execute()
-    expect((await get(`/v1/payments/${settled}`)).json.settlement).toEqual({ successful: { txId: '0xdef', amount: { unit: baseUsdc } } })
+    expect((await get(`/v1/payments/${settled}`)).json.settlement).toEqual({
+      successful: { txId: '0xdef', amount: { unit: baseUsdc } },
+    })
   })
 
   it('malformed id: 400; unknown: 404 payment_not_found; other merchant: 404', async () => {
@@ -208,7 +271,11 @@ describe('GET /v1/payments/:id (row 12) and /status (row 13)', () => {
     t.advanceTime(15 * 60 * 1000 + 1000)
     const status = await get(`/v1/payments/${id}/status`)
     expect(status.json).toEqual({ status: 'expired', isFinal: true, pollInMs: null })
-    const row = await t.db.selectFrom('payments').select('status').where('id', '=', id).executeTakeFirstOrThrow()
+    const row = await t.db
+      .selectFrom('payments')
+      .select('status')
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow()
     expect(row.status).toBe('expired')
   })
 })
@@ -235,7 +302,8 @@ describe('payment lists (rows 11, 14, 15)', () => {
     await succeedPayment(t, ids[0]!)
     await t.request({ method: 'POST', url: `/v1/payments/${ids[1]}/cancel`, headers: headers(listKey, m2) })
   })
-  const list = (url: string, merchant?: string) => t.request({ method: 'GET', url, headers: headers(listKey, merchant) })
+  const list = (url: string, merchant?: string) =>
+    t.request({ method: 'GET', url, headers: headers(listKey, merchant) })
   const idsOf = (res: { json: { data: { paymentId: string }[] } }) => res.json.data.map((p) => p.paymentId)
 
   it('row 11 lists all merchants of the partner, newest first', async () => {
@@ -249,7 +317,11 @@ describe('payment lists (rows 11, 14, 15)', () => {
       merchantId: m1,
       referenceId: 'ref-0',
       status: 'succeeded',
-      amount: { unit: 'iso4217/USD', value: '100', display: { assetName: 'US Dollar', assetSymbol: 'USD', decimals: 2 } },
+      amount: {
+        unit: 'iso4217/USD',
+        value: '100',
+        display: { assetName: 'US Dollar', assetSymbol: 'USD', decimals: 2 },
+      },
       optionAmount: null,
       buyer: null,
       txId: `test:${ids[0]}`,
@@ -264,9 +336,16 @@ describe('payment lists (rows 11, 14, 15)', () => {
     expect(idsOf(await list('/v1/payments?status=succeeded'))).toEqual([ids[0]])
     expect(idsOf(await list('/v1/payments?status=succeeded&status=cancelled'))).toEqual([ids[1], ids[0]])
     expect(idsOf(await list('/v1/payments?referenceId=ref-4'))).toEqual([ids[4]])
-    const rows = await t.db.selectFrom('payments').select(['id', 'created_at']).where('id', 'in', ids).execute()
+    const rows = await t.db
+      .selectFrom('payments')
+      .select(['id', 'created_at'])
+      .where('id', 'in', ids)
+      .execute()
     const at = (id: string) => Math.floor(rows.find((r) => r.id === id)!.created_at.getTime() / 1000)
-    expect(idsOf(await list(`/v1/payments?startTs=${at(ids[2]!)}&endTs=${at(ids[4]!)}`))).toEqual([ids[3], ids[2]])
+    expect(idsOf(await list(`/v1/payments?startTs=${at(ids[2]!)}&endTs=${at(ids[4]!)}`))).toEqual([
+      ids[3],
+      ids[2],
+    ])
     const bad = await list('/v1/payments?status=paid')
     expect(bad.statusCode).toBe(400)
     expect(bad.json.code).toBe('params_validation')
@@ -298,7 +377,9 @@ describe('payment lists (rows 11, 14, 15)', () => {
     expect(res.headers.deprecation).toBeUndefined()
     const page = await list('/v1/merchants/payments?limit=2', m1)
     expect(idsOf(page)).toEqual([ids[4], ids[2]])
-    expect(idsOf(await list(`/v1/merchants/payments?limit=2&cursor=${page.json.nextCursor}`, m1))).toEqual([ids[0]])
+    expect(idsOf(await list(`/v1/merchants/payments?limit=2&cursor=${page.json.nextCursor}`, m1))).toEqual([
+      ids[0],
+    ])
     const merchantFilter = await list(`/v1/merchants/payments?merchantId=${m2}`, m1)
     expect(merchantFilter.statusCode).toBe(400)
   })
@@ -338,7 +419,11 @@ describe('POST /v1/payments/:id/cancel (row 16)', () => {
     const again = await cancel(id)
     expect(again.statusCode).toBe(409)
     expect(again.json.code).toBe('invalid_state')
-    expect((await get(`/v1/payments/${id}/status`)).json).toEqual({ status: 'cancelled', isFinal: true, pollInMs: null })
+    expect((await get(`/v1/payments/${id}/status`)).json).toEqual({
+      status: 'cancelled',
+      isFinal: true,
+      pollInMs: null,
+    })
   })
 
   it('accepts a JSON content type with an empty body', async () => {
@@ -382,7 +467,12 @@ describe('POST /v1/payments/:id/cancel (row 16)', () => {
 
 describe('POST /v1/refunds (row 17)', () => {
   const refund = (paymentId: unknown, extra: Record<string, string> = {}) =>
-    t.request({ method: 'POST', url: '/v1/refunds', headers: headers(key, merchantId, extra), payload: { paymentId } as object })
+    t.request({
+      method: 'POST',
+      url: '/v1/refunds',
+      headers: headers(key, merchantId, extra),
+      payload: { paymentId } as object,
+    })
 
   it('marks a succeeded payment refunded once', async () => {
     const id = await createPayment(t, key, merchantId)
@@ -393,7 +483,11 @@ describe('POST /v1/refunds (row 17)', () => {
     const again = await refund(id)
     expect(again.statusCode).toBe(409)
     expect(again.json.code).toBe('already_refunded')
-    const listed = await t.request({ method: 'GET', url: `/v1/payments?referenceId=order-1&limit=200`, headers: headers(key) })
+    const listed = await t.request({
+      method: 'GET',
+      url: `/v1/payments?referenceId=order-1&limit=200`,
+      headers: headers(key),
+    })
     expect(listed.json.data.find((p: { paymentId: string }) => p.paymentId === id).refunded).toBe(true)
   })
 

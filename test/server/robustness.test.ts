@@ -1,10 +1,10 @@
 import fc from 'fast-check'
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import * as z from 'zod/mini'
 import { endpoint } from '../../src/contract/endpoint.js'
-import { defineRoute } from '../../src/server/route.js'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { type Endpoint, endpoints } from '../../src/contract/endpoints.js'
 import { isServiceErrorCode } from '../../src/contract/errors.js'
+import { defineRoute } from '../../src/server/route.js'
 import { createTestServer, type TestServer } from './harness.js'
 import { createMerchant, createPayment } from './helpers.js'
 
@@ -19,11 +19,25 @@ beforeAll(async () => {
   t = await createTestServer()
   key = (await t.createKey('test')).apiKey
   walletKey = (await t.createKey('test', 'wallet')).apiKey
-  const boom = endpoint({ method: 'GET', path: '/__test/boom', auth: 'partner', response: z.object({ ok: z.boolean() }), status: 200, summary: 'test' })
+  const boom = endpoint({
+    method: 'GET',
+    path: '/__test/boom',
+    auth: 'partner',
+    response: z.object({ ok: z.boolean() }),
+    status: 200,
+    summary: 'test',
+  })
   defineRoute(t.app, boom, async () => {
     throw new Error('secret database detail')
   })
-  const wrongShape = endpoint({ method: 'GET', path: '/__test/shape', auth: 'partner', response: z.object({ ok: z.boolean() }), status: 200, summary: 'test' })
+  const wrongShape = endpoint({
+    method: 'GET',
+    path: '/__test/shape',
+    auth: 'partner',
+    response: z.object({ ok: z.boolean() }),
+    status: 200,
+    summary: 'test',
+  })
   defineRoute(t.app, wrongShape, async () => ({ ok: 'yes' }) as unknown as { ok: boolean })
 })
 afterAll(() => t.close())
@@ -33,7 +47,10 @@ beforeEach(async () => {
   paymentId = await createPayment(t, key, merchantId)
 })
 
-function urlOf(e: Endpoint, param = (name: string) => (name === 'merchantId' ? merchantId : name === 'id' ? paymentId : 'x')) {
+function urlOf(
+  e: Endpoint,
+  param = (name: string) => (name === 'merchantId' ? merchantId : name === 'id' ? paymentId : 'x'),
+) {
   return e.path.replace(/:([A-Za-z]+)/g, (_, name: string) => encodeURIComponent(param(name)))
 }
 
@@ -47,7 +64,11 @@ function expectClean(res: { statusCode: number; body: string; json: any }, label
 }
 
 const all = Object.entries(endpoints) as [string, Endpoint][]
-const baseHeaders = () => ({ 'api-key': key, 'merchant-id': merchantId, 'idempotency-key': `k-${Math.random()}` })
+const baseHeaders = () => ({
+  'api-key': key,
+  'merchant-id': merchantId,
+  'idempotency-key': `k-${Math.random()}`,
+})
 
 describe('no 500s', () => {
   it('malformed JSON, wrong JSON types and unknown fields', async () => {
@@ -62,8 +83,20 @@ describe('no 500s', () => {
       '{"__proto__":{"polluted":1}}',
       '{"constructor":{"prototype":{"x":1}}}',
       JSON.stringify({ unknownField: 1 }),
-      JSON.stringify({ referenceId: { nested: true }, amount: [], merchantName: 1, settlements: 'x', paymentId: null, accounts: 5, optionId: [], results: {} }),
-      JSON.stringify({ referenceId: 'a'.repeat(10_000), amount: { unit: 'iso4217/USD', value: '9'.repeat(500) } }),
+      JSON.stringify({
+        referenceId: { nested: true },
+        amount: [],
+        merchantName: 1,
+        settlements: 'x',
+        paymentId: null,
+        accounts: 5,
+        optionId: [],
+        results: {},
+      }),
+      JSON.stringify({
+        referenceId: 'a'.repeat(10_000),
+        amount: { unit: 'iso4217/USD', value: '9'.repeat(500) },
+      }),
       '\u0000',
       '',
     ]
@@ -86,15 +119,30 @@ describe('no 500s', () => {
     const huge = JSON.stringify({ merchantName: 'x'.repeat(1_200_000), merchantEmail: 'a@example.com' })
     for (const [name, e] of all) {
       if (e.method === 'GET') continue
-      const big = await t.request({ method: e.method, url: urlOf(e), headers: { ...baseHeaders(), 'content-type': 'application/json' }, payload: huge })
+      const big = await t.request({
+        method: e.method,
+        url: urlOf(e),
+        headers: { ...baseHeaders(), 'content-type': 'application/json' },
+        payload: huge,
+      })
       expectClean(big, `${name} huge`)
       // A route not registered in this app (another group's) answers 404 before reading the body.
       if (!big.json.message.startsWith('No route')) {
         expect(big.statusCode, `${name}: ${big.body}`).toBe(400)
         expect(big.json.code).toBe('invalid_params')
       }
-      for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/xml']) {
-        const res = await t.request({ method: e.method, url: urlOf(e), headers: { ...baseHeaders(), 'content-type': type }, payload: 'a=1' })
+      for (const type of [
+        'text/plain',
+        'application/x-www-form-urlencoded',
+        'multipart/form-data; boundary=x',
+        'application/xml',
+      ]) {
+        const res = await t.request({
+          method: e.method,
+          url: urlOf(e),
+          headers: { ...baseHeaders(), 'content-type': type },
+          payload: 'a=1',
+        })
         expectClean(res, `${name} ${type}`)
         expect(res.statusCode).toBeGreaterThanOrEqual(400)
       }
@@ -120,24 +168,62 @@ describe('no 500s', () => {
     ]
     for (const [name, e] of all) {
       for (const h of variants) {
-        const res = await t.request({ method: e.method, url: urlOf(e), headers: h, ...(e.body ? { payload: {} } : {}) })
+        const res = await t.request({
+          method: e.method,
+          url: urlOf(e),
+          headers: h,
+          ...(e.body ? { payload: {} } : {}),
+        })
         expectClean(res, `${name} ${JSON.stringify(h).slice(0, 60)}`)
       }
     }
   })
 
   it('weird path parameters and query strings', async () => {
-    const params = ['', ' ', '%00', '..', '../..', 'x'.repeat(2000), '\u00e9\u4e2d', 'pay_' + 'a'.repeat(100), "pay_1' OR '1'='1", '%E0%A4%A']
+    const params = [
+      '',
+      ' ',
+      '%00',
+      '..',
+      '../..',
+      'x'.repeat(2000),
+      '\u00e9\u4e2d',
+      'pay_' + 'a'.repeat(100),
+      "pay_1' OR '1'='1",
+      '%E0%A4%A',
+    ]
     for (const [name, e] of all) {
       if (!e.path.includes(':')) continue
       for (const p of params) {
         const url = e.path.replace(/:([A-Za-z]+)/g, () => (p.startsWith('%') ? p : encodeURIComponent(p)))
-        const res = await t.request({ method: e.method, url, headers: baseHeaders(), ...(e.body ? { payload: {} } : {}) })
+        const res = await t.request({
+          method: e.method,
+          url,
+          headers: baseHeaders(),
+          ...(e.body ? { payload: {} } : {}),
+        })
         expectClean(res, `${name} ${p.slice(0, 20)}`)
       }
     }
-    for (const q of ['limit=1e3', 'limit=', 'limit[]=1', 'cursor=%FF', 'status[]=x', 'startTs=-1', 'endTs=abc', 'search=' + 'a'.repeat(300), 'a=1&a=2', '%%%', 'cursor=' + 'A'.repeat(600)]) {
-      for (const url of ['/v1/merchants', '/v1/payments', '/v1/merchants/payments', `/v1/merchants/${merchantId}/payments`]) {
+    for (const q of [
+      'limit=1e3',
+      'limit=',
+      'limit[]=1',
+      'cursor=%FF',
+      'status[]=x',
+      'startTs=-1',
+      'endTs=abc',
+      'search=' + 'a'.repeat(300),
+      'a=1&a=2',
+      '%%%',
+      'cursor=' + 'A'.repeat(600),
+    ]) {
+      for (const url of [
+        '/v1/merchants',
+        '/v1/payments',
+        '/v1/merchants/payments',
+        `/v1/merchants/${merchantId}/payments`,
+      ]) {
         const res = await t.request({ method: 'GET', url: `${url}?${q}`, headers: baseHeaders() })
         expectClean(res, `${url}?${q}`)
       }
@@ -148,7 +234,10 @@ describe('no 500s', () => {
     for (const url of ['/__test/boom', '/__test/shape']) {
       const res = await t.request({ method: 'GET', url, headers: { 'api-key': key } })
       expect(res.statusCode).toBe(500)
-      expect(res.json).toEqual({ code: 'internal_error', message: expect.stringContaining(res.headers['request-id'] as string) })
+      expect(res.json).toEqual({
+        code: 'internal_error',
+        message: expect.stringContaining(res.headers['request-id'] as string),
+      })
       expect(res.body).not.toContain('secret')
     }
   })
@@ -196,13 +285,33 @@ describe('no 500s', () => {
   })
 
   it('random payment create bodies near the valid shape (property)', async () => {
-    const unit = fc.oneof(fc.constant('iso4217/USD'), fc.constant('iso4217/JPY'), fc.string(), fc.constant('caip19/eip155:1/erc20:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48'))
+    const unit = fc.oneof(
+      fc.constant('iso4217/USD'),
+      fc.constant('iso4217/JPY'),
+      fc.string(),
+      fc.constant('caip19/eip155:1/erc20:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48'),
+    )
     const value = fc.oneof(fc.bigInt({ min: -10n, max: 10n ** 40n }).map(String), fc.string(), fc.integer())
     await fc.assert(
-      fc.asyncProperty(fc.record({ referenceId: fc.string({ maxLength: 40 }), amount: fc.record({ unit, value }), expiresAt: fc.option(fc.integer()) }, { requiredKeys: [] }), async (body) => {
-        const res = await t.request({ method: 'POST', url: '/v1/payments', headers: { 'api-key': key, 'merchant-id': merchantId }, payload: body })
-        expectClean(res, JSON.stringify(body))
-      }),
+      fc.asyncProperty(
+        fc.record(
+          {
+            referenceId: fc.string({ maxLength: 40 }),
+            amount: fc.record({ unit, value }),
+            expiresAt: fc.option(fc.integer()),
+          },
+          { requiredKeys: [] },
+        ),
+        async (body) => {
+          const res = await t.request({
+            method: 'POST',
+            url: '/v1/payments',
+            headers: { 'api-key': key, 'merchant-id': merchantId },
+            payload: body,
+          })
+          expectClean(res, JSON.stringify(body))
+        },
+      ),
       { numRuns: 150 },
     )
   })

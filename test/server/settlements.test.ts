@@ -163,7 +163,11 @@ describe('crypto settlements (rows 6-9)', () => {
     const m = await createMerchant(t, key)
     const created = await register(m, [{ asset: baseUsdc, destination: baseWallet }])
     const id = created.json.settlements[0].id
-    const del = await t.request({ method: 'DELETE', url: `/v1/merchants/${m}/settlements/crypto/${id}`, headers: headers(key) })
+    const del = await t.request({
+      method: 'DELETE',
+      url: `/v1/merchants/${m}/settlements/crypto/${id}`,
+      headers: headers(key),
+    })
     expect(del.statusCode).toBe(200)
     expect(del.json).toEqual({ id, deleted: true })
     expect((await list(m)).json.crypto).toEqual([])
@@ -175,7 +179,11 @@ describe('crypto settlements (rows 6-9)', () => {
     const b = await createMerchant(t, key)
     const created = await register(a, [{ asset: baseUsdc, destination: baseWallet }])
     const id = created.json.settlements[0].id
-    const del = await t.request({ method: 'DELETE', url: `/v1/merchants/${b}/settlements/crypto/${id}`, headers: headers(key) })
+    const del = await t.request({
+      method: 'DELETE',
+      url: `/v1/merchants/${b}/settlements/crypto/${id}`,
+      headers: headers(key),
+    })
     expect(del.statusCode).toBe(400)
     expect((await list(a)).json.crypto).toHaveLength(1)
   })

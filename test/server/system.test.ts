@@ -14,13 +14,16 @@ describe('rate limiting', () => {
     const a = (await t.createKey('test')).apiKey
     const b = (await t.createKey('test')).apiKey
     const results = []
-    for (let i = 0; i < 5; i++) results.push(await t.request({ method: 'GET', url: '/v1/merchants', headers: headers(a) }))
+    for (let i = 0; i < 5; i++)
+      results.push(await t.request({ method: 'GET', url: '/v1/merchants', headers: headers(a) }))
     expect(results.slice(0, 3).map((r) => r.statusCode)).toEqual([200, 200, 200])
     const limited = results[3]!
     expect(limited.statusCode).toBe(429)
     expect(limited.json).toEqual({ code: 'rate_limited', message: expect.any(String) })
     expect(Number(limited.headers['retry-after'])).toBeGreaterThanOrEqual(1)
-    expect((await t.request({ method: 'GET', url: '/v1/merchants', headers: headers(b) })).statusCode).toBe(200)
+    expect((await t.request({ method: 'GET', url: '/v1/merchants', headers: headers(b) })).statusCode).toBe(
+      200,
+    )
     expect((await t.request({ method: 'GET', url: '/healthz' })).statusCode).toBe(200)
   })
 })
@@ -54,8 +57,13 @@ describe('system routes', () => {
     }
     const create = doc.paths['/v1/merchants'].post
     expect(create.parameters.find((p: { name: string }) => p.name === 'Idempotency-Key').required).toBe(true)
-    expect(create.requestBody.content['application/json'].schema.required).toEqual(['merchantName', 'merchantEmail'])
-    expect(doc.paths['/v1/merchants/{merchant-id}/payments'] ?? doc.paths['/v1/merchants/{merchantId}/payments']).toBeDefined()
+    expect(create.requestBody.content['application/json'].schema.required).toEqual([
+      'merchantName',
+      'merchantEmail',
+    ])
+    expect(
+      doc.paths['/v1/merchants/{merchant-id}/payments'] ?? doc.paths['/v1/merchants/{merchantId}/payments'],
+    ).toBeDefined()
     expect(doc.paths['/v1/merchants/{merchantId}/payments'].get.deprecated).toBe(true)
     const list = doc.paths['/v1/merchants'].get.parameters.find((p: { name: string }) => p.name === 'limit')
     expect(list.in).toBe('query')

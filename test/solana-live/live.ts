@@ -1,6 +1,7 @@
 import { getAssociatedTokenAddressSync } from '@solana/spl-token'
 import { Keypair, LAMPORTS_PER_SOL, type PublicKey } from '@solana/web3.js'
 import { expect } from 'vitest'
+import { decodeSolanaTransaction } from '../../adapters/solana/decodeSolanaTransaction.js'
 import { solanaSigner } from '../../adapters/solana/solanaSigner.js'
 import { encodeBase58 } from '../../src/server/chains/solana/keys.js'
 import { type JobRunner, startJobRunner } from '../../src/server/jobs/runner.js'
@@ -31,8 +32,10 @@ export interface SolanaLive {
   /** CAIP-19 id of the test token. */
   asset: string
   liveKey: string
-  /** A job runner over the app's handlers; `stop()` it before starting another. */
-  startRunner(options?: { intervalMs?: number; leaseMs?: number }): JobRunner
+  /** Transactions the cluster executed (from any client: server, harness, anyone). */
+  executed(): number
+  /** A job runner over the app's handlers (or those of `kinds`); `stop()` it before starting another. */
+  startRunner(options?: { intervalMs?: number; leaseMs?: number; kinds?: readonly string[] }): JobRunner
   /** A funded buyer holding `tokens` minor units. */
   newBuyer(tokens?: bigint): Promise<Keypair>
   balance(owner: PublicKey): Promise<bigint>
@@ -56,6 +59,14 @@ export async function startSolanaLive(): Promise<SolanaLive> {
   const validator = await startSolanaValidator({ backend: 'litesvm' })
   const proxy = await startRpcProxy(validator.rpcUrl)
   const { connection, caip2 } = validator
+  // Counted where every client's transaction ends up: the SVM itself, not any one RPC connection.
+  const svm = validator.svm!
+  const execute = svm.sendTransaction.bind(svm)
+  let executed = 0
+  svm.sendTransaction = ((tx: Parameters<typeof execute>[0]) => {
+    executed++
+    return execute(tx)
+  }) as typeof svm.sendTransaction
   const service = Keypair.generate()
   const mintAuthority = Keypair.generate()
   await airdrop(connection, service.publicKey, 10 * LAMPORTS_PER_SOL)
@@ -88,10 +99,14 @@ export async function startSolanaLive(): Promise<SolanaLive> {
     mint,
     asset,
     liveKey,
+    executed: () => executed,
     startRunner(options = {}) {
+      const handlers = Object.fromEntries(
+        Object.entries(t.app.jobHandlers).filter(([kind]) => !options.kinds || options.kinds.includes(kind)),
+      )
       const runner = startJobRunner({
         db: t.db,
-        handlers: t.app.jobHandlers,
+        handlers,
         intervalMs: options.intervalMs ?? 25,
         ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
       })
@@ -187,4 +202,35 @@ export async function sign(
 ): Promise<string> {
   const { chainId, method, params } = action.walletRpc
   return signer.request({ chainId, method, params: JSON.parse(params) })
+}
+
+/** Options, fetch, sign and confirm for `buyer`: leaves a new payment `processing` for the jobs. */
+export async function confirmedPayment(
+  live: SolanaLive,
+  buyer: Keypair,
+  merchantId: string,
+): Promise<{ paymentId: string; signature: string }> {
+  const { paymentId } = await live.createPayment(merchantId)
+  const options = await live.gateway(paymentId, 'options', {
+    accounts: [`${live.caip2}:${buyer.publicKey.toBase58()}`],
+  })
+  expect(options.statusCode, options.body).toBe(200)
+  const option = options.json.options[0]
+  const fetched = await live.gateway(paymentId, 'fetch', { optionId: option.id, data: option.actions[0].build.data })
+  expect(fetched.statusCode, fetched.body).toBe(200)
+  const signed = await sign(buyerSigner(live, buyer), fetched.json.actions[0])
+  const confirmed = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [signed] })
+  expect(confirmed.statusCode, confirmed.body).toBe(200)
+  expect(confirmed.json.status).toBe('processing')
+  const signature = encodeBase58(decodeSolanaTransaction(signed).signatures[0]!)
+  return { paymentId, signature }
+}
+
+/** Waits until `check` holds (polling), or fails after a few seconds. */
+export async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
 }

@@ -1,5 +1,10 @@
-import { Keypair } from '@solana/web3.js'
+import { createPrivateKey, sign as ed25519Sign } from 'node:crypto'
+import { TOKEN_PROGRAM_ID } from '@solana/spl-token'
+import { Keypair, Transaction } from '@solana/web3.js'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { decodeSolanaTransaction } from '../../adapters/solana/decodeSolanaTransaction.js'
+import { evmSigner } from '../../adapters/evm/evmSigner.js'
 import { buyerSigner, type SolanaLive, sign, startSolanaLive } from './live.js'
 
 const amount = 12_500_000n // USD 12.50 at 1:1, 6 decimals
@@ -63,5 +68,211 @@ describe('live Solana payment', () => {
     expect(await live.balance(live.service.publicKey)).toBe(before.collection)
     expect(await live.balance(merchantOwner.publicKey)).toBe(before.merchant + amount)
     expect(live.proxy.calls('sendTransaction')).toBe(2)
+  })
+})
+
+/** Options for `accounts`, the first of `kind` fetched: returns the option and its actions to sign. */
+async function fetchOption(paymentId: string, accounts: string[], kind: 'transfer' | 'mixed' = 'transfer') {
+  const options = await live.gateway(paymentId, 'options', { accounts })
+  expect(options.statusCode, options.body).toBe(200)
+  const option = options.json.options.find((o: any) =>
+    kind === 'mixed' ? o.actions.length === 2 : o.actions.length === 1,
+  )
+  expect(option, options.body).toBeDefined()
+  const build = option.actions.find((a: any) => a.type === 'build')
+  const fetched = await live.gateway(paymentId, 'fetch', { optionId: option.id, data: build.build.data })
+  expect(fetched.statusCode, fetched.body).toBe(200)
+  return { option, actions: fetched.json.actions, data: build.build.data as string }
+}
+
+function unsignedOf(action: any): Buffer {
+  return Buffer.from(JSON.parse(action.walletRpc.params)[0].transaction, 'base64')
+}
+
+/** An Ed25519 signature by `key` over `message`, as a wallet holding the wrong key would make. */
+function signWith(key: Keypair, message: Uint8Array): Buffer {
+  const jwk = {
+    kty: 'OKP',
+    crv: 'Ed25519',
+    d: Buffer.from(key.secretKey.subarray(0, 32)).toString('base64url'),
+    x: Buffer.from(key.secretKey.subarray(32)).toString('base64url'),
+  }
+  return ed25519Sign(null, message, createPrivateKey({ key: jwk, format: 'jwk' }))
+}
+
+async function status(paymentId: string): Promise<string> {
+  const res = await live.t.request({
+    method: 'GET',
+    url: `/v1/gateway/payment/${paymentId}/status`,
+    headers: { 'api-key': live.liveKey },
+  })
+  return res.json.status
+}
+
+describe('mixed-chain option (EVM attestation, then the Solana payment)', () => {
+  it('is offered to a wallet with both accounts and succeeds with real signatures in order', async () => {
+    const buyer = await live.newBuyer()
+    const evmAccount = privateKeyToAccount(generatePrivateKey())
+    const evm = evmSigner({ account: evmAccount, chains: { 'eip155:1': { rpcUrl: 'http://127.0.0.1:9' } } })
+    const merchantId = await live.createMerchant()
+    const { paymentId } = await live.createPayment(merchantId)
+    const accounts = [`${live.caip2}:${buyer.publicKey.toBase58()}`, `eip155:1:${evmAccount.address}`]
+
+    const listed = await live.gateway(paymentId, 'options', { accounts })
+    expect(listed.json.options.map((o: any) => o.actions.map((a: any) => a.walletRpc?.method ?? a.type))).toEqual([
+      ['build'],
+      ['personal_sign', 'build'],
+    ])
+    const { option, actions } = await fetchOption(paymentId, accounts, 'mixed')
+    expect(actions.map((a: any) => a.walletRpc.method)).toEqual(['personal_sign', 'solana_signTransaction'])
+    const message = Buffer.from(JSON.parse(actions[0].walletRpc.params)[0].slice(2), 'hex').toString()
+    expect(message).toContain(`caipay payment ${paymentId}`)
+
+    const stranger = evmSigner({
+      account: privateKeyToAccount(generatePrivateKey()),
+      chains: { 'eip155:1': { rpcUrl: 'http://127.0.0.1:9' } },
+    })
+    const solana = await sign(buyerSigner(live, buyer), actions[1])
+    // The attestation must come from the advertised EVM account: another key's signature is refused.
+    const foreign = await stranger.request({
+      chainId: 'eip155:1',
+      method: 'personal_sign',
+      params: [JSON.parse(actions[0].walletRpc.params)[0], (await stranger.accounts())[0]!.split(':')[2]],
+    })
+    const refused = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [foreign, solana] })
+    expect(refused.statusCode).toBe(400)
+    expect(refused.json).toMatchObject({ code: 'params_validation', issues: [{ path: 'results.0' }] })
+    // Results out of order are refused by form (a Solana transaction where a signature belongs).
+    const swapped = await live.gateway(paymentId, 'confirm', {
+      optionId: option.id,
+      results: [solana, await sign(evm, actions[0])],
+    })
+    expect(swapped.statusCode).toBe(400)
+
+    const before = await live.balance(buyer.publicKey)
+    const attestation = await sign(evm, actions[0])
+    const confirmed = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [attestation, solana] })
+    expect(confirmed.statusCode, confirmed.body).toBe(200)
+    const paid = await live.waitForPayment(paymentId, merchantId, (p) => p.status !== 'processing')
+    expect(paid.status).toBe('succeeded')
+    expect(paid.settlement).toBeNull()
+    const landed = await live.validator.connection.getTransaction(paid.info.txId, { maxSupportedTransactionVersion: 0 })
+    expect(landed?.meta?.err).toBeNull()
+    expect(await live.balance(buyer.publicKey)).toBe(before - amount)
+  })
+})
+
+describe('what the service refuses', () => {
+  it('refuses an altered message, a wrong key and replayed confirms, and moves nothing for them', async () => {
+    const buyer = await live.newBuyer()
+    const merchantId = await live.createMerchant()
+    const { paymentId } = await live.createPayment(merchantId)
+    const account = `${live.caip2}:${buyer.publicKey.toBase58()}`
+    const { option, actions } = await fetchOption(paymentId, [account])
+    const start = {
+      buyer: await live.balance(buyer.publicKey),
+      collection: await live.balance(live.service.publicKey),
+      sends: live.proxy.calls('sendTransaction'),
+    }
+
+    // Altered: the buyer signs a transfer of less than the service built.
+    const altered = Transaction.from(unsignedOf(actions[0]))
+    const transfer = altered.instructions.find((ix) => ix.programId.equals(TOKEN_PROGRAM_ID))!
+    transfer.data.writeBigUInt64LE(1n, 1)
+    altered.partialSign(buyer)
+    const alteredResult = altered.serialize({ requireAllSignatures: false, verifySignatures: false }).toString('base64')
+    const a = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [alteredResult] })
+    expect(a.statusCode).toBe(400)
+    expect(a.json).toMatchObject({ code: 'params_validation', issues: [{ path: 'results.0' }] })
+    expect(a.json.message).toMatch(/not the transaction the service built/)
+
+    // Wrong key: the built message, but the buyer's slot holds another key's signature.
+    const decoded = decodeSolanaTransaction(unsignedOf(actions[0]))
+    const wrong = Buffer.from(decoded.bytes)
+    const slot = decoded.signers.indexOf(buyer.publicKey.toBase58())
+    signWith(Keypair.generate(), decoded.messageBytes).copy(wrong, decoded.signatureOffset(slot))
+    const w = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [wrong.toString('base64')] })
+    expect(w.statusCode).toBe(400)
+    expect(w.json).toMatchObject({ code: 'params_validation', issues: [{ path: 'results.0' }] })
+    expect(w.json.message).toContain(buyer.publicKey.toBase58())
+
+    // Unsigned by the buyer at all.
+    const u = await live.gateway(paymentId, 'confirm', {
+      optionId: option.id,
+      results: [unsignedOf(actions[0]).toString('base64')],
+    })
+    expect(u.statusCode).toBe(400)
+
+    expect(await status(paymentId)).toBe('requires_action')
+    expect(live.proxy.calls('sendTransaction')).toBe(start.sends)
+
+    // The genuine signature pays once.
+    const signed = await sign(buyerSigner(live, buyer), actions[0])
+    const ok = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [signed] })
+    expect(ok.statusCode, ok.body).toBe(200)
+    // Replayed at once (before the job ran) and after the payment succeeded: the payment moved on.
+    const early = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [signed] })
+    expect(early.statusCode).toBe(409)
+    expect(early.json.code).toBe('invalid_state')
+    await live.waitForPayment(paymentId, merchantId, (p) => p.status === 'succeeded')
+    const late = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [signed] })
+    expect(late.statusCode).toBe(409)
+
+    // The same signed transaction offered to another payment of the same buyer and amount.
+    const other = await live.createPayment(merchantId)
+    const second = await fetchOption(other.paymentId, [account])
+    const r = await live.gateway(other.paymentId, 'confirm', { optionId: second.option.id, results: [signed] })
+    expect(r.statusCode).toBe(400)
+    expect(r.json.message).toMatch(/not the transaction the service built/)
+    expect(await status(other.paymentId)).toBe('requires_action')
+
+    expect(await live.balance(buyer.publicKey)).toBe(start.buyer - amount)
+    expect(await live.balance(live.service.publicKey)).toBe(start.collection + amount)
+    expect(live.proxy.calls('sendTransaction')).toBe(start.sends + 1)
+  })
+
+  it('offers nothing to an account whose balance does not cover the amount', async () => {
+    const poor = await live.newBuyer(amount - 1n)
+    const empty = Keypair.generate()
+    const { paymentId } = await live.createPayment(await live.createMerchant())
+    const res = await live.gateway(paymentId, 'options', {
+      accounts: [`${live.caip2}:${poor.publicKey.toBase58()}`, `${live.caip2}:${empty.publicKey.toBase58()}`],
+    })
+    expect(res.statusCode, res.body).toBe(200)
+    expect(res.json.options).toEqual([])
+  })
+})
+
+describe('blockhash expiry', () => {
+  it('answers quote_expired at confirm, and a new fetch builds a fresh transaction that pays', async () => {
+    const buyer = await live.newBuyer()
+    const merchantId = await live.createMerchant()
+    const { paymentId } = await live.createPayment(merchantId)
+    const account = `${live.caip2}:${buyer.publicKey.toBase58()}`
+    const signer = buyerSigner(live, buyer)
+    const { option, actions, data } = await fetchOption(paymentId, [account])
+    const stale = await sign(signer, actions[0])
+    const before = await live.balance(buyer.publicKey)
+
+    await live.validator.expireBlockhash()
+    const expired = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [stale] })
+    expect(expired.statusCode).toBe(422)
+    expect(expired.json.code).toBe('quote_expired')
+    expect(await status(paymentId)).toBe('requires_action')
+
+    const again = await live.gateway(paymentId, 'fetch', { optionId: option.id, data })
+    expect(again.statusCode, again.body).toBe(200)
+    const fresh = decodeSolanaTransaction(unsignedOf(again.json.actions[0]))
+    expect(fresh.recentBlockhash).not.toBe(decodeSolanaTransaction(unsignedOf(actions[0])).recentBlockhash)
+    // The stale one is no longer what the service compares against.
+    const stillStale = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [stale] })
+    expect(stillStale.statusCode).toBe(400)
+
+    const signed = await sign(signer, again.json.actions[0])
+    const ok = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [signed] })
+    expect(ok.statusCode, ok.body).toBe(200)
+    const paid = await live.waitForPayment(paymentId, merchantId, (p) => p.status !== 'processing')
+    expect(paid.status).toBe('succeeded')
+    expect(await live.balance(buyer.publicKey)).toBe(before - amount)
   })
 })

@@ -108,9 +108,14 @@ export function createSimulatedDriver(options: SimulatedDriverOptions): ChainDri
   async function verify(ctx: ConfirmContext): Promise<void> {
     const built = (ctx.option.state as { built?: { index: number; message: string }[] } | null)?.built ?? []
     for (const { index, message } of built) {
-      const signed = Transaction.from(Buffer.from(ctx.results[index]!, 'base64'))
+      let signedMessage: Buffer | undefined
+      try {
+        signedMessage = Transaction.from(Buffer.from(ctx.results[index]!, 'base64')).serializeMessage()
+      } catch {
+        // A versioned (v0) transaction decodes in the form check but cannot be the legacy one built here.
+      }
       // The wallet signs what the service built; a changed message is a different payment.
-      if (!signed.serializeMessage().equals(Buffer.from(message, 'base64'))) {
+      if (!signedMessage?.equals(Buffer.from(message, 'base64'))) {
         throw paramsError(`results.${index}`, `results[${index}] is not the transaction the service built`)
       }
     }

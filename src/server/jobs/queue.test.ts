@@ -14,7 +14,18 @@ beforeAll(async () => {
   const merchantId = newId('merchant')
   await pg.db
     .insertInto('merchants')
-    .values({ id: merchantId, partner_id: partnerId, mode: 'test', name: 'M', email: 'm@example.com', icon_url: null, status: 'active', created_at: now, updated_at: now, deleted_at: null })
+    .values({
+      id: merchantId,
+      partner_id: partnerId,
+      mode: 'test',
+      name: 'M',
+      email: 'm@example.com',
+      icon_url: null,
+      status: 'active',
+      created_at: now,
+      updated_at: now,
+      deleted_at: null,
+    })
     .execute()
   for (let i = 0; i < 20; i++) {
     const id = newId('payment')
@@ -22,9 +33,29 @@ beforeAll(async () => {
     await pg.db
       .insertInto('payments')
       .values({
-        id, partner_id: partnerId, merchant_id: merchantId, mode: 'test', reference_id: 'r', amount_unit: 'iso4217/USD', amount_value: '1', status: 'processing',
-        failure_code: null, expires_at: now, selected_option_id: null, buyer: null, option_amount: null, tx_id: null, settlement_status: null,
-        settlement_tx_id: null, settlement_unit: null, refunded_at: null, cancelled_at: null, cancelled_reason: null, checkout: null, created_at: now, updated_at: now,
+        id,
+        partner_id: partnerId,
+        merchant_id: merchantId,
+        mode: 'test',
+        reference_id: 'r',
+        amount_unit: 'iso4217/USD',
+        amount_value: '1',
+        status: 'processing',
+        failure_code: null,
+        expires_at: now,
+        selected_option_id: null,
+        buyer: null,
+        option_amount: null,
+        tx_id: null,
+        settlement_status: null,
+        settlement_tx_id: null,
+        settlement_unit: null,
+        refunded_at: null,
+        cancelled_at: null,
+        cancelled_reason: null,
+        checkout: null,
+        created_at: now,
+        updated_at: now,
       })
       .execute()
   }
@@ -57,16 +88,27 @@ describe('jobs queue', () => {
     expect(again).toHaveLength(1)
     expect(again[0]!.attempts).toBe(2)
     await completeJob(pg.db, again[0]!.id, { txId: '0x1' }, later)
-    const done = await pg.db.selectFrom('jobs').selectAll().where('id', '=', again[0]!.id).executeTakeFirstOrThrow()
+    const done = await pg.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('id', '=', again[0]!.id)
+      .executeTakeFirstOrThrow()
     expect(done).toMatchObject({ state: 'succeeded', result: { txId: '0x1' } })
 
     const [job] = await claimJobs(pg.db, { kinds: ['settle'], now })
     await failJob(pg.db, job!, new Error('rpc down'), { now })
-    const retry = await pg.db.selectFrom('jobs').selectAll().where('id', '=', job!.id).executeTakeFirstOrThrow()
+    const retry = await pg.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('id', '=', job!.id)
+      .executeTakeFirstOrThrow()
     expect(retry).toMatchObject({ state: 'pending', last_error: 'rpc down' })
     expect(retry.run_at.getTime()).toBeGreaterThan(now.getTime())
     expect(await claimJobs(pg.db, { kinds: ['settle'], now })).toHaveLength(0)
     await failJob(pg.db, { id: job!.id, attempts: 8 }, 'gave up', { now })
-    expect((await pg.db.selectFrom('jobs').select('state').where('id', '=', job!.id).executeTakeFirstOrThrow()).state).toBe('failed')
+    expect(
+      (await pg.db.selectFrom('jobs').select('state').where('id', '=', job!.id).executeTakeFirstOrThrow())
+        .state,
+    ).toBe('failed')
   })
 })

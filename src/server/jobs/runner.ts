@@ -90,9 +90,11 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
       const context = { jobId: job.id, kind: job.kind, paymentId: job.payment_id, attempts: job.attempts }
       if (job.attempts >= maxAttempts) {
         log.error({ ...context, error: message }, 'Job failed for the last time')
-        await handler.onGiveUp?.(job, error, ctx).catch((giveUpError: unknown) =>
-          log.error({ ...context, error: String(giveUpError) }, 'Job give-up handler failed'),
-        )
+        await handler
+          .onGiveUp?.(job, error, ctx)
+          .catch((giveUpError: unknown) =>
+            log.error({ ...context, error: String(giveUpError) }, 'Job give-up handler failed'),
+          )
       } else if (!forever) {
         log.warn({ ...context, error: message }, 'Job failed; retrying with backoff')
       }

@@ -146,6 +146,10 @@ export function unitDisplay(unit: string, config: ServerConfig): AmountDisplay |
 }
 
 export function toAmount(unit: string, value: string, config: ServerConfig): Amount {
-  const display = unitDisplay(unit, config) ?? { assetName: unit, assetSymbol: unit.split(/[/:]/).pop() ?? unit, decimals: 0 }
+  const display = unitDisplay(unit, config) ?? {
+    assetName: unit,
+    assetSymbol: unit.split(/[/:]/).pop() ?? unit,
+    decimals: 0,
+  }
   return { unit, value, display }
 }

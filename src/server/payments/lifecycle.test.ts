@@ -1,10 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { paymentStatuses, type PaymentStatus } from '../../contract/common.js'
-import { isPayError } from '../../errors/PayError.js'
 import { createTestDatabase, type TestDatabase } from '../../../test/postgres.js'
+import { type PaymentStatus, paymentStatuses } from '../../contract/common.js'
+import { isPayError } from '../../errors/PayError.js'
 import { createPartner } from '../accounts/accounts.js'
 import { newId } from '../ids.js'
-import { canTransition, expireDuePayments, paymentTransitions, transitionPayment, withExpiryApplied } from './lifecycle.js'
+import {
+  canTransition,
+  expireDuePayments,
+  paymentTransitions,
+  transitionPayment,
+  withExpiryApplied,
+} from './lifecycle.js'
 
 let pg: TestDatabase
 let partnerId: string
@@ -17,7 +23,18 @@ beforeAll(async () => {
   merchantId = newId('merchant')
   await pg.db
     .insertInto('merchants')
-    .values({ id: merchantId, partner_id: partnerId, mode: 'test', name: 'M', email: 'm@example.com', icon_url: null, status: 'active', created_at: now, updated_at: now, deleted_at: null })
+    .values({
+      id: merchantId,
+      partner_id: partnerId,
+      mode: 'test',
+      name: 'M',
+      email: 'm@example.com',
+      icon_url: null,
+      status: 'active',
+      created_at: now,
+      updated_at: now,
+      deleted_at: null,
+    })
     .execute()
 })
 afterAll(() => pg.drop())
@@ -27,9 +44,29 @@ async function payment(status: PaymentStatus, expiresAt = new Date(now.getTime()
   await pg.db
     .insertInto('payments')
     .values({
-      id, partner_id: partnerId, merchant_id: merchantId, mode: 'test', reference_id: 'r', amount_unit: 'iso4217/USD', amount_value: '1', status,
-      failure_code: null, expires_at: expiresAt, selected_option_id: null, buyer: null, option_amount: null, tx_id: null, settlement_status: null,
-      settlement_tx_id: null, settlement_unit: null, refunded_at: null, cancelled_at: null, cancelled_reason: null, checkout: null, created_at: now, updated_at: now,
+      id,
+      partner_id: partnerId,
+      merchant_id: merchantId,
+      mode: 'test',
+      reference_id: 'r',
+      amount_unit: 'iso4217/USD',
+      amount_value: '1',
+      status,
+      failure_code: null,
+      expires_at: expiresAt,
+      selected_option_id: null,
+      buyer: null,
+      option_amount: null,
+      tx_id: null,
+      settlement_status: null,
+      settlement_tx_id: null,
+      settlement_unit: null,
+      refunded_at: null,
+      cancelled_at: null,
+      cancelled_reason: null,
+      checkout: null,
+      created_at: now,
+      updated_at: now,
     })
     .execute()
   return id
@@ -47,12 +84,15 @@ describe('the transition table', () => {
   it('holds exactly the legal moves', () => {
     for (const from of paymentStatuses) {
       for (const to of paymentStatuses) {
-        expect(canTransition(from, to), `${from} -> ${to}`).toBe(legal.some(([a, b]) => a === from && b === to))
+        expect(canTransition(from, to), `${from} -> ${to}`).toBe(
+          legal.some(([a, b]) => a === from && b === to),
+        )
       }
     }
   })
   it('final states have no way out', () => {
-    for (const s of ['succeeded', 'failed', 'cancelled', 'expired'] as const) expect(paymentTransitions[s]).toEqual([])
+    for (const s of ['succeeded', 'failed', 'cancelled', 'expired'] as const)
+      expect(paymentTransitions[s]).toEqual([])
   })
 })
 
@@ -68,27 +108,39 @@ describe('transitionPayment', () => {
 
   it('throws 409 invalid_state when the payment is elsewhere', async () => {
     const id = await payment('succeeded')
-    const error = await transitionPayment(pg.db, { paymentId: id, from: 'processing', to: 'failed' }).catch((e) => e)
+    const error = await transitionPayment(pg.db, { paymentId: id, from: 'processing', to: 'failed' }).catch(
+      (e) => e,
+    )
     expect(isPayError(error, 'invalid_state')).toBe(true)
     expect(error.status).toBe(409)
     expect(error.context).toMatchObject({ status: 'succeeded', to: 'failed' })
   })
 
   it('throws 404 payment_not_found for an unknown id', async () => {
-    const error = await transitionPayment(pg.db, { paymentId: 'pay_none', from: 'processing', to: 'failed' }).catch((e) => e)
+    const error = await transitionPayment(pg.db, {
+      paymentId: 'pay_none',
+      from: 'processing',
+      to: 'failed',
+    }).catch((e) => e)
     expect(isPayError(error, 'payment_not_found')).toBe(true)
   })
 
   it('refuses an illegal move in code before touching the database', async () => {
     const id = await payment('succeeded')
-    await expect(transitionPayment(pg.db, { paymentId: id, from: 'succeeded', to: 'processing' })).rejects.toThrow(/Illegal/)
+    await expect(
+      transitionPayment(pg.db, { paymentId: id, from: 'succeeded', to: 'processing' }),
+    ).rejects.toThrow(/Illegal/)
   })
 
   it('lets exactly one of many racing callers win', async () => {
     const id = await payment('requires_action')
     const results = await Promise.allSettled(
       Array.from({ length: 10 }, (_, i) =>
-        transitionPayment(pg.db, { paymentId: id, from: 'requires_action', to: i % 2 ? 'processing' : 'cancelled' }),
+        transitionPayment(pg.db, {
+          paymentId: id,
+          from: 'requires_action',
+          to: i % 2 ? 'processing' : 'cancelled',
+        }),
       ),
     )
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1)
@@ -97,7 +149,12 @@ describe('transitionPayment', () => {
   it('notExpiredAt refuses an expired payment', async () => {
     const id = await payment('requires_action', new Date(now.getTime() - 1))
     await expect(
-      transitionPayment(pg.db, { paymentId: id, from: 'requires_action', to: 'processing', notExpiredAt: now }),
+      transitionPayment(pg.db, {
+        paymentId: id,
+        from: 'requires_action',
+        to: 'processing',
+        notExpiredAt: now,
+      }),
     ).rejects.toMatchObject({ code: 'invalid_state' })
   })
 })

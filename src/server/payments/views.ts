@@ -99,7 +99,12 @@ export function listItemJson(row: PaymentRow, config: ServerConfig): PaymentList
 }
 
 /** A payment of this merchant (expiry applied), else `404 payment_not_found`. */
-export async function findMerchantPayment(db: Db, merchantId: string, paymentId: string, now: Date): Promise<PaymentRow> {
+export async function findMerchantPayment(
+  db: Db,
+  merchantId: string,
+  paymentId: string,
+  now: Date,
+): Promise<PaymentRow> {
   const row = await db
     .selectFrom('payments')
     .selectAll()

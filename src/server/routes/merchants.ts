@@ -2,11 +2,11 @@ import type { FastifyInstance } from 'fastify'
 import { sql } from 'kysely'
 import { endpoints } from '../../contract/endpoints.js'
 import type { Merchant } from '../../contract/merchant.js'
+import { findMerchant } from '../auth.js'
 import { fail } from '../errors.js'
 import { newId } from '../ids.js'
 import { decodeCursor, likeEscape, page } from '../pagination.js'
 import { defineRoute } from '../route.js'
-import { findMerchant } from '../auth.js'
 import type { Db } from '../store/db.js'
 import type { MerchantRow } from '../store/schema.js'
 import { listSettlements } from './settlements.js'
@@ -44,7 +44,11 @@ export async function merchantRoutes(app: FastifyInstance): Promise<void> {
       const cursor = decodeCursor(query.cursor)
       q = q.where(sql<boolean>`(created_at, id) < (${cursor.createdAt}, ${cursor.id})`)
     }
-    const rows = await q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit + 1).execute()
+    const rows = await q
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(limit + 1)
+      .execute()
     const { items, nextCursor } = page(rows, limit)
     return { data: items.map(merchantJson), nextCursor }
   })

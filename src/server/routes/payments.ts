@@ -1,7 +1,11 @@
 import type { FastifyInstance } from 'fastify'
 import { sql } from 'kysely'
 import { endpoints } from '../../contract/endpoints.js'
-import type { MerchantPaymentListQuery, PaymentCreateBodyPreview, PaymentListResponse } from '../../contract/payment.js'
+import type {
+  MerchantPaymentListQuery,
+  PaymentCreateBodyPreview,
+  PaymentListResponse,
+} from '../../contract/payment.js'
 import { PaymentCreateBodyPreview as PreviewBody } from '../../contract/payment.js'
 import { findMerchant } from '../auth.js'
 import type { ServerConfig } from '../config.js'
@@ -26,9 +30,18 @@ async function listPayments(
   now: Date,
 ): Promise<PaymentListResponse> {
   const { auth, merchantId } = scope
-  await expireDuePayments(db, { now, partnerId: auth.partnerId, mode: auth.mode, ...(merchantId ? { merchantId } : {}) })
+  await expireDuePayments(db, {
+    now,
+    partnerId: auth.partnerId,
+    mode: auth.mode,
+    ...(merchantId ? { merchantId } : {}),
+  })
   const limit = query.limit ?? 50
-  let q = db.selectFrom('payments').selectAll().where('partner_id', '=', auth.partnerId).where('mode', '=', auth.mode)
+  let q = db
+    .selectFrom('payments')
+    .selectAll()
+    .where('partner_id', '=', auth.partnerId)
+    .where('mode', '=', auth.mode)
   if (merchantId) q = q.where('merchant_id', '=', merchantId)
   if (query.status !== undefined) {
     const statuses = Array.isArray(query.status) ? query.status : [query.status]
@@ -41,7 +54,11 @@ async function listPayments(
     const cursor = decodeCursor(query.cursor)
     q = q.where(sql<boolean>`(created_at, id) < (${cursor.createdAt}, ${cursor.id})`)
   }
-  const rows = await q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit + 1).execute()
+  const rows = await q
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .limit(limit + 1)
+    .execute()
   const { items, nextCursor } = page(rows, limit)
   return { data: items.map((row) => listItemJson(row, config)), nextCursor }
 }
@@ -55,12 +72,15 @@ export async function paymentRoutes(app: FastifyInstance): Promise<void> {
       const body = ctx.body as PaymentCreateBodyPreview
       const display = unitDisplay(body.amount.unit, config)
       if (!display) {
-        throw validationError([{ path: 'body.amount.unit', message: `Unsupported unit ${body.amount.unit}.` }])
+        throw validationError([
+          { path: 'body.amount.unit', message: `Unsupported unit ${body.amount.unit}.` },
+        ])
       }
       let expiresAt: Date
       if (body.expiresAt !== undefined) {
         const seconds = body.expiresAt - Math.floor(now.getTime() / 1000)
-        if (seconds <= 0) throw validationError([{ path: 'body.expiresAt', message: 'expiresAt must be in the future.' }])
+        if (seconds <= 0)
+          throw validationError([{ path: 'body.expiresAt', message: 'expiresAt must be in the future.' }])
         if (seconds > maxPaymentLifetimeSeconds) {
           throw validationError([{ path: 'body.expiresAt', message: 'expiresAt is more than 30 days away.' }])
         }
@@ -119,10 +139,14 @@ export async function paymentRoutes(app: FastifyInstance): Promise<void> {
     return listPayments(db, config, { auth, merchantId: merchant.id }, query, now)
   })
 
-  defineRoute(app, endpoints.listMerchantPaymentsDeprecated, async ({ db, auth, params, query, config, now }) => {
-    const merchant = await findMerchant(db, auth, params.merchantId)
-    return listPayments(db, config, { auth, merchantId: merchant.id }, query, now)
-  })
+  defineRoute(
+    app,
+    endpoints.listMerchantPaymentsDeprecated,
+    async ({ db, auth, params, query, config, now }) => {
+      const merchant = await findMerchant(db, auth, params.merchantId)
+      return listPayments(db, config, { auth, merchantId: merchant.id }, query, now)
+    },
+  )
 
   defineRoute(app, endpoints.cancelPayment, async ({ db, merchant, params, now }) => {
     const payment = await findMerchantPayment(db, merchant.id, params.id, now)

@@ -19,7 +19,10 @@ export async function refundRoutes(app: FastifyInstance): Promise<void> {
     if (marked) return { paymentId: marked.id }
     const payment = await findMerchantPayment(db, merchant.id, body.paymentId, now)
     if (payment.status !== 'succeeded') {
-      fail('payment_not_succeeded', `Only a succeeded payment can be refunded; this one is ${payment.status}.`)
+      fail(
+        'payment_not_succeeded',
+        `Only a succeeded payment can be refunded; this one is ${payment.status}.`,
+      )
     }
     fail('already_refunded', 'This payment is already refunded.', { paymentId: payment.id })
   })

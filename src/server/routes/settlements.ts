@@ -26,7 +26,11 @@ export async function listSettlements(db: Db, merchantId: string): Promise<Crypt
 }
 
 /** The settlement destination of a merchant for an asset, if any (for the settlement step). */
-export async function settlementFor(db: Db, merchantId: string, asset: string): Promise<CryptoSettlementRow | undefined> {
+export async function settlementFor(
+  db: Db,
+  merchantId: string,
+  asset: string,
+): Promise<CryptoSettlementRow | undefined> {
   return db
     .selectFrom('crypto_settlements')
     .selectAll()
@@ -62,7 +66,8 @@ export async function settlementRoutes(app: FastifyInstance): Promise<void> {
     const seen = new Set<string>()
     for (const entry of body.settlements) {
       const key = foldAsset(entry.asset)
-      if (seen.has(key)) fail('settlement_asset_conflict', `Asset ${entry.asset} appears twice in the request.`)
+      if (seen.has(key))
+        fail('settlement_asset_conflict', `Asset ${entry.asset} appears twice in the request.`)
       seen.add(key)
     }
     const rows = await inTransaction(db, async (trx) => {
@@ -86,7 +91,10 @@ export async function settlementRoutes(app: FastifyInstance): Promise<void> {
           .execute()
       } catch (error) {
         if (isUniqueViolation(error)) {
-          fail('settlement_asset_conflict', 'An asset in the request is already registered for this merchant.')
+          fail(
+            'settlement_asset_conflict',
+            'An asset in the request is already registered for this merchant.',
+          )
         }
         throw error
       }
@@ -100,7 +108,9 @@ export async function settlementRoutes(app: FastifyInstance): Promise<void> {
     const merchant = await findMerchant(db, auth, params.merchantId)
     const current = await findSettlement(db, merchant.id, params.id)
     if (parseAssetId(current.asset).chainId !== parseAccountId(body.destination).chainId) {
-      throw validationError([{ path: 'body.destination', message: 'destination must be on the same chain as asset.' }])
+      throw validationError([
+        { path: 'body.destination', message: 'destination must be on the same chain as asset.' },
+      ])
     }
     const row = await db
       .updateTable('crypto_settlements')
@@ -108,7 +118,8 @@ export async function settlementRoutes(app: FastifyInstance): Promise<void> {
       .where('id', '=', current.id)
       .returningAll()
       .executeTakeFirst()
-    if (!row) fail('invalid_params', 'No crypto settlement with this id for this merchant.', { id: params.id })
+    if (!row)
+      fail('invalid_params', 'No crypto settlement with this id for this merchant.', { id: params.id })
     return settlementJson(row)
   })
 

@@ -8,7 +8,10 @@ export async function systemRoutes(app: FastifyInstance): Promise<void> {
   app.get('/openapi.json', { config: { rateLimit: false } }, async (_request, reply) => {
     // publicBaseUrl may be set after listen (CLI without a configured one), so build lazily.
     if (document?.base !== app.config.publicBaseUrl) {
-      document = { base: app.config.publicBaseUrl, json: JSON.stringify(openApiDocument(app.config.publicBaseUrl)) }
+      document = {
+        base: app.config.publicBaseUrl,
+        json: JSON.stringify(openApiDocument(app.config.publicBaseUrl)),
+      }
     }
     return reply.type('application/json; charset=utf-8').send(document.json)
   })

@@ -30,14 +30,16 @@ export interface OpenedDatabase {
 }
 
 export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<OpenedDatabase> {
-  const embedded = options.databaseUrl
+  // An empty DATABASE_URL means "none", not "libpq defaults".
+  const databaseUrl = options.databaseUrl || undefined
+  const embedded = databaseUrl
     ? undefined
     : await startEmbeddedPostgres({
         dataDir: options.dataDir ?? '.caipay',
         ...(options.log ? { log: options.log } : {}),
         ...(options.handleSignals ? { handleSignals: true } : {}),
       })
-  const url = options.databaseUrl ?? embedded!.url
+  const url = databaseUrl ?? embedded!.url
   const db = createDb(url, options.poolSize)
   try {
     if (options.migrate !== false) await migrate(db)

@@ -92,7 +92,7 @@ function offeredAuthorization(
     (a) => a.type === 'walletRpc' && a.walletRpc.method === 'eth_signTypedData_v4',
   )
   const action = ctx.option.actions[index]
-  if (!action || action.type !== 'walletRpc') throw new Error(`Option ${ctx.option.id} has no authorization.`)
+  if (action?.type !== 'walletRpc') throw new Error(`Option ${ctx.option.id} has no authorization.`)
   const authorization = authorizationFromParams(action.walletRpc.params)
   // The stored option is the service's own data; a mismatch here is a bug or tampering with the database.
   if (

@@ -9,7 +9,13 @@ import type { JobRow } from '../../store/schema.js'
 import type { SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
 import { landTransaction } from './land.js'
-import { countTransactions, findTransaction, latestTransaction, markState, recordTransaction } from './store.js'
+import {
+  countTransactions,
+  findTransaction,
+  latestTransaction,
+  markState,
+  recordTransaction,
+} from './store.js'
 import { buildTransfer, serializeSigned } from './transaction.js'
 
 /** `failure_code` of a payment whose transaction failed on chain or could never land (renders null). */

@@ -49,7 +49,11 @@ export async function latestTransaction(
     .executeTakeFirst()
 }
 
-export async function countTransactions(db: Db, paymentId: string, purpose: SolanaTxPurpose): Promise<number> {
+export async function countTransactions(
+  db: Db,
+  paymentId: string,
+  purpose: SolanaTxPurpose,
+): Promise<number> {
   const row = await db
     .selectFrom('solana_transactions')
     .select((eb) => eb.fn.countAll<string>().as('count'))

@@ -75,7 +75,9 @@ export async function buildTransfer(input: {
       mint.programId,
     ),
   )
-  transaction.add(new TransactionInstruction({ programId: memoProgramId, keys: [], data: Buffer.from(input.memo) }))
+  transaction.add(
+    new TransactionInstruction({ programId: memoProgramId, keys: [], data: Buffer.from(input.memo) }),
+  )
   transaction.partialSign(service, ...(input.signers ?? []))
   const signature = transaction.signatures[0]?.signature
   if (!signature) throw new Error('The service did not sign its own transaction.')

@@ -1,0 +1,20 @@
+// Plain values, no zod: the wallet core needs these at runtime without pulling in the schema library.
+
+export const paymentStatuses = [
+  'requires_action',
+  'processing',
+  'succeeded',
+  'failed',
+  'expired',
+  'cancelled',
+] as const
+
+export const finalStatuses: readonly (typeof paymentStatuses)[number][] = [
+  'succeeded',
+  'failed',
+  'cancelled',
+  'expired',
+]
+export function isFinalStatus(status: (typeof paymentStatuses)[number]): boolean {
+  return finalStatuses.includes(status)
+}

@@ -1,0 +1,218 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createTestDatabase, type TestDatabase } from '../../../test/postgres.js'
+import { createPartner } from '../accounts/accounts.js'
+import { newId } from '../ids.js'
+import type { Db } from '../store/db.js'
+import { enqueueJob } from './queue.js'
+import { type JobHandler, RetryLater, startJobRunner } from './runner.js'
+
+let pg: TestDatabase
+let merchantId: string
+let partnerId: string
+
+beforeAll(async () => {
+  pg = await createTestDatabase()
+  partnerId = await createPartner(pg.db)
+  merchantId = newId('merchant')
+  const now = new Date()
+  await pg.db
+    .insertInto('merchants')
+    .values({
+      id: merchantId,
+      partner_id: partnerId,
+      mode: 'test',
+      name: 'M',
+      email: 'm@example.com',
+      icon_url: null,
+      status: 'active',
+      created_at: now,
+      updated_at: now,
+      deleted_at: null,
+    })
+    .execute()
+})
+afterAll(() => pg.drop())
+
+async function payment(db: Db): Promise<string> {
+  const id = newId('payment')
+  const now = new Date()
+  await db
+    .insertInto('payments')
+    .values({
+      id,
+      partner_id: partnerId,
+      merchant_id: merchantId,
+      mode: 'test',
+      reference_id: 'r',
+      amount_unit: 'iso4217/USD',
+      amount_value: '1',
+      status: 'processing',
+      failure_code: null,
+      expires_at: now,
+      selected_option_id: null,
+      buyer: null,
+      option_amount: null,
+      tx_id: null,
+      settlement_status: null,
+      settlement_tx_id: null,
+      settlement_unit: null,
+      refunded_at: null,
+      cancelled_at: null,
+      cancelled_reason: null,
+      checkout: null,
+      created_at: now,
+      updated_at: now,
+    })
+    .execute()
+  return id
+}
+
+const job = (paymentId: string, kind: string) =>
+  pg.db
+    .selectFrom('jobs')
+    .selectAll()
+    .where('payment_id', '=', paymentId)
+    .where('kind', '=', kind)
+    .executeTakeFirstOrThrow()
+
+/** Makes a job due again now (the runner's backoff would otherwise wait seconds). */
+const dueNow = (paymentId: string) =>
+  pg.db
+    .updateTable('jobs')
+    .set({ run_at: new Date(0) })
+    .where('payment_id', '=', paymentId)
+    .execute()
+
+describe('startJobRunner', () => {
+  it('runs due jobs of its kinds and stores their result', async () => {
+    const id = await payment(pg.db)
+    await enqueueJob(pg.db, { kind: 'test.ok', paymentId: id, payload: { n: 2 } })
+    const seen: unknown[] = []
+    const runner = startJobRunner({
+      db: pg.db,
+      intervalMs: 60_000,
+      handlers: {
+        'test.ok': {
+          run: async (j) => {
+            seen.push(j.payload)
+            return { doubled: 4 }
+          },
+        },
+      },
+    })
+    expect(await runner.runOnce()).toBe(1)
+    await runner.stop()
+    expect(seen).toEqual([{ n: 2 }])
+    expect(await job(id, 'test.ok')).toMatchObject({
+      state: 'succeeded',
+      result: { doubled: 4 },
+      attempts: 1,
+    })
+  })
+
+  it('retries a failing job with backoff, then gives up and calls onGiveUp', async () => {
+    const id = await payment(pg.db)
+    await enqueueJob(pg.db, { kind: 'test.flaky', paymentId: id })
+    const gaveUp: string[] = []
+    const handler: JobHandler = {
+      maxAttempts: 2,
+      run: async () => {
+        throw new Error('node unreachable')
+      },
+      onGiveUp: async (j, error) => {
+        gaveUp.push(`${j.attempts}:${(error as Error).message}`)
+      },
+    }
+    const runner = startJobRunner({ db: pg.db, intervalMs: 60_000, handlers: { 'test.flaky': handler } })
+    await runner.runOnce()
+    const first = await job(id, 'test.flaky')
+    expect(first).toMatchObject({ state: 'pending', attempts: 1, last_error: 'node unreachable' })
+    expect(first.run_at.getTime()).toBeGreaterThan(Date.now())
+    await dueNow(id)
+    await runner.runOnce()
+    await runner.stop()
+    expect(await job(id, 'test.flaky')).toMatchObject({ state: 'failed', attempts: 2 })
+    expect(gaveUp).toEqual(['2:node unreachable'])
+  })
+
+  it('never gives up on RetryLater (a step in flight on the chain)', async () => {
+    const id = await payment(pg.db)
+    await enqueueJob(pg.db, { kind: 'test.later', paymentId: id })
+    let calls = 0
+    const runner = startJobRunner({
+      db: pg.db,
+      intervalMs: 60_000,
+      handlers: {
+        'test.later': {
+          maxAttempts: 1,
+          run: async () => {
+            calls += 1
+            if (calls < 3) throw new RetryLater('no receipt yet')
+            return 'mined'
+          },
+        },
+      },
+    })
+    for (let i = 0; i < 3; i++) {
+      await dueNow(id)
+      await runner.runOnce()
+    }
+    await runner.stop()
+    expect(await job(id, 'test.later')).toMatchObject({ state: 'succeeded', attempts: 3, result: 'mined' })
+  })
+
+  it('stop() aborts running jobs and hands their claim back untouched', async () => {
+    const id = await payment(pg.db)
+    await enqueueJob(pg.db, { kind: 'test.slow', paymentId: id })
+    let started!: () => void
+    const running = new Promise<void>((resolve) => {
+      started = resolve
+    })
+    const runner = startJobRunner({
+      db: pg.db,
+      intervalMs: 10,
+      handlers: {
+        'test.slow': {
+          run: (_j, ctx) =>
+            new Promise((_, reject) => {
+              started()
+              ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason))
+            }),
+        },
+      },
+    })
+    await running
+    await runner.stop()
+    expect(await job(id, 'test.slow')).toMatchObject({
+      state: 'pending',
+      locked_until: null,
+      result: null,
+      last_error: null,
+    })
+  })
+
+  it('two runners never run one job twice', async () => {
+    const ids: string[] = []
+    for (let i = 0; i < 12; i++) {
+      const id = await payment(pg.db)
+      ids.push(id)
+      await enqueueJob(pg.db, { kind: 'test.count', paymentId: id })
+    }
+    const runs = new Map<string, number>()
+    const handlers = {
+      'test.count': {
+        run: async (j: { payment_id: string }) => {
+          runs.set(j.payment_id, (runs.get(j.payment_id) ?? 0) + 1)
+          await new Promise((resolve) => setTimeout(resolve, 5))
+        },
+      },
+    }
+    const a = startJobRunner({ db: pg.db, intervalMs: 5, handlers })
+    const b = startJobRunner({ db: pg.db, intervalMs: 5, handlers })
+    const deadline = Date.now() + 10_000
+    while (ids.some((id) => !runs.has(id)) && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 10))
+    await Promise.all([a.stop(), b.stop()])
+    expect(ids.map((id) => runs.get(id))).toEqual(ids.map(() => 1))
+  })
+})
