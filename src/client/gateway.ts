@@ -1,13 +1,15 @@
 import type * as z from 'zod/mini'
-import { gatewayEndpoints as endpoints } from '../contract/gatewayEndpoints.js'
+import type { gatewayEndpoints } from '../contract/gatewayEndpoints.js'
+import { gatewayRoutes } from '../contract/generated/walletSchemas.js'
+import { parser } from '../contract/validate.js'
 import type { CallOptions, GatewayApi } from './gatewayApi.js'
 import { createHttpClient, type HttpClientConfig, newIdempotencyKey } from './http.js'
 
 export type GatewayClientConfig = HttpClientConfig
 
-function paymentPath(template: string, paymentId: string): string {
-  return template.replace(':id', encodeURIComponent(paymentId))
-}
+type EndpointName = keyof typeof gatewayEndpoints
+/** The response type comes from the zod schema; the check at runtime from the JSON Schema generated from it. */
+type ResponseOf<N extends EndpointName> = z.output<(typeof gatewayEndpoints)[N]['response']>
 
 /**
  * The wallet gateway over HTTP (spec rows 18-23). Confirm and cancel always carry an idempotency key,
@@ -15,35 +17,36 @@ function paymentPath(template: string, paymentId: string): string {
  */
 export function createGatewayClient(config: GatewayClientConfig): GatewayApi {
   const http = createHttpClient(config)
-  const call = <T>(
-    endpoint: { method: string; path: string; response: z.ZodMiniType<T> },
+  const call = <N extends EndpointName>(
+    name: N,
     paymentId: string,
     options: CallOptions | undefined,
     extra: { body?: unknown; safeToRetry?: boolean; idempotencyKey?: string } = {},
-  ) =>
-    http.request({
-      method: endpoint.method,
-      path: paymentPath(endpoint.path, paymentId),
-      response: endpoint.response,
+  ) => {
+    const route = gatewayRoutes[name]
+    const idempotencyKey = options?.idempotencyKey ?? extra.idempotencyKey
+    return http.request({
+      method: route.method,
+      path: route.path.replace(':id', encodeURIComponent(paymentId)),
+      parse: parser<ResponseOf<N>>(route.response),
       body: extra.body,
       ...(options?.signal ? { signal: options.signal } : {}),
-      ...((options?.idempotencyKey ?? extra.idempotencyKey)
-        ? { idempotencyKey: options?.idempotencyKey ?? extra.idempotencyKey }
-        : {}),
+      ...(idempotencyKey ? { idempotencyKey } : {}),
       ...(extra.safeToRetry ? { safeToRetry: true } : {}),
     })
+  }
 
   return {
-    getPayment: (paymentId, options) => call(endpoints.gatewayGetPayment, paymentId, options),
-    getStatus: (paymentId, options) => call(endpoints.gatewayGetStatus, paymentId, options),
+    getPayment: (paymentId, options) => call('gatewayGetPayment', paymentId, options),
+    getStatus: (paymentId, options) => call('gatewayGetStatus', paymentId, options),
     // Options and fetch only quote or build; repeating them changes no payment state.
     getOptions: (paymentId, body, options) =>
-      call(endpoints.gatewayOptions, paymentId, options, { body, safeToRetry: true }),
+      call('gatewayOptions', paymentId, options, { body, safeToRetry: true }),
     fetchActions: (paymentId, body, options) =>
-      call(endpoints.gatewayFetch, paymentId, options, { body, safeToRetry: true }),
+      call('gatewayFetch', paymentId, options, { body, safeToRetry: true }),
     confirm: (paymentId, body, options) =>
-      call(endpoints.gatewayConfirm, paymentId, options, { body, idempotencyKey: newIdempotencyKey() }),
+      call('gatewayConfirm', paymentId, options, { body, idempotencyKey: newIdempotencyKey() }),
     cancel: (paymentId, options) =>
-      call(endpoints.gatewayCancel, paymentId, options, { idempotencyKey: newIdempotencyKey() }),
+      call('gatewayCancel', paymentId, options, { idempotencyKey: newIdempotencyKey() }),
   }
 }

@@ -1,6 +1,7 @@
-import * as z from 'zod/mini'
-import { ErrorResponse } from '../contract/common.js'
+import type { ErrorResponse } from '../contract/common.js'
 import { isServiceErrorCode } from '../contract/errors.js'
+import * as schemas from '../contract/generated/walletSchemas.js'
+import { type Issue, type Parse, parser } from '../contract/validate.js'
 import { isPayError, PayError } from '../errors/PayError.js'
 import {
   defaultRetryPolicy,
@@ -38,7 +39,11 @@ export interface HttpRequest<T> {
   /** A POST without an idempotency key is retried only when repeating it is harmless. */
   safeToRetry?: boolean
   signal?: AbortSignal
-  response: z.ZodMiniType<T>
+  /**
+   * Checks the success body. The gateway client passes a validator generated from the contract, the
+   * merchant client (`zodParser`) the zod schema itself: this module stays free of zod either way.
+   */
+  parse: Parse<T>
 }
 
 export interface HttpClient {
@@ -108,14 +113,19 @@ async function parseBody<T>(response: Response, req: HttpRequest<T>): Promise<T>
   try {
     json = await response.json()
   } catch (error) {
-    throw invalidResponse(req, response.status, 'Response body is not JSON.', error)
+    throw invalidResponse(req, response.status, 'Response body is not JSON.', { cause: error })
   }
-  const parsed = z.safeParse(req.response, json)
-  if (!parsed.success) {
-    throw invalidResponse(req, response.status, 'Response does not match the contract.', parsed.error)
+  const parsed = req.parse(json)
+  if (!parsed.ok) {
+    // A few issues say what is wrong without echoing a whole (possibly large) body into logs.
+    throw invalidResponse(req, response.status, 'Response does not match the contract.', {
+      issues: parsed.issues.slice(0, 5),
+    })
   }
-  return parsed.data
+  return parsed.value
 }
+
+const parseErrorBody = parser<ErrorResponse>(schemas.ErrorResponse)
 
 async function errorFromResponse(response: Response, req: HttpRequest<unknown>): Promise<PayError> {
   const text = await response.text().catch(() => '')
@@ -125,14 +135,14 @@ async function errorFromResponse(response: Response, req: HttpRequest<unknown>):
   } catch {
     body = undefined
   }
-  const parsed = z.safeParse(ErrorResponse, body)
+  const parsed = parseErrorBody(body)
   const context = { method: req.method, path: req.path, status: response.status }
-  if (parsed.success && isServiceErrorCode(parsed.data.code)) {
+  if (parsed.ok && isServiceErrorCode(parsed.value.code)) {
     return new PayError({
-      code: parsed.data.code,
-      message: parsed.data.message,
+      code: parsed.value.code,
+      message: parsed.value.message,
       status: response.status,
-      context: parsed.data.issues ? { ...context, issues: parsed.data.issues } : context,
+      context: parsed.value.issues ? { ...context, issues: parsed.value.issues } : context,
     })
   }
   return new PayError({
@@ -148,13 +158,13 @@ function invalidResponse(
   req: HttpRequest<unknown>,
   status: number,
   message: string,
-  cause: unknown,
+  { cause, issues }: { cause?: unknown; issues?: Issue[] },
 ): PayError {
   return new PayError({
     code: 'invalid_response',
     message,
     status,
-    context: { method: req.method, path: req.path },
+    context: { method: req.method, path: req.path, issues },
     cause,
   })
 }

@@ -1,6 +1,7 @@
 import type * as z from 'zod/mini'
 import { type Endpoints, endpoints } from '../contract/endpoints.js'
 import { createHttpClient, type HttpClientConfig, newIdempotencyKey } from './http.js'
+import { zodParser } from './zodParser.js'
 
 type MerchantEndpointName = Exclude<keyof Endpoints, `gateway${string}`>
 
@@ -52,7 +53,7 @@ export function createMerchantClient(config: MerchantClientConfig): MerchantClie
         query: input.query as Record<string, unknown> | undefined,
         body: input.body,
         headers: { 'Merchant-Id': merchantId },
-        response: endpoint.response as z.ZodMiniType<unknown>,
+        parse: zodParser(endpoint.response as z.ZodMiniType<unknown>),
         ...(idempotencyKey ? { idempotencyKey } : {}),
         ...(input.signal ? { signal: input.signal } : {}),
       })

@@ -207,11 +207,14 @@ export function fastRuntime(env: EvmEnv, overrides: Partial<Parameters<typeof cr
   return createEvmRuntime({ config: env.t.app.config, db: env.t.db, pollingIntervalMs: 25, ...overrides })
 }
 
-export const isKind =
-  (kind: 'eip3009' | 'transfer') => (o: { actions: { walletRpc?: { method: string } }[] }) => {
-    const method = o.actions[0]?.walletRpc?.method
+/** Picks options by kind from their first action's method. */
+export function isKind(kind: 'eip3009' | 'transfer') {
+  return (o: { actions: readonly Action[] }): boolean => {
+    const first = o.actions[0]
+    const method = first?.type === 'walletRpc' ? first.walletRpc.method : undefined
     return kind === 'eip3009' ? method === 'eth_signTypedData_v4' : method === 'eth_sendTransaction'
   }
+}
 
 export function address(account: string): Address {
   return getAddress(account.split(':')[2]!)

@@ -77,7 +77,7 @@ describe('API keys', () => {
   })
 
   it('unknown, malformed or revoked key: 401 invalid_api_key', async () => {
-    for (const key of ['svc_test_' + 'a'.repeat(40), 'nope', 'svc_test_short', `${testKey}x`]) {
+    for (const key of [`svc_test_${'a'.repeat(40)}`, 'nope', 'svc_test_short', `${testKey}x`]) {
       await expectError(
         await t.request({ method: 'GET', url: '/v1/merchants', headers: { 'api-key': key } }),
         401,

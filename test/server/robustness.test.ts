@@ -162,7 +162,7 @@ describe('no 500s', () => {
       { 'api-key': key, 'pay-version': '9999-99-99' },
       { 'api-key': key, 'idempotency-key': '\u00e9' },
       { 'api-key': key, 'app-id': 'app_test_x' },
-      { 'app-id': 'app_test_' + 'x'.repeat(300), 'client-id': 'c'.repeat(300) },
+      { 'app-id': `app_test_${'x'.repeat(300)}`, 'client-id': 'c'.repeat(300) },
       { 'app-id': '\u00e9', 'client-id': '\u00e9' },
       { 'client-id': 'only' },
     ]
@@ -188,7 +188,7 @@ describe('no 500s', () => {
       '../..',
       'x'.repeat(2000),
       '\u00e9\u4e2d',
-      'pay_' + 'a'.repeat(100),
+      `pay_${'a'.repeat(100)}`,
       "pay_1' OR '1'='1",
       '%E0%A4%A',
     ]
@@ -213,10 +213,10 @@ describe('no 500s', () => {
       'status[]=x',
       'startTs=-1',
       'endTs=abc',
-      'search=' + 'a'.repeat(300),
+      `search=${'a'.repeat(300)}`,
       'a=1&a=2',
       '%%%',
-      'cursor=' + 'A'.repeat(600),
+      `cursor=${'A'.repeat(600)}`,
     ]) {
       for (const url of [
         '/v1/merchants',
