@@ -69,7 +69,7 @@ export {
   resumePaymentFlow,
 } from './flow/createPaymentFlow.js'
 export type { PollOptions } from './flow/poll.js'
-export { FlowSnapshot, parseFlowSnapshot } from './flow/snapshot.js'
+export { type FlowSnapshot, parseFlowSnapshot } from './flow/snapshot.js'
 export {
   canTransition,
   type FlowState,

@@ -4,8 +4,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import * as z from 'zod/mini'
 import { serviceErrorCodes, serviceErrorStatus } from '../contract/errors.js'
 import { isPayError, PayError } from '../errors/PayError.js'
+import { createGatewayClient } from './gateway.js'
 import { createHttpClient } from './http.js'
 import { parseRetryAfter, retryDelay } from './retry.js'
+import { zodParser } from './zodParser.js'
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void
 let handlers: Handler[] = []
@@ -43,7 +45,7 @@ const json =
   (_req, res) => {
     res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body))
   }
-const Ok = z.object({ ok: z.boolean() })
+const ok = zodParser(z.object({ ok: z.boolean() }))
 const fastRetry = { attempts: 3, baseDelayMs: 1, maxDelayMs: 50 }
 
 describe('createHttpClient', () => {
@@ -61,7 +63,7 @@ describe('createHttpClient', () => {
       query: { status: ['a', 'b'], skip: undefined },
       body: { a: 1 },
       idempotencyKey: 'k1',
-      response: Ok,
+      parse: ok,
     })
     expect(result).toEqual({ ok: true })
     const [call] = seen
@@ -82,7 +84,7 @@ describe('createHttpClient', () => {
     await createHttpClient({ baseUrl, auth: { appId: 'app_test_1', clientId: 'c1' } }).request({
       method: 'GET',
       path: '/',
-      response: Ok,
+      parse: ok,
     })
     expect(seen[0]?.headers).toMatchObject({ 'app-id': 'app_test_1', 'client-id': 'c1' })
     expect(seen[0]?.headers['api-key']).toBeUndefined()
@@ -91,7 +93,7 @@ describe('createHttpClient', () => {
   it('turns an error body into a PayError with the service code, status and message', async () => {
     handlers.push(json(409, { code: 'already_refunded', message: 'Payment already refunded.' }))
     const error = await createHttpClient({ baseUrl })
-      .request({ method: 'POST', path: '/v1/refunds', body: {}, response: Ok })
+      .request({ method: 'POST', path: '/v1/refunds', body: {}, parse: ok })
       .catch((e) => e)
     expect(isPayError(error, 'already_refunded')).toBe(true)
     expect(error).toMatchObject({ status: 409, shortMessage: 'Payment already refunded.' })
@@ -106,7 +108,7 @@ describe('createHttpClient', () => {
       }),
     )
     const error = await createHttpClient({ baseUrl })
-      .request({ method: 'GET', path: '/', response: Ok })
+      .request({ method: 'GET', path: '/', parse: ok })
       .catch((e) => e)
     expect(error.context.issues).toEqual([{ path: 'amount.value', message: 'Expected' }])
   })
@@ -118,7 +120,7 @@ describe('createHttpClient', () => {
     const http = createHttpClient({ baseUrl })
     for (let i = 0; i < 3; i++) {
       const error = await http
-        .request({ method: 'GET', path: '/', response: Ok, retry: undefined } as never)
+        .request({ method: 'GET', path: '/', parse: ok, retry: undefined } as never)
         .catch((e) => e)
       expect(isPayError(error, 'invalid_response')).toBe(true)
     }
@@ -133,7 +135,7 @@ describe('createHttpClient', () => {
       await createHttpClient({ baseUrl, retry: fastRetry }).request({
         method: 'GET',
         path: '/',
-        response: Ok,
+        parse: ok,
       }),
     ).toEqual({ ok: true })
     expect(seen).toHaveLength(3)
@@ -143,7 +145,7 @@ describe('createHttpClient', () => {
   it('gives up after the bounded number of attempts with the last error', async () => {
     for (let i = 0; i < 3; i++) handlers.push(json(500, { code: 'internal_error', message: `fail ${i}` }))
     const error = await createHttpClient({ baseUrl, retry: fastRetry })
-      .request({ method: 'GET', path: '/', response: Ok })
+      .request({ method: 'GET', path: '/', parse: ok })
       .catch((e) => e)
     expect(isPayError(error, 'internal_error')).toBe(true)
     expect(error.shortMessage).toBe('fail 2')
@@ -153,7 +155,7 @@ describe('createHttpClient', () => {
   it('never retries a POST without an idempotency key, and retries one with a key', async () => {
     handlers.push(json(503, { code: 'internal_error', message: 'down' }))
     const error = await createHttpClient({ baseUrl, retry: fastRetry })
-      .request({ method: 'POST', path: '/', body: {}, response: Ok })
+      .request({ method: 'POST', path: '/', body: {}, parse: ok })
       .catch((e) => e)
     expect(isPayError(error, 'internal_error')).toBe(true)
     expect(seen).toHaveLength(1)
@@ -165,7 +167,7 @@ describe('createHttpClient', () => {
       path: '/',
       body: {},
       idempotencyKey: 'k',
-      response: Ok,
+      parse: ok,
     })
     expect(seen).toHaveLength(3)
     expect(seen[1]?.headers['idempotency-key']).toBe('k')
@@ -175,14 +177,14 @@ describe('createHttpClient', () => {
   it('does not retry 4xx other than 429', async () => {
     handlers.push(json(404, { code: 'payment_not_found', message: 'nope' }))
     await createHttpClient({ baseUrl, retry: fastRetry })
-      .request({ method: 'GET', path: '/', response: Ok })
+      .request({ method: 'GET', path: '/', parse: ok })
       .catch(() => {})
     expect(seen).toHaveLength(1)
   })
 
   it('retries network failures and reports network_error when they persist', async () => {
     const http = createHttpClient({ baseUrl: 'http://127.0.0.1:1', retry: fastRetry })
-    const error = await http.request({ method: 'GET', path: '/', response: Ok }).catch((e) => e)
+    const error = await http.request({ method: 'GET', path: '/', parse: ok }).catch((e) => e)
     expect(isPayError(error, 'network_error')).toBe(true)
     expect(error.context.attempt).toBe(3)
   })
@@ -192,7 +194,7 @@ describe('createHttpClient', () => {
     const controller = new AbortController()
     const http = createHttpClient({ baseUrl, retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 60_000 } })
     const pending = http
-      .request({ method: 'GET', path: '/', response: Ok, signal: controller.signal })
+      .request({ method: 'GET', path: '/', parse: ok, signal: controller.signal })
       .catch((e) => e)
     setTimeout(() => controller.abort(), 50)
     const error = await pending
@@ -202,7 +204,7 @@ describe('createHttpClient', () => {
 
   it('rejects at once when already aborted', async () => {
     const error = await createHttpClient({ baseUrl })
-      .request({ method: 'GET', path: '/', response: Ok, signal: AbortSignal.abort() })
+      .request({ method: 'GET', path: '/', parse: ok, signal: AbortSignal.abort() })
       .catch((e) => e)
     expect(isPayError(error, 'aborted')).toBe(true)
     expect(seen).toHaveLength(0)
@@ -211,10 +213,36 @@ describe('createHttpClient', () => {
   it.each(serviceErrorCodes)('maps error code %s with its HTTP status', async (code) => {
     handlers.push(json(serviceErrorStatus[code], { code, message: `msg ${code}` }))
     const error = await createHttpClient({ baseUrl, retry: { attempts: 1 } })
-      .request({ method: 'GET', path: '/', response: Ok })
+      .request({ method: 'GET', path: '/', parse: ok })
       .catch((e) => e)
     expect(error).toBeInstanceOf(PayError)
     expect(error).toMatchObject({ code, status: serviceErrorStatus[code] })
+  })
+})
+
+describe('createGatewayClient', () => {
+  it('checks responses against the generated contract schemas and drops undeclared keys', async () => {
+    handlers.push(json(200, { status: 'processing', isFinal: false, pollInMs: 500, extra: 'x' }))
+    const gateway = createGatewayClient({ baseUrl })
+    expect(await gateway.getStatus('pay_1')).toEqual({ status: 'processing', isFinal: false, pollInMs: 500 })
+    expect(seen[0]).toMatchObject({ method: 'GET', url: '/v1/gateway/payment/pay_1/status' })
+  })
+
+  it('maps an off-contract response to invalid_response with the issues', async () => {
+    handlers.push(json(200, { status: 'paid', isFinal: false, pollInMs: 500 }))
+    const error = await createGatewayClient({ baseUrl })
+      .getStatus('pay_1')
+      .catch((e) => e)
+    expect(isPayError(error, 'invalid_response')).toBe(true)
+    expect(error.context.issues).toEqual([{ path: 'status', message: expect.stringContaining('processing') }])
+  })
+
+  it('reports zod issues the same way for zod-checked clients', async () => {
+    handlers.push(json(200, { ok: 'yes' }))
+    const error = await createHttpClient({ baseUrl })
+      .request({ method: 'GET', path: '/', parse: ok })
+      .catch((e) => e)
+    expect(error.context.issues).toEqual([{ path: 'ok', message: expect.any(String) }])
   })
 })
 
