@@ -67,19 +67,36 @@ try {
   const publicClient = createPublicClient({ transport: http(anvil.rpcUrl) })
   const balances = async () => {
     const of = (address: Address) =>
-      publicClient.readContract({ address: token, abi: testUsdcAbi, functionName: 'balanceOf', args: [address] })
-    return { buyer: await of(buyer.address), collection: await of(collection), merchant: await of(destination) }
+      publicClient.readContract({
+        address: token,
+        abi: testUsdcAbi,
+        functionName: 'balanceOf',
+        args: [address],
+      })
+    return {
+      buyer: await of(buyer.address),
+      collection: await of(collection),
+      merchant: await of(destination),
+    }
   }
   const printBalances = async (label: string) => {
     const b = await balances()
     const usdc = (v: bigint) => `${formatUnits(v, 6).padStart(8)} USDC`
-    console.log(`${label}: buyer ${usdc(b.buyer)} | collection ${usdc(b.collection)} | merchant ${usdc(b.merchant)}`)
+    console.log(
+      `${label}: buyer ${usdc(b.buyer)} | collection ${usdc(b.collection)} | merchant ${usdc(b.merchant)}`,
+    )
   }
 
   const wallet = createPayClient({
     baseUrl: server.url,
     apiKey: walletKey,
-    signers: [evmSigner({ account: buyer, chains: { [anvil.caip2]: { rpcUrl: anvil.rpcUrl } }, pollingInterval: 100 })],
+    signers: [
+      evmSigner({
+        account: buyer,
+        chains: { [anvil.caip2]: { rpcUrl: anvil.rpcUrl } },
+        pollingInterval: 100,
+      }),
+    ],
     // A local chain is final in milliseconds; do not wait the service's suggested seconds between polls.
     poll: { sleep: (ms) => new Promise((resolve) => setTimeout(resolve, Math.min(ms, 200))) },
   })
@@ -87,14 +104,22 @@ try {
   for (const method of ['eth_signTypedData_v4', 'eth_sendTransaction'] as const) {
     const payment = await merchantApi.createPayment({
       merchantId: merchant.id,
-      body: { referenceId: `order-${method === 'eth_sendTransaction' ? 2 : 1}`, amount: { unit: 'iso4217/USD', value: '1250' } },
+      body: {
+        referenceId: `order-${method === 'eth_sendTransaction' ? 2 : 1}`,
+        amount: { unit: 'iso4217/USD', value: '1250' },
+      },
     })
-    const kind = method === 'eth_signTypedData_v4' ? 'gasless (EIP-3009, the service pays gas)' : 'direct (ERC-20 transfer)'
+    const kind =
+      method === 'eth_signTypedData_v4'
+        ? 'gasless (EIP-3009, the service pays gas)'
+        : 'direct (ERC-20 transfer)'
     console.log(`\nPayment ${payment.paymentId}: 12.50 USD, paid ${kind}`)
     await printBalances('  before')
     const result = await wallet.pay(payment.gatewayUrl, {
       selectOption: (options) => {
-        const option = options.find((o) => o.actions[0]?.type === 'walletRpc' && o.actions[0].walletRpc.method === method)
+        const option = options.find(
+          (o) => o.actions[0]?.type === 'walletRpc' && o.actions[0].walletRpc.method === method,
+        )
         if (!option) throw new Error(`no ${method} option`)
         return option.id
       },

@@ -36,7 +36,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     genReqId: () => newId('request', 16),
     // Bad percent-encoding and over-long path parameters get the same {code, message} as the rest.
     frameworkErrors: (error, request, reply) => sendError(error, request, reply),
-    // Route matching must not depend on a trailing slash or on case of nothing; keep defaults else.
+    // `/v1/merchants/` is `/v1/merchants`.
     routerOptions: { ignoreTrailingSlash: true },
   }) as unknown as FastifyInstance
   app.setValidatorCompiler(validatorCompiler)

@@ -111,6 +111,21 @@ describe('POST /v1/merchants (row 2)', () => {
     expect(created.filter((r) => r.headers['idempotent-replayed'] !== 'true')).toHaveLength(1)
   })
 
+  it('a key left in flight by a crashed request is run again by the next one', async () => {
+    const k = idem()
+    const body = { merchantName: 'Crashed', merchantEmail: 'c@example.com' }
+    const first = await create(body, k)
+    // What a crash leaves: the record row committed, the handler's transaction rolled back.
+    await t.db.updateTable('idempotency_keys').set({ state: 'in_flight', response_body: null, response_status: null }).where('key', '=', k).execute()
+    await t.db.deleteFrom('merchants').where('id', '=', first.json.merchant.id).execute()
+    const retry = await create(body, k)
+    expect(retry.statusCode).toBe(201)
+    expect(retry.headers['idempotent-replayed']).toBeUndefined()
+    const replay = await create(body, k)
+    expect(replay.headers['idempotent-replayed']).toBe('true')
+    expect(replay.json.merchant.id).toBe(retry.json.merchant.id)
+  })
+
   it('does not store validation failures under the key', async () => {
     const k = idem()
     expect((await create({ merchantName: '' }, k)).statusCode).toBe(400)

@@ -128,7 +128,10 @@ export interface IdempotencyKeysTable {
   response_status: number | null
   response_body: string | null
   response_headers: Json<Record<string, string>> | null
-  /** An in-flight row older than this belonged to a crashed request and may be taken over. */
+  /**
+   * Informational: who runs a key is decided by a row lock (FOR UPDATE NOWAIT), which a crashed
+   * request releases with its connection; see idempotency.ts.
+   */
   locked_until: Timestamp
   created_at: Timestamp
   expires_at: Timestamp
