@@ -68,6 +68,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
     jobs = startJobRunner({
       db: database.db,
       handlers: app.jobHandlers,
+      listenUrl: database.url,
       ...(options.jobIntervalMs !== undefined ? { intervalMs: options.jobIntervalMs } : {}),
       ...(log ? { log } : {}),
     })

@@ -180,7 +180,7 @@ export async function createEvmEnv(options: { anvilArgs?: string[] } = {}): Prom
       return res.json
     },
     startRunner(handlers = t.app.jobHandlers) {
-      const runner = startJobRunner({ db: t.db, handlers, intervalMs: 25 })
+      const runner = startJobRunner({ db: t.db, handlers, intervalMs: 25, listenUrl: t.databaseUrl })
       runners.push(runner)
       return runner
     },

@@ -116,7 +116,11 @@ describe('POST /v1/merchants (row 2)', () => {
     const body = { merchantName: 'Crashed', merchantEmail: 'c@example.com' }
     const first = await create(body, k)
     // What a crash leaves: the record row committed, the handler's transaction rolled back.
-    await t.db.updateTable('idempotency_keys').set({ state: 'in_flight', response_body: null, response_status: null }).where('key', '=', k).execute()
+    await t.db
+      .updateTable('idempotency_keys')
+      .set({ state: 'in_flight', response_body: null, response_status: null })
+      .where('key', '=', k)
+      .execute()
     await t.db.deleteFrom('merchants').where('id', '=', first.json.merchant.id).execute()
     const retry = await create(body, k)
     expect(retry.statusCode).toBe(201)

@@ -1,6 +1,7 @@
 import { sql } from 'kysely'
 import type { Db } from '../store/db.js'
 import type { JobRow } from '../store/schema.js'
+import { jobsChannel } from './notify.js'
 
 /**
  * Money-moving steps (broadcast, settle, ...) as rows, one per (kind, payment): enqueueing twice is a
@@ -29,6 +30,8 @@ export async function enqueueJob(
     })
     .onConflict((oc) => oc.columns(['kind', 'payment_id']).doNothing())
     .execute()
+  // Delivered when the enqueueing transaction commits: listening runners start at once (jobs/notify.ts).
+  await sql`SELECT pg_notify(${jobsChannel}, ${job.kind})`.execute(db)
 }
 
 /** Takes up to `limit` due jobs of the given kinds for `leaseMs`; attempts count up on each claim. */

@@ -1,5 +1,6 @@
 import type { Db } from '../store/db.js'
 import type { JobRow } from '../store/schema.js'
+import { type JobListener, listenForJobs } from './notify.js'
 import { claimJobs, completeJob, failJob } from './queue.js'
 
 /** pino's call shape, so the server's logger fits as is; console-like fallbacks are easy to write. */
@@ -44,6 +45,11 @@ export interface JobRunnerOptions {
   /** Jobs run at once by this runner (default 4). */
   concurrency?: number
   log?: JobLogger
+  /**
+   * The database's connection string: LISTEN for new jobs and start them as soon as they commit rather
+   * than at the next poll (see notify.ts). Without it the runner only polls.
+   */
+  listenUrl?: string
 }
 
 export interface JobRunner {
@@ -56,8 +62,9 @@ export interface JobRunner {
 const silent: JobLogger = { info() {}, warn() {}, error() {} }
 
 /**
- * Polls the jobs table (claims are leases taken with FOR UPDATE SKIP LOCKED, see queue.ts), so any
- * number of runners on one database share the work and a runner that dies leaves its jobs to the lease.
+ * Runs due jobs: polls the jobs table every `intervalMs` and, with `listenUrl`, also as soon as a job is
+ * enqueued. Claims are leases taken with FOR UPDATE SKIP LOCKED (see queue.ts), so any number of runners
+ * on one database share the work and a runner that dies leaves its jobs to the lease.
  */
 export function startJobRunner(options: JobRunnerOptions): JobRunner {
   const { db, handlers } = options
@@ -69,7 +76,8 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
   const controller = new AbortController()
   const inFlight = new Set<Promise<void>>()
   let timer: NodeJS.Timeout | undefined
-  let polling: Promise<unknown> | undefined
+  let polling: Promise<unknown> = Promise.resolve()
+  let listener: JobListener | undefined
 
   async function execute(job: JobRow): Promise<void> {
     const handler = handlers[job.kind]!
@@ -119,30 +127,50 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
     })
   }
 
+  /** Claims one at a time (a poll and a notification never both fill the same free slots). */
+  function claimNow(): Promise<Promise<void>[]> {
+    const claimed = polling.then(claimAndStart)
+    polling = claimed.catch((error: unknown) => {
+      log.warn({ error: String(error) }, 'Claiming jobs failed')
+    })
+    return claimed
+  }
+
   function schedule(): void {
     if (controller.signal.aborted) return
     timer = setTimeout(() => {
       // Do not wait for the jobs themselves: a slow receipt must not hold up other due jobs.
-      polling = claimAndStart().catch((error: unknown) => {
-        log.warn({ error: String(error) }, 'Claiming jobs failed')
-        return []
-      })
-      void polling.finally(schedule)
+      void claimNow()
+        .catch(() => {})
+        .finally(schedule)
     }, intervalMs)
     timer.unref()
   }
 
-  if (kinds.length > 0) schedule()
+  if (kinds.length > 0) {
+    schedule()
+    if (options.listenUrl) {
+      listener = listenForJobs({
+        connectionString: options.listenUrl,
+        onJob: (kind) => {
+          if (kinds.includes(kind)) void claimNow().catch(() => {})
+        },
+        onError: (error) =>
+          log.warn({ error: String(error) }, 'Job notifications interrupted; polling meanwhile'),
+      })
+    }
+  }
   return {
     async runOnce() {
-      const started = await claimAndStart()
+      const started = await claimNow()
       await Promise.all(started)
       return started.length
     },
     async stop() {
       controller.abort()
       clearTimeout(timer)
-      await polling?.catch(() => {})
+      await listener?.close()
+      await polling
       await Promise.all([...inFlight])
     },
   }

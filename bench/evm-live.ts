@@ -1,0 +1,134 @@
+/**
+ * Live EVM payment latency on Anvil: wall time from the wallet's confirm call to the status endpoint
+ * reporting `succeeded`, median of N payments per kind (gasless relay and direct transfer).
+ *
+ *   npx tsx bench/evm-live.ts [--runs 20] [--job-interval-ms 500]
+ *
+ * Real parts only: Anvil + TestUSDC, the server over HTTP on embedded PostgreSQL (temporary directory),
+ * its own job runner (the poll interval is the server default unless given), the viem signer.
+ */
+import fs from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { parseArgs } from 'node:util'
+import { privateKeyToAccount } from 'viem/accounts'
+import { evmSigner } from '../adapters/evm/index.js'
+import type { WalletRpcAction } from '../src/contract/gateway.js'
+import { createApiKey, createPartner, resolveConfig, startServer } from '../src/server/index.js'
+import { anvilPrivateKeys, deployTestToken, mintTestToken, startAnvil } from '../test/anvil.js'
+
+const { values } = parseArgs({
+  options: { runs: { type: 'string', default: '20' }, 'job-interval-ms': { type: 'string', default: '500' } },
+})
+const runs = Number(values.runs)
+const jobIntervalMs = Number(values['job-interval-ms'])
+
+const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-bench-evm-'))
+const anvil = await startAnvil()
+let server: Awaited<ReturnType<typeof startServer>> | undefined
+try {
+  const token = await deployTestToken(anvil.rpcUrl)
+  const asset = `${anvil.caip2}/erc20:${token}`
+  const buyer = privateKeyToAccount(anvilPrivateKeys[2])
+  await mintTestToken(anvil.rpcUrl, token, buyer.address, 1_000_000_000n)
+  server = await startServer({
+    port: 0,
+    dataDir,
+    jobIntervalMs,
+    config: resolveConfig({
+      rateLimit: false,
+      chains: {
+        [anvil.caip2]: {
+          rpcUrl: anvil.rpcUrl,
+          signerKey: anvilPrivateKeys[1],
+          assets: { [asset]: { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' } },
+        },
+      },
+    }),
+  })
+  const base = server.url
+  const partnerId = await createPartner(server.db)
+  const { apiKey } = await createApiKey(server.db, { partnerId, mode: 'live' })
+  const call = async (method: string, url: string, body?: unknown, extra: Record<string, string> = {}) => {
+    const res = await fetch(`${base}${url}`, {
+      method,
+      headers: { 'api-key': apiKey, 'content-type': 'application/json', ...extra },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    })
+    const json = (await res.json()) as any
+    if (!res.ok) throw new Error(`${method} ${url}: ${res.status} ${JSON.stringify(json)}`)
+    return json
+  }
+  const { merchant } = await call(
+    'POST',
+    '/v1/merchants',
+    { merchantName: 'Bench', merchantEmail: 'bench@example.com' },
+    { 'idempotency-key': `bench-${Date.now()}` },
+  )
+  const destination = privateKeyToAccount(anvilPrivateKeys[5]).address
+  await call(
+    'POST',
+    `/v1/merchants/${merchant.id}/settlements/crypto`,
+    { settlements: [{ asset, destination: `${anvil.caip2}:${destination}` }] },
+    { 'idempotency-key': `bench-s-${Date.now()}` },
+  )
+  const signer = evmSigner({ account: buyer, chains: { [anvil.caip2]: { rpcUrl: anvil.rpcUrl } } })
+
+  const measure = async (
+    method: 'eth_signTypedData_v4' | 'eth_sendTransaction',
+    i: number,
+  ): Promise<number> => {
+    const { paymentId } = await call(
+      'POST',
+      '/v1/payments',
+      { referenceId: `bench-${method.slice(4, 8)}-${i}`, amount: { unit: 'iso4217/USD', value: '100' } },
+      { 'merchant-id': merchant.id },
+    )
+    const gw = `/v1/gateway/payment/${paymentId}`
+    const { options } = await call('POST', `${gw}/options`, { accounts: [`${anvil.caip2}:${buyer.address}`] })
+    const option = options.find(
+      (o: { actions: WalletRpcAction[] }) => o.actions[0]?.walletRpc.method === method,
+    )
+    const action: WalletRpcAction = option.actions[0]
+    const result = await signer.request({
+      chainId: action.walletRpc.chainId,
+      method: action.walletRpc.method,
+      params: JSON.parse(action.walletRpc.params),
+    })
+    const started = performance.now()
+    await call('POST', `${gw}/confirm`, { optionId: option.id, results: [result] })
+    for (;;) {
+      const status = await call('GET', `${gw}/status`)
+      if (status.isFinal) {
+        if (status.status !== 'succeeded') throw new Error(`payment ${paymentId} ended ${status.status}`)
+        return performance.now() - started
+      }
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+  }
+
+  const median = (xs: number[]) => {
+    const sorted = [...xs].sort((a, b) => a - b)
+    const mid = sorted.length >> 1
+    return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+  }
+  console.log(
+    `Live EVM payment, confirm -> succeeded, Anvil (automine), job runner polling every ${jobIntervalMs} ms`,
+  )
+  for (const [label, method] of [
+    ['gasless (EIP-3009 relay + receipt)', 'eth_signTypedData_v4'],
+    ['direct (ERC-20 transfer receipt check)', 'eth_sendTransaction'],
+  ] as const) {
+    await measure(method, -1) // warm-up: connections, the token's EIP-712 domain cache
+    const times: number[] = []
+    for (let i = 0; i < runs; i++) times.push(await measure(method, i))
+    console.log(
+      `  ${label}: median ${median(times).toFixed(0)} ms (min ${Math.min(...times).toFixed(0)}, max ${Math.max(...times).toFixed(0)}, n=${runs})`,
+    )
+  }
+  console.log(`Command: npx tsx bench/evm-live.ts --runs ${runs} --job-interval-ms ${jobIntervalMs}`)
+} finally {
+  await server?.stop()
+  await anvil.stop()
+  await fs.rm(dataDir, { recursive: true, force: true })
+}

@@ -1,0 +1,36 @@
+import { describe, expect, it } from 'vitest'
+import * as z from 'zod/mini'
+import { buildWalletSchemas, emitWalletSchemasModule, toWalletJsonSchema } from './generate.js'
+import * as committed from './generated/walletSchemas.js'
+
+describe('generated wallet schemas', () => {
+  it('match the zod schemas they were generated from (else run `npm run generate`)', () => {
+    const { schemas, gatewayRoutes } = buildWalletSchemas()
+    // Compared as values, not text: the committed file is formatted by biome after generation.
+    expect({ ...committed }).toEqual({ ...schemas, gatewayRoutes })
+  })
+
+  it('emits a module that declares each shared part once and every root as an export', () => {
+    const source = emitWalletSchemasModule()
+    for (const name of Object.keys(buildWalletSchemas().schemas)) {
+      expect(source).toContain(`export const ${name} = {`)
+    }
+    expect(source.match(/^const Amount = /gm)).toHaveLength(1)
+    expect(source).not.toContain('$schema')
+  })
+
+  it('refuses keywords the wallet validator would ignore', () => {
+    expect(() => toWalletJsonSchema(z.object({ email: z.email() }), 'Test')).toThrow(/"format"/)
+    expect(() => toWalletJsonSchema(z.record(z.string(), z.string()), 'Test')).toThrow(/propertyNames|records/)
+    expect(() => toWalletJsonSchema(z.array(z.string()).check(z.maxLength(3)), 'Test')).toThrow(/"maxItems"/)
+    expect(() => toWalletJsonSchema(z.looseObject({ a: z.string() }), 'Test')).toThrow(/additionalProperties/)
+  })
+
+  it('keeps undeclared keys allowed, as zod does on input, and strict objects strict', () => {
+    expect(toWalletJsonSchema(z.object({ a: z.string() }), 'Test')).not.toHaveProperty('additionalProperties')
+    expect(toWalletJsonSchema(z.strictObject({ a: z.string() }), 'Test')).toHaveProperty(
+      'additionalProperties',
+      false,
+    )
+  })
+})
