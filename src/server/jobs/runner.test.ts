@@ -191,6 +191,26 @@ describe('startJobRunner', () => {
     })
   })
 
+  it('with listenUrl, starts a job as soon as its transaction commits (no poll needed)', async () => {
+    const id = await payment(pg.db)
+    let ran!: () => void
+    const done = new Promise<void>((resolve) => {
+      ran = resolve
+    })
+    const runner = startJobRunner({
+      db: pg.db,
+      intervalMs: 60_000,
+      listenUrl: pg.url,
+      handlers: { 'test.notified': { run: async () => ran() } },
+    })
+    await new Promise((resolve) => setTimeout(resolve, 200)) // the LISTEN connection is up
+    const started = Date.now()
+    await pg.db.transaction().execute((trx) => enqueueJob(trx, { kind: 'test.notified', paymentId: id }))
+    await done
+    expect(Date.now() - started).toBeLessThan(2_000)
+    await runner.stop()
+  })
+
   it('two runners never run one job twice', async () => {
     const ids: string[] = []
     for (let i = 0; i < 12; i++) {

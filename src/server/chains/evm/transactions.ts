@@ -120,12 +120,15 @@ export async function waitForReceipt(
   options: { timeoutMs: number; signal: AbortSignal },
 ): Promise<TransactionReceipt | undefined> {
   const deadline = Date.now() + options.timeoutMs
+  // Fast nodes (and L2 sequencers) have the receipt within milliseconds: start short, back off to the interval.
+  let waitMs = Math.min(25, chain.pollingIntervalMs)
   for (;;) {
     options.signal.throwIfAborted()
     const receipt = await findReceipt(chain, hash)
     if (receipt) return receipt
     if (Date.now() >= deadline) return undefined
-    await sleep(chain.pollingIntervalMs, options.signal)
+    await sleep(waitMs, options.signal)
+    waitMs = Math.min(waitMs * 2, chain.pollingIntervalMs)
   }
 }
 

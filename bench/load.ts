@@ -1,0 +1,180 @@
+/**
+ * Load generation in a separate process.
+ * - `runLoad`: autocannon at full speed (or at a fixed `overallRate`) against one route, the path
+ *   rotating over a list (e.g. payment ids), optionally with a fresh `Idempotency-Key` per request.
+ * - `runProbe`: a light latency probe (few connections, a fixed number of requests, microsecond
+ *   timing) for the scale comparison, where autocannon's whole-millisecond histogram is too coarse.
+ */
+import http from 'node:http'
+import autocannon from 'autocannon'
+import { isJobChild, runJob, serveJob } from './child.js'
+
+export interface LoadSpec {
+  url: string
+  method: 'GET' | 'POST'
+  /** Rotated request by request (every connection walks the list from a different place). */
+  paths: string[]
+  headers?: Record<string, string>
+  body?: string
+  /** A unique `Idempotency-Key` on every request. */
+  idempotencyKeys?: boolean
+  connections: number
+  durationS: number
+  /** Unmeasured run first, same settings, so the server's JIT and pools are warm. */
+  warmupS?: number
+  /** Requests per second from all connections together (autocannon `overallRate`). */
+  overallRate?: number
+}
+
+export interface LoadResult {
+  /** Successful (2xx) requests per second over the run. */
+  rps: number
+  /** Milliseconds (autocannon records whole milliseconds). */
+  p50: number
+  p90: number
+  p99: number
+  mean: number
+  requests: number
+  non2xx: number
+  errors: number
+  timeouts: number
+  durationS: number
+}
+
+export interface ProbeSpec {
+  url: string
+  paths: string[]
+  headers?: Record<string, string>
+  /** Concurrent keep-alive connections. */
+  concurrency: number
+  /** Measured requests (after `warmup` unmeasured ones). */
+  requests: number
+  warmup?: number
+}
+
+export interface ProbeResult {
+  /** Milliseconds, microsecond resolution. */
+  p50: number
+  p99: number
+  mean: number
+  rps: number
+  requests: number
+  /** Answers other than 200. */
+  failures: number
+}
+
+type Job = { kind: 'load'; spec: LoadSpec } | { kind: 'probe'; spec: ProbeSpec }
+
+export function runLoad(spec: LoadSpec): Promise<LoadResult> {
+  return runJob<LoadResult>('load.ts', { kind: 'load', spec } satisfies Job)
+}
+
+export function runProbe(spec: ProbeSpec): Promise<ProbeResult> {
+  return runJob<ProbeResult>('load.ts', { kind: 'probe', spec } satisfies Job)
+}
+
+function cannon(spec: LoadSpec, durationS: number): Promise<autocannon.Result> {
+  let next = 0
+  let key = 0
+  const tag = `${process.pid}-${Date.now().toString(36)}`
+  const paths = spec.paths
+  const request: autocannon.Request = {
+    method: spec.method,
+    path: paths[0]!,
+    ...(spec.body !== undefined ? { body: spec.body } : {}),
+    headers: { ...spec.headers, ...(spec.body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    setupRequest: (req) => {
+      req.path = paths[next++ % paths.length]!
+      if (spec.idempotencyKeys) req.headers = { ...req.headers, 'idempotency-key': `bench-${tag}-${key++}` }
+      return req
+    },
+  }
+  return autocannon({
+    url: spec.url,
+    connections: spec.connections,
+    duration: durationS,
+    requests: [request],
+    ...(spec.overallRate ? { overallRate: spec.overallRate } : {}),
+  })
+}
+
+async function load(spec: LoadSpec): Promise<LoadResult> {
+  if (spec.warmupS) await cannon(spec, spec.warmupS)
+  const r = await cannon(spec, spec.durationS)
+  const ok = r['2xx']
+  return {
+    rps: ok / r.duration,
+    p50: r.latency.p50,
+    p90: r.latency.p90,
+    p99: r.latency.p99,
+    mean: r.latency.average,
+    requests: r.requests.total,
+    non2xx: r.non2xx,
+    errors: r.errors,
+    timeouts: r.timeouts,
+    durationS: r.duration,
+  }
+}
+
+async function probe(spec: ProbeSpec): Promise<ProbeResult> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: spec.concurrency })
+  const target = new URL(spec.url)
+  const get = (path: string) =>
+    new Promise<number>((resolve, reject) => {
+      const req = http.request(
+        {
+          agent,
+          host: target.hostname,
+          port: target.port,
+          path,
+          method: 'GET',
+          headers: spec.headers,
+        },
+        (res) => {
+          res.resume()
+          res.once('end', () => resolve(res.statusCode ?? 0))
+        },
+      )
+      req.once('error', reject)
+      req.end()
+    })
+  let at = 0
+  let failures = 0
+  const latencies: number[] = []
+  const worker = async (count: number, record: boolean) => {
+    for (let i = 0; i < count; i++) {
+      const path = spec.paths[at++ % spec.paths.length]!
+      const start = process.hrtime.bigint()
+      const status = await get(path)
+      const ms = Number(process.hrtime.bigint() - start) / 1e6
+      if (!record) continue
+      if (status !== 200) failures++
+      latencies.push(ms)
+    }
+  }
+  const run = async (total: number, record: boolean) => {
+    const each = Math.ceil(total / spec.concurrency)
+    await Promise.all(Array.from({ length: spec.concurrency }, () => worker(each, record)))
+  }
+  await run(spec.warmup ?? Math.min(200, spec.requests), false)
+  const started = process.hrtime.bigint()
+  await run(spec.requests, true)
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9
+  agent.destroy()
+  latencies.sort((a, b) => a - b)
+  return {
+    p50: percentile(latencies, 0.5),
+    p99: percentile(latencies, 0.99),
+    mean: latencies.reduce((a, b) => a + b, 0) / latencies.length,
+    rps: latencies.length / seconds,
+    requests: latencies.length,
+    failures,
+  }
+}
+
+export function percentile(sorted: readonly number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
+}
+
+if (isJobChild()) serveJob<Job, unknown>((job) => (job.kind === 'load' ? load(job.spec) : probe(job.spec)))

@@ -1,0 +1,78 @@
+import { type Hex, toHex } from 'viem'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import { describe, expect, it } from 'vitest'
+import {
+  type Authorization,
+  authorizationFromJson,
+  authorizationFromParams,
+  authorizationKind,
+  authorizationToJson,
+  authorizationTypedData,
+  isSignedByPayer,
+} from './authorization.js'
+
+const payer = privateKeyToAccount(generatePrivateKey())
+const relayer = privateKeyToAccount(generatePrivateKey()).address
+const authorization: Authorization = {
+  kind: 'ReceiveWithAuthorization',
+  chainId: 31337,
+  token: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
+  domain: { name: 'USD Coin', version: '2' },
+  from: payer.address,
+  to: relayer,
+  value: 12_500_000n,
+  validAfter: 0n,
+  validBefore: 1_900_000_000n,
+  nonce: toHex(new Uint8Array(32).fill(7)),
+}
+
+/** Signs typed data the way wallets receive it (JSON, uints as strings), through viem. */
+async function sign(typed: ReturnType<typeof authorizationTypedData>, key = payer): Promise<Hex> {
+  const { EIP712Domain: _, ...types } = typed.types
+  return key.signTypedData({
+    domain: typed.domain,
+    types,
+    primaryType: typed.primaryType,
+    message: {
+      ...typed.message,
+      value: BigInt(typed.message.value),
+      validAfter: BigInt(typed.message.validAfter),
+      validBefore: BigInt(typed.message.validBefore),
+    },
+  } as never)
+}
+
+describe('EIP-3009 authorizations', () => {
+  it('receive when the relayer is the payee (no front-running), transfer otherwise', () => {
+    expect(authorizationKind(relayer, relayer.toLowerCase() as Hex)).toBe('ReceiveWithAuthorization')
+    expect(authorizationKind(relayer, payer.address)).toBe('TransferWithAuthorization')
+  })
+
+  it('reads back exactly what was offered in eth_signTypedData_v4 params, and survives JSON', () => {
+    const params = JSON.stringify([payer.address, JSON.stringify(authorizationTypedData(authorization))])
+    expect(authorizationFromParams(params)).toEqual(authorization)
+    expect(authorizationFromJson(JSON.parse(JSON.stringify(authorizationToJson(authorization))))).toEqual(
+      authorization,
+    )
+  })
+
+  it('accepts only the payer signature of that very message', async () => {
+    const typed = authorizationTypedData(authorization)
+    expect(await isSignedByPayer(authorization, await sign(typed))).toBe(true)
+    expect(
+      await isSignedByPayer(authorization, await sign(typed, privateKeyToAccount(generatePrivateKey()))),
+    ).toBe(false)
+    const cheaper = authorizationTypedData({ ...authorization, value: 1n })
+    expect(await isSignedByPayer(authorization, await sign(cheaper))).toBe(false)
+    const otherKind = authorizationTypedData({ ...authorization, kind: 'TransferWithAuthorization' })
+    expect(await isSignedByPayer(authorization, await sign(otherKind))).toBe(false)
+    expect(await isSignedByPayer(authorization, `0x${'00'.repeat(65)}`)).toBe(false)
+  })
+
+  it('refuses params that are not a service-built authorization', () => {
+    const permit = { ...authorizationTypedData(authorization), primaryType: 'Permit' }
+    expect(() => authorizationFromParams(JSON.stringify([payer.address, JSON.stringify(permit)]))).toThrow(
+      /Not an EIP-3009/,
+    )
+  })
+})
