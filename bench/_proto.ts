@@ -14,17 +14,56 @@ try {
   await server.stop()
   const conns = Number(process.env.C ?? 16)
   const dur = Number(process.env.D ?? 5)
-  const ceiling = await spawnTarget('ceiling', { databaseUrl: url })
+  const ceiling = await spawnTarget('ceiling', {
+    databaseUrl: url,
+    ...(process.env.PROF ? { cpuProfDir: '/tmp/benchproto/c' } : {}),
+  })
   const headers = { 'api-key': acc.apiKey, 'merchant-id': merchantId }
-  const json = await runLoad({ url: ceiling.url, method: 'GET', paths: ['/json'], headers, connections: conns, durationS: dur, warmupS: 2 })
+  const json = await runLoad({
+    url: ceiling.url,
+    method: 'GET',
+    paths: ['/json'],
+    headers,
+    connections: conns,
+    durationS: dur,
+    warmupS: 2,
+  })
   console.log('json', json)
-  const sel = await runLoad({ url: ceiling.url, method: 'GET', paths: ids.map((i) => `/select/${i}`), headers, connections: conns, durationS: dur, warmupS: 2 })
+  const sel = await runLoad({
+    url: ceiling.url,
+    method: 'GET',
+    paths: ids.map((i) => `/select/${i}`),
+    headers,
+    connections: conns,
+    durationS: dur,
+    warmupS: 2,
+  })
   console.log('select', sel)
   await ceiling.stop()
-  server = await spawnTarget('server', { databaseUrl: url, ...(process.env.PROF ? { cpuProfDir: '/tmp/benchproto' } : {}) })
-  const st = await runLoad({ url: server.url, method: 'GET', paths: ids.map((i) => `/v1/payments/${i}/status`), headers, connections: conns, durationS: dur, warmupS: 2 })
+  server = await spawnTarget('server', {
+    databaseUrl: url,
+    ...(process.env.PROF ? { cpuProfDir: '/tmp/benchproto' } : {}),
+  })
+  const st = await runLoad({
+    url: server.url,
+    method: 'GET',
+    paths: ids.map((i) => `/v1/payments/${i}/status`),
+    headers,
+    connections: conns,
+    durationS: dur,
+    warmupS: 2,
+  })
   console.log('status', st)
-  const cr = await runLoad({ url: server.url, method: 'POST', paths: ['/v1/payments'], headers, body: JSON.stringify({ referenceId: 'bench', amount: { unit: 'iso4217/USD', value: '1250' } }), connections: conns, durationS: dur, warmupS: 2 })
+  const cr = await runLoad({
+    url: server.url,
+    method: 'POST',
+    paths: ['/v1/payments'],
+    headers,
+    body: JSON.stringify({ referenceId: 'bench', amount: { unit: 'iso4217/USD', value: '1250' } }),
+    connections: conns,
+    durationS: dur,
+    warmupS: 2,
+  })
   console.log('create', cr)
   await server.stop()
 } finally {

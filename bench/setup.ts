@@ -35,7 +35,9 @@ export async function createMerchant(baseUrl: string, apiKey: string, name: stri
   await api.createCryptoSettlements({
     params: { merchantId: merchant.id },
     body: {
-      settlements: [{ asset: usdcBase, destination: 'eip155:8453:0x2222222222222222222222222222222222222222' }],
+      settlements: [
+        { asset: usdcBase, destination: 'eip155:8453:0x2222222222222222222222222222222222222222' },
+      ],
     },
   })
   return merchant.id

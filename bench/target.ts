@@ -5,9 +5,6 @@
  */
 import type { ChildProcess } from 'node:child_process'
 import { parseArgs } from 'node:util'
-import { resolveConfig } from '../src/server/config.js'
-import { startServer } from '../src/server/server.js'
-import { startCeiling } from './ceiling.js'
 import { forkBench, waitExit } from './child.js'
 
 export type TargetKind = 'ceiling' | 'server'
@@ -48,14 +45,15 @@ async function stopChild(child: ChildProcess): Promise<void> {
 }
 
 async function serve(kind: TargetKind, databaseUrl: string): Promise<void> {
+  // Imported here: the ceiling process loads Fastify and pg only, never the server's modules.
   const running =
     kind === 'ceiling'
-      ? await startCeiling({ databaseUrl })
-      : await startServer({
+      ? await (await import('./ceiling.js')).startCeiling({ databaseUrl })
+      : await (await import('../src/server/server.js')).startServer({
           port: 0,
           host: '127.0.0.1',
           databaseUrl,
-          config: resolveConfig({ rateLimit: false }),
+          config: (await import('../src/server/config.js')).resolveConfig({ rateLimit: false }),
           logger: false,
         })
   let closing: Promise<void> | undefined

@@ -1,18 +1,28 @@
 import { describe, expect, it } from 'vitest'
 import { measureBundle } from '../bench/bundle.js'
 
+/** The product's budget for the wallet core, minified + gzipped, with zod and eventemitter3 bundled in. */
+const budgetGzipBytes = 15_000
+
 // The wallet core must run in browsers and React Native: no Node built-ins, no chain SDKs, no server code.
-describe('wallet core bundle', () => {
-  it('pulls in only its own sources, zod and eventemitter3', async () => {
-    const report = await measureBundle('src/index.ts')
+describe('wallet core bundle', async () => {
+  const report = await measureBundle('src/index.ts')
+
+  it('pulls in only its own sources and eventemitter3', () => {
     const foreign = report.inputs.filter(
-      (input) =>
-        !input.startsWith('src/') &&
-        !input.startsWith('node_modules/zod/') &&
-        !input.startsWith('node_modules/eventemitter3/'),
+      (input) => !input.startsWith('src/') && !input.startsWith('node_modules/eventemitter3/'),
     )
     expect(foreign).toEqual([])
     expect(report.inputs.filter((input) => input.startsWith('src/server/'))).toEqual([])
     expect(report.externals).toEqual([])
+  })
+
+  it('checks responses and snapshots without zod: generated JSON Schemas instead', () => {
+    expect(report.inputs.filter((input) => input.startsWith('node_modules/zod/'))).toEqual([])
+    expect(report.inputs).toContain('src/contract/generated/walletSchemas.ts')
+  })
+
+  it(`stays under the ${budgetGzipBytes} byte budget (min + gzip)`, () => {
+    expect(report.gzipBytes).toBeLessThan(budgetGzipBytes)
   })
 })

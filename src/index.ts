@@ -25,21 +25,25 @@ export type { CallOptions, GatewayApi } from './client/gatewayApi.js'
 export type { Credentials, Fetch } from './client/http.js'
 export { defaultRetryPolicy, type RetryPolicy } from './client/retry.js'
 export {
-  type Action,
-  type Amount,
-  type AmountDisplay,
   apiVersions,
-  type CollectData,
-  type ConfirmResponse,
-  type GatewayPayment,
-  type OptionsResponse,
-  type PaymentOption,
-  type PaymentStatus,
   type ServiceErrorCode,
   serviceErrorCodes,
   serviceErrorStatus,
-  type WalletRpc,
-  type WalletRpcAction,
+} from './contract/errors.js'
+// Types only from the zod contract modules: importing their values would bundle zod (the core checks with
+// the JSON Schemas generated from them, src/contract/generated).
+export type {
+  Action,
+  Amount,
+  AmountDisplay,
+  CollectData,
+  ConfirmResponse,
+  GatewayPayment,
+  OptionsResponse,
+  PaymentOption,
+  PaymentStatus,
+  WalletRpc,
+  WalletRpcAction,
 } from './contract/index.js'
 export type { StatusResponse } from './contract/status.js'
 export {

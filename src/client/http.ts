@@ -2,14 +2,14 @@ import type { ErrorResponse } from '../contract/common.js'
 import { isServiceErrorCode } from '../contract/errors.js'
 import * as schemas from '../contract/generated/walletSchemas.js'
 import { type Issue, type Parse, parser } from '../contract/validate.js'
-import { isPayError, PayError } from '../errors/PayError.js'
+import { sleep, throwIfAborted } from '../errors/abort.js'
+import { PayError } from '../errors/PayError.js'
 import {
   defaultRetryPolicy,
   isRetryableStatus,
   parseRetryAfter,
   type RetryPolicy,
   retryDelay,
-  sleep,
 } from './retry.js'
 import { type SdkInfo, sdkHeaders } from './sdk.js'
 
@@ -50,6 +50,8 @@ export interface HttpClient {
   request<T>(request: HttpRequest<T>): Promise<T>
 }
 
+const requestAborted = 'The request was aborted.'
+
 /** JSON over `fetch` with typed errors, response validation and bounded, jittered retries. */
 export function createHttpClient(config: HttpClientConfig): HttpClient {
   const policy = { ...defaultRetryPolicy, ...config.retry }
@@ -79,12 +81,12 @@ export function createHttpClient(config: HttpClientConfig): HttpClient {
     }
 
     for (let attempt = 1; ; attempt++) {
-      throwIfAborted(req.signal)
+      throwIfAborted(req.signal, requestAborted)
       let response: Response
       try {
         response = await doFetch(url, init)
       } catch (error) {
-        throwIfAborted(req.signal)
+        throwIfAborted(req.signal, requestAborted)
         const failure = new PayError({
           code: 'network_error',
           message: 'The service could not be reached.',
@@ -92,15 +94,16 @@ export function createHttpClient(config: HttpClientConfig): HttpClient {
           cause: error,
         })
         if (!retryable || attempt >= policy.attempts) throw failure
-        await pause(retryDelay(policy, attempt, undefined), req.signal)
+        await sleep(retryDelay(policy, attempt, undefined), req.signal, requestAborted)
         continue
       }
       if (response.ok) return parseBody(response, req)
       const failure = await errorFromResponse(response, req)
       if (!retryable || attempt >= policy.attempts || !isRetryableStatus(response.status)) throw failure
-      await pause(
+      await sleep(
         retryDelay(policy, attempt, parseRetryAfter(response.headers.get('retry-after'))),
         req.signal,
+        requestAborted,
       )
     }
   }
@@ -183,23 +186,6 @@ function queryString(query: Record<string, unknown> | undefined): string {
   }
   const text = params.toString()
   return text ? `?${text}` : ''
-}
-
-function throwIfAborted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw abortedError(signal)
-}
-
-async function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  try {
-    await sleep(ms, signal)
-  } catch {
-    throw abortedError(signal)
-  }
-}
-
-function abortedError(signal: AbortSignal | undefined): PayError {
-  if (isPayError(signal?.reason)) return signal.reason
-  return new PayError({ code: 'aborted', message: 'The request was aborted.', cause: signal?.reason })
 }
 
 /** A random idempotency key (Web Crypto: available in browsers, React Native polyfills and Node 20). */

@@ -28,7 +28,7 @@ export const walletSchemaSources: Record<string, z.ZodMiniType> = {
   FlowSnapshot,
 }
 
-export const generatedPath = fileURLToPath(new URL('./generated/walletSchemas.ts', import.meta.url))
+const generatedPath = fileURLToPath(new URL('./generated/walletSchemas.ts', import.meta.url))
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json }
 
@@ -39,9 +39,11 @@ const annotations = ['$schema', 'title', 'description', 'examples']
  * `io: 'input'`, not `'output'`: the core checks what arrives. For a `z.object` the output schema says
  * `additionalProperties: false` (zod strips unknown keys), which would refuse a response the moment the
  * service adds a field; the input schema leaves them allowed, as zod does, and the validator strips them.
+ * `unrepresentable: 'throw'`, not `'any'`: a type JSON Schema cannot express (a date, a transform) must
+ * stop generation, not become `{}` and accept anything.
  */
 export function toWalletJsonSchema(schema: z.ZodMiniType, name: string): JsonSchema {
-  const json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, Json>
+  const json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'throw' }) as Record<string, Json>
   assertSupported(json, name)
   return json as JsonSchema
 }
@@ -89,7 +91,9 @@ export function buildWalletSchemas(): WalletSchemas {
   )
   const gatewayRoutes = Object.fromEntries(
     Object.entries(gatewayEndpoints).map(([name, endpoint]) => {
-      const response = Object.keys(walletSchemaSources).find((key) => walletSchemaSources[key] === endpoint.response)
+      const response = Object.keys(walletSchemaSources).find(
+        (key) => walletSchemaSources[key] === endpoint.response,
+      )
       if (!response) throw new Error(`${name}: add its response schema to walletSchemaSources`)
       return [name, { method: endpoint.method, path: endpoint.path, response: schemas[response]! }]
     }),
@@ -108,11 +112,10 @@ const canonical = (node: unknown) => JSON.stringify(node)
  */
 function sharedNames(): Map<string, string> {
   const names = new Map<string, string>()
+  // A module namespace lists its exports sorted, so the first name wins deterministically.
   const candidates: [string, unknown][] = [
     ...Object.entries(walletSchemaSources),
-    ...Object.keys(contract)
-      .sort()
-      .map((name): [string, unknown] => [name, contract[name as keyof typeof contract]]),
+    ...Object.entries(contract),
   ]
   for (const [name, value] of candidates) {
     if (typeof value !== 'object' || value === null || !('_zod' in value)) continue
@@ -149,7 +152,13 @@ const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/
 export function emitWalletSchemasModule(built: WalletSchemas = buildWalletSchemas()): string {
   const { schemas, gatewayRoutes } = built
   const names = sharedNames()
-  for (const [name, schema] of Object.entries(schemas)) names.set(canonical(schema), name)
+  const rootOf = new Map<string, string>()
+  for (const [name, schema] of Object.entries(schemas)) {
+    const twin = rootOf.get(canonical(schema))
+    if (twin) throw new Error(`${twin} and ${name} have the same JSON Schema: export one of them`)
+    rootOf.set(canonical(schema), name)
+    names.set(canonical(schema), name)
+  }
   const uses = countUses(Object.values(schemas))
   const rootNames = new Set(Object.keys(schemas))
   const isConst = (key: string) => {

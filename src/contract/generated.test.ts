@@ -21,9 +21,12 @@ describe('generated wallet schemas', () => {
 
   it('refuses keywords the wallet validator would ignore', () => {
     expect(() => toWalletJsonSchema(z.object({ email: z.email() }), 'Test')).toThrow(/"format"/)
-    expect(() => toWalletJsonSchema(z.record(z.string(), z.string()), 'Test')).toThrow(/propertyNames|records/)
+    expect(() => toWalletJsonSchema(z.record(z.string(), z.string()), 'Test')).toThrow(
+      /propertyNames|records/,
+    )
     expect(() => toWalletJsonSchema(z.array(z.string()).check(z.maxLength(3)), 'Test')).toThrow(/"maxItems"/)
     expect(() => toWalletJsonSchema(z.looseObject({ a: z.string() }), 'Test')).toThrow(/additionalProperties/)
+    expect(() => toWalletJsonSchema(z.object({ at: z.date() }), 'Test')).toThrow()
   })
 
   it('keeps undeclared keys allowed, as zod does on input, and strict objects strict', () => {

@@ -377,4 +377,3 @@ export const samples: Sample[] = [
     [{ status: 'processing' }],
   ],
 ]
-

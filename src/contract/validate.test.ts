@@ -41,7 +41,10 @@ describe('validate', () => {
   const gatewaySamples = samples.filter(([name]) => name in walletSchemaSources)
   it('is exercised by the contract samples of each gateway response', () => {
     expect(gatewaySamples.map(([name]) => name).sort()).toEqual(
-      wallet.map(([name]) => name).filter((name) => name !== 'FlowSnapshot').sort(),
+      wallet
+        .map(([name]) => name)
+        .filter((name) => name !== 'FlowSnapshot')
+        .sort(),
     )
   })
   describe.each(gatewaySamples)('%s samples', (name, _schema, valid, invalid) => {
@@ -77,17 +80,29 @@ describe('validate', () => {
     const result = validate(jsonSchemas.StatusResponse!, input)
     expect(result).toEqual({ ok: true, value: { status: 'processing', isFinal: false, pollInMs: null } })
     const snapshotLike = { items: [1, 2] }
-    const copied = validate({ type: 'object', properties: { items: { type: 'array', items: {} } } }, snapshotLike)
+    const copied = validate(
+      { type: 'object', properties: { items: { type: 'array', items: {} } } },
+      snapshotLike,
+    )
     expect(copied.ok && copied.value).toEqual(snapshotLike)
     expect(copied.ok && (copied.value as typeof snapshotLike).items).not.toBe(snapshotLike.items)
   })
 
   it('rejects undeclared keys of a strict object, non-finite numbers and unknown variants', () => {
-    const strict: JsonSchema = { type: 'object', properties: { a: { type: 'number' } }, additionalProperties: false }
-    expect(validate(strict, { a: 1, b: 2 })).toEqual({ ok: false, issues: [{ path: 'b', message: 'Unknown key.' }] })
+    const strict: JsonSchema = {
+      type: 'object',
+      properties: { a: { type: 'number' } },
+      additionalProperties: false,
+    }
+    expect(validate(strict, { a: 1, b: 2 })).toEqual({
+      ok: false,
+      issues: [{ path: 'b', message: 'Unknown key.' }],
+    })
     expect(validate(strict, { a: Number.NaN }).ok).toBe(false)
     expect(validate(strict, { a: Number.POSITIVE_INFINITY }).ok).toBe(false)
-    expect(validate(jsonSchemas.FetchResponse!, { actions: [{ type: 'build', build: { data: 'x' } }] })).toEqual({
+    expect(
+      validate(jsonSchemas.FetchResponse!, { actions: [{ type: 'build', build: { data: 'x' } }] }),
+    ).toEqual({
       ok: false,
       issues: [
         { path: 'actions.0.type', message: 'Expected "walletRpc".' },
@@ -116,7 +131,8 @@ function shapedBy(schema: JsonSchema, key = ''): fc.Arbitrary<unknown> {
   const union = schema.anyOf ?? schema.oneOf
   if (union) return fc.oneof(...union.map((branch) => shapedBy(branch, key)))
   if (schema.const !== undefined) return fc.constant(schema.const)
-  if (schema.enum) return fc.constantFrom(...schema.enum)
+  if (schema.enum)
+    return fc.oneof({ arbitrary: fc.constantFrom(...schema.enum), weight: 8 }, fc.constant('other'))
   const types = ([] as string[]).concat(schema.type ?? [])
   if (types.length > 1) {
     return fc.oneof(...types.map((type) => shapedBy({ ...schema, type } as JsonSchema, key)))
@@ -137,7 +153,9 @@ function shapedBy(schema: JsonSchema, key = ''): fc.Arbitrary<unknown> {
       return types[0] === 'integer' ? integers : fc.oneof(integers, fc.double({ min, max, noNaN: true }))
     }
     case 'string': {
-      if (schema.pattern) return fc.stringMatching(new RegExp(schema.pattern))
+      if (schema.pattern) {
+        return fc.oneof({ arbitrary: fc.stringMatching(new RegExp(schema.pattern)), weight: 8 }, fc.string())
+      }
       const { minLength = 0, maxLength } = schema
       const bounds = [minLength, Math.max(0, minLength - 1), ...(maxLength ? [maxLength, maxLength + 1] : [])]
       const any = fc.oneof(
@@ -145,7 +163,9 @@ function shapedBy(schema: JsonSchema, key = ''): fc.Arbitrary<unknown> {
         fc.constantFrom(...bounds).map((length) => 'x'.repeat(length)),
       )
       const hints = wellFormed[key]
-      return hints ? fc.oneof({ arbitrary: fc.constantFrom(...hints), weight: 8 }, { arbitrary: any, weight: 1 }) : any
+      return hints
+        ? fc.oneof({ arbitrary: fc.constantFrom(...hints), weight: 8 }, { arbitrary: any, weight: 1 })
+        : any
     }
     case 'array':
       return fc.array(shapedBy(schema.items!, key), { maxLength: 3 })
@@ -155,8 +175,13 @@ function shapedBy(schema: JsonSchema, key = ''): fc.Arbitrary<unknown> {
         Object.fromEntries(properties.map(([name, property]) => [name, shapedBy(property, name)])),
         { requiredKeys: [...(schema.required ?? [])] },
       )
-      const undeclared = fc.dictionary(fc.string({ maxLength: 6 }), fc.jsonValue({ maxDepth: 1 }), { maxKeys: 2 })
-      return fc.oneof(record, fc.tuple(undeclared, record).map(([extra, value]) => ({ ...extra, ...value })))
+      const undeclared = fc.dictionary(fc.string({ maxLength: 6 }), fc.jsonValue({ maxDepth: 1 }), {
+        maxKeys: 2,
+      })
+      return fc.oneof(
+        record,
+        fc.tuple(undeclared, record).map(([extra, value]) => ({ ...extra, ...value })),
+      )
     }
     default:
       return fc.jsonValue()
@@ -165,23 +190,25 @@ function shapedBy(schema: JsonSchema, key = ''): fc.Arbitrary<unknown> {
 
 /** One damage at a random place of a value: a replaced node (any JSON) or a removed key. */
 function damaged(values: fc.Arbitrary<unknown>): fc.Arbitrary<unknown> {
-  return fc.tuple(values, fc.nat(), fc.jsonValue({ maxDepth: 2 }), fc.boolean()).map(([value, pick, replacement, remove]) => {
-    const copy = structuredClone(value)
-    const places: [Record<string | number, unknown>, string | number][] = []
-    const walk = (node: unknown) => {
-      if (node === null || typeof node !== 'object') return
-      for (const [key, child] of Object.entries(node)) {
-        places.push([node as Record<string, unknown>, Array.isArray(node) ? Number(key) : key])
-        walk(child)
+  return fc
+    .tuple(values, fc.nat(), fc.jsonValue({ maxDepth: 2 }), fc.boolean())
+    .map(([value, pick, replacement, remove]) => {
+      const copy = structuredClone(value)
+      const places: [Record<string | number, unknown>, string | number][] = []
+      const walk = (node: unknown) => {
+        if (node === null || typeof node !== 'object') return
+        for (const [key, child] of Object.entries(node)) {
+          places.push([node as Record<string, unknown>, Array.isArray(node) ? Number(key) : key])
+          walk(child)
+        }
       }
-    }
-    walk(copy)
-    if (places.length === 0) return replacement
-    const [parent, key] = places[pick % places.length]!
-    if (remove && !Array.isArray(parent)) delete parent[key]
-    else parent[key] = replacement
-    return copy
-  })
+      walk(copy)
+      if (places.length === 0) return replacement
+      const [parent, key] = places[pick % places.length]!
+      if (remove && !Array.isArray(parent)) delete parent[key]
+      else parent[key] = replacement
+      return copy
+    })
 }
 
 describe.each(wallet)('%s: validator against zod', (name) => {
@@ -189,14 +216,16 @@ describe.each(wallet)('%s: validator against zod', (name) => {
   const values = fc.oneof(shaped, damaged(shaped))
 
   it('accepts whatever zod accepts (same value out), and rejects only what zod rejects', () => {
-    fc.assert(fc.property(values, (value) => expectAgreement(name, value)), { numRuns: 300 })
+    fc.assert(
+      fc.property(values, (value) => expectAgreement(name, value)),
+      { numRuns: 300 },
+    )
   })
 
   it('is tested on values zod accepts as well as on values it rejects', () => {
     const verdicts = fc
       .sample(values, { numRuns: 300, seed: 42 })
       .map((v) => z.safeParse(walletSchemaSources[name]!, v).success)
-    console.log(name, verdicts.filter(Boolean).length)
     expect(verdicts.filter(Boolean).length).toBeGreaterThan(30)
     expect(verdicts.filter((ok) => !ok).length).toBeGreaterThan(30)
   })

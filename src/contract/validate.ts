@@ -121,8 +121,9 @@ function check(schema: JsonSchema, value: unknown, path: string, issues: Issue[]
   }
   if (typeof value === 'string') {
     if (value.length < (schema.minLength ?? 0)) fail(`Expected at least ${schema.minLength} characters.`)
-    if (value.length > (schema.maxLength ?? Infinity)) fail(`Expected at most ${schema.maxLength} characters.`)
-    if (schema.pattern !== undefined && false) {
+    if (value.length > (schema.maxLength ?? Infinity))
+      fail(`Expected at most ${schema.maxLength} characters.`)
+    if (schema.pattern !== undefined && !new RegExp(schema.pattern).test(value)) {
       fail(`Expected a string matching ${schema.pattern}.`)
     }
   }
@@ -143,7 +144,8 @@ function check(schema: JsonSchema, value: unknown, path: string, issues: Issue[]
     }
     if (schema.additionalProperties === false) {
       for (const key of Object.keys(input)) {
-        if (!Object.hasOwn(schema.properties, key)) issues.push({ path: join(path, key), message: 'Unknown key.' })
+        if (!Object.hasOwn(schema.properties, key))
+          issues.push({ path: join(path, key), message: 'Unknown key.' })
       }
     }
     return output

@@ -7,10 +7,10 @@ import { type RoutedAction, routeActions } from '../actions/route.js'
 import type { Signer } from '../actions/types.js'
 import type { GatewayApi } from '../client/gatewayApi.js'
 import type { PaymentStatus } from '../contract/common.js'
-import { isFinalStatus } from '../contract/statuses.js'
 import type { CollectData, GatewayPayment, PaymentOption, WalletRpcAction } from '../contract/gateway.js'
+import { isFinalStatus } from '../contract/statuses.js'
+import { abortable, abortError, throwIfAborted } from '../errors/abort.js'
 import { isPayError, PayError, type PayErrorCode } from '../errors/PayError.js'
-import { abortable, abortError, throwIfAborted } from './abort.js'
 import {
   buildCollectDataUrl,
   type CollectDataMessage,
@@ -173,13 +173,11 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
     this.#transition('loadingOptions')
     this.#busy++
     try {
-      const signal = this.#controller.signal
-      throwIfAborted(signal)
+      throwIfAborted(this.#controller.signal)
       const accounts = this.#registry.accounts()
       this.#data.accounts = accounts
-      const response = await abortable(
+      const response = await this.#call((signal) =>
         this.#gateway.getOptions(this.paymentId, { accounts }, { signal }),
-        signal,
       )
       this.#data.options = response.options
       this.#data.collectData = response.collectData ?? null
@@ -272,21 +270,17 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
     if (this.#running) return this.#running
     const { state, option, result } = this.#data
     if (result) return Promise.resolve(result)
-    if (isTerminalState(state)) {
-      return Promise.reject(invalidTransition(state, 'fetchingActions', `The flow already ended (${state}).`))
-    }
     // Programming errors: rejected without ending the flow.
-    if (state === 'idle' || state === 'loadingOptions') {
-      return Promise.reject(invalidTransition(state, 'fetchingActions', 'Load options and select one first.'))
-    }
-    if (state === 'selecting' && !option) {
-      return Promise.reject(invalidTransition(state, 'fetchingActions', 'Select an option first.'))
-    }
-    if (state === 'collectingData' && !this.collectDataReady && !this.#config.onCollectData) {
-      return Promise.reject(
-        invalidTransition(state, 'fetchingActions', 'The data-collection form has not completed.'),
-      )
-    }
+    const refusal = isTerminalState(state)
+      ? `The flow already ended (${state}).`
+      : state === 'idle' || state === 'loadingOptions'
+        ? 'Load options and select one first.'
+        : state === 'selecting' && !option
+          ? 'Select an option first.'
+          : state === 'collectingData' && !this.collectDataReady && !this.#config.onCollectData
+            ? 'The data-collection form has not completed.'
+            : undefined
+    if (refusal) return Promise.reject(invalidTransition(state, 'fetchingActions', refusal))
     const running = this.#run().finally(() => {
       this.#running = undefined
     })
@@ -309,10 +303,7 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
         new PayError({ code: 'aborted', message: 'The payment was cancelled.', context: { by: 'cancel' } }),
       )
       const refused = await this.#cancelAtGateway()
-      if (refused) return this.#endLocally('cancelled', refused)
-      const ended = this.#finish('cancelled')
-      await this.#checkpointOrReport()
-      return ended
+      return refused ? this.#endLocally('cancelled', refused) : this.#end('cancelled')
     })()
     this.#cancelling = cancelling
     return cancelling
@@ -381,11 +372,9 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
 
   async #fetchActions(): Promise<void> {
     const option = this.#data.option!
-    const signal = this.#controller.signal
     const actions = await resolveActions(option.actions, async (data) => {
-      const response = await abortable(
+      const response = await this.#call((signal) =>
         this.#gateway.fetchActions(this.paymentId, { optionId: option.id, data }, { signal }),
-        signal,
       )
       return response.actions
     })
@@ -471,22 +460,18 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
 
   async #confirm(): Promise<void> {
     const option = this.#data.option!
-    const signal = this.#controller.signal
     const body = { optionId: option.id, results: [...this.#data.results] }
     let response: StatusEvent & { txId?: string }
     try {
       // A stable key: a resumed flow confirming again gets the first answer, never a second submission.
-      response = await abortable(
-        this.#gateway.confirm(this.paymentId, body, {
-          signal,
-          idempotencyKey: `caipay-${this.flowId}-confirm`,
-        }),
-        signal,
+      const idempotencyKey = `caipay-${this.flowId}-confirm`
+      response = await this.#call((signal) =>
+        this.#gateway.confirm(this.paymentId, body, { signal, idempotencyKey }),
       )
     } catch (error) {
       // Confirmed earlier by a call whose answer was lost: carry on from the payment's actual status.
       if (!isPayError(error, 'invalid_state')) throw error
-      const status = await abortable(this.#gateway.getStatus(this.paymentId, { signal }), signal)
+      const status = await this.#call((signal) => this.#getStatus(signal))
       if (status.status === 'requires_action') throw error
       response = status
     }
@@ -494,7 +479,7 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
     if (response.isFinal && isFinalStatus(response.status)) {
       let txId = response.txId
       if (response.status === 'succeeded' && txId === undefined) {
-        txId = await this.#gateway.getStatus(this.paymentId, { signal }).then(
+        txId = await this.#getStatus(this.#controller.signal).then(
           (status) => status.txId,
           () => undefined,
         )
@@ -508,13 +493,23 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
 
   async #poll(): Promise<void> {
     const final = await pollUntilFinal({
-      getStatus: (signal) => this.#gateway.getStatus(this.paymentId, { signal }),
+      getStatus: (signal) => this.#getStatus(signal),
       firstDelayMs: this.#data.pollInMs,
       signal: this.#controller.signal,
       onStatus: (status) => this.#status(status),
       ...(this.#config.poll && { options: this.#config.poll }),
     })
     this.#finishWithStatus(final.status, final.txId)
+  }
+
+  /** A gateway call that stops with the flow, even when the transport ignores the signal. */
+  #call<T>(request: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const signal = this.#controller.signal
+    return abortable(request(signal), signal)
+  }
+
+  #getStatus(signal: AbortSignal) {
+    return this.#gateway.getStatus(this.paymentId, { signal })
   }
 
   #status(status: StatusEvent): void {
@@ -550,30 +545,28 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
 
     if (failure.code === 'user_rejected') {
       const refused = await this.#cancelAtGateway()
-      if (refused) {
-        this.#transition('cancelled')
-        this.emit('error', failure)
-        this.emit('error', refused)
-        await this.#checkpointOrReport()
-        throw failure
-      }
+      if (refused) return this.#endLocally('cancelled', failure, refused)
       this.emit('error', failure)
-      const ended = this.#finish('cancelled')
-      await this.#checkpointOrReport()
-      return ended
+      return this.#end('cancelled')
     }
-    if (failure.code === 'payment_expired' && canTransition(state, 'expired')) {
-      const ended = this.#finish('expired')
-      await this.#checkpointOrReport()
-      return ended
-    }
+    if (failure.code === 'payment_expired' && canTransition(state, 'expired')) return this.#end('expired')
     return this.#endLocally(failure.code === 'aborted' ? 'cancelled' : 'failed', failure)
   }
 
-  /** An end the service does not (yet) share: no result and no `final`, just the state and the error. */
-  async #endLocally(state: 'cancelled' | 'failed', failure: PayError): Promise<never> {
+  /** An end the service holds too: the result, `final`, and a snapshot that says so. */
+  async #end(status: TerminalState): Promise<PaymentResult> {
+    const ended = this.#finish(status)
+    await this.#checkpointOrReport()
+    return ended
+  }
+
+  /**
+   * An end the service does not (yet) share: no result and no `final`, just the state and the errors
+   * (`failure`, then what else went wrong on the way out); rejects with `failure`.
+   */
+  async #endLocally(state: 'cancelled' | 'failed', failure: PayError, ...also: PayError[]): Promise<never> {
     this.#transition(state)
-    this.emit('error', failure)
+    for (const error of [failure, ...also]) this.emit('error', error)
     await this.#checkpointOrReport()
     throw failure
   }

@@ -1,6 +1,6 @@
 import type { StatusResponse } from '../contract/payment.js'
+import { abortable, sleep as defaultSleep, throwIfAborted } from '../errors/abort.js'
 import { isPayError, PayError } from '../errors/PayError.js'
-import { abortable, sleep as defaultSleep, throwIfAborted } from './abort.js'
 
 export interface PollOptions {
   /** Give up after this long (PayError `poll_timeout`). Default 10 minutes. */

@@ -7,8 +7,8 @@ import type { Credentials, Fetch } from '../client/http.js'
 import type { RetryPolicy } from '../client/retry.js'
 import type { SdkInfo } from '../client/sdk.js'
 import type { PaymentOption } from '../contract/gateway.js'
+import { abortable } from '../errors/abort.js'
 import { PayError } from '../errors/PayError.js'
-import { abortable } from '../flow/abort.js'
 import type { CollectDataUrlOptions } from '../flow/collectData.js'
 import {
   type CollectDataHandler,

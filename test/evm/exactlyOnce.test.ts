@@ -83,15 +83,12 @@ describe('a relay interrupted between submission and receipt', () => {
   async function finishes(paymentId: string, before: bigint) {
     const second = env.startRunner(fastRuntime(env).jobHandlers)
     const final = await env.waitFinal(paymentId)
+    // Let the settlement finish too, so no job of this payment is left for the next test's runners.
+    await env.waitJob(paymentId, 'evm.settle')
     await second.stop()
     expect(final.status).toBe('succeeded')
     expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
-    const job = await env.t.db
-      .selectFrom('jobs')
-      .selectAll()
-      .where('payment_id', '=', paymentId)
-      .where('kind', '=', 'evm.relay')
-      .executeTakeFirstOrThrow()
+    const job = await env.waitJob(paymentId, 'evm.relay')
     expect([job.state, job.attempts]).toEqual(['succeeded', 2])
     return final.txId as Hash
   }
@@ -240,11 +237,7 @@ describe('an authorization that expired before the relay', () => {
     env.startRunner()
     expect((await env.waitFinal(paymentId)).status).toBe('failed')
     expect(await Promise.all([env.balance(buyer.address), env.balance(env.collection)])).toEqual(before)
-    const job = await env.t.db
-      .selectFrom('jobs')
-      .selectAll()
-      .where('payment_id', '=', paymentId)
-      .executeTakeFirstOrThrow()
+    const job = await env.waitJob(paymentId, 'evm.relay')
     expect(JSON.stringify(job.result)).toContain('ERC3009InvalidAuthorizationTime')
     const count = await sql<{ n: string }>`SELECT count(*) AS n FROM evm_transactions`.execute(env.t.db)
     expect(count.rows[0]!.n).toBe('0')

@@ -257,11 +257,7 @@ describe('rejected gasless payments move no funds', () => {
       .where('id', '=', paymentId)
       .executeTakeFirstOrThrow()
     expect([row.failure_code, row.tx_id]).toEqual(['authorization_rejected', null])
-    const job = await env.t.db
-      .selectFrom('jobs')
-      .selectAll()
-      .where('payment_id', '=', paymentId)
-      .executeTakeFirstOrThrow()
+    const job = await env.waitJob(paymentId, 'evm.relay')
     expect(JSON.stringify(job.result)).toContain('ERC3009UsedAuthorization')
     // Nothing was broadcast: the token's verdict came from a simulation.
     const sent = await env.t.db

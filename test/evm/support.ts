@@ -11,6 +11,7 @@ import { testUsdcAbi } from '../../fixtures/token/index.js'
 import type { Action, WalletRpcAction } from '../../src/contract/gateway.js'
 import { createEvmRuntime } from '../../src/server/chains/evm/index.js'
 import { type JobRunner, startJobRunner } from '../../src/server/jobs/runner.js'
+import type { JobRow } from '../../src/server/store/schema.js'
 import {
   type AnvilInstance,
   anvilChain,
@@ -51,6 +52,8 @@ export interface EvmEnv {
   merchantView(paymentId: string, merchantId?: string): Promise<any>
   /** Starts a job runner on the app's handlers (or others given). */
   startRunner(handlers?: Parameters<typeof startJobRunner>[0]['handlers']): JobRunner
+  /** Polls the job of (payment, kind) until its run is recorded (succeeded or failed). */
+  waitJob(paymentId: string, kind: string, timeoutMs?: number): Promise<JobRow>
   /** Polls the payment until it is final. */
   waitFinal(paymentId: string, timeoutMs?: number): Promise<any>
   close(): Promise<void>
@@ -183,6 +186,20 @@ export async function createEvmEnv(options: { anvilArgs?: string[] } = {}): Prom
       const runner = startJobRunner({ db: t.db, handlers, intervalMs: 25, listenUrl: t.databaseUrl })
       runners.push(runner)
       return runner
+    },
+    async waitJob(paymentId, kind, timeoutMs = 20_000) {
+      const deadline = Date.now() + timeoutMs
+      for (;;) {
+        const job = await t.db
+          .selectFrom('jobs')
+          .selectAll()
+          .where('payment_id', '=', paymentId)
+          .where('kind', '=', kind)
+          .executeTakeFirst()
+        if (job && (job.state === 'succeeded' || job.state === 'failed')) return job
+        if (Date.now() > deadline) throw new Error(`Job ${kind} of ${paymentId} still ${job?.state}`)
+        await new Promise((resolve) => setTimeout(resolve, 25))
+      }
     },
     async waitFinal(paymentId, timeoutMs = 20_000) {
       const deadline = Date.now() + timeoutMs

@@ -276,27 +276,32 @@ describe('confirm vs gateway cancel vs expiry sweep, many payments at once', () 
       swept?: boolean
     }
     const outcomes = new Map<string, Outcome>(ids.map((id) => [id, {}]))
+    // Under this load a request needs a few hundred ms to reach its UPDATE and a sweep a few ms: the
+    // sweeps' head starts are shifted by about that much, so each of the three wins some payments.
+    const pause = (minMs: number, maxMs: number) =>
+      new Promise((r) => setTimeout(r, minMs + Math.random() * (maxMs - minMs)))
     const contenders = prepared.flatMap(({ paymentId, body }) => {
       const o = outcomes.get(paymentId)!
       return [
         async () => {
-          const s0 = performance.now()
+          await pause(0, 400)
           const r = await env.gw('POST', paymentId, '/confirm', body)
-          console.log('confirm', Math.round(performance.now() - s0), r.statusCode)
           o.confirm = r.statusCode
           o.confirmCode = r.json?.code
         },
         async () => {
+          await pause(0, 400)
           const r = await env.gw('POST', paymentId, '/cancel')
           o.cancel = r.statusCode
           o.cancelCode = r.json?.code
         },
         async () => {
+          await pause(250, 650)
           o.swept = (await expireDuePayments(t.db, { now: sweepNow, paymentId })).includes(paymentId)
         },
       ]
     })
-    // Plus two unscoped sweeps, as if two more instances' timers fired in the middle of it all.
+    // Plus two unscoped sweeps late in the window, as if two more instances' timers fired.
     const global = [
       () => expireDuePayments(t.db, { now: sweepNow }),
       () => expireDuePayments(t.db, { now: sweepNow }),
@@ -306,7 +311,7 @@ describe('confirm vs gateway cancel vs expiry sweep, many payments at once', () 
       shuffled([
         ...contenders.map((run) => run()),
         ...global.map(async (run) => {
-          await new Promise((r) => setTimeout(r, Math.random() * 20))
+          await pause(500, 800)
           globalResults.push(await run())
         }),
       ]),

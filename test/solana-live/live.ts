@@ -46,12 +46,13 @@ export interface SolanaLive {
   /** POST to the gateway with the live key. */
   gateway(paymentId: string, action: 'options' | 'fetch' | 'confirm', body: unknown): Promise<GatewayResponse>
   /** Polls the payment (merchant view) until `done` holds. */
-  waitForPayment(paymentId: string, merchantId: string, done: (payment: any) => boolean): Promise<any>
+  waitForPayment(paymentId: string, merchantId: string, done: (payment: Json) => boolean): Promise<Json>
   close(): Promise<void>
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies, checked by assertions
-type GatewayResponse = { statusCode: number; json: any; body: string }
+type Json = any
+type GatewayResponse = { statusCode: number; json: Json; body: string }
 
 let sequence = 0
 
@@ -216,7 +217,10 @@ export async function confirmedPayment(
   })
   expect(options.statusCode, options.body).toBe(200)
   const option = options.json.options[0]
-  const fetched = await live.gateway(paymentId, 'fetch', { optionId: option.id, data: option.actions[0].build.data })
+  const fetched = await live.gateway(paymentId, 'fetch', {
+    optionId: option.id,
+    data: option.actions[0].build.data,
+  })
   expect(fetched.statusCode, fetched.body).toBe(200)
   const signed = await sign(buyerSigner(live, buyer), fetched.json.actions[0])
   const confirmed = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [signed] })
@@ -227,7 +231,11 @@ export async function confirmedPayment(
 }
 
 /** Waits until `check` holds (polling), or fails after a few seconds. */
-export async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+export async function until(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`)

@@ -3,8 +3,9 @@ import { TOKEN_PROGRAM_ID } from '@solana/spl-token'
 import { Keypair, Transaction } from '@solana/web3.js'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { decodeSolanaTransaction } from '../../adapters/solana/decodeSolanaTransaction.js'
 import { evmSigner } from '../../adapters/evm/evmSigner.js'
+import { decodeSolanaTransaction } from '../../adapters/solana/decodeSolanaTransaction.js'
+import type { PaymentOption, WalletRpcAction } from '../../src/contract/gateway.js'
 import { buyerSigner, type SolanaLive, sign, startSolanaLive } from './live.js'
 
 const amount = 12_500_000n // USD 12.50 at 1:1, 6 decimals
@@ -37,10 +38,16 @@ describe('live Solana payment', () => {
     expect(options.statusCode, options.body).toBe(200)
     expect(options.json.options).toHaveLength(1)
     const option = options.json.options[0]
-    expect(option).toMatchObject({ account, amount: { unit: `caip19/${live.asset}`, value: amount.toString() } })
+    expect(option).toMatchObject({
+      account,
+      amount: { unit: `caip19/${live.asset}`, value: amount.toString() },
+    })
     expect(option.actions).toEqual([{ type: 'build', build: { data: expect.any(String) } }])
 
-    const fetched = await live.gateway(paymentId, 'fetch', { optionId: option.id, data: option.actions[0].build.data })
+    const fetched = await live.gateway(paymentId, 'fetch', {
+      optionId: option.id,
+      data: option.actions[0].build.data,
+    })
     expect(fetched.statusCode, fetched.body).toBe(200)
     const [action] = fetched.json.actions
     expect(action.walletRpc).toMatchObject({ chainId: live.caip2, method: 'solana_signTransaction' })
@@ -72,20 +79,25 @@ describe('live Solana payment', () => {
 })
 
 /** Options for `accounts`, the first of `kind` fetched: returns the option and its actions to sign. */
-async function fetchOption(paymentId: string, accounts: string[], kind: 'transfer' | 'mixed' = 'transfer') {
+async function fetchOption(
+  paymentId: string,
+  accounts: string[],
+  kind: 'transfer' | 'mixed' = 'transfer',
+): Promise<{ option: PaymentOption; actions: WalletRpcAction[]; data: string }> {
   const options = await live.gateway(paymentId, 'options', { accounts })
   expect(options.statusCode, options.body).toBe(200)
-  const option = options.json.options.find((o: any) =>
+  const option = (options.json.options as PaymentOption[]).find((o) =>
     kind === 'mixed' ? o.actions.length === 2 : o.actions.length === 1,
   )
-  expect(option, options.body).toBeDefined()
-  const build = option.actions.find((a: any) => a.type === 'build')
+  if (!option) throw new Error(`no ${kind} option: ${options.body}`)
+  const build = option.actions.find((a) => a.type === 'build')
+  if (build?.type !== 'build') throw new Error('the option has no build action')
   const fetched = await live.gateway(paymentId, 'fetch', { optionId: option.id, data: build.build.data })
   expect(fetched.statusCode, fetched.body).toBe(200)
-  return { option, actions: fetched.json.actions, data: build.build.data as string }
+  return { option, actions: fetched.json.actions, data: build.build.data }
 }
 
-function unsignedOf(action: any): Buffer {
+function unsignedOf(action: WalletRpcAction): Buffer {
   return Buffer.from(JSON.parse(action.walletRpc.params)[0].transaction, 'base64')
 }
 
@@ -119,12 +131,12 @@ describe('mixed-chain option (EVM attestation, then the Solana payment)', () => 
     const accounts = [`${live.caip2}:${buyer.publicKey.toBase58()}`, `eip155:1:${evmAccount.address}`]
 
     const listed = await live.gateway(paymentId, 'options', { accounts })
-    expect(listed.json.options.map((o: any) => o.actions.map((a: any) => a.walletRpc?.method ?? a.type))).toEqual([
-      ['build'],
-      ['personal_sign', 'build'],
-    ])
+    const shapes = (listed.json.options as PaymentOption[]).map((o) =>
+      o.actions.map((a) => (a.type === 'walletRpc' ? a.walletRpc.method : a.type)),
+    )
+    expect(shapes).toEqual([['build'], ['personal_sign', 'build']])
     const { option, actions } = await fetchOption(paymentId, accounts, 'mixed')
-    expect(actions.map((a: any) => a.walletRpc.method)).toEqual(['personal_sign', 'solana_signTransaction'])
+    expect(actions.map((a) => a.walletRpc.method)).toEqual(['personal_sign', 'solana_signTransaction'])
     const message = Buffer.from(JSON.parse(actions[0].walletRpc.params)[0].slice(2), 'hex').toString()
     expect(message).toContain(`caipay payment ${paymentId}`)
 
@@ -139,7 +151,10 @@ describe('mixed-chain option (EVM attestation, then the Solana payment)', () => 
       method: 'personal_sign',
       params: [JSON.parse(actions[0].walletRpc.params)[0], (await stranger.accounts())[0]!.split(':')[2]],
     })
-    const refused = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [foreign, solana] })
+    const refused = await live.gateway(paymentId, 'confirm', {
+      optionId: option.id,
+      results: [foreign, solana],
+    })
     expect(refused.statusCode).toBe(400)
     expect(refused.json).toMatchObject({ code: 'params_validation', issues: [{ path: 'results.0' }] })
     // Results out of order are refused by form (a Solana transaction where a signature belongs).
@@ -151,12 +166,17 @@ describe('mixed-chain option (EVM attestation, then the Solana payment)', () => 
 
     const before = await live.balance(buyer.publicKey)
     const attestation = await sign(evm, actions[0])
-    const confirmed = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [attestation, solana] })
+    const confirmed = await live.gateway(paymentId, 'confirm', {
+      optionId: option.id,
+      results: [attestation, solana],
+    })
     expect(confirmed.statusCode, confirmed.body).toBe(200)
     const paid = await live.waitForPayment(paymentId, merchantId, (p) => p.status !== 'processing')
     expect(paid.status).toBe('succeeded')
     expect(paid.settlement).toBeNull()
-    const landed = await live.validator.connection.getTransaction(paid.info.txId, { maxSupportedTransactionVersion: 0 })
+    const landed = await live.validator.connection.getTransaction(paid.info.txId, {
+      maxSupportedTransactionVersion: 0,
+    })
     expect(landed?.meta?.err).toBeNull()
     expect(await live.balance(buyer.publicKey)).toBe(before - amount)
   })
@@ -180,7 +200,9 @@ describe('what the service refuses', () => {
     const transfer = altered.instructions.find((ix) => ix.programId.equals(TOKEN_PROGRAM_ID))!
     transfer.data.writeBigUInt64LE(1n, 1)
     altered.partialSign(buyer)
-    const alteredResult = altered.serialize({ requireAllSignatures: false, verifySignatures: false }).toString('base64')
+    const alteredResult = altered
+      .serialize({ requireAllSignatures: false, verifySignatures: false })
+      .toString('base64')
     const a = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [alteredResult] })
     expect(a.statusCode).toBe(400)
     expect(a.json).toMatchObject({ code: 'params_validation', issues: [{ path: 'results.0' }] })
@@ -191,7 +213,10 @@ describe('what the service refuses', () => {
     const wrong = Buffer.from(decoded.bytes)
     const slot = decoded.signers.indexOf(buyer.publicKey.toBase58())
     signWith(Keypair.generate(), decoded.messageBytes).copy(wrong, decoded.signatureOffset(slot))
-    const w = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [wrong.toString('base64')] })
+    const w = await live.gateway(paymentId, 'confirm', {
+      optionId: option.id,
+      results: [wrong.toString('base64')],
+    })
     expect(w.statusCode).toBe(400)
     expect(w.json).toMatchObject({ code: 'params_validation', issues: [{ path: 'results.0' }] })
     expect(w.json.message).toContain(buyer.publicKey.toBase58())
@@ -221,7 +246,10 @@ describe('what the service refuses', () => {
     // The same signed transaction offered to another payment of the same buyer and amount.
     const other = await live.createPayment(merchantId)
     const second = await fetchOption(other.paymentId, [account])
-    const r = await live.gateway(other.paymentId, 'confirm', { optionId: second.option.id, results: [signed] })
+    const r = await live.gateway(other.paymentId, 'confirm', {
+      optionId: second.option.id,
+      results: [signed],
+    })
     expect(r.statusCode).toBe(400)
     expect(r.json.message).toMatch(/not the transaction the service built/)
     expect(await status(other.paymentId)).toBe('requires_action')

@@ -38,6 +38,7 @@ describe('broadcast job across restarts', () => {
     const first = live.startRunner()
     await until(() => live.proxy.calls('sendTransaction') === sends + 1, 'the broadcast')
     await until(() => onChain(signature), 'the transaction to land')
+    await until(() => live.proxy.held() > 0, 'the status query to hang')
     const stopping = first.stop()
     live.proxy.cutHeld()
     await stopping
@@ -134,7 +135,11 @@ describe('settlement job across restarts', () => {
     live.proxy.hold('getSignatureStatuses')
     const first = live.startRunner({ kinds: [solanaJobKinds.settle] })
     await until(() => live.proxy.calls('sendTransaction') === sends + 1, 'the settlement broadcast')
-    await until(async () => (await live.balance(merchantOwner.publicKey)) === amount, 'the settlement to land')
+    await until(
+      async () => (await live.balance(merchantOwner.publicKey)) === amount,
+      'the settlement to land',
+    )
+    await until(() => live.proxy.held() > 0, 'the status query to hang')
     const stopping = first.stop()
     live.proxy.cutHeld()
     await stopping

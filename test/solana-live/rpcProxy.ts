@@ -11,6 +11,8 @@ export interface RpcProxy {
   readonly url: string
   calls(method: string): number
   hold(method: string): void
+  /** Requests held right now. */
+  held(): number
   /** Forwards the held requests and stops holding. */
   release(method: string): void
   /** Destroys the connections of held requests (their callers see a network error). */
@@ -83,6 +85,7 @@ export async function startRpcProxy(target: string): Promise<RpcProxy> {
     url: `http://127.0.0.1:${port}`,
     calls: (method) => counts.get(method) ?? 0,
     hold: (method) => holding.add(method),
+    held: () => held.length,
     release(method) {
       holding.delete(method)
       const now = held.filter((h) => h.method === method)

@@ -42,7 +42,21 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
     options.connection ?? new Connection(options.rpcUrl, { commitment: options.commitment ?? 'confirmed' })
   const mints = new Map<string, Promise<MintInfo>>()
 
+  // A key or RPC URL of another cluster would quote balances and land payments on the wrong chain.
+  let genesis: Promise<void> | undefined
+  async function checkGenesis(): Promise<void> {
+    const hash = await connection.getGenesisHash()
+    if (`solana:${hash.slice(0, 32)}` !== options.caip2) {
+      throw new Error(`The RPC of ${options.caip2} serves another cluster (genesis hash ${hash}).`)
+    }
+  }
+
   async function loadMint(asset: AssetConfig): Promise<MintInfo> {
+    genesis ??= checkGenesis().catch((error: unknown) => {
+      genesis = undefined
+      throw error
+    })
+    await genesis
     const mint = mintOf(asset)
     const account = await connection.getAccountInfo(mint)
     if (!account)

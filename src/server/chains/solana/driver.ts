@@ -34,6 +34,9 @@ interface BuiltEntry {
   lastValidBlockHeight: number
 }
 
+/** About four seconds of blocks: the least a transaction must have left to be accepted at confirm. */
+const blockhashMarginBlocks = 10
+
 interface SolanaOptionState {
   attestation?: AttestationState
   built?: BuiltEntry[]
@@ -137,11 +140,12 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
         },
       })
     }
+    // Build replaces the option's state: carry the attestation over.
     const state: SolanaOptionState = {
-      ...(previous.attestation ? { attestation: previous.attestation } : {}),
+      ...(previous.attestation && { attestation: previous.attestation }),
       built,
     }
-    return { actions, state: { ...state } as BuildResult['state'] & object }
+    return { actions, state: state as unknown as JsonValue }
   }
 
   async function builtUsable(ctx: BuildContext): Promise<boolean> {
@@ -180,7 +184,13 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
         throw paramsError(`results.${index}`, `results[${index}] lacks a valid signature of ${who}`)
       })
       // Checked last: it is the one check a wallet cannot fix by signing again, only by fetching again.
-      if (!(await connection.isBlockhashValid(entry.blockhash)).value) {
+      // A blockhash with only a few blocks left would likely expire on the way to the chain, and the
+      // payment would then fail instead of being fetched again.
+      const [valid, height] = await Promise.all([
+        connection.isBlockhashValid(entry.blockhash),
+        connection.getBlockHeight(),
+      ])
+      if (!valid.value || height > entry.lastValidBlockHeight - blockhashMarginBlocks) {
         fail('quote_expired', 'The transaction expired before it was confirmed; fetch the option again.', {
           optionId: ctx.option.id,
           index,

@@ -42,10 +42,14 @@ export function solanaJobHandlers(chains: readonly SolanaChain[]): Record<string
   }
   return {
     [solanaJobKinds.broadcast]: {
-      // Never give up on our own: landTransaction decides failure from the chain, and RetryLater is
-      // exempt from the attempt count. What remains are database or configuration errors.
+      // Only the chain decides a payment's failure (landTransaction); "still in flight" (RetryLater)
+      // never counts toward giving up. What counts are database or configuration errors, and after
+      // those the payment stays processing for an operator: failing it could contradict the chain.
       maxAttempts: 20,
       run: (job, ctx) => broadcast(job, ctx, chainOf),
+      async onGiveUp(job, error, ctx) {
+        ctx.log.error({ paymentId: job.payment_id, error: String(error) }, 'Solana broadcast abandoned')
+      },
     },
     [solanaJobKinds.settle]: {
       maxAttempts: 10,

@@ -92,7 +92,7 @@ export async function buildTransfer(input: {
 
 /** Ed25519 check of one Solana signature over the message bytes. */
 export function validSignature(signer: string, message: Uint8Array, signature: Uint8Array | null): boolean {
-  if (!signature || signature.length !== 64) return false
+  if (signature?.length !== 64) return false
   const key = createPublicKey({
     key: {
       kty: 'OKP',

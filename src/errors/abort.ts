@@ -1,13 +1,17 @@
-import { isPayError, PayError } from '../errors/PayError.js'
+import { isPayError, PayError } from './PayError.js'
+
+// Shared by the HTTP client and the payment flow: one notion of "stopped by an AbortSignal".
+
+const flowAborted = 'The payment flow was aborted.'
 
 /** The PayError an aborted signal stands for: its reason when that is one, else `aborted`. */
-export function abortError(signal: AbortSignal): PayError {
-  if (isPayError(signal.reason)) return signal.reason
-  return new PayError({ code: 'aborted', message: 'The payment flow was aborted.', cause: signal.reason })
+export function abortError(signal: AbortSignal | undefined, message = flowAborted): PayError {
+  if (isPayError(signal?.reason)) return signal.reason
+  return new PayError({ code: 'aborted', message, cause: signal?.reason })
 }
 
-export function throwIfAborted(signal: AbortSignal): void {
-  if (signal.aborted) throw abortError(signal)
+export function throwIfAborted(signal: AbortSignal | undefined, message = flowAborted): void {
+  if (signal?.aborted) throw abortError(signal, message)
 }
 
 /**
@@ -32,13 +36,13 @@ export function abortable<T>(promise: Promise<T> | T, signal: AbortSignal): Prom
   })
 }
 
-/** A timer that an abort cuts short; the default `sleep` of polling. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+/** A timer that an abort cuts short: polling's default wait and the HTTP client's back-off. */
+export function sleep(ms: number, signal?: AbortSignal, message = flowAborted): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(abortError(signal))
+    if (signal?.aborted) return reject(abortError(signal, message))
     const onAbort = () => {
       clearTimeout(timer)
-      reject(abortError(signal!))
+      reject(abortError(signal, message))
     }
     const timer = setTimeout(() => {
       signal?.removeEventListener('abort', onAbort)
