@@ -140,4 +140,4 @@ async function libraryFlow({ payments }: { payments: number }): Promise<LibraryF
   }
 }
 
-if (isJobChild()) serveJob(libraryFlow)
+if (isJobChild(import.meta.url)) serveJob(libraryFlow)

@@ -166,4 +166,4 @@ async function gatewayFlow(spec: GatewayFlowSpec): Promise<GatewayFlowResult> {
   }
 }
 
-if (isJobChild()) serveJob(gatewayFlow)
+if (isJobChild(import.meta.url)) serveJob(gatewayFlow)

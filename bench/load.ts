@@ -177,4 +177,4 @@ export function percentile(sorted: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
 }
 
-if (isJobChild()) serveJob<Job, unknown>((job) => (job.kind === 'load' ? load(job.spec) : probe(job.spec)))
+if (isJobChild(import.meta.url)) serveJob<Job, unknown>((job) => (job.kind === 'load' ? load(job.spec) : probe(job.spec)))

@@ -112,6 +112,19 @@ describe('validate', () => {
   })
 })
 
+describe('validate: the documented looseness', () => {
+  it('accepts what only a zod refinement refuses (a malformed CAIP-2 chain id); routing refuses it later', () => {
+    const response = {
+      actions: [
+        { type: 'walletRpc', walletRpc: { chainId: 'eip155', method: 'personal_sign', params: '[]' } },
+      ],
+    }
+    expect(validate(jsonSchemas.FetchResponse!, response).ok).toBe(true)
+    const byZod = z.safeParse(walletSchemaSources.FetchResponse!, response)
+    expect(byZod.error?.issues.map((issue) => issue.code)).toEqual(['custom'])
+  })
+})
+
 // --- property tests against zod ---------------------------------------------------------------------
 
 /**
