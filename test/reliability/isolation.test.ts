@@ -14,8 +14,8 @@ import { headers, idem, succeedPayment } from '../server/helpers.js'
 /**
  * The full crossing matrix: partner-role keys of two partners in both modes (four actors) try every
  * endpoint (merchant API rows 1-17, simulate, gateway rows 18-23) on the objects of each of the four
- * (sixteen cells, the diagonal being the owner's own positive control). One `it` per (actor, owner,
- * endpoint).
+ * (the diagonal being the owner's own positive control); so do a wallet-role key (test) and an App-Id
+ * (live) of partner B, which reach the gateway only. One `it` per (actor, owner, endpoint).
  *
  * The rules (ARCHITECTURE.md section 4, src/server/gateway/payment.ts):
  * - merchant API: another partner's or the other mode's merchant/payment is 404, never 403;
@@ -183,7 +183,16 @@ interface Row {
   /** Spec row number(s) and a name. */
   name: string
   run(actor: Actor, o: Objects): Promise<Seen>
+  /** For partner-role actors; on merchant API rows the other credentials are refused outright. */
   expected(actor: Actor, owner: Actor): Seen
+  gateway?: true
+}
+
+function expectedFor(row: Row, actor: Actor, owner: Actor): Seen {
+  if (row.gateway || actor.credential === 'partner') return row.expected(actor, owner)
+  return actor.credential === 'wallet'
+    ? { status: 403, code: 'forbidden' }
+    : { status: 401, code: 'missing_api_key' }
 }
 
 const seen = (res: { statusCode: number; json: any }): Seen =>
@@ -281,7 +290,7 @@ const rows: Row[] = [
   {
     name: '11 list payments (sees the owner payment?)',
     async run(actor, o) {
-      const res = await send({ method: 'GET', url: '/v1/payments?limit=200', headers: headers(actor.key) })
+      const res = await send({ method: 'GET', url: '/v1/payments?limit=200', headers: as(actor) })
       return {
         status: res.statusCode,
         sees: res.json.data.some((p: { paymentId: string }) => p.paymentId === o.read),
@@ -343,16 +352,19 @@ const rows: Row[] = [
   },
   {
     name: '18 gateway payment',
+    gateway: true,
     run: gatewayCall('GET', (o) => `/v1/gateway/payment/${o.read}`),
     expected: gatewayExpect(() => ({ status: 200 })),
   },
   {
     name: '19 gateway status',
+    gateway: true,
     run: gatewayCall('GET', (o) => `/v1/gateway/payment/${o.read}/status`),
     expected: gatewayExpect(() => ({ status: 200 })),
   },
   {
     name: '20 gateway options',
+    gateway: true,
     run: gatewayCall(
       'POST',
       (o) => `/v1/gateway/payment/${o.read}/options`,
@@ -362,6 +374,7 @@ const rows: Row[] = [
   },
   {
     name: '21 gateway fetch',
+    gateway: true,
     run: gatewayCall(
       'POST',
       (o) => `/v1/gateway/payment/${o.read}/fetch`,
@@ -468,11 +481,13 @@ const rows: Row[] = [
   },
   {
     name: '22 gateway cancel',
+    gateway: true,
     run: gatewayCall('POST', (o) => `/v1/gateway/payment/${o.gatewayCancel}/cancel`),
     expected: gatewayExpect(() => ({ status: 200 })),
   },
   {
     name: '23 gateway confirm',
+    gateway: true,
     run: gatewayCall(
       'POST',
       (o) => `/v1/gateway/payment/${o.confirm}/confirm`,
@@ -511,9 +526,9 @@ async function snapshot(o: Objects) {
   return { merchant, settlements, payments }
 }
 
-describe('crossing matrix: 4 actors x 4 owners x every endpoint', () => {
+describe('crossing matrix: 6 credentials x 4 owners x every endpoint', () => {
   for (const ownerName of ['A test', 'A live', 'B test', 'B live']) {
-    for (const actorName of ['A test', 'A live', 'B test', 'B live']) {
+    for (const actorName of ['A test', 'A live', 'B test', 'B live', 'B test wallet key', 'B live App-Id']) {
       describe(`${actorName} on ${ownerName}'s objects`, () => {
         let owner: Actor
         let actor: Actor
@@ -528,7 +543,7 @@ describe('crossing matrix: 4 actors x 4 owners x every endpoint', () => {
 
         for (const row of rows) {
           it(row.name, async () => {
-            expect(await row.run(actor, objects)).toEqual(row.expected(actor, owner))
+            expect(await row.run(actor, objects)).toEqual(expectedFor(row, actor, owner))
           })
         }
 
