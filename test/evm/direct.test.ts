@@ -94,6 +94,17 @@ describe('live EVM direct payment (ERC-20 transfer to the merchant destination)'
     expect((await env.gw('GET', second.paymentId, '/status')).json.status).toBe('requires_action')
   })
 
+  it('accepts the confirm of a transfer the wallet already sent after its quote expired', async () => {
+    const { paymentId } = await env.pay('1250')
+    const option = await directOption(paymentId)
+    const hash = await buyer.sign(option.actions[0])
+    // The funds have moved: a late confirm must not strand them (the payment itself is still open).
+    env.t.advanceTime((option.expiresAt + 1) * 1000 - env.t.app.now().getTime())
+    const confirm = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results: [hash] })
+    expect(confirm.statusCode, confirm.body).toBe(200)
+    expect(await env.waitFinal(paymentId)).toMatchObject({ status: 'succeeded', txId: hash })
+  })
+
   it('is not offered when the merchant has no settlement destination for the asset', async () => {
     const { paymentId } = await env.pay('1250', env.bareMerchantId)
     const res = await env.gw('POST', paymentId, '/options', { accounts: [buyer.account] })

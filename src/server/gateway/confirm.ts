@@ -29,7 +29,7 @@ export async function confirmPayment(input: {
 }): Promise<ConfirmResponse> {
   const { db, config, registry, payment, body, now } = input
   assertPayable(payment)
-  const { row, driver, asset } = await usableOption(db, registry, payment, body.optionId, now)
+  const { row, driver, asset } = await usableOption(db, registry, payment, body.optionId, now, 'confirm')
   const actions = signedActions(row)
   if (!actions)
     fail('invalid_state', 'Fetch this option first: it has actions to build.', { optionId: row.id })

@@ -24,10 +24,14 @@ export async function usableOption(
   payment: GatewayPaymentRow,
   optionId: string,
   now: Date,
+  purpose: 'fetch' | 'confirm' = 'fetch',
 ): Promise<UsableOption> {
   const row = await findOption(db, payment.id, optionId)
   if (!row) throw paramsError('body.optionId', `Unknown option ${optionId} for this payment.`)
-  if (row.expires_at.getTime() <= now.getTime()) {
+  // A wallet that broadcast its own transfer has already moved the funds: refusing its confirm for a late
+  // quote would strand them. The driver still checks the transfer on-chain, and the payment's own expiry holds.
+  const walletBroadcast = purpose === 'confirm' && broadcastsFromWallet(row)
+  if (!walletBroadcast && row.expires_at.getTime() <= now.getTime()) {
     fail('quote_expired', 'The quote of this option has expired; ask for options again (refresh).', {
       optionId,
       expiredAt: row.expires_at.toISOString(),
@@ -40,6 +44,13 @@ export async function usableOption(
   const asset = driver?.assets.find((a) => a.id === row.asset)
   if (!driver || !asset) fail('invalid_state', 'This option is no longer offered.', { optionId })
   return { row, driver, asset }
+}
+
+/** Methods whose result means the wallet itself sent a transaction. */
+const walletBroadcastMethods = new Set(['eth_sendTransaction'])
+
+function broadcastsFromWallet(row: PaymentOptionRow): boolean {
+  return row.actions.some((a) => a.type === 'walletRpc' && walletBroadcastMethods.has(a.walletRpc.method))
 }
 
 export function hasBuildActions(row: PaymentOptionRow): boolean {
