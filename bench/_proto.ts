@@ -1,6 +1,8 @@
+import fs from 'node:fs'
 import { killChildren } from './child.js'
 import { runLoad } from './load.js'
 import { openBenchCluster } from './postgres.js'
+import { summariseProfile } from './profile.js'
 import { createAccounts, createMerchant, createPayments } from './setup.js'
 import { spawnTarget } from './target.js'
 
@@ -10,62 +12,22 @@ try {
   const acc = await createAccounts(url)
   let server = await spawnTarget('server', { databaseUrl: url })
   const merchantId = await createMerchant(server.url, acc.apiKey, 'Bench Shop')
-  const ids = await createPayments(server.url, acc.apiKey, merchantId, 500)
+  const ids = await createPayments(server.url, acc.apiKey, merchantId, 200)
   await server.stop()
-  const conns = Number(process.env.C ?? 16)
-  const dur = Number(process.env.D ?? 5)
-  const ceiling = await spawnTarget('ceiling', {
-    databaseUrl: url,
-    ...(process.env.PROF ? { cpuProfDir: '/tmp/benchproto/c' } : {}),
-  })
   const headers = { 'api-key': acc.apiKey, 'merchant-id': merchantId }
-  const json = await runLoad({
-    url: ceiling.url,
-    method: 'GET',
-    paths: ['/json'],
-    headers,
-    connections: conns,
-    durationS: dur,
-    warmupS: 2,
-  })
-  console.log('json', json)
-  const sel = await runLoad({
-    url: ceiling.url,
-    method: 'GET',
-    paths: ids.map((i) => `/select/${i}`),
-    headers,
-    connections: conns,
-    durationS: dur,
-    warmupS: 2,
-  })
-  console.log('select', sel)
-  await ceiling.stop()
-  server = await spawnTarget('server', {
-    databaseUrl: url,
-    ...(process.env.PROF ? { cpuProfDir: '/tmp/benchproto' } : {}),
-  })
-  const st = await runLoad({
-    url: server.url,
-    method: 'GET',
-    paths: ids.map((i) => `/v1/payments/${i}/status`),
-    headers,
-    connections: conns,
-    durationS: dur,
-    warmupS: 2,
-  })
-  console.log('status', st)
-  const cr = await runLoad({
-    url: server.url,
-    method: 'POST',
-    paths: ['/v1/payments'],
-    headers,
-    body: JSON.stringify({ referenceId: 'bench', amount: { unit: 'iso4217/USD', value: '1250' } }),
-    connections: conns,
-    durationS: dur,
-    warmupS: 2,
-  })
-  console.log('create', cr)
-  await server.stop()
+  const conns = Number(process.env.C ?? 16)
+  for (const [kind, paths] of [['ceiling', ids.map((i) => `/select/${i}`)], ['server', ids.map((i) => `/v1/payments/${i}/status`)]] as const) {
+    const dir = `/tmp/benchproto/${kind}`
+    fs.rmSync(dir, { recursive: true, force: true })
+    const t = await spawnTarget(kind, { databaseUrl: url, cpuProfDir: dir })
+    await runLoad({ url: t.url, method: 'GET', paths: [...paths], headers, connections: conns, durationS: 2 })
+    const r = await runLoad({ url: t.url, method: 'GET', paths: [...paths], headers, connections: conns, durationS: 5 })
+    await t.stop()
+    const f = fs.readdirSync(dir).map((f) => `${dir}/${f}`).sort((a, b) => fs.statSync(b).size - fs.statSync(a).size)[0]!
+    const s = summariseProfile(f, 8)
+    const total = r.requests * 7 / 5
+    console.log(kind, r.rps.toFixed(0), 'rps; busy ms/req', (s.totalMs / total).toFixed(3), s.byFunction.slice(0, 6).map((x) => `${x.name.split(' ')[0]} ${(x.ms / total * 1000).toFixed(0)}us`).join(', '))
+  }
 } finally {
   killChildren()
   await cluster.close()

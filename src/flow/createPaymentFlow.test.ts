@@ -287,7 +287,10 @@ describe('execute', () => {
       [
         paymentId,
         { optionId: 'opt_evm', results: ['eth_sendTransaction#1'] },
-        { signal: expect.any(AbortSignal), idempotencyKey: `caipay-${flow.flowId}-confirm` },
+        {
+          signal: expect.any(AbortSignal),
+          idempotencyKey: expect.stringMatching(`^caipay-${flow.flowId}-confirm-[0-9a-z]+$`),
+        },
       ],
     ])
     expect(of('action')).toEqual([
@@ -424,6 +427,57 @@ describe('actions', () => {
       optionId: 'opt_mixed',
       results: ['personal_sign#1', 'solana_signTransaction#1'],
     })
+  })
+
+  it('builds and signs again when the quote expired before confirm, then confirms the new results', async () => {
+    let confirms = 0
+    let builds = 0
+    const { flow, gateway, states } = setup({
+      gateway: {
+        fetchActions: async () => {
+          builds += 1
+          return {
+            actions: [attest, rpc(solChain, 'solana_signTransaction', [{ transaction: `AQI${builds}` }])],
+          }
+        },
+        confirm: async () => {
+          confirms += 1
+          if (confirms === 1)
+            throw new PayError({ code: 'quote_expired', message: 'Blockhash expired.', status: 422 })
+          return processing
+        },
+      },
+    })
+    await ready(flow, 'opt_mixed')
+    await expect(flow.execute()).resolves.toMatchObject({ status: 'succeeded' })
+    expect(gateway.callsTo('fetchActions')).toHaveLength(2)
+    const [first, second] = gateway.callsTo('confirm')
+    expect(first![1]).not.toEqual(second![1])
+    // A different body needs a different idempotency key, or the service would refuse it as a conflict.
+    expect((first![2] as { idempotencyKey: string }).idempotencyKey).not.toBe(
+      (second![2] as { idempotencyKey: string }).idempotencyKey,
+    )
+    expect(states()).toContain('fetchingActions')
+  })
+
+  it('does not rebuild an option whose wallet already broadcast, nor loop forever', async () => {
+    const expired = async () => {
+      throw new PayError({ code: 'quote_expired', message: 'Quote expired.', status: 422 })
+    }
+    const { flow, gateway } = setup({ gateway: { confirm: expired } })
+    await ready(flow, 'opt_mixed')
+    await expect(flow.execute()).rejects.toThrowError(code('quote_expired'))
+    expect(gateway.callsTo('fetchActions')).toHaveLength(3)
+    const sent = option({
+      id: 'opt_send',
+      actions: [
+        rpc('eip155:8453', 'eth_sendTransaction', [{ from: evmAddress, to: evmAddress, value: '0x0' }]),
+      ],
+    })
+    const other = setup({ options: [sent], gateway: { confirm: expired } })
+    await ready(other.flow, 'opt_send')
+    await expect(other.flow.execute()).rejects.toThrowError(code('quote_expired'))
+    expect(other.gateway.callsTo('confirm')).toHaveLength(1)
   })
 
   it('keeps results in action order when one build expands into several actions', async () => {
@@ -885,7 +939,7 @@ describe('snapshots and resume', () => {
       expect(sol.requests.length, label).toBe(recorded.length < 2 ? 1 : 0)
       if (snapshot.state === 'confirming') {
         expect(gateway.callsTo('confirm')[0]![2], label).toMatchObject({
-          idempotencyKey: `caipay-${snapshot.flowId}-confirm`,
+          idempotencyKey: expect.stringMatching(`^caipay-${snapshot.flowId}-confirm-[0-9a-z]+$`),
         })
       }
     }
@@ -933,7 +987,10 @@ describe('snapshots and resume', () => {
         [
           paymentId,
           { optionId: 'opt_evm', results: [`0x${'ab'.repeat(32)}`] },
-          { signal: expect.any(AbortSignal), idempotencyKey: `caipay-${snapshot.flowId}-confirm` },
+          {
+            signal: expect.any(AbortSignal),
+            idempotencyKey: expect.stringMatching(`^caipay-${snapshot.flowId}-confirm-[0-9a-z]+$`),
+          },
         ],
       ])
     })

@@ -118,6 +118,7 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
   #running: Promise<PaymentResult> | undefined
   #cancelling: Promise<PaymentResult> | undefined
   #busy = 0
+  #rebuilds = 0
 
   constructor(config: ResumeFlowOptions, paymentId: string, data: FlowData) {
     super()
@@ -464,11 +465,19 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
     let response: StatusEvent & { txId?: string }
     try {
       // A stable key: a resumed flow confirming again gets the first answer, never a second submission.
-      const idempotencyKey = `caipay-${this.flowId}-confirm`
+      const idempotencyKey = `caipay-${this.flowId}-confirm-${fingerprint(body.results)}`
       response = await this.#call((signal) =>
         this.#gateway.confirm(this.paymentId, body, { signal, idempotencyKey }),
       )
     } catch (error) {
+      if (isPayError(error, 'quote_expired') && this.#mayRebuild()) {
+        // A built transaction outlived its blockhash before confirm. Nothing was broadcast by the wallet,
+        // so a fresh build and new signatures are safe; bounded so a broken service cannot loop us.
+        this.#rebuilds++
+        this.#transition('fetchingActions')
+        await this.#checkpointOrReport()
+        return
+      }
       // Confirmed earlier by a call whose answer was lost: carry on from the payment's actual status.
       if (!isPayError(error, 'invalid_state')) throw error
       const status = await this.#call((signal) => this.#getStatus(signal))
@@ -489,6 +498,16 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
     }
     this.#transition('polling')
     await this.#checkpointOrReport()
+  }
+
+  /** Only signature-only actions that came from a build may be built and signed again. */
+  #mayRebuild(): boolean {
+    const { option, actions } = this.#data
+    return (
+      this.#rebuilds < maxRebuilds &&
+      option!.actions.some((a) => a.type === 'build') &&
+      !actions!.some((a) => broadcastingMethods.includes(a.walletRpc.method))
+    )
   }
 
   async #poll(): Promise<void> {
@@ -670,6 +689,19 @@ function wrap(
     cause: error,
     ...(error instanceof Error && { details: error.message }),
   })
+}
+
+/** Times a flow builds and signs again after `quote_expired` before giving up. */
+const maxRebuilds = 2
+
+/** FNV-1a of the results: the same results confirm under the same idempotency key, new ones under a new one. */
+function fingerprint(results: readonly string[]): string {
+  let hash = 0x811c9dc5
+  for (const char of results.join('\n')) {
+    hash ^= char.charCodeAt(0)
+    hash = Math.imul(hash, 0x01000193) >>> 0
+  }
+  return hash.toString(36)
 }
 
 function newFlowId(): string {

@@ -33,8 +33,8 @@ export const flowTransitions: Readonly<Record<FlowState, readonly FlowState[]>> 
   collectingData: ['selecting', 'fetchingActions', 'failed', 'cancelled'],
   fetchingActions: ['signing', 'failed', 'expired', 'cancelled'],
   signing: ['confirming', 'failed', 'cancelled'],
-  // A confirm response may already be final.
-  confirming: ['polling', 'succeeded', 'failed', 'expired', 'cancelled'],
+  // A confirm response may already be final; a quote that expired before confirm is built and signed again.
+  confirming: ['fetchingActions', 'polling', 'succeeded', 'failed', 'expired', 'cancelled'],
   polling: ['succeeded', 'failed', 'expired', 'cancelled'],
   succeeded: [],
   failed: [],

@@ -211,7 +211,7 @@ describe('createPayClient over HTTP', () => {
     ])
     expect(service.requests[0]!.headers).toMatchObject({ 'Api-Key': 'svc_test_key', 'Sdk-Name': 'my-wallet' })
     expect(service.requests[0]!.body).toEqual({ accounts: [evmAccount] })
-    expect(service.requests[1]!.headers['Idempotency-Key']).toMatch(/^caipay-[0-9a-f]{32}-confirm$/)
+    expect(service.requests[1]!.headers['Idempotency-Key']).toMatch(/^caipay-[0-9a-f]{32}-confirm-[0-9a-z]+$/)
     await expect(pay.pay('https://other.example.com/pay/pay_abc')).rejects.toThrowError(
       expect.objectContaining({ code: 'untrusted_host' }),
     )

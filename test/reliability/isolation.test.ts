@@ -91,7 +91,13 @@ beforeAll(async () => {
   const bTest = actors.find((a) => a.name === 'B test')!
   const bLive = actors.find((a) => a.name === 'B live')!
   const { apiKey: walletKey } = await t.createKey('test', 'wallet', partners.B)
-  actors.push({ ...bTest, name: 'B test wallet key', credential: 'wallet', auth: { 'api-key': walletKey }, key: '' })
+  actors.push({
+    ...bTest,
+    name: 'B test wallet key',
+    credential: 'wallet',
+    auth: { 'api-key': walletKey },
+    key: '',
+  })
   const { appId } = await t.createAppId('live', partners.B)
   actors.push({
     ...bLive,
@@ -214,7 +220,7 @@ function expectedFor(row: Row, actor: Actor, owner: Actor): Seen {
     : { status: 401, code: 'missing_api_key' }
 }
 
-const seen = (res: { statusCode: number; json: any }): Seen =>
+const seen = (res: { statusCode: number; json: { code?: string } | undefined }): Seen =>
   res.statusCode >= 400 ? { status: res.statusCode, code: res.json?.code } : { status: res.statusCode }
 
 const notFound = (code: 'merchant_not_found' | 'payment_not_found'): Seen => ({ status: 404, code })

@@ -50,6 +50,35 @@ describe('the wallet library on live Solana', () => {
     expect(await live.balance(merchantOwner.publicKey)).toBe(amount)
   })
 
+  it('builds and signs again by itself when the blockhash expired before confirm', async () => {
+    const buyer = await live.newBuyer()
+    const merchantId = await live.createMerchant()
+    const { gatewayUrl, paymentId } = await live.createPayment(merchantId)
+    const before = await live.balance(buyer.publicKey)
+    const signer = buyerSigner(live, buyer)
+    let signed = 0
+    // The first signature arrives too late: the cluster moves past its blockhash before confirm.
+    const slow = {
+      ...signer,
+      request: async (request: Parameters<typeof signer.request>[0]) => {
+        const result = await signer.request(request)
+        if (++signed === 1) await live.validator.expireBlockhash()
+        return result
+      },
+    }
+    const wallet = createPayClient({
+      baseUrl,
+      apiKey: live.liveKey,
+      trustedHosts: ['127.0.0.1'],
+      signers: [slow],
+      poll: { intervalMs: 50 },
+    })
+    const result = await wallet.pay(gatewayUrl)
+    expect(result).toMatchObject({ paymentId, status: 'succeeded' })
+    expect(signed).toBe(2)
+    expect(await live.balance(buyer.publicKey)).toBe(before - amount)
+  })
+
   it('pays the mixed-chain option with an EVM and a Solana signer, results in action order', async () => {
     const buyer = await live.newBuyer()
     const merchantId = await live.createMerchant()
