@@ -10,13 +10,18 @@ interface ProfileNode {
   children?: number[]
 }
 interface Profile {
+  startTime: number
+  endTime: number
   nodes: ProfileNode[]
   samples: number[]
   timeDeltas: number[]
 }
 
 export interface ProfileSummary {
+  /** CPU time of JavaScript, GC and native calls (idle excluded). */
   totalMs: number
+  /** Length of the profiled window. */
+  wallMs: number
   byFunction: { name: string; ms: number; share: number }[]
   byModule: { name: string; ms: number; share: number }[]
 }
@@ -58,12 +63,17 @@ export function summariseProfile(file: string, top = 15): ProfileSummary {
       .sort((a, b) => b[1] - a[1])
       .slice(0, top)
       .map(([name, us]) => ({ name, ms: us / 1000, share: us / total }))
-  return { totalMs: total / 1000, byFunction: rank(fn), byModule: rank(mod) }
+  return {
+    totalMs: total / 1000,
+    wallMs: (profile.endTime - profile.startTime) / 1000,
+    byFunction: rank(fn),
+    byModule: rank(mod),
+  }
 }
 
 if (process.argv[1]?.endsWith('profile.ts') && process.argv[2]) {
   const s = summariseProfile(process.argv[2], Number(process.argv[3] ?? 25))
-  console.log(`busy ${s.totalMs.toFixed(0)} ms`)
+  console.log(`busy ${s.totalMs.toFixed(0)} ms of ${s.wallMs.toFixed(0)} ms`)
   console.log('-- by module')
   for (const r of s.byModule) console.log(`${(r.share * 100).toFixed(1).padStart(5)}%  ${r.name}`)
   console.log('-- by function (self)')

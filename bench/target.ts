@@ -1,9 +1,12 @@
 /**
  * A server under test in its own process: the ceiling (bench/ceiling.ts) or the caipay server
  * (`startServer`, rate limit off, no logger) on an existing database. The parent gets `{ url }` once it
- * listens and sends `'stop'` to end it.
+ * listens, may ask for a CPU profile of a window (`profile(file, during)`: V8's profiler through
+ * node:inspector, so start-up is not in it), and sends `'stop'` to end it.
  */
 import type { ChildProcess } from 'node:child_process'
+import fs from 'node:fs/promises'
+import { Session } from 'node:inspector/promises'
 import { parseArgs } from 'node:util'
 import { forkBench, waitExit } from './child.js'
 
@@ -13,34 +16,43 @@ export interface Target {
   kind: TargetKind
   url: string
   pid: number
+  /** Runs `during` with the target's CPU profiler on; the profile is written to `file`. */
+  profile<T>(file: string, during: () => Promise<T>): Promise<T>
   stop(): Promise<void>
 }
 
-export interface SpawnTargetOptions {
-  databaseUrl: string
-  /** Writes a V8 CPU profile of the server process into this directory when it stops. */
-  cpuProfDir?: string
-}
+type Command = 'stop' | { profile: 'start' } | { profile: 'stop'; file: string }
 
-export async function spawnTarget(kind: TargetKind, options: SpawnTargetOptions): Promise<Target> {
-  const child = forkBench('target.ts', ['--serve', kind, '--database-url', options.databaseUrl], {
-    ...(options.cpuProfDir ? { execArgv: ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] } : {}),
-  })
+export async function spawnTarget(kind: TargetKind, options: { databaseUrl: string }): Promise<Target> {
+  const child = forkBench('target.ts', ['--serve', kind, '--database-url', options.databaseUrl])
   const url = await new Promise<string>((resolve, reject) => {
     child.once('message', (message) => resolve((message as { url: string }).url))
     child.once('error', reject)
     child.once('exit', (code) => reject(new Error(`${kind} server exited with ${code} before listening`)))
   })
+  const ask = (command: Command) =>
+    new Promise<void>((resolve) => {
+      child.once('message', () => resolve())
+      child.send(command)
+    })
   return {
     kind,
     url,
     pid: child.pid!,
+    async profile(file, during) {
+      await ask({ profile: 'start' })
+      try {
+        return await during()
+      } finally {
+        await ask({ profile: 'stop', file })
+      }
+    },
     stop: () => stopChild(child),
   }
 }
 
 async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.connected) child.send('stop')
+  if (child.connected) child.send('stop' satisfies Command)
   await waitExit(child, 15_000)
 }
 
@@ -61,12 +73,30 @@ async function serve(kind: TargetKind, databaseUrl: string): Promise<void> {
     closing ??= 'close' in running ? running.close() : running.stop()
     return closing
   }
-  process.on('message', (message) => {
-    if (message !== 'stop') return
-    close().finally(() => {
-      process.disconnect()
-      process.exit(0)
-    })
+  let session: Session | undefined
+  process.on('message', (message: Command) => {
+    if (message === 'stop') {
+      void close().finally(() => {
+        process.disconnect()
+        process.exit(0)
+      })
+      return
+    }
+    void (async () => {
+      if (message.profile === 'start') {
+        session = new Session()
+        session.connect()
+        await session.post('Profiler.enable')
+        await session.post('Profiler.setSamplingInterval', { interval: 200 })
+        await session.post('Profiler.start')
+      } else if (session) {
+        const { profile } = await session.post('Profiler.stop')
+        await fs.writeFile(message.file, JSON.stringify(profile))
+        session.disconnect()
+        session = undefined
+      }
+      process.send!('ok')
+    })()
   })
   // The parent went away without a word: do not outlive it.
   process.on('disconnect', () => void close().finally(() => process.exit(0)))
