@@ -70,7 +70,11 @@ function finish(reply: Reply): void {
 
 /** Whether the module at `moduleUrl` (its `import.meta.url`) is the entry of this job child. */
 export function isJobChild(moduleUrl: string): boolean {
-  return process.send !== undefined && process.argv.includes('--job') && process.argv[1] === fileURLToPath(moduleUrl)
+  return (
+    process.send !== undefined &&
+    process.argv.includes('--job') &&
+    process.argv[1] === fileURLToPath(moduleUrl)
+  )
 }
 
 /** Kills every child still running (the orchestrator's last step, and its exit path). */

@@ -41,13 +41,18 @@ export interface LoadResult {
   durationS: number
 }
 
-export interface ProbeSpec {
+export interface ProbeTarget {
   url: string
   paths: string[]
   headers?: Record<string, string>
-  /** Concurrent keep-alive connections. */
+}
+
+export interface ProbeSpec {
+  /** Requests alternate between the targets, so each sees the same moments of a noisy machine. */
+  targets: ProbeTarget[]
+  /** Concurrent keep-alive connections per target. */
   concurrency: number
-  /** Measured requests (after `warmup` unmeasured ones). */
+  /** Measured requests per target (after `warmup` unmeasured ones). */
   requests: number
   warmup?: number
 }
@@ -57,7 +62,6 @@ export interface ProbeResult {
   p50: number
   p99: number
   mean: number
-  rps: number
   requests: number
   /** Answers other than 200. */
   failures: number
@@ -69,8 +73,9 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
   return runJob<LoadResult>('load.ts', { kind: 'load', spec } satisfies Job)
 }
 
-export function runProbe(spec: ProbeSpec): Promise<ProbeResult> {
-  return runJob<ProbeResult>('load.ts', { kind: 'probe', spec } satisfies Job)
+/** One result per target, in order. */
+export function runProbe(spec: ProbeSpec): Promise<ProbeResult[]> {
+  return runJob<ProbeResult[]>('load.ts', { kind: 'probe', spec } satisfies Job)
 }
 
 function cannon(spec: LoadSpec, durationS: number): Promise<autocannon.Result> {
@@ -116,19 +121,29 @@ async function load(spec: LoadSpec): Promise<LoadResult> {
   }
 }
 
-async function probe(spec: ProbeSpec): Promise<ProbeResult> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: spec.concurrency })
-  const target = new URL(spec.url)
-  const get = (path: string) =>
+async function probe(spec: ProbeSpec): Promise<ProbeResult[]> {
+  const clients = spec.targets.map((t) => {
+    const url = new URL(t.url)
+    return {
+      ...t,
+      host: url.hostname,
+      port: url.port,
+      agent: new http.Agent({ keepAlive: true, maxSockets: spec.concurrency }),
+      next: 0,
+      latencies: [] as number[],
+      failures: 0,
+    }
+  })
+  const get = (client: (typeof clients)[number], path: string) =>
     new Promise<number>((resolve, reject) => {
       const req = http.request(
         {
-          agent,
-          host: target.hostname,
-          port: target.port,
+          agent: client.agent,
+          host: client.host,
+          port: client.port,
           path,
           method: 'GET',
-          headers: spec.headers,
+          headers: client.headers,
         },
         (res) => {
           res.resume()
@@ -138,38 +153,37 @@ async function probe(spec: ProbeSpec): Promise<ProbeResult> {
       req.once('error', reject)
       req.end()
     })
-  let at = 0
-  let failures = 0
-  const latencies: number[] = []
-  const worker = async (count: number, record: boolean) => {
-    for (let i = 0; i < count; i++) {
-      const path = spec.paths[at++ % spec.paths.length]!
-      const start = process.hrtime.bigint()
-      const status = await get(path)
-      const ms = Number(process.hrtime.bigint() - start) / 1e6
-      if (!record) continue
-      if (status !== 200) failures++
-      latencies.push(ms)
+  // Each worker does request 1 on target A, then on B, ...: the targets share every moment of the run.
+  const worker = async (rounds: number, record: boolean) => {
+    for (let i = 0; i < rounds; i++) {
+      for (const client of clients) {
+        const path = client.paths[client.next++ % client.paths.length]!
+        const start = process.hrtime.bigint()
+        const status = await get(client, path)
+        const ms = Number(process.hrtime.bigint() - start) / 1e6
+        if (!record) continue
+        if (status !== 200) client.failures++
+        client.latencies.push(ms)
+      }
     }
   }
-  const run = async (total: number, record: boolean) => {
-    const each = Math.ceil(total / spec.concurrency)
-    await Promise.all(Array.from({ length: spec.concurrency }, () => worker(each, record)))
+  const run = async (perTarget: number, record: boolean) => {
+    const rounds = Math.ceil(perTarget / spec.concurrency)
+    await Promise.all(Array.from({ length: spec.concurrency }, () => worker(rounds, record)))
   }
   await run(spec.warmup ?? Math.min(200, spec.requests), false)
-  const started = process.hrtime.bigint()
   await run(spec.requests, true)
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9
-  agent.destroy()
-  latencies.sort((a, b) => a - b)
-  return {
-    p50: percentile(latencies, 0.5),
-    p99: percentile(latencies, 0.99),
-    mean: latencies.reduce((a, b) => a + b, 0) / latencies.length,
-    rps: latencies.length / seconds,
-    requests: latencies.length,
-    failures,
-  }
+  return clients.map((client) => {
+    client.agent.destroy()
+    const sorted = client.latencies.sort((a, b) => a - b)
+    return {
+      p50: percentile(sorted, 0.5),
+      p99: percentile(sorted, 0.99),
+      mean: sorted.reduce((a, b) => a + b, 0) / sorted.length,
+      requests: sorted.length,
+      failures: client.failures,
+    }
+  })
 }
 
 export function percentile(sorted: readonly number[], q: number): number {
@@ -177,4 +191,5 @@ export function percentile(sorted: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
 }
 
-if (isJobChild(import.meta.url)) serveJob<Job, unknown>((job) => (job.kind === 'load' ? load(job.spec) : probe(job.spec)))
+if (isJobChild(import.meta.url))
+  serveJob<Job, unknown>((job) => (job.kind === 'load' ? load(job.spec) : probe(job.spec)))

@@ -7,83 +7,52 @@
  * (the wallet signs, the service broadcasts). Exits 0 only when both succeeded and settled.
  */
 import fs from 'node:fs/promises'
-import os from 'node:os'
-import path from 'node:path'
 import { evmSigner } from '../adapters/evm/index.js'
 import { solanaSigner } from '../adapters/solana/index.js'
-import { createMerchantClient } from '../src/client/index.js'
 import { createPayClient, type PaymentOption, type PaymentResult, toDecimalString } from '../src/index.js'
+import type { RunningServer } from '../src/server/index.js'
 import {
-  createApiKey,
-  createPartner,
-  type RunningServer,
-  resolveConfig,
-  startServer,
-} from '../src/server/index.js'
-import { type LocalEvmChain, type LocalSolanaChain, startLocalEvm, startLocalSolana } from './localChains.js'
+  createLiveMerchant,
+  type LiveChains,
+  startLiveServer,
+  stopChains,
+  waitForSettlement,
+} from './liveExample.js'
+import { startLocalEvm, startLocalSolana } from './localChains.js'
 import { step, table } from './progress.js'
 
 const started = performance.now()
-const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-demo-'))
-let evm: LocalEvmChain | undefined
-let solana: LocalSolanaChain | undefined
+const chains: LiveChains = {}
 let server: RunningServer | undefined
+let dataDir: string | undefined
 let ok = false
 
 try {
   console.log('caipay demo: live payments on a local EVM chain and a local Solana cluster\n')
-  evm = await step(
+  const evm = await step(
     'Anvil with the TestUSDC token',
     () => startLocalEvm('CAIPAY_DEMO_EVM_KEY'),
     (c) => c.caip2,
   )
-  solana = await step(
+  chains.evm = evm
+  const solana = await step(
     'Solana cluster with a USDC mint',
     () => startLocalSolana('CAIPAY_DEMO_SOLANA_KEY'),
     (c) => `${c.caip2} (${c.cluster.backend})`,
   )
-  const config = resolveConfig({ chains: { [evm.caip2]: evm.config, [solana.caip2]: solana.config } })
-  server = await step(
-    'Embedded PostgreSQL and the caipay server',
-    () => startServer({ port: 0, dataDir, config, publicBaseUrlFromListen: true, jobIntervalMs: 100 }),
-    (s) => s.url,
+  chains.solana = solana
+  ;({ server, dataDir } = await step(
+    'Embedded PostgreSQL and the caipay server, live on both chains',
+    () => startLiveServer(chains),
+    (s) => s.server.url,
+  ))
+  const running = server
+  const { api, merchantId, walletKey } = await step(
+    'Partner with live keys and a merchant settling on both chains',
+    () => createLiveMerchant(running, chains),
+    (m) => m.merchantId,
   )
-  const db = server.db
-  const url = server.url
-
-  const keys = await step(
-    'Partner with live keys (partner + wallet roles)',
-    async () => {
-      const partnerId = await createPartner(db)
-      return {
-        partnerId,
-        apiKey: (await createApiKey(db, { partnerId, mode: 'live' })).apiKey,
-        walletKey: (await createApiKey(db, { partnerId, mode: 'live', role: 'wallet' })).apiKey,
-      }
-    },
-    (k) => k.partnerId,
-  )
-
-  const api = createMerchantClient({ baseUrl: url, apiKey: keys.apiKey })
-  const merchantId = await step(
-    'Merchant with crypto settlement on both chains',
-    async () => {
-      const { merchant } = await api.createMerchant({
-        body: { merchantName: 'Corner Cafe', merchantEmail: 'owner@cafe.example' },
-      })
-      await api.createCryptoSettlements({
-        params: { merchantId: merchant.id },
-        body: {
-          settlements: [
-            { asset: evm!.asset, destination: `${evm!.caip2}:${evm!.merchant}` },
-            { asset: solana!.asset, destination: `${solana!.caip2}:${solana!.merchant.toBase58()}` },
-          ],
-        },
-      })
-      return merchant.id
-    },
-    (id) => id,
-  )
+  const url = running.url
 
   const payments = await step(
     'Two payments of 12.50 USD',
@@ -101,7 +70,7 @@ try {
   const before = { evm: await evm.balances(), solana: await solana.balances() }
   const wallet = createPayClient({
     baseUrl: url,
-    apiKey: keys.walletKey,
+    apiKey: walletKey,
     signers: [
       evmSigner({
         account: evm.buyer,
@@ -130,29 +99,22 @@ try {
   const results: Record<'evm' | 'solana', PaymentResult> = {
     evm: await step(
       'Pay on EVM: gasless EIP-3009, signed with viem',
-      () => wallet.pay(payments.evm.gatewayUrl, { selectOption: pick(evm!.caip2, 'eth_signTypedData_v4') }),
+      () => wallet.pay(payments.evm.gatewayUrl, { selectOption: pick(evm.caip2, 'eth_signTypedData_v4') }),
       (r) => `${r.status} ${r.txId}`,
     ),
     solana: await step(
       'Pay on Solana: transaction signed with web3.js, broadcast by the service',
-      () => wallet.pay(payments.solana.gatewayUrl, { selectOption: pick(solana!.caip2) }),
+      () => wallet.pay(payments.solana.gatewayUrl, { selectOption: pick(solana.caip2) }),
       (r) => `${r.status} ${r.txId}`,
     ),
   }
 
   const settlements = await step(
     'Settlement to the merchant on both chains',
-    async () => {
-      const settled = async (paymentId: string) => {
-        for (let i = 0; i < 200; i++) {
-          const view = await api.getPayment({ merchantId, params: { id: paymentId } })
-          if (view.settlement?.successful) return view.settlement.successful.txId
-          await new Promise((resolve) => setTimeout(resolve, 100))
-        }
-        return undefined
-      }
-      return { evm: await settled(payments.evm.paymentId), solana: await settled(payments.solana.paymentId) }
-    },
+    async () => ({
+      evm: await waitForSettlement(api, merchantId, payments.evm.paymentId),
+      solana: await waitForSettlement(api, merchantId, payments.solana.paymentId),
+    }),
     (s) => (s.evm && s.solana ? 'both settled' : 'not settled'),
   )
 
@@ -190,8 +152,8 @@ try {
 } finally {
   await step('Shut down server, PostgreSQL and chains', async () => {
     await server?.stop()
-    await Promise.allSettled([evm?.stop(), solana?.stop()])
-    await fs.rm(dataDir, { recursive: true, force: true })
+    await stopChains(chains)
+    if (dataDir) await fs.rm(dataDir, { recursive: true, force: true })
   })
   console.log(`Done in ${((performance.now() - started) / 1000).toFixed(1)} s.`)
 }

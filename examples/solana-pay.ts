@@ -1,91 +1,27 @@
 /**
  * A live Solana payment end to end on this machine: `npx tsx examples/solana-pay.ts`
  *
- * Starts a local Solana cluster (the real `solana-test-validator` when installed, else the litesvm
- * facade) with a USDC-like mint, starts the server (embedded PostgreSQL in a temporary directory) with
- * a live config for that cluster, creates a merchant with a crypto settlement and a payment through
- * `caipay/client`, pays it with the wallet library and the Solana adapter (the wallet only signs; the
- * service broadcasts and settles), prints balances before and after, and shuts everything down.
+ * Starts a local Solana cluster (the real `solana-test-validator` when installed, else the litesvm facade)
+ * with a USDC-like mint and the server with a live config for it, creates a merchant with a crypto
+ * settlement and a payment through `caipay/client`, pays it with the wallet library and the Solana adapter
+ * (the wallet only signs; the service broadcasts and settles), and prints balances before and after.
  */
-import fs from 'node:fs/promises'
-import os from 'node:os'
-import path from 'node:path'
-import { Keypair, LAMPORTS_PER_SOL, type PublicKey } from '@solana/web3.js'
 import { solanaSigner } from '../adapters/solana/index.js'
-import { createMerchantClient } from '../src/client/index.js'
-import { createPayClient } from '../src/pay/createPayClient.js'
-import { encodeBase58 } from '../src/server/chains/solana/index.js'
-import { createApiKey, createPartner, resolveConfig, startServer } from '../src/server/index.js'
-import {
-  airdrop,
-  createTestMint,
-  mintTestTokens,
-  startSolanaValidator,
-  tokenBalance,
-} from '../test/solana/index.js'
+import { createPayClient, toDecimalString } from '../src/index.js'
+import { startLiveExample, waitForSettlement } from './liveExample.js'
 
-const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-solana-pay-'))
-const cluster = await startSolanaValidator()
-let server: Awaited<ReturnType<typeof startServer>> | undefined
+const { solana, server, api, merchantId, walletKey, close } = await startLiveExample({ solana: true })
 try {
-  const { connection, caip2 } = cluster
-  const service = Keypair.generate()
-  const mintAuthority = Keypair.generate()
-  const buyer = Keypair.generate()
-  const merchantWallet = Keypair.generate()
-  await airdrop(connection, service.publicKey, 2 * LAMPORTS_PER_SOL)
-  await airdrop(connection, mintAuthority.publicKey, 2 * LAMPORTS_PER_SOL)
-  const mint = await createTestMint(connection, mintAuthority, 6)
-  await mintTestTokens(connection, mintAuthority, mint, buyer.publicKey, 100_000_000n)
-  const asset = `${caip2}/token:${mint.toBase58()}`
-  console.log(`Solana ${caip2} (${cluster.backend}) at ${cluster.rpcUrl}, mint ${mint.toBase58()}`)
-
-  // Secrets stay out of config files: the service key comes from the environment.
-  process.env.CAIPAY_EXAMPLE_SOLANA_KEY = encodeBase58(service.secretKey)
-  server = await startServer({
-    port: 0,
-    dataDir,
-    publicBaseUrlFromListen: true,
-    jobIntervalMs: 100,
-    config: resolveConfig({
-      chains: {
-        [caip2]: {
-          rpcUrl: cluster.rpcUrl,
-          signerKey: 'env:CAIPAY_EXAMPLE_SOLANA_KEY',
-          assets: { [asset]: { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' } },
-        },
-      },
-    }),
-  })
-  console.log(`Server at ${server.url} (embedded PostgreSQL in ${dataDir})`)
-
-  const partnerId = await createPartner(server.db)
-  const { apiKey } = await createApiKey(server.db, { partnerId, mode: 'live' })
-  const { apiKey: walletKey } = await createApiKey(server.db, { partnerId, mode: 'live', role: 'wallet' })
-
-  const merchantApi = createMerchantClient({ baseUrl: server.url, apiKey })
-  const { merchant } = await merchantApi.createMerchant({
-    body: { merchantName: 'Corner Cafe', merchantEmail: 'owner@cafe.example' },
-  })
-  const destination = `${caip2}:${merchantWallet.publicKey.toBase58()}`
-  await merchantApi.createCryptoSettlements({
-    params: { merchantId: merchant.id },
-    body: { settlements: [{ asset, destination }] },
-  })
-  console.log(`Merchant ${merchant.id} settles ${asset} to ${merchantWallet.publicKey.toBase58()}`)
-
-  const usdc = async (owner: PublicKey) => {
-    const minor = await tokenBalance(connection, owner, mint)
-    return `${(Number(minor) / 1e6).toFixed(2).padStart(8)} USDC`
-  }
+  const chain = solana!
   const printBalances = async (label: string) => {
+    const b = await chain.balances()
+    const usdc = (v: bigint) => `${toDecimalString(v, 6).padStart(10)} USDC`
     console.log(
-      `${label}: buyer ${await usdc(buyer.publicKey)} | collection ${await usdc(service.publicKey)} | merchant ${await usdc(merchantWallet.publicKey)}`,
+      `${label}: buyer ${usdc(b.buyer)} | collection ${usdc(b.collection)} | merchant ${usdc(b.merchant)}`,
     )
   }
-
-  const payment = await merchantApi.createPayment({
-    merchantId: merchant.id,
+  const payment = await api.createPayment({
+    merchantId,
     body: { referenceId: 'order-1', amount: { unit: 'iso4217/USD', value: '1250' } },
   })
   console.log(`\nPayment ${payment.paymentId}: 12.50 USD, link ${payment.gatewayUrl}`)
@@ -95,8 +31,7 @@ try {
   const wallet = createPayClient({
     baseUrl: server.url,
     apiKey: walletKey,
-    signers: [solanaSigner({ keypair: buyer, chains: [caip2] })],
-    // A local cluster is final in milliseconds; do not wait the service's suggested seconds between polls.
+    signers: [solanaSigner({ keypair: chain.buyer, chains: [chain.caip2] })],
     poll: { sleep: (ms) => new Promise((resolve) => setTimeout(resolve, Math.min(ms, 200))) },
   })
   const result = await wallet.pay(payment.gatewayUrl, {
@@ -106,20 +41,10 @@ try {
       }),
   })
   console.log(`  ${result.status}: txId ${result.txId}`)
-
-  let view = await merchantApi.getPayment({ merchantId: merchant.id, params: { id: payment.paymentId } })
-  for (let i = 0; i < 100 && view.settlement && !view.settlement.successful; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 100))
-    view = await merchantApi.getPayment({ merchantId: merchant.id, params: { id: payment.paymentId } })
-  }
-  console.log(
-    view.settlement?.successful
-      ? `  settled to the merchant: txId ${view.settlement.successful.txId}`
-      : '  settlement still pending',
-  )
+  const settlement = await waitForSettlement(api, merchantId, payment.paymentId)
+  console.log(settlement ? `  settled to the merchant: txId ${settlement}` : '  settlement still pending')
   await printBalances('  after ')
+  if (result.status !== 'succeeded' || !settlement) process.exitCode = 1
 } finally {
-  await server?.stop()
-  await cluster.stop()
-  await fs.rm(dataDir, { recursive: true, force: true })
+  await close()
 }
