@@ -170,6 +170,41 @@ describe('wallet library end to end, test mode', () => {
     expect(status.json.status).toBe('requires_action')
   })
 
+  it('completes the hosted data-collection form before fetching, when the option asks for it', async () => {
+    const paymentId = await newPayment('250000')
+    const { signers } = buyerSigners({ evm: true })
+    const forms: { url: string; schema?: string }[] = []
+    const result = await client(signers).pay(paymentId, {
+      selectOption: byUnit(usdc.base),
+      collectDataUrl: { prefill: { fullName: 'Grace Hopper' }, theme: 'dark' },
+      onCollectData: async (request) => {
+        forms.push(request)
+        // What the hosted page does when the buyer presses Continue: submit, then post IC_COMPLETE.
+        const url = new URL(request.url)
+        const submitted = await fetch(`${baseUrl}/v1/gateway/payment/${paymentId}/collect-data`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({
+            optionId: url.searchParams.get('option'),
+            fields: { fullName: 'Grace Hopper', dateOfBirth: '1906-12-09', country: 'US' },
+          }),
+        })
+        expect(submitted.status).toBe(200)
+        return JSON.stringify({ type: 'IC_COMPLETE' })
+      },
+    })
+    expect(result).toMatchObject({ status: 'succeeded', txId: `test:${paymentId}` })
+    expect(forms).toHaveLength(1)
+    const url = new URL(forms[0]!.url)
+    expect(url.searchParams.get('theme')).toBe('dark')
+    expect(JSON.parse(Buffer.from(url.searchParams.get('prefill')!, 'base64url').toString())).toEqual({
+      fullName: 'Grace Hopper',
+    })
+    expect(JSON.parse(forms[0]!.schema!).required).toEqual(
+      expect.arrayContaining(['fullName', 'dateOfBirth', 'country']),
+    )
+  })
+
   it('a user rejection cancels the payment on the gateway', async () => {
     const paymentId = await newPayment()
     const rejecting: Signer = {
