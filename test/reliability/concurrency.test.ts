@@ -1,6 +1,14 @@
 import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { evmJobKinds } from '../../src/server/chains/evm/index.js'
 import { expireDuePayments } from '../../src/server/payments/lifecycle.js'
+import {
+  createEvmEnv,
+  type Buyer as EvmBuyer,
+  type EvmEnv,
+  isKind,
+  usdc as usdcUnits,
+} from '../evm/support.js'
 import {
   type Buyer,
   createBuyer,
@@ -416,5 +424,94 @@ describe('confirm vs gateway cancel vs expiry sweep, many payments at once', () 
     expect(new Map(after.map((r) => [r.id, [r.status, r.updated_at.getTime()]]))).toEqual(
       new Map(rows.map((r) => [r.id, [r.status, r.updated_at.getTime()]])),
     )
+  })
+})
+
+describe('the same three-way race in live mode (Anvil): the winner queues exactly one relay job', () => {
+  const payments = 20
+  let live: EvmEnv
+  let payer: EvmBuyer
+  beforeAll(async () => {
+    live = await createEvmEnv()
+    payer = await live.buyer(2, usdcUnits(10_000))
+  })
+  afterAll(() => live?.close())
+
+  it(`${payments} gasless payments: one winner each, one job per confirmed payment, one transfer each`, async () => {
+    const prepared = []
+    for (let i = 0; i < payments; i++) {
+      const { paymentId } = await live.pay(String(200 + i))
+      const res = await live.gw('POST', paymentId, '/options', { accounts: [payer.account] })
+      const option = res.json.options.find(isKind('eip3009'))
+      prepared.push({
+        paymentId,
+        body: { optionId: option.id, results: [await payer.sign(option.actions[0])] },
+      })
+    }
+    const ids = prepared.map((p) => p.paymentId)
+    // Payments expire after the default 15 minutes; the sweep runs as if that time had passed.
+    const sweepNow = new Date(Date.now() + 16 * 60_000)
+    const pause = (minMs: number, maxMs: number) =>
+      new Promise((r) => setTimeout(r, minMs + Math.random() * (maxMs - minMs)))
+    const outcomes = new Map<string, { confirm?: number; cancel?: number; swept?: boolean }>(
+      ids.map((id) => [id, {}]),
+    )
+    await Promise.all(
+      prepared.flatMap(({ paymentId, body }) => {
+        const o = outcomes.get(paymentId)!
+        return [
+          // Live confirm verifies the signature before its UPDATE: it gets a small head start.
+          (async () => {
+            await pause(0, 200)
+            o.confirm = (await live.gw('POST', paymentId, '/confirm', body)).statusCode
+          })(),
+          (async () => {
+            await pause(50, 350)
+            o.cancel = (await live.gw('POST', paymentId, '/cancel')).statusCode
+          })(),
+          (async () => {
+            await pause(150, 450)
+            o.swept = (await expireDuePayments(live.t.db, { now: sweepNow, paymentId })).includes(paymentId)
+          })(),
+        ]
+      }),
+    )
+
+    const rows = await live.t.db
+      .selectFrom('payments')
+      .select(['id', 'status'])
+      .where('id', 'in', ids)
+      .execute()
+    const jobs = await live.t.db
+      .selectFrom('jobs')
+      .select(['payment_id', 'kind'])
+      .where('payment_id', 'in', ids)
+      .execute()
+    const tally: Record<string, number> = {}
+    for (const row of rows) {
+      const o = outcomes.get(row.id)!
+      const label = `${row.id}: ${JSON.stringify({ ...o, status: row.status })}`
+      expect([o.confirm === 200, o.cancel === 200, o.swept === true].filter(Boolean), label).toHaveLength(1)
+      const expected = o.confirm === 200 ? 'processing' : o.cancel === 200 ? 'cancelled' : 'expired'
+      expect(row.status, label).toBe(expected)
+      tally[expected] = (tally[expected] ?? 0) + 1
+      // A losing confirm rolled its job back with it; a winning one queued exactly one relay.
+      expect(
+        jobs.filter((j) => j.payment_id === row.id).map((j) => j.kind),
+        label,
+      ).toEqual(o.confirm === 200 ? [evmJobKinds.relay] : [])
+    }
+    console.info(`live three-way race over ${payments} payments:`, tally)
+
+    // The confirmed ones finish, each moving the buyer's money exactly once.
+    const before = await live.balance(payer.address)
+    const confirmed = rows.filter((r) => r.status === 'processing').map((r) => r.id)
+    live.startRunner()
+    let expectedDebit = 0n
+    for (const id of confirmed) {
+      expect((await live.waitFinal(id)).status).toBe('succeeded')
+      expectedDebit += usdcUnits((200 + ids.indexOf(id)) / 100)
+    }
+    expect(before - (await live.balance(payer.address))).toBe(expectedDebit)
   })
 })

@@ -440,13 +440,13 @@ async function paySolana(i: number): Promise<Paid> {
 type Trigger = 'job claimed' | 'transaction recorded' | 'settlement running' | 'random moment'
 const triggers: Trigger[] = ['job claimed', 'transaction recorded', 'settlement running', 'random moment']
 
-async function moment(trigger: Trigger, stopWaiting: () => boolean): Promise<boolean> {
+async function moment(trigger: Trigger): Promise<boolean> {
   if (trigger === 'random moment') {
     await sleep(200 + random() * 1500)
     return true
   }
   const deadline = Date.now() + 6_000
-  while (Date.now() < deadline && !stopWaiting()) {
+  while (Date.now() < deadline) {
     let hit = false
     if (trigger === 'job claimed') {
       hit = !!(await pg.db.selectFrom('jobs').select('id').where('state', '=', 'running').executeTakeFirst())
@@ -477,6 +477,44 @@ async function leasesRunOut(): Promise<number> {
     .where('state', '=', 'running')
     .executeTakeFirst()
   return Number(result.numUpdatedRows)
+}
+
+/** Everything the database knows about these payments, for a failure message. */
+async function explain(which: readonly Paid[]): Promise<string> {
+  if (which.length === 0) return ''
+  const ids = which.map((p) => p.paymentId)
+  const rows = await pg.db
+    .selectFrom('payments')
+    .select(['id', 'status', 'failure_code', 'tx_id', 'settlement_status'])
+    .where('id', 'in', ids)
+    .execute()
+  const jobs = await pg.db
+    .selectFrom('jobs')
+    .select(['payment_id', 'kind', 'state', 'attempts', 'result', 'last_error'])
+    .where('payment_id', 'in', ids)
+    .execute()
+  const evmTxs = await pg.db
+    .selectFrom('evm_transactions')
+    .select(['payment_id', 'purpose', 'nonce', 'hash', 'status'])
+    .where('payment_id', 'in', ids)
+    .execute()
+  const solTxs = await pg.db
+    .selectFrom('solana_transactions')
+    .select(['payment_id', 'purpose', 'signature', 'state', 'error', 'send_count'])
+    .where('payment_id', 'in', ids)
+    .execute()
+  return JSON.stringify(
+    {
+      kinds: which.map((p) => [p.paymentId, p.kind]),
+      rows,
+      jobs,
+      evmTxs,
+      solTxs,
+      log: server.log.slice(-6000),
+    },
+    null,
+    1,
+  )
 }
 
 const finalStatuses = new Set(['succeeded', 'failed', 'cancelled', 'expired'])
@@ -534,24 +572,27 @@ describe(`crash safety (seed ${seed})`, () => {
     const schedule: string[] = []
     for (let k = 0; k < kills; k++) {
       const trigger = triggers[Math.floor(random() * triggers.length)]!
-      // Once nobody is paying any more, only settlements and late steps are left to cut.
-      const hit = await moment(trigger, () => false)
+      const hit = await moment(trigger)
+      const phase = paying ? 'while buyers pay' : 'after the last confirm'
       await server.kill()
       const released = await leasesRunOut()
-      schedule.push(`${trigger}${hit ? '' : ' (timed out)'}: released ${released}`)
+      schedule.push(`${trigger}${hit ? '' : ' (timed out)'} ${phase}: released ${released} claims`)
       // Down for a moment: clients retry against a closed port.
       await sleep(random() * 300)
       await server.start()
       await sleep(200 + random() * 800)
     }
     const paid = await paidAll
-    console.info(`kills: ${schedule.join('; ')}; payments still being made at the end: ${paying}`)
+    console.info(`kills: ${schedule.join('; ')}`)
     const views = await waitSettled(paid, 90_000)
     expect(problems).toEqual([])
 
     // Every payment succeeded: a crash may delay a payment, never fail or lose it.
     const statuses = paid.map((p) => [p.paymentId, views.get(p.paymentId).status])
-    expect(statuses).toEqual(paid.map((p) => [p.paymentId, 'succeeded']))
+    expect(
+      statuses,
+      await explain(paid.filter((p) => views.get(p.paymentId).status !== 'succeeded')),
+    ).toEqual(paid.map((p) => [p.paymentId, 'succeeded']))
 
     // --- The database: one landed transaction per (payment, purpose), every job done, no duplicates.
     const ids = paid.map((p) => p.paymentId)

@@ -27,11 +27,11 @@ export interface SendOnceParameters {
  * Sends the executor's transaction for (payment, purpose) at most once.
  *
  * Under a per-executor lock (a PostgreSQL advisory lock, so instances on one database serialise too):
- * a transaction recorded earlier is looked up on the chain first (mined or pending: that is the one;
- * unknown to the node: broadcast the same signed bytes again, unless its nonce has since been used by
- * another transaction, in which case it can never land and a new one is due). Only then is a new
- * transaction signed with the pending nonce, recorded, and broadcast, in that order: a crash between
- * any two steps leaves a row that the next attempt finds.
+ * a transaction recorded as succeeded is the one; one recorded as sent is looked up on the chain first
+ * (mined or pending: that is the one; unknown to the node: broadcast the same signed bytes again, unless
+ * its nonce has since been used by another transaction, in which case it can never land and a new one is
+ * due). Only then is a new transaction signed with the pending nonce, recorded, and broadcast, in that
+ * order: a crash between any two steps leaves a row that the next attempt finds.
  */
 export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row: EvmTransactionRow }> {
   const { db, chain } = p
@@ -41,10 +41,14 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
       .selectAll()
       .where('payment_id', '=', p.paymentId)
       .where('purpose', '=', p.purpose)
-      .where('status', '=', 'sent')
+      .where('status', 'in', ['sent', 'succeeded'])
       .orderBy('id', 'desc')
       .execute()
     for (const row of prior) {
+      // Landed and recorded, but the caller died before its own next write (the payment row): that
+      // transaction is the step. Signing anew would pay twice (or, for a relay, fail a paid payment
+      // because its authorization is already used).
+      if (row.status === 'succeeded') return { hash: row.hash as Hash, row }
       if ((await chainState(chain, row.hash as Hash)) !== 'unknown') return { hash: row.hash as Hash, row }
       const used = await chain.publicClient.getTransactionCount({
         address: chain.executor.address,
