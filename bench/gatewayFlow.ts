@@ -4,7 +4,7 @@
  *   options (one EVM account) -> fetch -> confirm (a 65-byte hex signature, Idempotency-Key) -> status
  *   until final.
  * Test mode accepts form-valid results, so nothing is signed for real and no chain is touched: what is
- * measured is the service. Payments are created before the clock starts (creation is measured apart).
+ * measured is the service. The payments are created beforehand (creation is measured apart).
  * Runs in its own process (`runGatewayFlow` forks it).
  */
 import { randomBytes } from 'node:crypto'
@@ -14,14 +14,11 @@ import { percentile } from './load.js'
 
 export interface GatewayFlowSpec {
   url: string
-  /** Partner key + merchant: to create the payments beforehand. */
-  apiKey: string
-  merchantId: string
   /** Wallet-role key the wallets use. */
   walletKey: string
   wallets: number
-  /** Measured payments (after `warmup` unmeasured ones). */
-  payments: number
+  /** Payments to pay, created beforehand: the first `warmup` ones unmeasured, then the measured ones. */
+  paymentIds: string[]
   warmup: number
 }
 
@@ -54,25 +51,8 @@ interface StatusAnswer {
 const now = () => Number(process.hrtime.bigint()) / 1e6
 
 async function gatewayFlow(spec: GatewayFlowSpec): Promise<GatewayFlowResult> {
-  const total = spec.payments + spec.warmup
-  const merchant = jsonClient(spec.url, { 'api-key': spec.apiKey, 'merchant-id': spec.merchantId }, 8)
-  const ids: string[] = new Array(total)
-  let next = 0
-  await Promise.all(
-    Array.from({ length: 8 }, async () => {
-      while (next < total) {
-        const n = next++
-        const res = await merchant.request<{ paymentId: string }>('POST', '/v1/payments', {
-          referenceId: `flow-${n}`,
-          amount: { unit: 'iso4217/USD', value: '1250' },
-        })
-        if (res.status !== 201) throw new Error(`create payment: ${res.status} ${JSON.stringify(res.body)}`)
-        ids[n] = res.body.paymentId
-      }
-    }),
-  )
-  merchant.close()
-
+  const warmupIds = spec.paymentIds.slice(0, spec.warmup)
+  const measuredIds = spec.paymentIds.slice(spec.warmup)
   const steps = {
     options: [] as number[],
     fetch: [] as number[],
@@ -129,7 +109,8 @@ async function gatewayFlow(spec: GatewayFlowSpec): Promise<GatewayFlowResult> {
     steps.status.push(t4 - t3)
   }
 
-  const run = async (queue: string[], record: boolean) => {
+  const run = async (ids: readonly string[], record: boolean) => {
+    const queue = [...ids].reverse()
     await Promise.all(
       Array.from({ length: spec.wallets }, async () => {
         const wallet = jsonClient(spec.url, { 'api-key': spec.walletKey })
@@ -139,9 +120,9 @@ async function gatewayFlow(spec: GatewayFlowSpec): Promise<GatewayFlowResult> {
       }),
     )
   }
-  await run(ids.slice(spec.payments), false)
+  await run(warmupIds, false)
   const started = now()
-  await run(ids.slice(0, spec.payments), true)
+  await run(measuredIds, true)
   const seconds = (now() - started) / 1000
 
   const median = (xs: number[]) =>
@@ -151,11 +132,11 @@ async function gatewayFlow(spec: GatewayFlowSpec): Promise<GatewayFlowResult> {
     )
   latencies.sort((a, b) => a - b)
   return {
-    paymentsPerSecond: spec.payments / seconds,
+    paymentsPerSecond: measuredIds.length / seconds,
     p50: percentile(latencies, 0.5),
     p99: percentile(latencies, 0.99),
-    requestsPerPayment: requests / spec.payments,
-    payments: spec.payments,
+    requestsPerPayment: requests / measuredIds.length,
+    payments: measuredIds.length,
     wallets: spec.wallets,
     steps: {
       options: median(steps.options),

@@ -39,6 +39,8 @@ export interface LoadResult {
   errors: number
   timeouts: number
   durationS: number
+  /** CPU milliseconds the load generator itself used in the measured run. */
+  cpuMs: number
 }
 
 export interface ProbeTarget {
@@ -105,7 +107,9 @@ function cannon(spec: LoadSpec, durationS: number): Promise<autocannon.Result> {
 
 async function load(spec: LoadSpec): Promise<LoadResult> {
   if (spec.warmupS) await cannon(spec, spec.warmupS)
+  const cpu = process.cpuUsage()
   const r = await cannon(spec, spec.durationS)
+  const used = process.cpuUsage(cpu)
   const ok = r['2xx']
   return {
     rps: ok / r.duration,
@@ -118,6 +122,7 @@ async function load(spec: LoadSpec): Promise<LoadResult> {
     errors: r.errors,
     timeouts: r.timeouts,
     durationS: r.duration,
+    cpuMs: (used.user + used.system) / 1000,
   }
 }
 

@@ -4,6 +4,7 @@
  * removed at the end.
  */
 import { randomBytes } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -18,6 +19,8 @@ export interface BenchCluster {
   /** A new empty database; its connection string. */
   createDatabase(name: string): Promise<string>
   dropDatabase(url: string): Promise<void>
+  /** The postmaster's process id when the cluster runs on this machine (for CPU accounting). */
+  postmasterPid: number | undefined
   /** Runs one statement on the maintenance database. */
   admin<T extends pg.QueryResultRow = pg.QueryResultRow>(sql: string): Promise<pg.QueryResult<T>>
   /** Drops what it created, stops the embedded cluster, removes its directory. */
@@ -55,10 +58,17 @@ export async function openBenchCluster(): Promise<BenchCluster> {
     return url.toString()
   }
   const version = (await admin<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version
+  // Read while the session is open: its backend process exits with it.
+  const session = new pg.Client({ connectionString: adminUrl })
+  await session.connect()
+  const backend = (await session.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid
+  const postmasterPid = parentOf(backend)
+  await session.end()
 
   return {
     description: external ? `DATABASE_URL (${new URL(external).host})` : `embedded PostgreSQL ${version}`,
     version,
+    postmasterPid,
     async createDatabase(name) {
       const database = `${name}${suffix}`
       await admin(`DROP DATABASE IF EXISTS ${database}`)
@@ -81,5 +91,16 @@ export async function openBenchCluster(): Promise<BenchCluster> {
       await stopEmbedded?.()
       if (dataDir) await fs.rm(dataDir, { recursive: true, force: true })
     },
+  }
+}
+
+/** The parent of a (local) backend is the postmaster; undefined when the cluster is elsewhere. */
+function parentOf(pid: number): number | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const ppid = Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[1])
+    return Number.isInteger(ppid) && ppid > 1 ? ppid : undefined
+  } catch {
+    return undefined
   }
 }

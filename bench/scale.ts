@@ -270,8 +270,14 @@ export function scaleEndpoints(data: ScaleData): ScaleEndpoint[] {
     },
     {
       name: 'merchant_list_status',
-      label: 'GET /v1/merchants/payments?status=cancelled',
+      label: 'GET /v1/merchants/payments?status=cancelled (smallest merchant)',
       paths: [q('/v1/merchants/payments', { status: 'cancelled' })],
+      headers: { ...merchant, 'merchant-id': data.merchantIds.at(-1)! },
+    },
+    {
+      name: 'merchant_list_statuses',
+      label: 'GET /v1/merchants/payments?status=processing&status=failed',
+      paths: ['/v1/merchants/payments?status=processing&status=failed'],
       headers: merchant,
     },
   ]
@@ -284,8 +290,14 @@ export interface PlanSummary {
   rows: number
   sharedHit: number
   sharedRead: number
+  /** Rows of `payments` read and thrown away by a filter, and rows fed into sorts. */
+  filtered: number
+  sorted: number
   executionMs: number
-  /** A sequential scan or an explicit sort of `payments`: not keyset-friendly at scale. */
+  /**
+   * Not keyset-friendly: a sequential scan of `payments`, or more than `wasteLimit` rows filtered out or
+   * sorted for one page, a cost that grows with the table rather than with the page.
+   */
   suspicious: boolean
 }
 
@@ -299,19 +311,27 @@ interface PlanNode {
   'Relation Name'?: string
   'Index Name'?: string
   'Actual Rows'?: number
+  'Actual Loops'?: number
+  'Rows Removed by Filter'?: number
   'Shared Hit Blocks'?: number
   'Shared Read Blocks'?: number
   Plans?: PlanNode[]
 }
 
-function describe(node: PlanNode): string[] {
-  const self = [
+/** Ten pages' worth. */
+const wasteLimit = 500
+
+function walk(node: PlanNode, visit: (node: PlanNode) => void): void {
+  visit(node)
+  for (const child of node.Plans ?? []) walk(child, visit)
+}
+
+function label(node: PlanNode): string {
+  return [
     node['Node Type'],
     node['Index Name'] ? ` using ${node['Index Name']}` : '',
     node['Relation Name'] ? ` on ${node['Relation Name']}` : '',
   ].join('')
-  const children = (node.Plans ?? []).flatMap(describe)
-  return [self, ...children]
 }
 
 /**
@@ -365,15 +385,32 @@ async function explain(pool: pg.Pool, sql: string, parameters: readonly unknown[
     )
     await client.query('ROLLBACK')
     const root = rows[0]!['QUERY PLAN'][0]
-    const nodes = describe(root.Plan)
+    const nodes: string[] = []
+    let filtered = 0
+    let sorted = 0
+    let seqScan = false
+    walk(root.Plan, (node) => {
+      nodes.push(label(node))
+      const loops = node['Actual Loops'] ?? 1
+      if (node['Relation Name'] === 'payments') {
+        filtered += (node['Rows Removed by Filter'] ?? 0) * loops
+        if (node['Node Type'] === 'Seq Scan') seqScan = true
+      }
+      if (/Sort$/.test(node['Node Type'])) {
+        for (const child of node.Plans ?? [])
+          sorted += (child['Actual Rows'] ?? 0) * (child['Actual Loops'] ?? 1)
+      }
+    })
     return {
       sql: sql.replace(/\s+/g, ' '),
       nodes: nodes.join(' > '),
       rows: root.Plan['Actual Rows'] ?? 0,
       sharedHit: root.Plan['Shared Hit Blocks'] ?? 0,
       sharedRead: root.Plan['Shared Read Blocks'] ?? 0,
+      filtered,
+      sorted,
       executionMs: root['Execution Time'],
-      suspicious: nodes.some((n) => /^(Seq Scan on payments|Sort|Bitmap Heap Scan on payments)/.test(n)),
+      suspicious: seqScan || filtered > wasteLimit || sorted > wasteLimit,
     }
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {})

@@ -16,6 +16,7 @@ import {
   type Hash,
   type Hex,
   http,
+  type LocalAccount,
   toHex,
 } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
@@ -276,4 +277,31 @@ export function authorizationTypedData(p: AuthorizationParameters) {
       nonce: p.nonce ?? toHex(randomBytes(32)),
     },
   }
+}
+
+/** EIP-3009 typed data in its JSON form: what `authorizationTypedData` returns, or a server's option. */
+export interface AuthorizationTypedDataJson {
+  types: Record<string, readonly { name: string; type: string }[]>
+  primaryType: string
+  domain: Record<string, unknown>
+  message: Record<string, unknown> & { value: string; validAfter: string; validBefore: string }
+}
+
+/**
+ * Signs that JSON form with a bare key, as a wallet would: viem wants the uints back as bigints and no
+ * `EIP712Domain` among the types (it derives that from the domain).
+ */
+export function signAuthorization(account: LocalAccount, typed: AuthorizationTypedDataJson): Promise<Hex> {
+  const { EIP712Domain: _, ...types } = typed.types
+  return account.signTypedData({
+    domain: typed.domain,
+    types,
+    primaryType: typed.primaryType,
+    message: {
+      ...typed.message,
+      value: BigInt(typed.message.value),
+      validAfter: BigInt(typed.message.validAfter),
+      validBefore: BigInt(typed.message.validBefore),
+    },
+  } as Parameters<LocalAccount['signTypedData']>[0])
 }

@@ -12,7 +12,6 @@ import {
 } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { isPayError, type PayError } from '../../src/errors/PayError.js'
 import {
   type AnvilInstance,
   anvilChain,
@@ -22,6 +21,7 @@ import {
   mintTestToken,
   startAnvil,
 } from '../../test/anvil.js'
+import { expectPayError } from '../../test/expectPayError.js'
 import { type Eip1193Provider, evmSigner } from './index.js'
 
 const key = anvilPrivateKeys[6]
@@ -108,16 +108,6 @@ function signerFor(wallet: TinyWallet, chains: readonly AnvilInstance[] = [home,
     accounts: chains.map((c) => `${c.caip2}:${owner.address}`),
     pollingInterval: 50,
   })
-}
-
-async function expectPayError(promise: Promise<unknown>, code: PayError['code']): Promise<PayError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  )
-  expect(isPayError(error), String(error)).toBe(true)
-  expect((error as PayError).code).toBe(code)
-  return error as PayError
 }
 
 describe('evmSigner over an EIP-1193 provider', () => {

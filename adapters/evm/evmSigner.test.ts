@@ -18,7 +18,6 @@ import {
 import { privateKeyToAccount, toAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { testUsdcAbi } from '../../fixtures/token/index.js'
-import { isPayError, type PayError } from '../../src/errors/PayError.js'
 import {
   type AnvilInstance,
   anvilChain,
@@ -28,6 +27,7 @@ import {
   mintTestToken,
   startAnvil,
 } from '../../test/anvil.js'
+import { expectPayError } from '../../test/expectPayError.js'
 import { evmSigner } from './index.js'
 
 const payerKey = anvilPrivateKeys[1]
@@ -77,16 +77,6 @@ function payerSigner() {
 
 const balanceOf = (owner: Address) =>
   reader.readContract({ address: token, abi: testUsdcAbi, functionName: 'balanceOf', args: [owner] })
-
-async function expectPayError(promise: Promise<unknown>, code: PayError['code']): Promise<PayError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  )
-  expect(isPayError(error), String(error)).toBe(true)
-  expect((error as PayError).code).toBe(code)
-  return error as PayError
-}
 
 describe('evmSigner with a local account', () => {
   it('advertises its address on every configured chain', () => {

@@ -20,7 +20,3 @@ export function assertEvmMethod(method: string): asserts method is EvmMethod {
     })
   }
 }
-
-export function isTypedDataMethod(method: EvmMethod): boolean {
-  return method.startsWith('eth_signTypedData')
-}

@@ -31,8 +31,6 @@ export interface RpcTransaction {
   chainId?: Hex
 }
 
-export const typedDataMethods = ['eth_signTypedData_v4', 'eth_signTypedData_v3', 'eth_signTypedData'] as const
-
 /**
  * `[address, typedData]`. v4 carries the typed data as a JSON string; v3 and the unversioned
  * method also arrive as objects, and some dapps put the address second, so both orders are read.

@@ -1,5 +1,6 @@
 import { type Keypair, VersionedTransaction } from '@solana/web3.js'
 import type { ActionInspection, Signer, SignerRequest } from '../../src/actions/types.js'
+import { abortable } from '../../src/errors/abort.js'
 import { PayError } from '../../src/errors/PayError.js'
 import { encodeBase64 } from './base64.js'
 import {
@@ -162,14 +163,12 @@ function fromWalletStandard(options: SolanaWalletStandardSignerOptions): {
     const walletChain = walletChainFor(chainId)
     let outputs: readonly { signedTransaction: Uint8Array }[]
     try {
-      outputs = await abortable(
-        feature.signTransaction({
-          account,
-          transaction: decoded.bytes.slice(),
-          ...(walletChain ? { chain: walletChain } : {}),
-        }),
-        signal,
-      )
+      const signing = feature.signTransaction({
+        account,
+        transaction: decoded.bytes.slice(),
+        ...(walletChain ? { chain: walletChain } : {}),
+      })
+      outputs = await (signal ? abortable(signing, signal, () => signingAborted(signal)) : signing)
     } catch (error) {
       if (error instanceof PayError) throw error
       if (isUserRejection(error)) {
@@ -252,28 +251,10 @@ function validateChains(chains: readonly string[]): string[] {
   return [...new Set(chains)]
 }
 
-function throwIfAborted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) {
-    throw new PayError({ code: 'aborted', message: 'Signing was aborted.', cause: signal.reason })
-  }
+function signingAborted(signal: AbortSignal): PayError {
+  return new PayError({ code: 'aborted', message: 'Signing was aborted.', cause: signal.reason })
 }
 
-function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise
-  throwIfAborted(signal)
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () =>
-      reject(new PayError({ code: 'aborted', message: 'Signing was aborted.', cause: signal.reason }))
-    signal.addEventListener('abort', onAbort, { once: true })
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort)
-        resolve(value)
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort)
-        reject(error)
-      },
-    )
-  })
+function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw signingAborted(signal)
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest'
 import type { SignerRequest } from '../../src/actions/types.js'
-import { isPayError, type PayError } from '../../src/errors/PayError.js'
+import { expectPayError } from '../../test/expectPayError.js'
 import type { WalletConnectRequestParams, WalletConnectSession } from './types.js'
 import { walletConnectSigner, walletConnectSigners } from './walletConnectSigner.js'
 
@@ -62,15 +62,6 @@ const personalSign: SignerRequest = {
   chainId: 'eip155:1',
   method: 'personal_sign',
   params: ['0x68690a', address],
-}
-
-async function rejection(promise: Promise<unknown>): Promise<PayError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  )
-  if (!isPayError(error)) throw new Error(`expected a PayError, got ${String(error)}`)
-  return error
 }
 
 describe('walletConnectSigner: what the session approved', () => {
@@ -147,13 +138,13 @@ describe('walletConnectSigner: request', () => {
   it('sends nothing for a chain, namespace or per-chain method the session did not approve', async () => {
     const client = fakeClient()
     const signer = walletConnectSigner({ client, topic, namespace: 'eip155' })
-    const chain = await rejection(signer.request({ ...personalSign, chainId: 'eip155:8453' }))
+    const chain = await expectPayError(signer.request({ ...personalSign, chainId: 'eip155:8453' }))
     expect(chain.code).toBe('action_rejected')
     expect(chain.context.approvedChains).toEqual(['eip155:1', 'eip155:10'])
-    const otherNamespace = await rejection(signer.request({ ...personalSign, chainId: solanaChain }))
+    const otherNamespace = await expectPayError(signer.request({ ...personalSign, chainId: solanaChain }))
     expect(otherNamespace.code).toBe('action_rejected')
     // personal_sign is approved on eip155:1 only.
-    const method = await rejection(signer.request({ ...personalSign, chainId: 'eip155:10' }))
+    const method = await expectPayError(signer.request({ ...personalSign, chainId: 'eip155:10' }))
     expect(method.code).toBe('unsupported_method')
     expect(method.context.approvedMethods).toEqual(['eth_signTypedData_v4'])
     expect(client.calls).toEqual([])
@@ -163,9 +154,9 @@ describe('walletConnectSigner: request', () => {
     const client = fakeClient()
     const signer = walletConnectSigner({ client, topic, namespace: 'eip155' })
     client.replaceSession(session({ expiry: Math.floor(Date.now() / 1000) - 1 }))
-    expect((await rejection(signer.request(personalSign))).code).toBe('signer_failed')
+    expect((await expectPayError(signer.request(personalSign))).code).toBe('signer_failed')
     client.replaceSession(undefined)
-    expect((await rejection(signer.request(personalSign))).code).toBe('signer_failed')
+    expect((await expectPayError(signer.request(personalSign))).code).toBe('signer_failed')
     expect(client.calls).toEqual([])
   })
 })
@@ -201,7 +192,7 @@ describe('walletConnectSigner: Solana shapes', () => {
 
   it('refuses a detached signature', async () => {
     const client = fakeClient(session(), async () => ({ signature: '5sig' }))
-    const error = await rejection(
+    const error = await expectPayError(
       walletConnectSigner({ client, topic, namespace: 'solana' }).request(request),
     )
     expect(error.code).toBe('action_rejected')
@@ -214,7 +205,7 @@ describe('walletConnectSigner: Solana shapes', () => {
     ['an object', { ok: true }],
   ])('refuses %s as a result', async (_, answer) => {
     const client = fakeClient(session(), async () => answer)
-    const error = await rejection(
+    const error = await expectPayError(
       walletConnectSigner({ client, topic, namespace: 'solana' }).request(request),
     )
     expect(error.code).toBe('action_rejected')
@@ -224,7 +215,7 @@ describe('walletConnectSigner: Solana shapes', () => {
 describe('walletConnectSigner: wallet errors', () => {
   it.each([4001, 5000, 5001, 5002, 5003])('maps code %i to user_rejected', async (code) => {
     const client = fakeClient(session(), () => Promise.reject({ code, message: 'User rejected.' }))
-    const error = await rejection(
+    const error = await expectPayError(
       walletConnectSigner({ client, topic, namespace: 'eip155' }).request(personalSign),
     )
     expect(error.code).toBe('user_rejected')
@@ -234,7 +225,7 @@ describe('walletConnectSigner: wallet errors', () => {
 
   it.each([4200, 5101])('maps code %i to unsupported_method', async (code) => {
     const client = fakeClient(session(), () => Promise.reject({ code, message: 'Unsupported methods.' }))
-    const error = await rejection(
+    const error = await expectPayError(
       walletConnectSigner({ client, topic, namespace: 'eip155' }).request(personalSign),
     )
     expect(error.code).toBe('unsupported_method')
@@ -245,13 +236,13 @@ describe('walletConnectSigner: wallet errors', () => {
       Promise.reject({ code: -32000, message: 'insufficient funds' }),
     )
     const signer = walletConnectSigner({ client, topic, namespace: 'eip155' })
-    const coded = await rejection(signer.request(personalSign))
+    const coded = await expectPayError(signer.request(personalSign))
     expect(coded.code).toBe('action_rejected')
     expect(coded.context.rpcCode).toBe(-32000)
     expect(coded.details).toBe('insufficient funds')
 
     const relayDown = fakeClient(session(), () => Promise.reject(new Error('Failed to publish payload')))
-    const uncoded = await rejection(
+    const uncoded = await expectPayError(
       walletConnectSigner({ client: relayDown, topic, namespace: 'eip155' }).request(personalSign),
     )
     expect(uncoded.code).toBe('action_rejected')
@@ -264,7 +255,7 @@ describe('walletConnectSigner: abort and timeout', () => {
   it('sends nothing when the signal is already aborted', async () => {
     const client = fakeClient()
     const signal = AbortSignal.abort()
-    const error = await rejection(
+    const error = await expectPayError(
       walletConnectSigner({ client, topic, namespace: 'eip155' }).request({ ...personalSign, signal }),
     )
     expect(error.code).toBe('aborted')
@@ -281,7 +272,7 @@ describe('walletConnectSigner: abort and timeout', () => {
     })
     await vi.waitFor(() => expect(client.calls).toHaveLength(1))
     controller.abort(new Error('user left'))
-    const error = await rejection(pending)
+    const error = await expectPayError(pending)
     expect(error.code).toBe('aborted')
     expect(error.context.sent).toBe(true)
     answerLate({ code: 4001, message: 'too late' })
@@ -305,7 +296,7 @@ describe('walletConnectSigner: abort and timeout', () => {
         namespace: 'eip155',
         requestTimeoutMs: 30 * 86_400_000,
       })
-      const pending = rejection(signer.request(personalSign))
+      const pending = expectPayError(signer.request(personalSign))
       await vi.advanceTimersByTimeAsync(7 * 86_400_000 - 1)
       expect(vi.getTimerCount()).toBe(1)
       await vi.advanceTimersByTimeAsync(1)
@@ -319,10 +310,10 @@ describe('walletConnectSigner: abort and timeout', () => {
   it('gives up after requestTimeoutMs: signer_failed, or action_in_doubt for a transaction', async () => {
     const silent = fakeClient(session(), () => new Promise(() => {}))
     const signer = walletConnectSigner({ client: silent, topic, namespace: 'eip155', requestTimeoutMs: 20 })
-    const signature = await rejection(signer.request(personalSign))
+    const signature = await expectPayError(signer.request(personalSign))
     expect(signature.code).toBe('signer_failed')
     expect(signature.context.timeoutMs).toBe(20)
-    const send = await rejection(
+    const send = await expectPayError(
       signer.request({ chainId: 'eip155:1', method: 'eth_sendTransaction', params: [{ from: address }] }),
     )
     expect(send.code).toBe('action_in_doubt')

@@ -1,4 +1,3 @@
-import type * as z from 'zod/mini'
 import { DeletedResponse } from './common.js'
 import { endpoint } from './endpoint.js'
 import { gatewayEndpoints } from './gatewayEndpoints.js'

@@ -91,8 +91,15 @@ export const PaymentListItem = z.object({
 export type PaymentListItem = z.infer<typeof PaymentListItem>
 
 const statusFilter = z.optional(z.union([PaymentStatus, z.array(PaymentStatus).check(z.maxLength(6))]))
+/**
+ * 9999-12-31T23:59:59Z. Far larger values reached PostgreSQL as an invalid Date, a 500; no payment is
+ * created that late, so the bound filters nothing out.
+ */
+const maxFilterTs = 253_402_300_799
 const tsFilter = z.optional(
-  z.coerce.number().check(z.refine(Number.isInteger, 'Expected unix seconds.'), z.minimum(0)),
+  z.coerce
+    .number()
+    .check(z.refine(Number.isInteger, 'Expected unix seconds.'), z.minimum(0), z.maximum(maxFilterTs)),
 )
 
 const paymentListFilters = {

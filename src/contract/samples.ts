@@ -266,7 +266,13 @@ export const samples: Sample[] = [
       { status: ['succeeded', 'failed'], startTs: '1', endTs: '2', limit: '200', merchantId: 'mrch_1' },
       { status: 'succeeded' },
     ],
-    [{ limit: '201' }, { status: 'paid' }, { startTs: '-1' }, { referenceId: 'a_b' }],
+    [
+      { limit: '201' },
+      { status: 'paid' },
+      { startTs: '-1' },
+      { endTs: '253402300800' },
+      { referenceId: 'a_b' },
+    ],
   ],
   [
     'PaymentListResponse',

@@ -1,6 +1,7 @@
 import { isPayError, PayError } from './PayError.js'
 
-// Shared by the HTTP client and the payment flow: one notion of "stopped by an AbortSignal".
+// Shared by the HTTP client, the payment flow and the Solana signer: one notion of "stopped by an
+// AbortSignal".
 
 const flowAborted = 'The payment flow was aborted.'
 
@@ -16,12 +17,21 @@ export function throwIfAborted(signal: AbortSignal | undefined, message = flowAb
 
 /**
  * Settles with `promise`, or rejects as soon as `signal` aborts: local work stops at once even when
- * the callee (a signer, a host callback) ignores the signal.
+ * the callee (a signer, a host callback) ignores the signal. `error` lets a signer say what stopped in
+ * its own words.
  */
-export function abortable<T>(promise: Promise<T> | T, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(abortError(signal))
+export function abortable<T>(
+  promise: Promise<T> | T,
+  signal: AbortSignal,
+  error: () => PayError = () => abortError(signal),
+): Promise<T> {
+  if (signal.aborted) {
+    // The abandoned work may still reject later; nobody awaits it any more, so keep that quiet.
+    Promise.resolve(promise).catch(() => undefined)
+    return Promise.reject(error())
+  }
   return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(abortError(signal))
+    const onAbort = () => reject(error())
     signal.addEventListener('abort', onAbort, { once: true })
     Promise.resolve(promise).then(
       (value) => {

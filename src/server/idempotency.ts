@@ -50,21 +50,20 @@ export async function runIdempotent<T>(options: {
 }): Promise<IdempotentOutcome<T>> {
   const { db, auth, key, now } = options
   const expiresAt = new Date(now.getTime() + options.ttlSeconds * 1000)
+  const scope = { partner_id: auth.partnerId, mode: auth.mode, key }
+  const fresh = {
+    fingerprint: options.fingerprint,
+    state: 'in_flight' as const,
+    response_status: null,
+    response_body: null,
+    response_headers: null,
+    locked_until: expiresAt,
+    created_at: now,
+    expires_at: expiresAt,
+  }
   await db
     .insertInto('idempotency_keys')
-    .values({
-      partner_id: auth.partnerId,
-      mode: auth.mode,
-      key,
-      fingerprint: options.fingerprint,
-      state: 'in_flight',
-      response_status: null,
-      response_body: null,
-      response_headers: null,
-      locked_until: expiresAt,
-      created_at: now,
-      expires_at: expiresAt,
-    })
+    .values({ ...scope, ...fresh })
     .onConflict((oc) => oc.columns(['partner_id', 'mode', 'key']).doNothing())
     .execute()
 
@@ -100,30 +99,8 @@ export async function runIdempotent<T>(options: {
       // Expired (or swept between our insert and select): the key starts a new life.
       await trx
         .insertInto('idempotency_keys')
-        .values({
-          partner_id: auth.partnerId,
-          mode: auth.mode,
-          key,
-          fingerprint: options.fingerprint,
-          state: 'in_flight',
-          response_status: null,
-          response_body: null,
-          response_headers: null,
-          locked_until: expiresAt,
-          created_at: now,
-          expires_at: expiresAt,
-        })
-        .onConflict((oc) =>
-          oc.columns(['partner_id', 'mode', 'key']).doUpdateSet({
-            fingerprint: options.fingerprint,
-            state: 'in_flight',
-            response_status: null,
-            response_body: null,
-            created_at: now,
-            expires_at: expiresAt,
-            locked_until: expiresAt,
-          }),
-        )
+        .values({ ...scope, ...fresh })
+        .onConflict((oc) => oc.columns(['partner_id', 'mode', 'key']).doUpdateSet(fresh))
         .execute()
     } else if (record.fingerprint !== options.fingerprint) {
       fail('idempotency_conflict', 'This Idempotency-Key was used with a different request.')

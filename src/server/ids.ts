@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
-import type { KeyRole, Mode } from './store/schema.js'
+import type { Mode } from './store/schema.js'
 
 const base62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 
@@ -54,5 +54,3 @@ export function modeOfAppId(appId: string): Mode | undefined {
 export function sha256Hex(text: string): string {
   return createHash('sha256').update(text).digest('hex')
 }
-
-export const keyRoles: readonly KeyRole[] = ['partner', 'wallet']

@@ -20,7 +20,14 @@ export function decodeCursor(text: string): Cursor {
       typeof value[1] === 'string'
     ) {
       const createdAt = new Date(value[0])
-      if (!Number.isNaN(createdAt.getTime())) return { createdAt, id: value[1] }
+      // encodeCursor writes a stored timestamp as toISOString(), a four-digit year. A date that is not
+      // (year 200000 BC, say) was never issued here, and PostgreSQL would refuse it with a 500.
+      if (
+        !Number.isNaN(createdAt.getTime()) &&
+        createdAt.toISOString() === value[0] &&
+        /^\d{4}-/.test(value[0])
+      )
+        return { createdAt, id: value[1] }
     }
   } catch {
     // falls through to the validation error

@@ -4,7 +4,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { testUsdcAbi } from '../../fixtures/token/index.js'
 import type { Fetch } from '../../src/client/http.js'
 import { createPayClient } from '../../src/pay/createPayClient.js'
-import { anvilPrivateKeys, authorizationTypedData, deployTestToken, mintTestToken } from '../anvil.js'
+import {
+  anvilPrivateKeys,
+  authorizationTypedData,
+  deployTestToken,
+  mintTestToken,
+  signAuthorization,
+} from '../anvil.js'
 import { type Buyer, createEvmEnv, type EvmEnv, isKind, usdc } from './support.js'
 
 let env: EvmEnv
@@ -175,20 +181,7 @@ describe('rejected gasless payments move no funds', () => {
     const { paymentId } = await env.pay('100')
     const option = await gaslessOption(paymentId)
     const forger = privateKeyToAccount(anvilPrivateKeys[7])
-    const typed = typedDataOf(option)
-    const { EIP712Domain: _, ...types } = typed.types
-    const signature = await forger.signTypedData({
-      domain: typed.domain,
-      types,
-      primaryType: typed.primaryType,
-      message: {
-        ...typed.message,
-        value: BigInt(typed.message.value),
-        validAfter: 0n,
-        validBefore: BigInt(typed.message.validBefore),
-      },
-    })
-    await rejected(paymentId, option.id, signature)
+    await rejected(paymentId, option.id, await signAuthorization(forger, typedDataOf(option)))
   })
 
   it('a signature over a tampered amount', async () => {

@@ -60,7 +60,6 @@ describe('exactly one winner', () => {
   })
 
   it('confirm vs cancel', async () => {
-    const winners = new Set<string>()
     for (let i = 0; i < rounds; i++) {
       const { paymentId, body } = await ready()
       const [confirm, cancel] = await Promise.all([
@@ -72,11 +71,8 @@ describe('exactly one winner', () => {
       ])
       const loser = confirm.statusCode === 409 ? confirm : cancel
       expect(loser.json.code).toBe('invalid_state')
-      const status = await finalStatus(paymentId)
-      expect(status).toBe(confirm.statusCode === 200 ? 'succeeded' : 'cancelled')
-      winners.add(status)
+      expect(await finalStatus(paymentId)).toBe(confirm.statusCode === 200 ? 'succeeded' : 'cancelled')
     }
-    expect(winners.size).toBeGreaterThanOrEqual(1)
   })
 
   it('confirm vs the expiry sweep', async () => {

@@ -3,6 +3,7 @@ import type { Hex, PrivateKeyAccount } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { expect } from 'vitest'
 import type { Action, PaymentOption, WalletRpcAction } from '../../src/contract/gateway.js'
+import { signAuthorization } from '../anvil.js'
 import { createTestServer, type TestServer, type TestServerOptions } from '../server/harness.js'
 import { createMerchant, createPayment, headers } from '../server/helpers.js'
 
@@ -42,21 +43,8 @@ export function createBuyer(): Buyer {
       const { walletRpc } = action
       const params = JSON.parse(walletRpc.params) as unknown[]
       switch (walletRpc.method) {
-        case 'eth_signTypedData_v4': {
-          const typed = JSON.parse(params[1] as string)
-          const { EIP712Domain: _, ...types } = typed.types
-          return evm.signTypedData({
-            domain: typed.domain,
-            types,
-            primaryType: typed.primaryType,
-            message: {
-              ...typed.message,
-              value: BigInt(typed.message.value),
-              validAfter: BigInt(typed.message.validAfter),
-              validBefore: BigInt(typed.message.validBefore),
-            },
-          })
-        }
+        case 'eth_signTypedData_v4':
+          return signAuthorization(evm, JSON.parse(params[1] as string))
         case 'personal_sign':
           return evm.signMessage({ message: { raw: params[0] as Hex } })
         case 'solana_signTransaction': {

@@ -370,6 +370,25 @@ describe('payment lists (rows 11, 14, 15)', () => {
     expect((await list('/v1/payments?limit=200')).statusCode).toBe(200)
   })
 
+  it('pages a multi-status filter in keyset order (one range per status, merged)', async () => {
+    const statuses = 'status=requires_action&status=succeeded&status=cancelled&status=requires_action'
+    const seen: string[] = []
+    let cursor: string | null = null
+    do {
+      const res = await list(`/v1/payments?${statuses}&limit=2${cursor ? `&cursor=${cursor}` : ''}`)
+      expect(res.statusCode).toBe(200)
+      seen.push(...idsOf(res))
+      cursor = res.json.nextCursor
+    } while (cursor)
+    expect(seen).toEqual([...ids].reverse())
+    const both = 'status=cancelled&status=requires_action&limit=2'
+    const first = await list(`/v1/merchants/payments?${both}`, m2)
+    expect(idsOf(first)).toEqual([ids[5], ids[3]])
+    const next = await list(`/v1/merchants/payments?${both}&cursor=${first.json.nextCursor}`, m2)
+    expect(idsOf(next)).toEqual([ids[1]])
+    expect(next.json.nextCursor).toBeNull()
+  })
+
   it('row 14 lists the Merchant-Id merchant', async () => {
     const res = await list('/v1/merchants/payments', m1)
     expect(res.statusCode).toBe(200)

@@ -213,6 +213,8 @@ describe('no 500s', () => {
       'status[]=x',
       'startTs=-1',
       'endTs=abc',
+      'startTs=100000000000000',
+      `cursor=${Buffer.from('["-200000-01-01T00:00:00.000Z","x"]').toString('base64url')}`,
       `search=${'a'.repeat(300)}`,
       'a=1&a=2',
       '%%%',

@@ -24,6 +24,24 @@ async function paymentRow(paymentId: string) {
   return live.t.db.selectFrom('payments').selectAll().where('id', '=', paymentId).executeTakeFirstOrThrow()
 }
 
+/**
+ * A confirmed payment whose broadcast the node refused (so it never reached the chain), with the runner
+ * that tried it stopped: the transaction is recorded, and the payment waits in `processing`. `executed`
+ * is the cluster's count before that broadcast, and the node still refuses sends.
+ */
+async function firstSendRefused(buyer: Keypair, merchantId: string) {
+  const confirmed = await confirmedPayment(live, buyer, merchantId)
+  const executed = live.executed()
+  live.proxy.fail('sendTransaction', { code: -32005, message: 'Node is unhealthy' })
+  const sends = live.proxy.calls('sendTransaction')
+  const first = live.startRunner()
+  await until(() => live.proxy.calls('sendTransaction') > sends, 'the failed send')
+  await first.stop()
+  expect(await onChain(confirmed.signature)).toBe(false)
+  expect((await paymentRow(confirmed.paymentId)).status).toBe('processing')
+  return { ...confirmed, executed }
+}
+
 describe('broadcast job across restarts', () => {
   it('a runner restarted between broadcast and confirmation finishes the payment once', async () => {
     const buyer = await live.newBuyer()
@@ -61,16 +79,7 @@ describe('broadcast job across restarts', () => {
     const buyer = await live.newBuyer()
     const merchantId = await live.createMerchant()
     const before = await live.balance(buyer.publicKey)
-    const { paymentId, signature } = await confirmedPayment(live, buyer, merchantId)
-    const executed = live.executed()
-
-    live.proxy.fail('sendTransaction', { code: -32005, message: 'Node is unhealthy' })
-    const sends = live.proxy.calls('sendTransaction')
-    const first = live.startRunner()
-    await until(() => live.proxy.calls('sendTransaction') > sends, 'the failed send')
-    await first.stop()
-    expect(await onChain(signature)).toBe(false)
-    expect((await paymentRow(paymentId)).status).toBe('processing')
+    const { paymentId, signature, executed } = await firstSendRefused(buyer, merchantId)
 
     live.proxy.fail('sendTransaction', null)
     const second = live.startRunner()
@@ -86,14 +95,7 @@ describe('broadcast job across restarts', () => {
     const buyer = await live.newBuyer()
     const merchantId = await live.createMerchant()
     const before = await live.balance(buyer.publicKey)
-    const { paymentId, signature } = await confirmedPayment(live, buyer, merchantId)
-    const executed = live.executed()
-
-    live.proxy.fail('sendTransaction', { code: -32005, message: 'Node is unhealthy' })
-    const sends = live.proxy.calls('sendTransaction')
-    const first = live.startRunner()
-    await until(() => live.proxy.calls('sendTransaction') > sends, 'the failed send')
-    await first.stop()
+    const { paymentId, signature, executed } = await firstSendRefused(buyer, merchantId)
     await live.validator.expireBlockhash()
     live.proxy.fail('sendTransaction', null)
 

@@ -11,7 +11,7 @@ import {
   walletConnectSigner,
   walletConnectSigners,
 } from '../../adapters/walletconnect/index.js'
-import { isPayError, type PayError } from '../../src/errors/PayError.js'
+import { expectPayError } from '../expectPayError.js'
 import {
   closeTestClient,
   connectSession,
@@ -167,15 +167,6 @@ const typedDataJson = JSON.stringify(transferWithAuthorization, (_, value) =>
   typeof value === 'bigint' ? value.toString() : value,
 )
 
-async function rejection(promise: Promise<unknown>): Promise<PayError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  )
-  if (!isPayError(error)) throw new Error(`expected a PayError, got ${String(error)}`)
-  return error
-}
-
 describe('WalletConnect signer over a local relay', () => {
   it('builds one signer per approved namespace with the approved accounts and methods', () => {
     expect(evm.namespace).toBe('eip155')
@@ -254,7 +245,7 @@ describe('WalletConnect signer over a local relay', () => {
   it('refuses a wallet answer that carries only a detached Solana signature', async () => {
     responder.answerNext(async () => ({ result: { signature: bs58.encode(new Uint8Array(64).fill(7)) } }))
     const tx = paymentTransaction().serialize({ requireAllSignatures: false, verifySignatures: false })
-    const error = await rejection(
+    const error = await expectPayError(
       solana.request({
         chainId: solanaMainnet,
         method: 'solana_signTransaction',
@@ -271,7 +262,7 @@ describe('WalletConnect signer over a local relay', () => {
     [5000, 'User rejected.'],
   ])('maps a wallet rejection with code %i to user_rejected', async (code, message) => {
     responder.answerNext(async () => ({ error: { code, message } }))
-    const error = await rejection(
+    const error = await expectPayError(
       evm.request({ chainId: ethereum, method: 'personal_sign', params: [toHex('hi'), evmAccount.address] }),
     )
     expect(error.code).toBe('user_rejected')
@@ -280,7 +271,7 @@ describe('WalletConnect signer over a local relay', () => {
 
   it('maps another wallet error to action_rejected with its code and message', async () => {
     responder.answerNext(async () => ({ error: { code: -32000, message: 'insufficient funds for gas' } }))
-    const error = await rejection(
+    const error = await expectPayError(
       evm.request({ chainId: ethereum, method: 'personal_sign', params: [toHex('hi'), evmAccount.address] }),
     )
     expect(error.code).toBe('action_rejected')
@@ -292,7 +283,7 @@ describe('WalletConnect signer over a local relay', () => {
     const publishes = () => relay.requests.filter((r) => r.method === 'irn_publish').length
     const before = publishes()
     const seenBefore = responder.seen.length
-    const chain = await rejection(
+    const chain = await expectPayError(
       evm.request({
         chainId: 'eip155:10',
         method: 'personal_sign',
@@ -301,7 +292,7 @@ describe('WalletConnect signer over a local relay', () => {
     )
     expect(chain.code).toBe('action_rejected')
     expect(chain.context.approvedChains).toEqual([ethereum, base])
-    const method = await rejection(
+    const method = await expectPayError(
       evm.request({ chainId: ethereum, method: 'eth_sign', params: [evmAccount.address, toHex('hi')] }),
     )
     expect(method.code).toBe('unsupported_method')
@@ -328,7 +319,7 @@ describe('WalletConnect signer over a local relay', () => {
     })
     await waitFor(() => responder.seen.length > seenBefore)
     controller.abort()
-    const error = await rejection(pending)
+    const error = await expectPayError(pending)
     expect(error.code).toBe('aborted')
     release()
   })

@@ -74,11 +74,3 @@ export async function createAppId(
     .execute()
   return { partnerId: options.partnerId, appId }
 }
-
-export async function countPartners(db: Db): Promise<number> {
-  const row = await db
-    .selectFrom('partners')
-    .select((eb) => eb.fn.countAll<string>().as('n'))
-    .executeTakeFirstOrThrow()
-  return Number(row.n)
-}

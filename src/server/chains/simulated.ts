@@ -10,9 +10,11 @@ import { Keypair, PublicKey, Transaction } from '@solana/web3.js'
 import { type Address, getAddress, keccak256, stringToHex } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { parseAssetId, sameCaip } from '../../caip/caip.js'
-import type { Action, WalletRpcAction } from '../../contract/gateway.js'
+import type { Action } from '../../contract/gateway.js'
 import { paramsError } from '../gateway/errors.js'
-import { defaultTestAssets as knownTestAssets } from '../payments/assets.js'
+import { defaultTestAssets } from '../payments/assets.js'
+import { authorizationTypedData } from './evm/authorization.js'
+import { type BuiltMessage, buildAction, resolveBuildActions } from './solana/build.js'
 import type {
   AssetConfig,
   BuildContext,
@@ -20,14 +22,13 @@ import type {
   ChainDriver,
   ConfirmContext,
   ConfirmOutcome,
-  JsonValue,
   OptionDraft,
   QuoteContext,
   WalletAccount,
 } from './types.js'
 
 /** ARCHITECTURE.md section 4: what test mode offers with no configuration, by chain. */
-export const defaultTestAssets: Readonly<Record<string, readonly AssetConfig[]>> = knownTestAssets.reduce(
+const defaultAssetsByChain: Readonly<Record<string, readonly AssetConfig[]>> = defaultTestAssets.reduce(
   (byChain, a) => {
     const asset = { id: a.asset, symbol: a.symbol, name: a.name, decimals: a.decimals, usdRate: a.usdRate }
     byChain[a.chainId] = [...(byChain[a.chainId] ?? []), asset]
@@ -67,7 +68,7 @@ export function createSimulatedDriver(options: SimulatedDriverOptions): ChainDri
   async function quote(ctx: QuoteContext): Promise<OptionDraft[]> {
     if (namespace === 'eip155') return [evmTransferAuthorization(ctx, evmCollection, etaS)]
     if (namespace !== 'solana') return []
-    const build: Action = { type: 'build', build: { data: `bld_${randomBytes(16).toString('hex')}` } }
+    const build = buildAction()
     const drafts: OptionDraft[] = [{ kind: 'transfer', actions: [build], etaS }]
     const evm = ctx.accounts.find((a) => a.namespace === 'eip155')
     // Spec rule 4: an EVM action ahead of a Solana one, so wallets exercise mixed-chain result ordering.
@@ -76,37 +77,25 @@ export function createSimulatedDriver(options: SimulatedDriverOptions): ChainDri
   }
 
   async function build(ctx: BuildContext, data: string): Promise<BuildResult> {
-    const actions: WalletRpcAction[] = []
-    const built: JsonValue[] = []
-    for (const action of ctx.option.actions) {
-      if (action.type === 'walletRpc') {
-        actions.push(action)
-        continue
-      }
-      if (action.build.data !== data)
-        throw paramsError('data', 'data does not match the build action of this option')
-      const transaction = solanaTransfer({
-        owner: ctx.option.account.split(':')[2]!,
-        asset: ctx.asset,
-        amount: ctx.option.tokenAmount,
-        service: solanaKey,
-      })
-      built.push({ index: actions.length, message: transaction.serializeMessage().toString('base64') })
-      const serialized = transaction.serialize({ requireAllSignatures: false, verifySignatures: false })
-      actions.push({
-        type: 'walletRpc',
-        walletRpc: {
-          chainId: options.caip2,
-          method: 'solana_signTransaction',
-          params: JSON.stringify([{ transaction: serialized.toString('base64') }]),
-        },
-      })
-    }
+    const { actions, built } = await resolveBuildActions({
+      actions: ctx.option.actions,
+      data,
+      chainId: options.caip2,
+      transfer: async () => ({
+        transaction: solanaTransfer({
+          owner: ctx.option.account.split(':')[2]!,
+          asset: ctx.asset,
+          amount: ctx.option.tokenAmount,
+          service: solanaKey,
+        }),
+        details: {},
+      }),
+    })
     return { actions, state: { built } }
   }
 
   async function verify(ctx: ConfirmContext): Promise<void> {
-    const built = (ctx.option.state as { built?: { index: number; message: string }[] } | null)?.built ?? []
+    const built = (ctx.option.state as { built?: BuiltMessage[] } | null)?.built ?? []
     for (const { index, message } of built) {
       let signedMessage: Buffer | undefined
       try {
@@ -128,60 +117,19 @@ export function createSimulatedDriver(options: SimulatedDriverOptions): ChainDri
   return { caip2: options.caip2, namespace, assets: options.assets, quote, build, verify, confirm }
 }
 
-/** EIP-3009 `TransferWithAuthorization` typed data, as `eth_signTypedData_v4` takes it. */
-export function transferWithAuthorization(input: {
-  chainId: number
-  token: Address
-  domain: { name: string; version: string }
-  from: Address
-  to: Address
-  value: bigint
-  validAfter: number
-  validBefore: number
-  nonce: `0x${string}`
-}) {
-  return {
-    types: {
-      EIP712Domain: [
-        { name: 'name', type: 'string' },
-        { name: 'version', type: 'string' },
-        { name: 'chainId', type: 'uint256' },
-        { name: 'verifyingContract', type: 'address' },
-      ],
-      TransferWithAuthorization: [
-        { name: 'from', type: 'address' },
-        { name: 'to', type: 'address' },
-        { name: 'value', type: 'uint256' },
-        { name: 'validAfter', type: 'uint256' },
-        { name: 'validBefore', type: 'uint256' },
-        { name: 'nonce', type: 'bytes32' },
-      ],
-    },
-    primaryType: 'TransferWithAuthorization',
-    domain: { ...input.domain, chainId: input.chainId, verifyingContract: input.token },
-    message: {
-      from: input.from,
-      to: input.to,
-      value: input.value.toString(),
-      validAfter: input.validAfter.toString(),
-      validBefore: input.validBefore.toString(),
-      nonce: input.nonce,
-    },
-  } as const
-}
-
 function evmTransferAuthorization(ctx: QuoteContext, collection: Address, etaS: number): OptionDraft {
   const from = getAddress(ctx.account.address)
   const nonce = `0x${randomBytes(32).toString('hex')}` as const
-  const typedData = transferWithAuthorization({
+  const typedData = authorizationTypedData({
+    kind: 'TransferWithAuthorization',
     chainId: Number(ctx.account.reference),
     token: getAddress(parseAssetId(ctx.asset.id).assetReference),
     domain: ctx.asset.eip712 ?? { name: 'USD Coin', version: '2' },
     from,
     to: collection,
     value: ctx.tokenAmount,
-    validAfter: 0,
-    validBefore: ctx.expiresAt,
+    validAfter: 0n,
+    validBefore: BigInt(ctx.expiresAt),
     nonce,
   })
   return {
@@ -222,7 +170,7 @@ function attestation(ctx: QuoteContext, evm: WalletAccount): Action {
  * SPL `transferChecked` of the exact amount from the buyer's associated token account to the service's,
  * the service paying the fee and signing first. The blockhash is random: test mode has no RPC.
  */
-export function solanaTransfer(input: {
+function solanaTransfer(input: {
   owner: string
   asset: AssetConfig
   amount: bigint
@@ -249,7 +197,7 @@ export function testModeDrivers(
   configured: Readonly<Record<string, readonly AssetConfig[]>> = {},
 ): ChainDriver[] {
   const chains = new Map<string, AssetConfig[]>()
-  for (const [caip2, assets] of Object.entries({ ...defaultTestAssets })) chains.set(caip2, [...assets])
+  for (const [caip2, assets] of Object.entries(defaultAssetsByChain)) chains.set(caip2, [...assets])
   for (const [caip2, assets] of Object.entries(configured)) {
     const known = chains.get(caip2) ?? []
     const extra = assets.filter((a) => !known.some((k) => sameCaip(k.id, a.id)))

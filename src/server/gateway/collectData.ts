@@ -1,8 +1,5 @@
 import { paramsError } from './errors.js'
 
-/** Default threshold for data collection: USD 1,000.00, in cents. */
-export const defaultCollectDataAtMinor = 100_000n
-
 export interface CollectField {
   name: string
   title: string

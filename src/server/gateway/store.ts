@@ -44,6 +44,20 @@ export interface NewOption {
   collectDataRequired: boolean
 }
 
+/** The columns of a quote: what an insert writes and a refresh replaces (which drops any build). */
+function quoteColumns(o: NewOption, now: Date) {
+  return {
+    amount: o.tokenAmount,
+    eta_s: o.etaS,
+    actions: JSON.stringify(o.actions),
+    state: o.state === undefined ? null : JSON.stringify(o.state),
+    built: null,
+    expires_at: new Date(o.expiresAt * 1000),
+    collect_data_required: o.collectDataRequired,
+    updated_at: now,
+  }
+}
+
 export async function insertOptions(db: Db, options: readonly NewOption[], now: Date): Promise<void> {
   if (options.length === 0) return
   await db
@@ -56,16 +70,9 @@ export async function insertOptions(db: Db, options: readonly NewOption[], now: 
         kind: o.kind,
         account: o.account,
         asset: o.asset,
-        amount: o.tokenAmount,
-        eta_s: o.etaS,
-        actions: JSON.stringify(o.actions),
-        state: o.state === undefined ? null : JSON.stringify(o.state),
-        built: null,
-        expires_at: new Date(o.expiresAt * 1000),
-        collect_data_required: o.collectDataRequired,
+        ...quoteColumns(o, now),
         collect_data_completed_at: null,
         created_at: now,
-        updated_at: now,
       })),
     )
     .execute()
@@ -73,20 +80,7 @@ export async function insertOptions(db: Db, options: readonly NewOption[], now: 
 
 /** A refresh keeps the option id (and any data the buyer already gave) but replaces the quote. */
 export async function replaceQuote(db: Db, option: NewOption, now: Date): Promise<void> {
-  await db
-    .updateTable('payment_options')
-    .set({
-      amount: option.tokenAmount,
-      eta_s: option.etaS,
-      actions: JSON.stringify(option.actions),
-      state: option.state === undefined ? null : JSON.stringify(option.state),
-      built: null,
-      expires_at: new Date(option.expiresAt * 1000),
-      collect_data_required: option.collectDataRequired,
-      updated_at: now,
-    })
-    .where('id', '=', option.id)
-    .execute()
+  await db.updateTable('payment_options').set(quoteColumns(option, now)).where('id', '=', option.id).execute()
 }
 
 export async function findOption(
@@ -94,12 +88,8 @@ export async function findOption(
   paymentId: string,
   optionId: string,
 ): Promise<PaymentOptionRow | undefined> {
-  return db
-    .selectFrom('payment_options')
-    .selectAll()
-    .where('id', '=', optionId)
-    .where('payment_id', '=', paymentId)
-    .executeTakeFirst()
+  const [row] = await findOptions(db, paymentId, [optionId])
+  return row
 }
 
 export async function findOptions(

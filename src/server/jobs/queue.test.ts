@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createTestDatabase, type TestDatabase } from '../../../test/postgres.js'
-import { createPartner } from '../accounts/accounts.js'
-import { newId } from '../ids.js'
+import { insertMerchant, insertPayment } from '../../../test/rows.js'
 import { claimJobs, completeJob, enqueueJob, failJob } from './queue.js'
 
 let pg: TestDatabase
@@ -10,55 +9,8 @@ const paymentIds: string[] = []
 
 beforeAll(async () => {
   pg = await createTestDatabase()
-  const partnerId = await createPartner(pg.db)
-  const merchantId = newId('merchant')
-  await pg.db
-    .insertInto('merchants')
-    .values({
-      id: merchantId,
-      partner_id: partnerId,
-      mode: 'test',
-      name: 'M',
-      email: 'm@example.com',
-      icon_url: null,
-      status: 'active',
-      created_at: now,
-      updated_at: now,
-      deleted_at: null,
-    })
-    .execute()
-  for (let i = 0; i < 20; i++) {
-    const id = newId('payment')
-    paymentIds.push(id)
-    await pg.db
-      .insertInto('payments')
-      .values({
-        id,
-        partner_id: partnerId,
-        merchant_id: merchantId,
-        mode: 'test',
-        reference_id: 'r',
-        amount_unit: 'iso4217/USD',
-        amount_value: '1',
-        status: 'processing',
-        failure_code: null,
-        expires_at: now,
-        selected_option_id: null,
-        buyer: null,
-        option_amount: null,
-        tx_id: null,
-        settlement_status: null,
-        settlement_tx_id: null,
-        settlement_unit: null,
-        refunded_at: null,
-        cancelled_at: null,
-        cancelled_reason: null,
-        checkout: null,
-        created_at: now,
-        updated_at: now,
-      })
-      .execute()
-  }
+  const owner = await insertMerchant(pg.db, now)
+  for (let i = 0; i < 20; i++) paymentIds.push(await insertPayment(pg.db, owner, now))
 })
 afterAll(() => pg.drop())
 

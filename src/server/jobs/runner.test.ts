@@ -1,71 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createTestDatabase, type TestDatabase } from '../../../test/postgres.js'
-import { createPartner } from '../accounts/accounts.js'
-import { newId } from '../ids.js'
-import type { Db } from '../store/db.js'
+import { insertMerchant, insertPayment } from '../../../test/rows.js'
 import { enqueueJob } from './queue.js'
 import { type JobHandler, RetryLater, startJobRunner } from './runner.js'
 
 let pg: TestDatabase
-let merchantId: string
-let partnerId: string
+let owner: { partnerId: string; merchantId: string }
 
 beforeAll(async () => {
   pg = await createTestDatabase()
-  partnerId = await createPartner(pg.db)
-  merchantId = newId('merchant')
-  const now = new Date()
-  await pg.db
-    .insertInto('merchants')
-    .values({
-      id: merchantId,
-      partner_id: partnerId,
-      mode: 'test',
-      name: 'M',
-      email: 'm@example.com',
-      icon_url: null,
-      status: 'active',
-      created_at: now,
-      updated_at: now,
-      deleted_at: null,
-    })
-    .execute()
+  owner = await insertMerchant(pg.db, new Date())
 })
 afterAll(() => pg.drop())
 
-async function payment(db: Db): Promise<string> {
-  const id = newId('payment')
-  const now = new Date()
-  await db
-    .insertInto('payments')
-    .values({
-      id,
-      partner_id: partnerId,
-      merchant_id: merchantId,
-      mode: 'test',
-      reference_id: 'r',
-      amount_unit: 'iso4217/USD',
-      amount_value: '1',
-      status: 'processing',
-      failure_code: null,
-      expires_at: now,
-      selected_option_id: null,
-      buyer: null,
-      option_amount: null,
-      tx_id: null,
-      settlement_status: null,
-      settlement_tx_id: null,
-      settlement_unit: null,
-      refunded_at: null,
-      cancelled_at: null,
-      cancelled_reason: null,
-      checkout: null,
-      created_at: now,
-      updated_at: now,
-    })
-    .execute()
-  return id
-}
+const payment = () => insertPayment(pg.db, owner, new Date())
 
 const job = (paymentId: string, kind: string) =>
   pg.db
@@ -85,7 +33,7 @@ const dueNow = (paymentId: string) =>
 
 describe('startJobRunner', () => {
   it('runs due jobs of its kinds and stores their result', async () => {
-    const id = await payment(pg.db)
+    const id = await payment()
     await enqueueJob(pg.db, { kind: 'test.ok', paymentId: id, payload: { n: 2 } })
     const seen: unknown[] = []
     const runner = startJobRunner({
@@ -111,7 +59,7 @@ describe('startJobRunner', () => {
   })
 
   it('retries a failing job with backoff, then gives up and calls onGiveUp', async () => {
-    const id = await payment(pg.db)
+    const id = await payment()
     await enqueueJob(pg.db, { kind: 'test.flaky', paymentId: id })
     const gaveUp: string[] = []
     const handler: JobHandler = {
@@ -136,7 +84,7 @@ describe('startJobRunner', () => {
   })
 
   it('never gives up on RetryLater (a step in flight on the chain)', async () => {
-    const id = await payment(pg.db)
+    const id = await payment()
     await enqueueJob(pg.db, { kind: 'test.later', paymentId: id })
     let calls = 0
     const runner = startJobRunner({
@@ -162,7 +110,7 @@ describe('startJobRunner', () => {
   })
 
   it('stop() aborts running jobs and hands their claim back untouched', async () => {
-    const id = await payment(pg.db)
+    const id = await payment()
     await enqueueJob(pg.db, { kind: 'test.slow', paymentId: id })
     let started!: () => void
     const running = new Promise<void>((resolve) => {
@@ -192,7 +140,7 @@ describe('startJobRunner', () => {
   })
 
   it('with listenUrl, starts a job as soon as its transaction commits (no poll needed)', async () => {
-    const id = await payment(pg.db)
+    const id = await payment()
     let ran!: () => void
     const done = new Promise<void>((resolve) => {
       ran = resolve
@@ -214,7 +162,7 @@ describe('startJobRunner', () => {
   it('two runners never run one job twice', async () => {
     const ids: string[] = []
     for (let i = 0; i < 12; i++) {
-      const id = await payment(pg.db)
+      const id = await payment()
       ids.push(id)
       await enqueueJob(pg.db, { kind: 'test.count', paymentId: id })
     }

@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createTestDatabase, type TestDatabase } from '../../../test/postgres.js'
+import { insertMerchant, insertPayment } from '../../../test/rows.js'
 import { type PaymentStatus, paymentStatuses } from '../../contract/common.js'
 import { isPayError } from '../../errors/PayError.js'
-import { createPartner } from '../accounts/accounts.js'
-import { newId } from '../ids.js'
 import {
   canTransition,
   expireDuePayments,
@@ -13,64 +12,17 @@ import {
 } from './lifecycle.js'
 
 let pg: TestDatabase
-let partnerId: string
-let merchantId: string
+let owner: { partnerId: string; merchantId: string }
 const now = new Date('2026-03-01T00:00:00Z')
 
 beforeAll(async () => {
   pg = await createTestDatabase()
-  partnerId = await createPartner(pg.db)
-  merchantId = newId('merchant')
-  await pg.db
-    .insertInto('merchants')
-    .values({
-      id: merchantId,
-      partner_id: partnerId,
-      mode: 'test',
-      name: 'M',
-      email: 'm@example.com',
-      icon_url: null,
-      status: 'active',
-      created_at: now,
-      updated_at: now,
-      deleted_at: null,
-    })
-    .execute()
+  owner = await insertMerchant(pg.db, now)
 })
 afterAll(() => pg.drop())
 
-async function payment(status: PaymentStatus, expiresAt = new Date(now.getTime() + 60_000)): Promise<string> {
-  const id = newId('payment')
-  await pg.db
-    .insertInto('payments')
-    .values({
-      id,
-      partner_id: partnerId,
-      merchant_id: merchantId,
-      mode: 'test',
-      reference_id: 'r',
-      amount_unit: 'iso4217/USD',
-      amount_value: '1',
-      status,
-      failure_code: null,
-      expires_at: expiresAt,
-      selected_option_id: null,
-      buyer: null,
-      option_amount: null,
-      tx_id: null,
-      settlement_status: null,
-      settlement_tx_id: null,
-      settlement_unit: null,
-      refunded_at: null,
-      cancelled_at: null,
-      cancelled_reason: null,
-      checkout: null,
-      created_at: now,
-      updated_at: now,
-    })
-    .execute()
-  return id
-}
+const payment = (status: PaymentStatus, expiresAt = new Date(now.getTime() + 60_000)) =>
+  insertPayment(pg.db, owner, now, { status, expires_at: expiresAt })
 
 const legal: [PaymentStatus, PaymentStatus][] = [
   ['requires_action', 'processing'],
@@ -164,7 +116,7 @@ describe('expiry', () => {
     const due = await payment('requires_action', new Date(now.getTime() - 1000))
     const later = await payment('requires_action', new Date(now.getTime() + 1000))
     const processing = await payment('processing', new Date(now.getTime() - 1000))
-    const expired = await expireDuePayments(pg.db, { now, partnerId })
+    const expired = await expireDuePayments(pg.db, { now, partnerId: owner.partnerId })
     expect(expired).toContain(due)
     expect(expired).not.toContain(later)
     expect(expired).not.toContain(processing)

@@ -1,14 +1,7 @@
 import { erc20Abi } from 'viem'
+import { authorizationFields } from './authorization.js'
 
-const authorizationInputs = [
-  { name: 'from', type: 'address' },
-  { name: 'to', type: 'address' },
-  { name: 'value', type: 'uint256' },
-  { name: 'validAfter', type: 'uint256' },
-  { name: 'validBefore', type: 'uint256' },
-  { name: 'nonce', type: 'bytes32' },
-  { name: 'signature', type: 'bytes' },
-] as const
+const authorizationInputs = [...authorizationFields, { name: 'signature', type: 'bytes' }] as const
 
 /**
  * What the service calls on an EIP-3009 token: ERC-20, the `bytes signature` forms of the authorizations

@@ -1,6 +1,7 @@
 import { type Hex, toHex } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { describe, expect, it } from 'vitest'
+import { signAuthorization } from '../../../../test/anvil.js'
 import {
   type Authorization,
   authorizationFromJson,
@@ -26,21 +27,7 @@ const authorization: Authorization = {
   nonce: toHex(new Uint8Array(32).fill(7)),
 }
 
-/** Signs typed data the way wallets receive it (JSON, uints as strings), through viem. */
-async function sign(typed: ReturnType<typeof authorizationTypedData>, key = payer): Promise<Hex> {
-  const { EIP712Domain: _, ...types } = typed.types
-  return key.signTypedData({
-    domain: typed.domain,
-    types,
-    primaryType: typed.primaryType,
-    message: {
-      ...typed.message,
-      value: BigInt(typed.message.value),
-      validAfter: BigInt(typed.message.validAfter),
-      validBefore: BigInt(typed.message.validBefore),
-    },
-  } as never)
-}
+const sign = (typed: ReturnType<typeof authorizationTypedData>, key = payer) => signAuthorization(key, typed)
 
 describe('EIP-3009 authorizations', () => {
   it('receive when the relayer is the payee (no front-running), transfer otherwise', () => {

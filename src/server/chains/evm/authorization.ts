@@ -35,7 +35,8 @@ export function authorizationKind(relayer: Address, payee: Address): Authorizati
     : 'TransferWithAuthorization'
 }
 
-const authorizationFields = [
+/** The EIP-712 struct of both authorization kinds; the token's functions take these plus the signature. */
+export const authorizationFields = [
   { name: 'from', type: 'address' },
   { name: 'to', type: 'address' },
   { name: 'value', type: 'uint256' },
@@ -43,6 +44,10 @@ const authorizationFields = [
   { name: 'validBefore', type: 'uint256' },
   { name: 'nonce', type: 'bytes32' },
 ] as const
+
+function authorizationDomain(a: Authorization) {
+  return { name: a.domain.name, version: a.domain.version, chainId: a.chainId, verifyingContract: a.token }
+}
 
 /** Typed data for `eth_signTypedData_v4` as wallets get it over JSON: uints as decimal strings. */
 export function authorizationTypedData(a: Authorization) {
@@ -57,12 +62,7 @@ export function authorizationTypedData(a: Authorization) {
       [a.kind]: authorizationFields,
     },
     primaryType: a.kind,
-    domain: {
-      name: a.domain.name,
-      version: a.domain.version,
-      chainId: a.chainId,
-      verifyingContract: a.token,
-    },
+    domain: authorizationDomain(a),
     message: {
       from: a.from,
       to: a.to,
@@ -111,12 +111,7 @@ export async function isSignedByPayer(a: Authorization, signature: Hex): Promise
   try {
     return await verifyTypedData({
       address: a.from,
-      domain: {
-        name: a.domain.name,
-        version: a.domain.version,
-        chainId: a.chainId,
-        verifyingContract: a.token,
-      },
+      domain: authorizationDomain(a),
       types: { [a.kind]: authorizationFields },
       primaryType: a.kind,
       message: {

@@ -1,8 +1,6 @@
-import { randomBytes } from 'node:crypto'
 import { getAccount, getAssociatedTokenAddressSync, TokenAccountNotFoundError } from '@solana/spl-token'
 import { PublicKey } from '@solana/web3.js'
 import { bytesEqual, decodeSolanaTransaction } from '../../../../adapters/solana/decodeSolanaTransaction.js'
-import type { Action, WalletRpcAction } from '../../../contract/gateway.js'
 import { fail } from '../../errors.js'
 import { paramsError } from '../../gateway/errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
@@ -18,18 +16,15 @@ import type {
   QuoteContext,
 } from '../types.js'
 import { type AttestationState, attestation, validAttestation } from './attestation.js'
+import { type BuiltMessage, buildAction, resolveBuildActions } from './build.js'
 import type { SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
 import { encodeBase58 } from './keys.js'
 import { recordTransaction } from './store.js'
 import { buildTransfer, validSignature } from './transaction.js'
 
-/** What fetch built for one `build` action: compared byte for byte at confirm. */
-interface BuiltEntry {
-  /** Position of the built action among the option's resolved actions (= its result index). */
-  index: number
-  /** Base64 message bytes. */
-  message: string
+/** Live builds also keep the blockhash: the transaction lands only until it expires (builtUsable, verify). */
+interface BuiltEntry extends BuiltMessage {
   blockhash: string
   lastValidBlockHeight: number
 }
@@ -104,42 +99,23 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
     const previous = optionState(ctx.option.state)
     const owner = new PublicKey(ctx.option.account.slice(ctx.option.account.lastIndexOf(':') + 1))
     const mint = await chain.mintInfo(ctx.asset)
-    const actions: WalletRpcAction[] = []
-    const built: BuiltEntry[] = []
-    for (const action of ctx.option.actions) {
-      if (action.type === 'walletRpc') {
-        actions.push(action)
-        continue
-      }
-      if (action.build.data !== data)
-        throw paramsError('body.data', 'data is not the build data of this option.')
-      const transfer = await buildTransfer({
-        chain,
-        mint,
-        owner,
-        recipient: service.publicKey,
-        amount: ctx.option.tokenAmount,
-        memo: `caipay:${ctx.payment.id}:${ctx.option.id}`,
-      })
-      built.push({
-        index: actions.length,
-        message: Buffer.from(transfer.message).toString('base64'),
-        blockhash: transfer.blockhash,
-        lastValidBlockHeight: transfer.lastValidBlockHeight,
-      })
-      const unsigned = transfer.transaction.serialize({
-        requireAllSignatures: false,
-        verifySignatures: false,
-      })
-      actions.push({
-        type: 'walletRpc',
-        walletRpc: {
-          chainId: chain.caip2,
-          method: 'solana_signTransaction',
-          params: JSON.stringify([{ transaction: unsigned.toString('base64') }]),
-        },
-      })
-    }
+    const { actions, built } = await resolveBuildActions({
+      actions: ctx.option.actions,
+      data,
+      chainId: chain.caip2,
+      transfer: async () => {
+        const transfer = await buildTransfer({
+          chain,
+          mint,
+          owner,
+          recipient: service.publicKey,
+          amount: ctx.option.tokenAmount,
+          memo: `caipay:${ctx.payment.id}:${ctx.option.id}`,
+        })
+        const { blockhash, lastValidBlockHeight } = transfer
+        return { transaction: transfer.transaction, details: { blockhash, lastValidBlockHeight } }
+      },
+    })
     // Build replaces the option's state: carry the attestation over.
     const state: SolanaOptionState = {
       ...(previous.attestation && { attestation: previous.attestation }),
@@ -237,10 +213,6 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
     verify,
     confirm,
   }
-}
-
-function buildAction(): Action {
-  return { type: 'build', build: { data: `bld_${randomBytes(16).toString('hex')}` } }
 }
 
 function optionState(state: unknown): SolanaOptionState {

@@ -3,6 +3,7 @@ import * as core from './001_core.js'
 import * as gateway from './002_gateway.js'
 import * as evm from './003_evm.js'
 import * as solana from './004_solana.js'
+import * as listIndexes from './005_list_indexes.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -13,4 +14,5 @@ export const migrations: Record<string, Migration> = {
   '002_gateway': gateway,
   '003_evm': evm,
   '004_solana': solana,
+  '005_list_indexes': listIndexes,
 }
