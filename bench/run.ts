@@ -317,7 +317,9 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
       targets.push({
         what: `${s.label}: p99 < ${p99TargetMs} ms at 80% of max`,
         met: at80.p99 < p99TargetMs,
-        detail: `${at80.p99} ms at ${rate} req/s`,
+        detail:
+          `${at80.p99} ms at ${rate} req/s` +
+          (at80.rps < rate * 0.95 ? ` (saturated: it served ${at80.rps.toFixed(0)} req/s in that run)` : ''),
       })
     }
 
