@@ -225,7 +225,7 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
       this.#transition('collectingData')
       this.emit('collectData', { url: form.url, ...(form.schema !== undefined && { schema: form.schema }) })
     }
-    this.#emitSnapshot()
+    if (this.listenerCount('snapshot') > 0) this.#emitSnapshot()
   }
 
   /** The selected option's form URL with `prefill` (required fields only), `theme`, `themeVariables`. */
@@ -252,7 +252,7 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
     }
     if (parsed.type === 'complete') {
       this.#data.collectDataCompleted = form.url
-      this.#emitSnapshot()
+      if (this.listenerCount('snapshot') > 0) this.#emitSnapshot()
     } else {
       this.emit(
         'error',
@@ -646,9 +646,12 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
    * be stored, nothing is signed.
    */
   async #checkpoint(): Promise<void> {
+    // Copying the whole state is most of a payment's CPU time: skip it when nobody would see the copy.
+    const persist = this.#config.persist
+    if (!persist && this.listenerCount('snapshot') === 0) return
     const snapshot = this.#emitSnapshot()
     // Not abortable: a result must reach storage even while the flow is being stopped.
-    if (this.#config.persist) await this.#config.persist(snapshot)
+    if (persist) await persist(snapshot)
   }
 
   /**

@@ -1,12 +1,13 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
 import * as z from 'zod/mini'
+import { AuthCache, registerAuthCache } from './authCache.js'
 import { createLiveRuntime, type LiveRuntime } from './chains/live.js'
 import './context.js'
 import { PayError } from '../errors/PayError.js'
 import { resolveConfig, type ServerConfig } from './config.js'
 import { fail, registerErrorHandling, sendError } from './errors.js'
-import { newId } from './ids.js'
+import { randomBase62 } from './ids.js'
 import { registerRateLimit } from './rateLimit.js'
 import { routeModules } from './routes/index.js'
 import type { Db } from './store/db.js'
@@ -33,7 +34,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     bodyLimit: config.bodyLimitBytes,
-    genReqId: () => newId('request', 16),
+    genReqId: nextRequestId,
     // Bad percent-encoding and over-long path parameters get the same {code, message} as the rest.
     frameworkErrors: (error, request, reply) => sendError(error, request, reply),
     // `/v1/merchants/` is `/v1/merchants`.
@@ -44,6 +45,10 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
 
   app.decorate('db', options.db)
   app.decorate('config', config)
+  const authCache = new AuthCache({ ttlMs: config.authCacheMs })
+  app.decorate('authCache', authCache)
+  const unregisterAuthCache = registerAuthCache(authCache)
+  app.addHook('onClose', async () => unregisterAuthCache())
   const now = options.now ?? (() => new Date())
   app.decorate('now', now)
   const live =
@@ -78,6 +83,15 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   await registerRateLimit(app, config)
   for (const register of routeModules) await register(app)
   return app
+}
+
+// Request ids only need to be unique, not unguessable: a random process prefix plus a counter costs no
+// entropy per request.
+const requestIdPrefix = `req_${randomBase62(10)}`
+let requestCounter = 0
+function nextRequestId(): string {
+  requestCounter = (requestCounter + 1) % Number.MAX_SAFE_INTEGER
+  return `${requestIdPrefix}${requestCounter.toString(36).padStart(6, '0')}`
 }
 
 function isResolved(config: BuildAppOptions['config']): config is ServerConfig {

@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { EndpointAuth } from '../contract/endpoints.js'
 import { type ApiVersion, apiVersions, defaultApiVersion } from '../contract/errors.js'
+import type { AppAuth, AuthCache } from './authCache.js'
 import type { AuthContext } from './context.js'
 import { fail } from './errors.js'
 import { modeOfApiKey, modeOfAppId, sha256Hex } from './ids.js'
@@ -38,6 +39,7 @@ export async function authenticate(
   db: Db,
   request: FastifyRequest,
   kind: EndpointAuth,
+  cache?: AuthCache,
 ): Promise<AuthContext> {
   const apiKey = header(request, 'api-key')
   const appId = header(request, 'app-id')
@@ -47,60 +49,81 @@ export async function authenticate(
   }
   if (kind !== 'gateway') {
     if (apiKey === undefined) fail('missing_api_key', 'The Api-Key header is required.')
-    const auth = await authenticateKey(db, apiKey)
+    const auth = await authenticateKey(db, apiKey, cache)
     if (auth.role !== 'partner') fail('forbidden', 'This key cannot call merchant endpoints.')
     return auth
   }
-  if (apiKey !== undefined) return authenticateKey(db, apiKey)
+  if (apiKey !== undefined) return authenticateKey(db, apiKey, cache)
   if (appId === undefined && clientId === undefined) {
     fail('missing_auth_headers', 'Send Api-Key, or App-Id with Client-Id.')
   }
   if (appId === undefined) fail('missing_app_id', 'The App-Id header is required with Client-Id.')
   if (clientId === undefined) fail('missing_client_id', 'The Client-Id header is required with App-Id.')
-  return authenticateApp(db, appId, clientId)
+  return authenticateApp(db, appId, clientId, cache)
 }
 
-async function authenticateKey(db: Db, apiKey: string): Promise<AuthContext> {
+async function authenticateKey(db: Db, apiKey: string, cache: AuthCache | undefined): Promise<AuthContext> {
   const mode = modeOfApiKey(apiKey)
   if (!mode) fail('invalid_api_key', 'Invalid API key.')
-  const row = await db
-    .selectFrom('api_keys')
-    .innerJoin('partners', 'partners.id', 'api_keys.partner_id')
-    .select(['api_keys.id', 'api_keys.partner_id', 'api_keys.mode', 'api_keys.role', 'partners.api_version'])
-    .where('api_keys.key_hash', '=', sha256Hex(apiKey))
-    .where('api_keys.revoked_at', 'is', null)
-    .executeTakeFirst()
-  if (!row || row.mode !== mode) fail('invalid_api_key', 'Invalid API key.')
-  return {
-    partnerId: row.partner_id,
-    mode,
-    role: row.role,
-    credentialId: row.id,
-    clientId: null,
-    pinnedVersion: knownVersion(row.api_version),
+  const keyHash = sha256Hex(apiKey)
+  const load = async (): Promise<AuthContext | undefined> => {
+    const row = await db
+      .selectFrom('api_keys')
+      .innerJoin('partners', 'partners.id', 'api_keys.partner_id')
+      .select([
+        'api_keys.id',
+        'api_keys.partner_id',
+        'api_keys.mode',
+        'api_keys.role',
+        'partners.api_version',
+      ])
+      .where('api_keys.key_hash', '=', keyHash)
+      .where('api_keys.revoked_at', 'is', null)
+      .executeTakeFirst()
+    if (!row || row.mode !== mode) return undefined
+    return {
+      partnerId: row.partner_id,
+      mode,
+      role: row.role,
+      credentialId: row.id,
+      clientId: null,
+      pinnedVersion: knownVersion(row.api_version),
+    }
   }
+  const auth = await (cache ? cache.apiKey(keyHash, load) : load())
+  if (!auth) fail('invalid_api_key', 'Invalid API key.')
+  return auth
 }
 
-async function authenticateApp(db: Db, appId: string, clientId: string): Promise<AuthContext> {
+async function authenticateApp(
+  db: Db,
+  appId: string,
+  clientId: string,
+  cache: AuthCache | undefined,
+): Promise<AuthContext> {
   const mode = modeOfAppId(appId)
   if (!mode) fail('invalid_app_id', 'Invalid App-Id.')
   if (clientId.length > 255) fail('invalid_params', 'Client-Id is longer than 255 characters.')
-  const row = await db
-    .selectFrom('apps')
-    .innerJoin('partners', 'partners.id', 'apps.partner_id')
-    .select(['apps.id', 'apps.partner_id', 'apps.mode', 'partners.api_version'])
-    .where('apps.id', '=', appId)
-    .where('apps.revoked_at', 'is', null)
-    .executeTakeFirst()
-  if (!row || row.mode !== mode) fail('invalid_app_id', 'Invalid App-Id.')
-  return {
-    partnerId: row.partner_id,
-    mode,
-    role: 'app',
-    credentialId: row.id,
-    clientId,
-    pinnedVersion: knownVersion(row.api_version),
+  const load = async (): Promise<AppAuth | undefined> => {
+    const row = await db
+      .selectFrom('apps')
+      .innerJoin('partners', 'partners.id', 'apps.partner_id')
+      .select(['apps.id', 'apps.partner_id', 'apps.mode', 'partners.api_version'])
+      .where('apps.id', '=', appId)
+      .where('apps.revoked_at', 'is', null)
+      .executeTakeFirst()
+    if (!row || row.mode !== mode) return undefined
+    return {
+      partnerId: row.partner_id,
+      mode,
+      role: 'app',
+      credentialId: row.id,
+      pinnedVersion: knownVersion(row.api_version),
+    }
   }
+  const app = await (cache ? cache.app(appId, load) : load())
+  if (!app) fail('invalid_app_id', 'Invalid App-Id.')
+  return { ...app, clientId }
 }
 
 function knownVersion(version: string): ApiVersion {
@@ -109,7 +132,13 @@ function knownVersion(version: string): ApiVersion {
 
 /** A merchant of the caller (same partner and mode, not deleted), else `404 merchant_not_found`. */
 export async function findMerchant(db: Db, auth: AuthContext, merchantId: string): Promise<MerchantRow> {
-  const merchant = await db
+  const merchant = await selectMerchant(db, auth, merchantId)
+  if (!merchant) fail('merchant_not_found', 'Merchant not found.', { merchantId })
+  return merchant
+}
+
+function selectMerchant(db: Db, auth: AuthContext, merchantId: string): Promise<MerchantRow | undefined> {
+  return db
     .selectFrom('merchants')
     .selectAll()
     .where('id', '=', merchantId)
@@ -117,8 +146,6 @@ export async function findMerchant(db: Db, auth: AuthContext, merchantId: string
     .where('mode', '=', auth.mode)
     .where('deleted_at', 'is', null)
     .executeTakeFirst()
-  if (!merchant) fail('merchant_not_found', 'Merchant not found.', { merchantId })
-  return merchant
 }
 
 /** The `Merchant-Id` merchant of a merchant-scoped call. */
@@ -126,9 +153,15 @@ export async function resolveMerchantHeader(
   db: Db,
   request: FastifyRequest,
   auth: AuthContext,
+  cache?: AuthCache,
 ): Promise<MerchantRow> {
   const merchantId = header(request, 'merchant-id')
   if (merchantId === undefined) fail('missing_merchant_id', 'The Merchant-Id header is required.')
   if (merchantId.length > 64) fail('merchant_not_found', 'Merchant not found.')
-  return findMerchant(db, auth, merchantId)
+  if (!cache) return findMerchant(db, auth, merchantId)
+  const merchant = await cache.merchant({ partnerId: auth.partnerId, mode: auth.mode, merchantId }, () =>
+    selectMerchant(db, auth, merchantId),
+  )
+  if (!merchant) fail('merchant_not_found', 'Merchant not found.', { merchantId })
+  return merchant
 }

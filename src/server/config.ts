@@ -47,6 +47,7 @@ const ConfigFileSchema = z.strictObject({
   idempotencyTtlSeconds: z.optional(PositiveInt),
   paymentTtlSeconds: z.optional(PositiveInt),
   bodyLimitBytes: z.optional(PositiveInt),
+  authCacheMs: z.optional(z.int().check(z.minimum(0), z.maximum(60_000))),
 })
 
 export type AssetConfig = z.output<typeof AssetConfigSchema>
@@ -70,6 +71,11 @@ export interface ServerConfig {
   /** Payment expiry when the merchant gives none. */
   paymentTtlSeconds: number
   bodyLimitBytes: number
+  /**
+   * How long an API key, app id or merchant lookup is reused in-process (0: never). Revocations and
+   * merchant changes made through this process apply at once; other instances see them within this time.
+   */
+  authCacheMs: number
 }
 
 export const defaultConfig: ServerConfig = {
@@ -81,6 +87,7 @@ export const defaultConfig: ServerConfig = {
   idempotencyTtlSeconds: 24 * 60 * 60,
   paymentTtlSeconds: 15 * 60,
   bodyLimitBytes: 1024 * 1024,
+  authCacheMs: 1000,
 }
 
 /** Validates a config object (as parsed from JSON) and fills in defaults; `env:NAME` values are resolved. */
@@ -108,6 +115,7 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
     idempotencyTtlSeconds: file.idempotencyTtlSeconds ?? defaultConfig.idempotencyTtlSeconds,
     paymentTtlSeconds: file.paymentTtlSeconds ?? defaultConfig.paymentTtlSeconds,
     bodyLimitBytes: file.bodyLimitBytes ?? defaultConfig.bodyLimitBytes,
+    authCacheMs: file.authCacheMs ?? defaultConfig.authCacheMs,
   }
 }
 

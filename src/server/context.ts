@@ -1,4 +1,5 @@
 import type { ApiVersion } from '../contract/errors.js'
+import type { AuthCache } from './authCache.js'
 import type { ServerConfig } from './config.js'
 import type { Db } from './store/db.js'
 import type { MerchantRow, Mode } from './store/schema.js'
@@ -30,6 +31,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     db: Db
     config: ServerConfig
+    /** Credential and merchant lookups reused for `config.authCacheMs` (see authCache.ts). */
+    authCache: AuthCache
     /** The clock of the app (tests pass a fake one to buildApp). */
     now(): Date
   }

@@ -1,15 +1,26 @@
-import { createHash, randomBytes } from 'node:crypto'
+import { createHash, randomFillSync } from 'node:crypto'
 import type { Mode } from './store/schema.js'
 
 const base62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
+
+// One CSPRNG call per 4 KiB instead of one per id; each byte is still used once.
+const randomPool = Buffer.alloc(4096)
+let randomPoolOffset = randomPool.length
+
+function randomByte(): number {
+  if (randomPoolOffset === randomPool.length) {
+    randomFillSync(randomPool)
+    randomPoolOffset = 0
+  }
+  return randomPool[randomPoolOffset++]!
+}
 
 /** Uniform random base62 text (rejection sampling: no modulo bias). */
 export function randomBase62(length: number): string {
   let out = ''
   while (out.length < length) {
-    for (const byte of randomBytes(length * 2)) {
-      if (byte < 248 && out.length < length) out += base62[byte % 62]
-    }
+    const byte = randomByte()
+    if (byte < 248) out += base62[byte % 62]
   }
   return out
 }

@@ -33,6 +33,11 @@ export interface RouteContext<E extends Endpoint> {
   config: ServerConfig
   /** The request's time, from the app clock. */
   now: Date
+  /**
+   * Runs `fn` once the handler's writes are committed (or rolled back): under an Idempotency-Key that is
+   * after the handler returns. For in-process caches that must not be refilled from the old row.
+   */
+  afterCommit(fn: () => void): void
 }
 
 export type RouteHandler<E extends Endpoint> = (ctx: RouteContext<E>) => Promise<z.output<E['response']>>
@@ -59,6 +64,39 @@ export function defineRoute<E extends Endpoint>(
   const versionedBody = options.bodyByVersion !== undefined
   const idempotency = endpoint.idempotencyKey ?? (endpoint.method === 'GET' ? undefined : 'optional')
 
+  // Everything after the context is built: plain, or inside the Idempotency-Key transaction.
+  const run = async (request: FastifyRequest, reply: FastifyReply, ctx: RouteContext<E>) => {
+    const auth = ctx.auth
+    const key = idempotency === undefined ? undefined : header(request, 'idempotency-key')
+    if (key === undefined) {
+      const result = await handler(ctx)
+      return reply.code(endpoint.status).send(result)
+    }
+    const outcome = await runIdempotent({
+      db: app.db,
+      auth,
+      key,
+      fingerprint: fingerprint({
+        route: `${endpoint.method} ${endpoint.path}`,
+        merchantId: request.merchant?.id ?? null,
+        params: request.params,
+        body: request.body,
+      }),
+      now: ctx.now,
+      ttlSeconds: app.config.idempotencyTtlSeconds,
+      successStatus: endpoint.status,
+      handler: (trx) => handler({ ...ctx, db: trx }),
+    })
+    if (outcome.replayed) {
+      return reply
+        .code(outcome.stored.status)
+        .header('idempotent-replayed', 'true')
+        .type('application/json; charset=utf-8')
+        .send(outcome.stored.body)
+    }
+    return reply.code(outcome.status).send(outcome.result)
+  }
+
   const route: RouteOptions = {
     method: endpoint.method,
     url: endpoint.path,
@@ -70,12 +108,13 @@ export function defineRoute<E extends Endpoint>(
     },
     onRequest: async (request, reply) => {
       checkAsciiHeaders(request)
-      const auth = await authenticate(app.db, request, endpoint.auth)
+      const auth = await authenticate(app.db, request, endpoint.auth, app.authCache)
       request.auth = auth
       request.apiVersion = resolveApiVersion(header(request, 'pay-version'), auth.pinnedVersion)
       reply.header('pay-version', request.apiVersion)
       if (endpoint.deprecated) reply.header('deprecation', 'true')
-      if (endpoint.auth === 'merchant') request.merchant = await resolveMerchantHeader(app.db, request, auth)
+      if (endpoint.auth === 'merchant')
+        request.merchant = await resolveMerchantHeader(app.db, request, auth, app.authCache)
     },
     preValidation: async (request) => {
       if (versionedBody) {
@@ -103,6 +142,7 @@ export function defineRoute<E extends Endpoint>(
     },
     handler: async (request, reply) => {
       const auth = request.auth!
+      let afterCommit: (() => void)[] | undefined
       const ctx = {
         request,
         reply,
@@ -115,35 +155,16 @@ export function defineRoute<E extends Endpoint>(
         db: app.db,
         config: app.config,
         now: app.now(),
+        afterCommit: (fn: () => void) => {
+          afterCommit ??= []
+          afterCommit.push(fn)
+        },
       } as RouteContext<E>
-      const key = idempotency === undefined ? undefined : header(request, 'idempotency-key')
-      if (key === undefined) {
-        const result = await handler(ctx)
-        return reply.code(endpoint.status).send(result)
+      try {
+        return await run(request, reply, ctx)
+      } finally {
+        if (afterCommit) for (const fn of afterCommit) fn()
       }
-      const outcome = await runIdempotent({
-        db: app.db,
-        auth,
-        key,
-        fingerprint: fingerprint({
-          route: `${endpoint.method} ${endpoint.path}`,
-          merchantId: request.merchant?.id ?? null,
-          params: request.params,
-          body: request.body,
-        }),
-        now: ctx.now,
-        ttlSeconds: app.config.idempotencyTtlSeconds,
-        successStatus: endpoint.status,
-        handler: (trx) => handler({ ...ctx, db: trx }),
-      })
-      if (outcome.replayed) {
-        return reply
-          .code(outcome.stored.status)
-          .header('idempotent-replayed', 'true')
-          .type('application/json; charset=utf-8')
-          .send(outcome.stored.body)
-      }
-      return reply.code(outcome.status).send(outcome.result)
     },
   }
   app.withTypeProvider<ZodTypeProvider>().route(route)

@@ -4,7 +4,7 @@ import { endpoint } from '../../src/contract/endpoint.js'
 import { revokeApiKey } from '../../src/server/accounts/accounts.js'
 import { defineRoute } from '../../src/server/route.js'
 import { createTestServer, type TestServer } from './harness.js'
-import { createMerchant, headers, idem } from './helpers.js'
+import { createMerchant, createPayment, headers, idem } from './helpers.js'
 
 /** An endpoint of the `gateway` auth kind that only echoes who called. */
 const whoami = endpoint({
@@ -347,5 +347,108 @@ describe('Pay-Version', () => {
     })
     expect(res.statusCode).toBe(201)
     expect(res.headers['pay-version']).toBe('2026-02-19.preview')
+  })
+})
+
+describe('credential and merchant cache', () => {
+  const status = (apiKey: string, merchant: string, paymentId: string) =>
+    t.request({ method: 'GET', url: `/v1/payments/${paymentId}/status`, headers: headers(apiKey, merchant) })
+
+  it('a revoked key is refused at once by the instance that revoked it', async () => {
+    const { apiKey, keyId } = await t.createKey('test')
+    const merchants = () => t.request({ method: 'GET', url: '/v1/merchants', headers: { 'api-key': apiKey } })
+    // Twice: the second answer comes from the cache.
+    expect((await merchants()).statusCode).toBe(200)
+    expect((await merchants()).statusCode).toBe(200)
+    await revokeApiKey(t.db, keyId)
+    await expectError(await merchants(), 401, 'invalid_api_key')
+  })
+
+  it('a deleted merchant is refused at once, with or without an Idempotency-Key on the delete', async () => {
+    for (const deleteHeaders of [{}, { 'idempotency-key': idem() }]) {
+      const merchant = await createMerchant(t, testKey)
+      const paymentId = await createPayment(t, testKey, merchant)
+      expect((await status(testKey, merchant, paymentId)).statusCode).toBe(200)
+      expect((await status(testKey, merchant, paymentId)).statusCode).toBe(200)
+      const deleted = await t.request({
+        method: 'DELETE',
+        url: `/v1/merchants/${merchant}`,
+        headers: { 'api-key': testKey, ...deleteHeaders },
+      })
+      expect(deleted.statusCode, deleted.body).toBe(200)
+      await expectError(await status(testKey, merchant, paymentId), 404, 'merchant_not_found')
+      const create = await t.request({
+        method: 'POST',
+        url: '/v1/payments',
+        headers: headers(testKey, merchant),
+        payload: { referenceId: 'after-delete', amount: { unit: 'iso4217/USD', value: '100' } },
+      })
+      await expectError(create, 404, 'merchant_not_found')
+    }
+  })
+
+  it('creating a payment checks the merchant in the database even when the cache still holds it', async () => {
+    // What another instance's delete looks like to this one: the row changes, the cache is not told.
+    const merchant = await createMerchant(t, testKey)
+    await createPayment(t, testKey, merchant)
+    await t.db.updateTable('merchants').set({ deleted_at: new Date() }).where('id', '=', merchant).execute()
+    const create = await t.request({
+      method: 'POST',
+      url: '/v1/payments',
+      headers: headers(testKey, merchant),
+      payload: { referenceId: 'stale', amount: { unit: 'iso4217/USD', value: '100' } },
+    })
+    await expectError(create, 404, 'merchant_not_found')
+  })
+
+  it('a merchant update is seen at once', async () => {
+    const merchant = await createMerchant(t, testKey)
+    const paymentId = await createPayment(t, testKey, merchant)
+    expect((await status(testKey, merchant, paymentId)).statusCode).toBe(200)
+    const patched = await t.request({
+      method: 'PATCH',
+      url: `/v1/merchants/${merchant}`,
+      headers: { 'api-key': testKey, 'idempotency-key': idem() },
+      payload: { merchantName: 'Renamed' },
+    })
+    expect(patched.statusCode, patched.body).toBe(200)
+    const got = await t.request({
+      method: 'GET',
+      url: `/v1/merchants/${merchant}`,
+      headers: { 'api-key': testKey },
+    })
+    expect(got.json.merchant.name).toBe('Renamed')
+  })
+
+  it('authCacheMs: 0 reads the database every time', async () => {
+    const uncached = await createTestServer({ config: { authCacheMs: 0 } })
+    try {
+      const { apiKey, keyId } = await uncached.createKey('test')
+      const merchants = () =>
+        uncached.request({ method: 'GET', url: '/v1/merchants', headers: { 'api-key': apiKey } })
+      expect((await merchants()).statusCode).toBe(200)
+      // Not through revokeApiKey: nothing tells the app, yet it refuses the key.
+      await uncached.db
+        .updateTable('api_keys')
+        .set({ revoked_at: new Date() })
+        .where('id', '=', keyId)
+        .execute()
+      await expectError(await merchants(), 401, 'invalid_api_key')
+    } finally {
+      await uncached.close()
+    }
+  })
+
+  it('unknown keys are not cached', async () => {
+    const { apiKey } = await t.createKey('test')
+    const key = `svc_test_${'b'.repeat(40)}`
+    await expectError(
+      await t.request({ method: 'GET', url: '/v1/merchants', headers: { 'api-key': key } }),
+      401,
+      'invalid_api_key',
+    )
+    expect(
+      (await t.request({ method: 'GET', url: '/v1/merchants', headers: { 'api-key': apiKey } })).statusCode,
+    ).toBe(200)
   })
 })

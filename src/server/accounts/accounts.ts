@@ -1,4 +1,5 @@
 import { defaultApiVersion } from '../../contract/errors.js'
+import { forgetApiKeyEverywhere } from '../authCache.js'
 import { newApiKey, newAppId, newId, sha256Hex } from '../ids.js'
 import type { Db } from '../store/db.js'
 import type { KeyRole, Mode } from '../store/schema.js'
@@ -55,6 +56,8 @@ export async function createApiKey(
 
 export async function revokeApiKey(db: Db, keyId: string, now = new Date()): Promise<void> {
   await db.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', keyId).execute()
+  // Apps of this process refuse the key at once; other processes once their cache entry expires.
+  forgetApiKeyEverywhere(keyId)
 }
 
 export async function createAppId(

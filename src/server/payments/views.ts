@@ -42,7 +42,10 @@ export function statusJson(row: PaymentRow): StatusResponse {
   }
 }
 
-export function createdJson(row: PaymentRow, config: ServerConfig): PaymentCreateResponse {
+export function createdJson(
+  row: Pick<PaymentRow, 'id' | 'status' | 'expires_at'>,
+  config: ServerConfig,
+): PaymentCreateResponse {
   return {
     paymentId: row.id,
     gatewayUrl: gatewayUrl(config, row.id),

@@ -3,6 +3,7 @@ import { sql } from 'kysely'
 import { endpoints } from '../../contract/endpoints.js'
 import type { Merchant } from '../../contract/merchant.js'
 import { findMerchant } from '../auth.js'
+import { forgetMerchantEverywhere } from '../authCache.js'
 import { fail } from '../errors.js'
 import { newId } from '../ids.js'
 import { decodeCursor, likeEscape, page } from '../pagination.js'
@@ -78,8 +79,11 @@ export async function merchantRoutes(app: FastifyInstance): Promise<void> {
     return { merchant: await withSettlements(db, row) }
   })
 
-  defineRoute(app, endpoints.updateMerchant, async ({ db, auth, params, body, now }) => {
+  defineRoute(app, endpoints.updateMerchant, async ({ db, auth, params, body, now, afterCommit }) => {
     await findMerchant(db, auth, params.merchantId)
+    // Again after the commit: a request reading the merchant before then may have cached the old row.
+    forgetMerchantEverywhere(params.merchantId)
+    afterCommit(() => forgetMerchantEverywhere(params.merchantId))
     const row = await db
       .updateTable('merchants')
       .set({
@@ -96,7 +100,7 @@ export async function merchantRoutes(app: FastifyInstance): Promise<void> {
     return { merchant: await withSettlements(db, row) }
   })
 
-  defineRoute(app, endpoints.deleteMerchant, async ({ db, auth, params, now }) => {
+  defineRoute(app, endpoints.deleteMerchant, async ({ db, auth, params, now, afterCommit }) => {
     // Deleting twice is fine, so this looks past deleted_at (but never at other partners or modes).
     const row = await db
       .selectFrom('merchants')
@@ -107,6 +111,8 @@ export async function merchantRoutes(app: FastifyInstance): Promise<void> {
       .executeTakeFirst()
     if (!row) fail('merchant_not_found', 'Merchant not found.', { merchantId: params.merchantId })
     if (!row.deleted_at) {
+      forgetMerchantEverywhere(row.id)
+      afterCommit(() => forgetMerchantEverywhere(row.id))
       await db
         .updateTable('merchants')
         .set({ deleted_at: now, updated_at: now })

@@ -10,7 +10,7 @@ import { PaymentCreateBodyPreview as PreviewBody } from '../../contract/payment.
 import { findMerchant } from '../auth.js'
 import type { ServerConfig } from '../config.js'
 import type { AuthContext } from '../context.js'
-import { validationError } from '../errors.js'
+import { fail, validationError } from '../errors.js'
 import { newId } from '../ids.js'
 import { decodeCursor, page } from '../pagination.js'
 import { unitDisplay } from '../payments/assets.js'
@@ -109,35 +109,22 @@ export async function paymentRoutes(app: FastifyInstance): Promise<void> {
       } else {
         expiresAt = new Date((Math.floor(now.getTime() / 1000) + config.paymentTtlSeconds) * 1000)
       }
-      const row = await db
-        .insertInto('payments')
-        .values({
-          id: newId('payment'),
-          partner_id: auth.partnerId,
-          merchant_id: merchant.id,
-          mode: auth.mode,
-          reference_id: body.referenceId,
-          amount_unit: body.amount.unit,
-          amount_value: body.amount.value,
-          status: 'requires_action',
-          failure_code: null,
-          expires_at: expiresAt,
-          selected_option_id: null,
-          buyer: null,
-          option_amount: null,
-          tx_id: null,
-          settlement_status: null,
-          settlement_tx_id: null,
-          settlement_unit: null,
-          refunded_at: null,
-          cancelled_at: null,
-          cancelled_reason: null,
-          checkout: body.checkout ? JSON.stringify(body.checkout) : null,
-          created_at: now,
-          updated_at: now,
-        })
-        .returningAll()
-        .executeTakeFirstOrThrow()
+      // One statement, no query builder (this is the hottest write): the merchant may come from the
+      // auth cache, so the INSERT itself checks that it still exists.
+      const checkout = body.checkout ? JSON.stringify(body.checkout) : null
+      const { rows } = await sql<Pick<PaymentRow, 'id' | 'status' | 'expires_at'>>`
+        INSERT INTO payments (id, partner_id, merchant_id, mode, reference_id, amount_unit, amount_value, status,
+          failure_code, expires_at, selected_option_id, buyer, option_amount, tx_id, settlement_status,
+          settlement_tx_id, settlement_unit, refunded_at, cancelled_at, cancelled_reason, checkout, created_at,
+          updated_at)
+        SELECT ${newId('payment')}, ${auth.partnerId}, ${merchant.id}, ${auth.mode}, ${body.referenceId},
+          ${body.amount.unit}, ${body.amount.value}, 'requires_action', NULL, ${expiresAt}, NULL, NULL, NULL,
+          NULL, NULL, NULL, NULL, NULL, NULL, NULL, ${checkout}, ${now}, ${now}
+        FROM merchants WHERE id = ${merchant.id} AND deleted_at IS NULL
+        RETURNING id, status, expires_at
+      `.execute(db)
+      const row = rows[0]
+      if (!row) fail('merchant_not_found', 'Merchant not found.', { merchantId: merchant.id })
       return createdJson(row, config)
     },
     { bodyByVersion: { '2026-02-19.preview': PreviewBody } },
