@@ -596,7 +596,17 @@ describe(`crash safety (seed ${seed})`, () => {
 
     // --- The database: one landed transaction per (payment, purpose), every job done, no duplicates.
     const ids = paid.map((p) => p.paymentId)
-    const jobs = await pg.db.selectFrom('jobs').selectAll().where('payment_id', 'in', ids).execute()
+    // A job records its effect on the payment before it marks itself done: give the last one that moment.
+    const jobsOf = () => pg.db.selectFrom('jobs').selectAll().where('payment_id', 'in', ids).execute()
+    let jobs = await jobsOf()
+    for (
+      let waited = 0;
+      waited < 30_000 && jobs.some((j) => j.state !== 'succeeded' && j.state !== 'failed');
+      waited += 200
+    ) {
+      await sleep(200)
+      jobs = await jobsOf()
+    }
     expect(jobs.filter((j) => j.state !== 'succeeded').map((j) => [j.kind, j.payment_id, j.state])).toEqual(
       [],
     )
