@@ -16,6 +16,7 @@ import { evmSigner } from '../adapters/evm/index.js'
 import type { WalletRpcAction } from '../src/contract/gateway.js'
 import { createApiKey, createPartner, resolveConfig, startServer } from '../src/server/index.js'
 import { anvilPrivateKeys, deployTestToken, mintTestToken, startAnvil } from '../test/anvil.js'
+import { printMedianOfRuns, timeConfirmToSucceeded } from './stats.js'
 
 const { values } = parseArgs({
   options: { runs: { type: 'string', default: '20' }, 'job-interval-ms': { type: 'string', default: '500' } },
@@ -95,23 +96,9 @@ try {
       method: action.walletRpc.method,
       params: JSON.parse(action.walletRpc.params),
     })
-    const started = performance.now()
-    await call('POST', `${gw}/confirm`, { optionId: option.id, results: [result] })
-    for (;;) {
-      const status = await call('GET', `${gw}/status`)
-      if (status.isFinal) {
-        if (status.status !== 'succeeded') throw new Error(`payment ${paymentId} ended ${status.status}`)
-        return performance.now() - started
-      }
-      await new Promise((resolve) => setTimeout(resolve, 5))
-    }
+    return timeConfirmToSucceeded(call, paymentId, { optionId: option.id, results: [result] })
   }
 
-  const median = (xs: number[]) => {
-    const sorted = [...xs].sort((a, b) => a - b)
-    const mid = sorted.length >> 1
-    return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
-  }
   console.log(
     `Live EVM payment, confirm -> succeeded, Anvil (automine), job runner polling every ${jobIntervalMs} ms`,
   )
@@ -119,12 +106,8 @@ try {
     ['gasless (EIP-3009 relay + receipt)', 'eth_signTypedData_v4'],
     ['direct (ERC-20 transfer receipt check)', 'eth_sendTransaction'],
   ] as const) {
-    await measure(method, -1) // warm-up: connections, the token's EIP-712 domain cache
-    const times: number[] = []
-    for (let i = 0; i < runs; i++) times.push(await measure(method, i))
-    console.log(
-      `  ${label}: median ${median(times).toFixed(0)} ms (min ${Math.min(...times).toFixed(0)}, max ${Math.max(...times).toFixed(0)}, n=${runs})`,
-    )
+    // Run -1 is the warm-up: connections, the token's EIP-712 domain cache.
+    await printMedianOfRuns(label, runs, (i) => measure(method, i))
   }
   console.log(`Command: npx tsx bench/evm-live.ts --runs ${runs} --job-interval-ms ${jobIntervalMs}`)
 } finally {

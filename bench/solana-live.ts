@@ -21,6 +21,7 @@ import type { WalletRpcAction } from '../src/contract/gateway.js'
 import { encodeBase58 } from '../src/server/chains/solana/index.js'
 import { createApiKey, createPartner, resolveConfig, startServer } from '../src/server/index.js'
 import { airdrop, createTestMint, mintTestTokens, startSolanaValidator } from '../test/solana/index.js'
+import { printMedianOfRuns, timeConfirmToSucceeded } from './stats.js'
 
 const { values } = parseArgs({
   options: { runs: { type: 'string', default: '20' }, 'job-interval-ms': { type: 'string', default: '500' } },
@@ -108,32 +109,14 @@ try {
     // A random pause keeps confirm out of step with the runner's poll timer, so the figure does not
     // depend on where in its period the loop happens to confirm.
     await new Promise((resolve) => setTimeout(resolve, Math.random() * jobIntervalMs))
-    const started = performance.now()
-    await call('POST', `${gw}/confirm`, { optionId: option.id, results: [result] })
-    for (;;) {
-      const status = await call('GET', `${gw}/status`)
-      if (status.isFinal) {
-        if (status.status !== 'succeeded') throw new Error(`payment ${paymentId} ended ${status.status}`)
-        return performance.now() - started
-      }
-      await new Promise((resolve) => setTimeout(resolve, 5))
-    }
+    return timeConfirmToSucceeded(call, paymentId, { optionId: option.id, results: [result] })
   }
 
-  const median = (xs: number[]) => {
-    const sorted = [...xs].sort((a, b) => a - b)
-    const mid = sorted.length >> 1
-    return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
-  }
   console.log(
     `Live Solana payment, confirm -> succeeded, ${cluster.backend}, job runner polling every ${jobIntervalMs} ms`,
   )
-  await measure(-1) // warm-up: connections, the mint's program and decimals
-  const times: number[] = []
-  for (let i = 0; i < runs; i++) times.push(await measure(i))
-  console.log(
-    `  SPL transferChecked (service fee payer, broadcast + confirm): median ${median(times).toFixed(0)} ms (min ${Math.min(...times).toFixed(0)}, max ${Math.max(...times).toFixed(0)}, n=${runs})`,
-  )
+  // Run -1 is the warm-up: connections, the mint's program and decimals.
+  await printMedianOfRuns('SPL transferChecked (service fee payer, broadcast + confirm)', runs, measure)
   console.log(`Command: npx tsx bench/solana-live.ts --runs ${runs} --job-interval-ms ${jobIntervalMs}`)
 } finally {
   await server?.stop()

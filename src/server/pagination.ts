@@ -1,3 +1,4 @@
+import { type SelectQueryBuilder, sql } from 'kysely'
 import { validationError } from './errors.js'
 
 /** Keyset position: the (created_at, id) of the last item of a page. Opaque to callers. */
@@ -33,6 +34,27 @@ export function decodeCursor(text: string): Cursor {
     // falls through to the validation error
   }
   throw validationError([{ path: 'query.cursor', message: 'Invalid cursor.' }])
+}
+
+/** Narrows a list to the rows after `cursor` (if any) in keyset order: `(created_at, id) < (cursor)`. */
+export function afterCursor<DB, TB extends keyof DB, O>(
+  query: SelectQueryBuilder<DB, TB, O>,
+  cursor: string | undefined,
+): SelectQueryBuilder<DB, TB, O> {
+  if (cursor === undefined) return query
+  const { createdAt, id } = decodeCursor(cursor)
+  return query.where(sql<boolean>`(created_at, id) < (${createdAt}, ${id})`)
+}
+
+/** Keyset order, newest first, and `limit + 1` rows so that `page` knows whether another page follows. */
+export function keysetPage<DB, TB extends keyof DB, O>(
+  query: SelectQueryBuilder<DB, TB, O>,
+  limit: number,
+): SelectQueryBuilder<DB, TB, O> {
+  return query
+    .orderBy(sql.ref('created_at'), 'desc')
+    .orderBy(sql.ref('id'), 'desc')
+    .limit(limit + 1)
 }
 
 /** Fetches `limit + 1` rows to know whether another page follows. */

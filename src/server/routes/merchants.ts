@@ -1,12 +1,11 @@
 import type { FastifyInstance } from 'fastify'
-import { sql } from 'kysely'
 import { endpoints } from '../../contract/endpoints.js'
 import type { Merchant } from '../../contract/merchant.js'
 import { findMerchant } from '../auth.js'
 import { forgetMerchantEverywhere } from '../authCache.js'
 import { fail } from '../errors.js'
 import { newId } from '../ids.js'
-import { decodeCursor, likeEscape, page } from '../pagination.js'
+import { afterCursor, keysetPage, likeEscape, page } from '../pagination.js'
 import { defineRoute } from '../route.js'
 import type { Db } from '../store/db.js'
 import type { MerchantRow } from '../store/schema.js'
@@ -41,15 +40,8 @@ export async function merchantRoutes(app: FastifyInstance): Promise<void> {
       const pattern = `%${likeEscape(query.search)}%`
       q = q.where((eb) => eb.or([eb('name', 'ilike', pattern), eb('id', 'ilike', pattern)]))
     }
-    if (query.cursor) {
-      const cursor = decodeCursor(query.cursor)
-      q = q.where(sql<boolean>`(created_at, id) < (${cursor.createdAt}, ${cursor.id})`)
-    }
-    const rows = await q
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(limit + 1)
-      .execute()
+    q = afterCursor(q, query.cursor)
+    const rows = await keysetPage(q, limit).execute()
     const { items, nextCursor } = page(rows, limit)
     return { data: items.map(merchantJson), nextCursor }
   })

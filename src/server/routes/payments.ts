@@ -12,9 +12,10 @@ import type { ServerConfig } from '../config.js'
 import type { AuthContext } from '../context.js'
 import { fail, validationError } from '../errors.js'
 import { newId } from '../ids.js'
-import { decodeCursor, page } from '../pagination.js'
+import { afterCursor, keysetPage, page } from '../pagination.js'
 import { unitDisplay } from '../payments/assets.js'
-import { expireDuePayments, transitionPayment } from '../payments/lifecycle.js'
+import { cancelPayment } from '../payments/cancel.js'
+import { expireDuePayments } from '../payments/lifecycle.js'
 import { createdJson, findMerchantPayment, listItemJson, paymentJson, statusJson } from '../payments/views.js'
 import { defineRoute } from '../route.js'
 import type { Db } from '../store/db.js'
@@ -52,33 +53,19 @@ async function listPayments(
   if (query.referenceId !== undefined) q = q.where('reference_id', '=', query.referenceId)
   if (query.startTs !== undefined) q = q.where('created_at', '>=', new Date(query.startTs * 1000))
   if (query.endTs !== undefined) q = q.where('created_at', '<', new Date(query.endTs * 1000))
-  if (query.cursor !== undefined) {
-    const cursor = decodeCursor(query.cursor)
-    q = q.where(sql<boolean>`(created_at, id) < (${cursor.createdAt}, ${cursor.id})`)
-  }
-  const keysetPage = <Q extends typeof q>(query: Q) =>
-    query
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(limit + 1)
+  q = afterCursor(q, query.cursor)
   let rows: PaymentRow[]
   if (statuses.length > 1) {
     // `status IN (...)` cannot walk an index in (created_at, id) order: at scale it filters its way through
     // the partner's history. One keyset range per status (payments_status / payments_merchant_status),
     // merged, reads at most (limit + 1) rows per status whatever the table size.
     const [first, ...others] = statuses.map((status, i) =>
-      db.selectFrom(keysetPage(q.where('status', '=', status)).as(`s${i}`)).selectAll(),
+      db.selectFrom(keysetPage(q.where('status', '=', status), limit).as(`s${i}`)).selectAll(),
     )
     const union = others.reduce((all, branch) => all.unionAll(branch), first!)
-    rows = await db
-      .selectFrom(union.as('p'))
-      .selectAll()
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(limit + 1)
-      .execute()
+    rows = await keysetPage(db.selectFrom(union.as('p')).selectAll(), limit).execute()
   } else {
-    rows = await keysetPage(q).execute()
+    rows = await keysetPage(q, limit).execute()
   }
   const { items, nextCursor } = page(rows, limit)
   return { data: items.map((row) => listItemJson(row, config)), nextCursor }
@@ -158,18 +145,6 @@ export async function paymentRoutes(app: FastifyInstance): Promise<void> {
 
   defineRoute(app, endpoints.cancelPayment, async ({ db, merchant, params, now }) => {
     const payment = await findMerchantPayment(db, merchant.id, params.id, now)
-    const row = await transitionPayment(db, {
-      paymentId: payment.id,
-      from: 'requires_action',
-      to: 'cancelled',
-      set: { cancelled_at: now, cancelled_reason: 'cancelled_by_merchant' },
-      now,
-    })
-    return {
-      paymentId: row.id,
-      status: 'cancelled' as const,
-      cancelledAt: row.cancelled_at!.toISOString(),
-      cancelledReason: 'cancelled_by_merchant' as const,
-    }
+    return cancelPayment(db, { paymentId: payment.id, reason: 'cancelled_by_merchant', now })
   })
 }
