@@ -7,15 +7,12 @@
  * Real parts only: Anvil + TestUSDC, the server over HTTP on embedded PostgreSQL (temporary directory),
  * its own job runner (the poll interval is the server default unless given), the viem signer.
  */
-import fs from 'node:fs/promises'
-import os from 'node:os'
-import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { privateKeyToAccount } from 'viem/accounts'
 import { evmSigner } from '../adapters/evm/index.js'
 import type { WalletRpcAction } from '../src/contract/gateway.js'
-import { createApiKey, createPartner, resolveConfig, startServer } from '../src/server/index.js'
 import { anvilPrivateKeys, deployTestToken, mintTestToken, startAnvil } from '../test/anvil.js'
+import { type LiveBenchServer, startLiveBenchServer } from './liveServer.js'
 import { printMedianOfRuns, timeConfirmToSucceeded } from './stats.js'
 
 const { values } = parseArgs({
@@ -24,55 +21,22 @@ const { values } = parseArgs({
 const runs = Number(values.runs)
 const jobIntervalMs = Number(values['job-interval-ms'])
 
-const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-bench-evm-'))
 const anvil = await startAnvil()
-let server: Awaited<ReturnType<typeof startServer>> | undefined
+let server: LiveBenchServer | undefined
 try {
   const token = await deployTestToken(anvil.rpcUrl)
   const asset = `${anvil.caip2}/erc20:${token}`
   const buyer = privateKeyToAccount(anvilPrivateKeys[2])
   await mintTestToken(anvil.rpcUrl, token, buyer.address, 1_000_000_000n)
-  server = await startServer({
-    port: 0,
-    dataDir,
+  server = await startLiveBenchServer({
+    caip2: anvil.caip2,
+    rpcUrl: anvil.rpcUrl,
+    signerKey: anvilPrivateKeys[1],
+    asset,
+    destination: `${anvil.caip2}:${privateKeyToAccount(anvilPrivateKeys[5]).address}`,
     jobIntervalMs,
-    config: resolveConfig({
-      rateLimit: false,
-      chains: {
-        [anvil.caip2]: {
-          rpcUrl: anvil.rpcUrl,
-          signerKey: anvilPrivateKeys[1],
-          assets: { [asset]: { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' } },
-        },
-      },
-    }),
   })
-  const base = server.url
-  const partnerId = await createPartner(server.db)
-  const { apiKey } = await createApiKey(server.db, { partnerId, mode: 'live' })
-  const call = async (method: string, url: string, body?: unknown, extra: Record<string, string> = {}) => {
-    const res = await fetch(`${base}${url}`, {
-      method,
-      headers: { 'api-key': apiKey, 'content-type': 'application/json', ...extra },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    })
-    const json = (await res.json()) as any
-    if (!res.ok) throw new Error(`${method} ${url}: ${res.status} ${JSON.stringify(json)}`)
-    return json
-  }
-  const { merchant } = await call(
-    'POST',
-    '/v1/merchants',
-    { merchantName: 'Bench', merchantEmail: 'bench@example.com' },
-    { 'idempotency-key': `bench-${Date.now()}` },
-  )
-  const destination = privateKeyToAccount(anvilPrivateKeys[5]).address
-  await call(
-    'POST',
-    `/v1/merchants/${merchant.id}/settlements/crypto`,
-    { settlements: [{ asset, destination: `${anvil.caip2}:${destination}` }] },
-    { 'idempotency-key': `bench-s-${Date.now()}` },
-  )
+  const { call, merchantId } = server
   const signer = evmSigner({ account: buyer, chains: { [anvil.caip2]: { rpcUrl: anvil.rpcUrl } } })
 
   const measure = async (
@@ -83,7 +47,7 @@ try {
       'POST',
       '/v1/payments',
       { referenceId: `bench-${method.slice(4, 8)}-${i}`, amount: { unit: 'iso4217/USD', value: '100' } },
-      { 'merchant-id': merchant.id },
+      { 'merchant-id': merchantId },
     )
     const gw = `/v1/gateway/payment/${paymentId}`
     const { options } = await call('POST', `${gw}/options`, { accounts: [`${anvil.caip2}:${buyer.address}`] })
@@ -113,5 +77,4 @@ try {
 } finally {
   await server?.stop()
   await anvil.stop()
-  await fs.rm(dataDir, { recursive: true, force: true })
 }

@@ -11,16 +11,13 @@
  * sendTransaction with preflight, status polling until confirmed, and the move to `succeeded` (the
  * settlement runs after it).
  */
-import fs from 'node:fs/promises'
-import os from 'node:os'
-import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { Keypair, LAMPORTS_PER_SOL } from '@solana/web3.js'
 import { solanaSigner } from '../adapters/solana/index.js'
 import type { WalletRpcAction } from '../src/contract/gateway.js'
 import { encodeBase58 } from '../src/server/chains/solana/index.js'
-import { createApiKey, createPartner, resolveConfig, startServer } from '../src/server/index.js'
 import { airdrop, createTestMint, mintTestTokens, startSolanaValidator } from '../test/solana/index.js'
+import { type LiveBenchServer, startLiveBenchServer } from './liveServer.js'
 import { printMedianOfRuns, timeConfirmToSucceeded } from './stats.js'
 
 const { values } = parseArgs({
@@ -29,9 +26,8 @@ const { values } = parseArgs({
 const runs = Number(values.runs)
 const jobIntervalMs = Number(values['job-interval-ms'])
 
-const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-bench-solana-'))
 const cluster = await startSolanaValidator()
-let server: Awaited<ReturnType<typeof startServer>> | undefined
+let server: LiveBenchServer | undefined
 try {
   const { connection, caip2 } = cluster
   const service = Keypair.generate()
@@ -42,47 +38,15 @@ try {
   const mint = await createTestMint(connection, mintAuthority, 6)
   await mintTestTokens(connection, mintAuthority, mint, buyer.publicKey, 1_000_000_000n)
   const asset = `${caip2}/token:${mint.toBase58()}`
-  server = await startServer({
-    port: 0,
-    dataDir,
+  server = await startLiveBenchServer({
+    caip2,
+    rpcUrl: cluster.rpcUrl,
+    signerKey: encodeBase58(service.secretKey),
+    asset,
+    destination: `${caip2}:${Keypair.generate().publicKey.toBase58()}`,
     jobIntervalMs,
-    config: resolveConfig({
-      rateLimit: false,
-      chains: {
-        [caip2]: {
-          rpcUrl: cluster.rpcUrl,
-          signerKey: encodeBase58(service.secretKey),
-          assets: { [asset]: { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' } },
-        },
-      },
-    }),
   })
-  const base = server.url
-  const partnerId = await createPartner(server.db)
-  const { apiKey } = await createApiKey(server.db, { partnerId, mode: 'live' })
-  const call = async (method: string, url: string, body?: unknown, extra: Record<string, string> = {}) => {
-    const res = await fetch(`${base}${url}`, {
-      method,
-      headers: { 'api-key': apiKey, 'content-type': 'application/json', ...extra },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    })
-    // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of a benchmark, read field by field
-    const json = (await res.json()) as any
-    if (!res.ok) throw new Error(`${method} ${url}: ${res.status} ${JSON.stringify(json)}`)
-    return json
-  }
-  const { merchant } = await call(
-    'POST',
-    '/v1/merchants',
-    { merchantName: 'Bench', merchantEmail: 'bench@example.com' },
-    { 'idempotency-key': `bench-${Date.now()}` },
-  )
-  await call(
-    'POST',
-    `/v1/merchants/${merchant.id}/settlements/crypto`,
-    { settlements: [{ asset, destination: `${caip2}:${Keypair.generate().publicKey.toBase58()}` }] },
-    { 'idempotency-key': `bench-s-${Date.now()}` },
-  )
+  const { call, merchantId } = server
   const signer = solanaSigner({ keypair: buyer, chains: [caip2] })
   const account = `${caip2}:${buyer.publicKey.toBase58()}`
 
@@ -91,7 +55,7 @@ try {
       'POST',
       '/v1/payments',
       { referenceId: `bench-sol-${i}`, amount: { unit: 'iso4217/USD', value: '100' } },
-      { 'merchant-id': merchant.id },
+      { 'merchant-id': merchantId },
     )
     const gw = `/v1/gateway/payment/${paymentId}`
     const { options } = await call('POST', `${gw}/options`, { accounts: [account] })
@@ -121,5 +85,4 @@ try {
 } finally {
   await server?.stop()
   await cluster.stop()
-  await fs.rm(dataDir, { recursive: true, force: true })
 }

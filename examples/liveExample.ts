@@ -1,7 +1,7 @@
 /**
- * Live mode on local chains, shared by the examples and the demo: a server (embedded PostgreSQL in a
- * temporary directory) configured for the chains that run, a partner with live keys, and a merchant that
- * settles on each chain.
+ * The server of the examples and the demo (embedded PostgreSQL in a temporary directory, live on the
+ * chains that run; none means test mode only), a partner with live keys, and a merchant that settles on
+ * each chain.
  */
 import fs from 'node:fs/promises'
 import os from 'node:os'

@@ -1,9 +1,7 @@
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { createApiKey } from '../src/server/accounts/accounts.js'
-import { resolveConfig } from '../src/server/config.js'
-import { type RunningServer, startServer } from '../src/server/server.js'
+import fs from 'node:fs/promises'
+import { createApiKey, createPartner } from '../src/server/accounts/accounts.js'
+import type { RunningServer } from '../src/server/server.js'
+import { startLiveServer } from './liveExample.js'
 
 export interface ExampleServer {
   server: RunningServer
@@ -14,26 +12,20 @@ export interface ExampleServer {
   close(): Promise<void>
 }
 
-/** A throwaway server: embedded PostgreSQL in a temp directory, a free port on 127.0.0.1. */
-export async function startExampleServer(config: Record<string, unknown> = {}): Promise<ExampleServer> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'caipay-example-'))
-  const server = await startServer({
-    port: 0,
-    dataDir,
-    config: resolveConfig(config),
-    publicBaseUrlFromListen: config.publicBaseUrl === undefined,
-    bootstrapPartner: true,
-    jobIntervalMs: 100,
-  })
-  const partnerId = server.bootstrap!.partnerId
-  const { apiKey: walletKey } = await createApiKey(server.db, { partnerId, mode: 'test', role: 'wallet' })
-  return {
-    server,
-    apiKey: server.bootstrap!.apiKey,
-    walletKey,
-    async close() {
-      await server.stop()
-      await rm(dataDir, { recursive: true, force: true })
-    },
+/** A throwaway test-mode server (no chains configured) with a partner and its test keys. */
+export async function startExampleServer(): Promise<ExampleServer> {
+  const { server, dataDir } = await startLiveServer({})
+  const close = async () => {
+    await server.stop()
+    await fs.rm(dataDir, { recursive: true, force: true })
+  }
+  try {
+    const partnerId = await createPartner(server.db)
+    const { apiKey } = await createApiKey(server.db, { partnerId, mode: 'test' })
+    const { apiKey: walletKey } = await createApiKey(server.db, { partnerId, mode: 'test', role: 'wallet' })
+    return { server, apiKey, walletKey, close }
+  } catch (error) {
+    await close()
+    throw error
   }
 }

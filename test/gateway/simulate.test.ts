@@ -59,6 +59,13 @@ describe('POST /v1/test/payments/:id/simulate', () => {
     expect((await simulate(a, 'expired')).json.status).toBe('expired')
     const b = await env.pay()
     expect((await simulate(b, 'cancelled')).json.status).toBe('cancelled')
+    // The sandbox cancels the way the merchant endpoint does: same transition, same recorded reason.
+    const row = await env.t.db
+      .selectFrom('payments')
+      .selectAll()
+      .where('id', '=', b)
+      .executeTakeFirstOrThrow()
+    expect([row.cancelled_reason, row.cancelled_at]).toEqual(['cancelled_by_merchant', expect.any(Date)])
   })
 
   it('409 invalid_state from a final payment', async () => {

@@ -1,6 +1,7 @@
 import type { SimulateBody, StatusResponse } from '../../contract/payment.js'
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
+import { markCancelled } from '../payments/cancel.js'
 import { transitionPayment } from '../payments/lifecycle.js'
 import { statusJson } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
@@ -51,13 +52,7 @@ export async function simulateOutcome(input: {
       case 'expired':
         return transitionPayment(trx, { paymentId: payment.id, from: 'requires_action', to: 'expired', now })
       case 'cancelled':
-        return transitionPayment(trx, {
-          paymentId: payment.id,
-          from: 'requires_action',
-          to: 'cancelled',
-          set: { cancelled_at: now, cancelled_reason: 'cancelled_by_merchant' },
-          now,
-        })
+        return markCancelled(trx, { paymentId: payment.id, reason: 'cancelled_by_merchant', now })
     }
   })
   return statusJson(row)

@@ -1,5 +1,6 @@
 import type { CancelResponse } from '../../contract/payment.js'
 import type { Db } from '../store/db.js'
+import type { PaymentRow } from '../store/schema.js'
 import { transitionPayment } from './lifecycle.js'
 
 export interface CancelPaymentParameters {
@@ -9,16 +10,25 @@ export interface CancelPaymentParameters {
   now: Date
 }
 
-/** Only a payment still waiting can be cancelled: `409 invalid_state` otherwise, `404 payment_not_found` if gone. */
-export async function cancelPayment(db: Db, params: CancelPaymentParameters): Promise<CancelResponse> {
+/**
+ * The one way a payment becomes `cancelled` (merchant, buyer, sandbox): only one still waiting can be,
+ * `409 invalid_state` otherwise, `404 payment_not_found` if gone.
+ */
+export function markCancelled(db: Db, params: CancelPaymentParameters): Promise<PaymentRow> {
   const { paymentId, reason, now } = params
-  const row = await transitionPayment(db, {
+  return transitionPayment(db, {
     paymentId,
     from: 'requires_action',
     to: 'cancelled',
     set: { cancelled_at: now, cancelled_reason: reason },
     now,
   })
+}
+
+/** Cancels and answers with the cancel response of rows 16 and 22. */
+export async function cancelPayment(db: Db, params: CancelPaymentParameters): Promise<CancelResponse> {
+  const { reason, now } = params
+  const row = await markCancelled(db, params)
   return {
     paymentId: row.id,
     status: 'cancelled',

@@ -4,7 +4,6 @@ import { endpoints } from '../../contract/endpoints.js'
 import { PaymentIdParams } from '../../contract/status.js'
 import type { ChainDriver } from '../chains/types.js'
 import { validationError } from '../errors.js'
-import { cancelByUser } from '../gateway/cancel.js'
 import { submitCollectedData } from '../gateway/collectSubmit.js'
 import { confirmPayment } from '../gateway/confirm.js'
 import { createDriverRegistry } from '../gateway/drivers.js'
@@ -12,6 +11,7 @@ import { fetchActions } from '../gateway/fetch.js'
 import { paymentOptions } from '../gateway/options.js'
 import { findGatewayPayment, gatewayPaymentJson } from '../gateway/payment.js'
 import { type ExpiryJob, startExpiryJob } from '../jobs/expiry.js'
+import { cancelPayment } from '../payments/cancel.js'
 import { statusJson } from '../payments/views.js'
 import { defineRoute } from '../route.js'
 
@@ -48,7 +48,8 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
   })
 
   defineRoute(app, endpoints.gatewayCancel, async ({ db, auth, params, now }) => {
-    return cancelByUser(db, await findGatewayPayment(db, params.id, auth.mode, now), now)
+    const payment = await findGatewayPayment(db, params.id, auth.mode, now)
+    return cancelPayment(db, { paymentId: payment.id, reason: 'cancelled_by_user', now })
   })
 
   defineRoute(app, endpoints.gatewayConfirm, async ({ db, auth, params, body, config, now }) => {
