@@ -1,11 +1,15 @@
 /**
  * Load generation in a separate process.
- * - `runLoad`: autocannon at full speed (or at a fixed `overallRate`) against one route, the path
- *   rotating over a list (e.g. payment ids), optionally with a fresh `Idempotency-Key` per request.
+ * - `runLoad`: autocannon at full speed against one route, the path rotating over a list (e.g. payment
+ *   ids), optionally with a fresh `Idempotency-Key` per request. At a fixed `overallRate` it is an
+ *   open-loop paced generator instead (`paced`): autocannon's rate mode sends each second's quota in a
+ *   burst and then "corrects" for coordinated omission with a 1 ms expected interval, which turns one
+ *   slow answer into dozens of made-up samples; see there.
  * - `runProbe`: a light latency probe (few connections, a fixed number of requests, microsecond
  *   timing) for the scale comparison, where autocannon's whole-millisecond histogram is too coarse.
  */
 import http from 'node:http'
+import net from 'node:net'
 import autocannon from 'autocannon'
 import { isJobChild, runJob, serveJob } from './child.js'
 
@@ -22,14 +26,14 @@ export interface LoadSpec {
   durationS: number
   /** Unmeasured run first, same settings, so the server's JIT and pools are warm. */
   warmupS?: number
-  /** Requests per second from all connections together (autocannon `overallRate`). */
+  /** Requests per second from all connections together, sent at an even pace (open loop). */
   overallRate?: number
 }
 
 export interface LoadResult {
   /** Successful (2xx) requests per second over the run. */
   rps: number
-  /** Milliseconds (autocannon records whole milliseconds). */
+  /** Milliseconds (autocannon records whole milliseconds; the paced generator microseconds). */
   p50: number
   p90: number
   p99: number
@@ -101,11 +105,142 @@ function cannon(spec: LoadSpec, durationS: number): Promise<autocannon.Result> {
     connections: spec.connections,
     duration: durationS,
     requests: [request],
-    ...(spec.overallRate ? { overallRate: spec.overallRate } : {}),
   })
 }
 
+/**
+ * Open-loop load at a constant rate (as wrk2): request i is due at start + i / rate whatever the
+ * answers before it, and its latency counts from that moment, so a stall shows in every request it
+ * delays and in none it does not. Requests wait for one of `connections` keep-alive sockets. The first
+ * `warmupS` seconds run at the same pace on the same sockets and are not recorded. It
+ * speaks HTTP/1.1 on raw sockets (pre-built heads, Content-Length framing): node:http costs several
+ * times more CPU per request, which on a small machine would take the server's share and measure
+ * the generator.
+ */
+async function paced(spec: LoadSpec & { overallRate: number }) {
+  const url = new URL(spec.url)
+  const tag = `${process.pid}-${Date.now().toString(36)}-paced`
+  const body = spec.body === undefined ? undefined : Buffer.from(spec.body)
+  const fixedHeads = Object.entries({
+    host: url.host,
+    connection: 'keep-alive',
+    ...spec.headers,
+    ...(body ? { 'content-type': 'application/json', 'content-length': String(body.length) } : {}),
+  })
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('')
+  const requestBytes = (i: number) => {
+    const key = spec.idempotencyKeys ? `idempotency-key: bench-${tag}-${i}\r\n` : ''
+    const head = `${spec.method} ${spec.paths[i % spec.paths.length]} HTTP/1.1\r\n${fixedHeads}${key}\r\n`
+    return body ? Buffer.concat([Buffer.from(head), body]) : Buffer.from(head)
+  }
+
+  const latencies: number[] = []
+  let ok = 0
+  let non2xx = 0
+  let errors = 0
+  const queue: { i: number; due: bigint }[] = []
+  const idle: Connection[] = []
+  let outstanding = 0
+  let drained: (() => void) | undefined
+
+  class Connection {
+    readonly socket: net.Socket
+    private buffer: Buffer = Buffer.alloc(0)
+    private current: { i: number; due: bigint } | undefined
+    constructor() {
+      this.socket = net.connect({ host: url.hostname, port: Number(url.port), noDelay: true })
+      this.socket.on('data', (chunk) => this.onData(chunk))
+      this.socket.on('error', () => {})
+      this.socket.on('close', () => {
+        if (this.current) finish(this, 0)
+      })
+    }
+    send(request: { i: number; due: bigint }) {
+      this.current = request
+      this.socket.write(requestBytes(request.i))
+    }
+    private onData(chunk: Buffer) {
+      this.buffer = this.buffer.length ? Buffer.concat([this.buffer, chunk]) : chunk
+      const headEnd = this.buffer.indexOf('\r\n\r\n')
+      if (headEnd === -1) return
+      const head = this.buffer.subarray(0, headEnd).toString('latin1')
+      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? Number.NaN)
+      if (Number.isNaN(length)) throw new Error(`paced load: an answer without Content-Length: ${head}`)
+      if (this.buffer.length < headEnd + 4 + length) return
+      this.buffer = this.buffer.subarray(headEnd + 4 + length)
+      finish(this, Number(head.slice(9, 12)))
+    }
+    take() {
+      const request = this.current!
+      this.current = undefined
+      return request
+    }
+  }
+
+  const finish = (connection: Connection, status: number) => {
+    const { i, due } = connection.take()
+    outstanding--
+    if (i >= warmup) {
+      if (status === 0) errors++
+      else {
+        latencies.push(Number(process.hrtime.bigint() - due) / 1e6)
+        if (status >= 200 && status < 300) ok++
+        else non2xx++
+      }
+    }
+    const next = queue.shift()
+    if (next) connection.send(next)
+    else idle.push(connection)
+    if (outstanding === 0) drained?.()
+  }
+
+  const connections = Array.from({ length: spec.connections }, () => new Connection())
+  await Promise.all(connections.map((c) => new Promise((resolve) => c.socket.once('connect', resolve))))
+  idle.push(...connections)
+
+  const warmup = Math.round(spec.overallRate * (spec.warmupS ?? 0))
+  const total = warmup + Math.round(spec.overallRate * spec.durationS)
+  const intervalNs = BigInt(Math.round(1e9 / spec.overallRate))
+  const start = process.hrtime.bigint()
+  const measuredFrom = start + BigInt(warmup) * intervalNs
+  let sent = 0
+  while (sent < total) {
+    const dueNow = Math.min(total, Number((process.hrtime.bigint() - start) / intervalNs) + 1)
+    for (; sent < dueNow; sent++) {
+      const request = { i: sent, due: start + BigInt(sent) * intervalNs }
+      outstanding++
+      const connection = idle.pop()
+      if (connection) connection.send(request)
+      else queue.push(request)
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1))
+  }
+  if (outstanding > 0) await new Promise<void>((resolve) => (drained = resolve))
+  const elapsedS = Number(process.hrtime.bigint() - measuredFrom) / 1e9
+  for (const c of connections) c.socket.destroy()
+  const sorted = latencies.sort((a, b) => a - b)
+  return {
+    rps: ok / elapsedS,
+    p50: percentile(sorted, 0.5),
+    p90: percentile(sorted, 0.9),
+    p99: percentile(sorted, 0.99),
+    mean: sorted.reduce((a, b) => a + b, 0) / sorted.length,
+    requests: sorted.length + errors,
+    non2xx,
+    errors,
+    timeouts: 0,
+    durationS: elapsedS,
+  }
+}
+
 async function load(spec: LoadSpec): Promise<LoadResult> {
+  if (spec.overallRate !== undefined) {
+    const cpu = process.cpuUsage()
+    const r = await paced({ ...spec, overallRate: spec.overallRate })
+    const used = process.cpuUsage(cpu)
+    return { ...r, cpuMs: (used.user + used.system) / 1000 }
+  }
   if (spec.warmupS) await cannon(spec, spec.warmupS)
   const cpu = process.cpuUsage()
   const r = await cannon(spec, spec.durationS)

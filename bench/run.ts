@@ -147,7 +147,8 @@ async function measure(
   overallRate?: number,
 ): Promise<LoadResult & { cpu?: CpuBreakdown }> {
   const spec: LoadSpec = { url: target.url, connections, durationS: settings.durationS, ...scenario }
-  if (overallRate) spec.overallRate = overallRate
+  // The paced generator warms up at the measured pace on the measured sockets; autocannon in a run of its own.
+  if (overallRate) Object.assign(spec, { overallRate, warmupS: settings.warmupS })
   else await runLoad({ ...spec, durationS: settings.warmupS })
   const profile = flags['cpu-prof'] && !overallRate
   const file = path.join(profileDir ?? '', `${label.replace(/\W+/g, '_')}.cpuprofile`)
@@ -212,6 +213,11 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
         scenario: { method: 'GET', paths: ['/json'], headers } as Scenario,
       },
       { name: 'select', label: 'GET /select/:id (one PK SELECT)', scenario: selectScenario },
+      {
+        name: 'select_prepared',
+        label: 'GET /select-prepared/:id (prepared)',
+        scenario: { ...selectScenario, paths: ids.map((id) => `/select-prepared/${id}`) },
+      },
     ]
     const scenarios: { name: string; label: string; scenario: Scenario; target: number }[] = [
       {
@@ -281,6 +287,7 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
     }
     const json = best.get('json')!
     const select = best.get('select')!
+    const prepared = best.get('select_prepared')!
 
     record('ceiling.json', json.rps, 'req/s')
     record('ceiling.json.p50', json.p50, 'ms')
@@ -292,6 +299,9 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
       record('ceiling.select.cpu.server', select.cpu.server, 'µs/req')
       record('ceiling.select.cpu.postgres', select.cpu.postgres, 'µs/req')
     }
+    record('ceiling.select_prepared', prepared.rps, 'req/s', json.rps)
+    record('ceiling.select_prepared.p99', prepared.p99, 'ms')
+    if (prepared.cpu) record('ceiling.select_prepared.cpu.postgres', prepared.cpu.postgres, 'µs/req')
     if (measured.length) {
       notes.push(
         'Throughput figures are the better of two rounds (ceiling and server in turn); all runs in req/s: ' +
@@ -302,6 +312,7 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
     for (const { s, max, at80, rate } of measured) {
       const ratio = max.rps / select.rps
       record(s.name, max.rps, 'req/s', select.rps)
+      record(`${s.name}.vs_prepared`, max.rps, 'req/s', prepared.rps)
       record(`${s.name}.p50`, max.p50, 'ms', select.p50 || null)
       record(`${s.name}.p99`, max.p99, 'ms', select.p99 || null)
       record(`${s.name}.p99_at_80pct`, at80.p99, 'ms', p99TargetMs)
@@ -312,7 +323,9 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
       targets.push({
         what: `${s.label}: >= ${s.target * 100}% of the PK-SELECT ceiling`,
         met: ratio >= s.target,
-        detail: `${pct(ratio)} (${max.rps.toFixed(0)} / ${select.rps.toFixed(0)} req/s)`,
+        detail:
+          `${pct(ratio)} (${max.rps.toFixed(0)} / ${select.rps.toFixed(0)} req/s); ` +
+          `${pct(max.rps / prepared.rps)} of the prepared SELECT (${prepared.rps.toFixed(0)} req/s)`,
       })
       targets.push({
         what: `${s.label}: p99 < ${p99TargetMs} ms at 80% of max`,
@@ -570,10 +583,14 @@ async function writeResults(host: ReturnType<typeof machine>, pgVersion: string,
     ),
     '',
     '- `ceiling.json` is bare Fastify answering a small JSON; `ceiling.select` bare Fastify doing one primary-key ' +
-      "SELECT through a pg pool of the server's size on the same database. `server.*` throughput and latency are " +
-      'compared with `ceiling.select`; `*.p99_at_80pct` is p99 at 80 % of the measured maximum (autocannon ' +
-      '`overallRate`), compared with the 25 ms target. `*.cpu.*`: CPU time per request of the server process and of ' +
-      'PostgreSQL (all its processes), from /proc, compared with the same for `ceiling.select`.',
+      "SELECT (`pool.query(text, values)`) through a pg pool of the server's size on the same database. " +
+      '`server.*` throughput and latency are compared with `ceiling.select`, the ceiling the targets name. ' +
+      '`ceiling.select_prepared` is the same SELECT as a named statement, as the server runs its hot statements ' +
+      '(`src/server/store/prepared.ts`): the stricter ceiling, and `server.*.vs_prepared` is each server figure ' +
+      'against it. `*.p99_at_80pct` is p99 at 80 % of the measured maximum, sent at an even pace (open loop, ' +
+      'latency counted from when each request was due, as wrk2), compared with the 25 ms target. `*.cpu.*`: CPU ' +
+      'time per request of the server process and of PostgreSQL (all its processes), from /proc, compared with ' +
+      'the same for `ceiling.select`.',
     ...notes.map((note) => `- ${note}`),
     '- `library.flow`: `createPayClient` on an in-process gateway that answers at once and a signer returning a ' +
       'fixed signature (state machine, events, routing, guard, snapshots). `bundle.*`: esbuild, minified browser ' +

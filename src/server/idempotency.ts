@@ -1,16 +1,18 @@
-import { sql } from 'kysely'
+import { type Insertable, type RawBuilder, sql } from 'kysely'
 import { PayError } from '../errors/PayError.js'
 import type { AuthContext } from './context.js'
 import { fail, renderError } from './errors.js'
 import { sha256Hex } from './ids.js'
 import type { Db } from './store/db.js'
+import { executePrepared } from './store/prepared.js'
+import type { Database } from './store/schema.js'
 
 /**
  * Idempotency in PostgreSQL, scoped to (partner, mode, key).
  *
- * One transaction per request: a non-blocking advisory lock on the key (taken in the same statement that
- * reads the stored record), the handler's writes, then the record stored as `done` with the response.
- * So:
+ * Most routes run in one transaction per request (runIdempotent): a non-blocking advisory lock on the
+ * key (taken in the same statement that reads the stored record), the handler's writes, then the
+ * record stored as `done` with the response. So:
  * - a second request while the first runs cannot take the lock: `409 idempotency_conflict`;
  * - the handler's writes and the stored response commit together, or neither does;
  * - a crashed request holds nothing (the lock and its writes die with its connection), so the next retry
@@ -18,6 +20,9 @@ import type { Db } from './store/db.js'
  * The read shares a snapshot taken just before the lock, so a request that finished in between is not
  * seen there; the final write only replaces a record that has no live answer, and when it finds one the
  * handler's work is rolled back and that answer is used instead.
+ *
+ * A route whose only write is one INSERT it can describe up front (payment creation) does all of that
+ * in a single statement instead (runIdempotentInsert), with the same answers.
  */
 
 export interface StoredResponse {
@@ -44,40 +49,40 @@ export function fingerprint(parts: {
   return sha256Hex(JSON.stringify([parts.route, parts.merchantId, parts.params ?? null, parts.body ?? null]))
 }
 
-export async function runIdempotent<T>(options: {
+interface KeyScope {
   db: Db
   auth: AuthContext
   key: string
   fingerprint: string
   now: Date
   ttlSeconds: number
-  successStatus: number
-  handler: (trx: Db) => Promise<T>
-}): Promise<IdempotentOutcome<T>> {
+}
+
+/** The stored-answer side of one (partner, mode, key), shared by both ways of running a request. */
+function keyRecord(options: KeyScope) {
   const { db, auth, key, now } = options
   const expiresAt = new Date(now.getTime() + options.ttlSeconds * 1000)
-  // Partner ids and modes hold no colon, so this names one (partner, mode, key) only.
-  const lockName = `caipay.idempotency:${auth.partnerId}:${auth.mode}:${key}`
+  const answer = (status: number, body: string) => ({
+    fingerprint: options.fingerprint,
+    state: 'done' as const,
+    response_status: status,
+    response_body: body,
+    response_headers: null,
+    locked_until: expiresAt,
+    created_at: now,
+    expires_at: expiresAt,
+  })
 
   /** Stores the answer unless a live one is already there; false when it was. */
   const store = async (executor: Db, status: number, body: string): Promise<boolean> => {
-    const answer = {
-      fingerprint: options.fingerprint,
-      state: 'done' as const,
-      response_status: status,
-      response_body: body,
-      response_headers: null,
-      locked_until: expiresAt,
-      created_at: now,
-      expires_at: expiresAt,
-    }
+    const values = answer(status, body)
     const stored = await executor
       .insertInto('idempotency_keys')
-      .values({ partner_id: auth.partnerId, mode: auth.mode, key, ...answer })
+      .values({ partner_id: auth.partnerId, mode: auth.mode, key, ...values })
       .onConflict((oc) =>
         oc
           .columns(['partner_id', 'mode', 'key'])
-          .doUpdateSet(answer)
+          .doUpdateSet(values)
           .where((eb) =>
             eb.or([eb('idempotency_keys.state', '<>', 'done'), eb('idempotency_keys.expires_at', '<=', now)]),
           ),
@@ -88,7 +93,7 @@ export async function runIdempotent<T>(options: {
   }
 
   /** The live answer of the key, checked against this request, once another request stored it. */
-  const storedAnswer = async (): Promise<IdempotentOutcome<T>> => {
+  const storedAnswer = async (): Promise<IdempotentOutcome<never>> => {
     const record = await db
       .selectFrom('idempotency_keys')
       .select(['fingerprint', 'state', 'response_status', 'response_body', 'expires_at'])
@@ -101,6 +106,25 @@ export async function runIdempotent<T>(options: {
     return outcome
   }
 
+  /** A refusal is the outcome of the key too: stored unless another request's answer is there already. */
+  const refuse = async (error: unknown): Promise<IdempotentOutcome<never>> => {
+    const rendered = error instanceof PayError ? renderError(error) : undefined
+    if (!rendered || rendered.status >= 500) throw error
+    if (await store(db, rendered.status, JSON.stringify(rendered.body))) throw error
+    return storedAnswer()
+  }
+
+  // Partner ids and modes hold no colon, so this names one (partner, mode, key) only.
+  const lockName = `caipay.idempotency:${auth.partnerId}:${auth.mode}:${key}`
+  return { lockName, expiresAt, answer, store, storedAnswer, refuse }
+}
+
+export async function runIdempotent<T>(
+  options: KeyScope & { successStatus: number; handler: (trx: Db) => Promise<T> },
+): Promise<IdempotentOutcome<T>> {
+  const { db, auth, key, now } = options
+  const record = keyRecord(options)
+
   const trx = await db.startTransaction().execute()
   let open = true
   const rollback = async () => {
@@ -110,7 +134,7 @@ export async function runIdempotent<T>(options: {
   try {
     const { rows } = await sql<RecordRead>`
       SELECT l.locked, k.fingerprint, k.state, k.response_status, k.response_body, k.expires_at
-      FROM (SELECT pg_try_advisory_xact_lock(hashtextextended(${lockName}, 0)) AS locked) l
+      FROM (SELECT pg_try_advisory_xact_lock(hashtextextended(${record.lockName}, 0)) AS locked) l
       LEFT JOIN idempotency_keys k ON k.partner_id = ${auth.partnerId} AND k.mode = ${auth.mode} AND k.key = ${key}
     `.execute(trx)
     const read = rows[0]!
@@ -128,17 +152,14 @@ export async function runIdempotent<T>(options: {
     try {
       result = await options.handler(trx)
     } catch (error) {
-      const rendered = error instanceof PayError ? renderError(error) : undefined
-      if (!rendered || rendered.status >= 500) throw error
-      // A refusal is the outcome of this key too: undo the handler's writes, keep the answer.
+      // Undo the handler's writes, keep the answer.
       await rollback()
-      if (await store(db, rendered.status, JSON.stringify(rendered.body))) throw error
-      return storedAnswer()
+      return record.refuse(error)
     }
-    if (!(await store(trx, options.successStatus, JSON.stringify(result)))) {
+    if (!(await record.store(trx, options.successStatus, JSON.stringify(result)))) {
       // Another request with this key finished between our read and our lock: its answer stands.
       await rollback()
-      return storedAnswer()
+      return record.storedAnswer()
     }
     await trx.commit().execute()
     open = false
@@ -150,6 +171,105 @@ export async function runIdempotent<T>(options: {
         .execute()
         .catch(() => {})
   }
+}
+
+/**
+ * A write that is one INSERT known in full before it runs, with the response it yields. Such a write
+ * needs no transaction: with or without an Idempotency-Key it is a single statement (insertOnce).
+ */
+export interface PlannedInsert<T, K extends keyof Database = keyof Database> {
+  table: K
+  row: Insertable<Database[K]>
+  /**
+   * A condition on the database the insert needs (say, the merchant still exists), checked by the same
+   * statement; when it does not hold, nothing is written and `refuse` throws the answer.
+   */
+  guard?: { holds: RawBuilder<boolean>; refuse: () => never }
+  result: T
+}
+
+function insertSql(plan: PlannedInsert<unknown>, from: RawBuilder<unknown> | undefined) {
+  const columns = Object.keys(plan.row)
+  const values = Object.values(plan.row)
+  return sql`INSERT INTO ${sql.table(plan.table)} (${sql.join(columns.map((c) => sql.ref(c)))})
+    SELECT ${sql.join(values)}${from ? sql` FROM ${from}` : sql``}`
+}
+
+/** Runs a planned insert without an Idempotency-Key. */
+export async function insertPlanned<T>(db: Db, plan: PlannedInsert<T>): Promise<T> {
+  const guard = plan.guard ? sql` WHERE ${plan.guard.holds}` : sql``
+  const { numAffectedRows } = await executePrepared(
+    db,
+    sql`${insertSql(plan, undefined)}${guard}`.compile(db),
+  )
+  if (numAffectedRows === 0n) plan.guard!.refuse()
+  return plan.result
+}
+
+/**
+ * Runs a planned insert under an Idempotency-Key in one statement, so one round trip and one commit
+ * instead of a transaction's five. The statement takes the key's advisory lock, reads the stored record,
+ * stores this request's answer (only over a record with no live answer, as `store` does), and inserts
+ * the row only when the answer was stored: the row and its answer commit together or not at all.
+ * A request that lost a race with another one under the same key writes nothing and answers as the
+ * transaction path does (409 while the other is in flight, its answer once stored).
+ */
+export async function runIdempotentInsert<T>(
+  options: KeyScope & { successStatus: number; plan: () => PlannedInsert<T> },
+): Promise<IdempotentOutcome<T>> {
+  const { db, auth, key, now } = options
+  const record = keyRecord(options)
+  let plan: PlannedInsert<T>
+  try {
+    plan = options.plan()
+  } catch (error) {
+    return record.refuse(error)
+  }
+  const answer = record.answer(options.successStatus, JSON.stringify(plan.result))
+  const statement = sql<RecordRead & { allowed: boolean; inserted: boolean }>`
+    WITH attempt AS (
+      SELECT pg_try_advisory_xact_lock(hashtextextended(${record.lockName}, 0)) AS locked,
+        ${plan.guard ? plan.guard.holds : sql`true`} AS allowed
+    ), stored AS (
+      INSERT INTO idempotency_keys (partner_id, mode, key, fingerprint, state, response_status, response_body,
+        locked_until, created_at, expires_at)
+      SELECT ${auth.partnerId}, ${auth.mode}, ${key}, ${answer.fingerprint}, ${answer.state},
+        ${answer.response_status}, ${answer.response_body}, ${answer.locked_until}, ${answer.created_at},
+        ${answer.expires_at}
+      FROM attempt WHERE locked AND allowed
+      ON CONFLICT (partner_id, mode, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint,
+        state = EXCLUDED.state, response_status = EXCLUDED.response_status,
+        response_body = EXCLUDED.response_body, response_headers = NULL,
+        locked_until = EXCLUDED.locked_until, created_at = EXCLUDED.created_at,
+        expires_at = EXCLUDED.expires_at
+      WHERE idempotency_keys.expires_at <= ${now}
+        OR (idempotency_keys.state <> 'done' AND idempotency_keys.fingerprint = EXCLUDED.fingerprint)
+      RETURNING 1
+    ), inserted AS (
+      ${insertSql(plan, sql`stored`)} RETURNING 1
+    )
+    SELECT a.locked, a.allowed, EXISTS (SELECT 1 FROM inserted) AS inserted,
+      k.fingerprint, k.state, k.response_status, k.response_body, k.expires_at
+    FROM attempt a
+    LEFT JOIN idempotency_keys k ON k.partner_id = ${auth.partnerId} AND k.mode = ${auth.mode} AND k.key = ${key}
+  `
+  const { rows } = await executePrepared(db, statement.compile(db))
+  const read = rows[0]!
+  if (read.inserted) return { replayed: false, status: options.successStatus, result: plan.result }
+  if (!read.locked) fail('idempotency_conflict', 'A request with this Idempotency-Key is still in progress.')
+  // The record as it was when the statement began: a live answer there is this request's answer.
+  const known =
+    read.fingerprint === null ? undefined : answerOf(read as StoredRecord, options.fingerprint, now)
+  if (known) return known
+  if (!read.allowed) {
+    try {
+      plan.guard!.refuse()
+    } catch (error) {
+      return record.refuse(error)
+    }
+  }
+  // Another request with this key stored its answer after this statement began: that answer stands.
+  return record.storedAnswer()
 }
 
 interface StoredRecord {

@@ -7,7 +7,15 @@ import { authenticate, checkAsciiHeaders, header, resolveMerchantHeader } from '
 import type { ServerConfig } from './config.js'
 import type { AuthContext } from './context.js'
 import { fail, validationError } from './errors.js'
-import { checkIdempotencyKey, fingerprint, runIdempotent } from './idempotency.js'
+import {
+  checkIdempotencyKey,
+  fingerprint,
+  type IdempotentOutcome,
+  insertPlanned,
+  type PlannedInsert,
+  runIdempotent,
+  runIdempotentInsert,
+} from './idempotency.js'
 import type { Db } from './store/db.js'
 import type { MerchantRow } from './store/schema.js'
 import { resolveApiVersion } from './version.js'
@@ -50,6 +58,13 @@ export interface DefineRouteOptions {
   bodyByVersion?: Partial<Record<ApiVersion, z.ZodMiniType>>
 }
 
+type Runner<E extends Endpoint> = (
+  request: FastifyRequest,
+  reply: FastifyReply,
+  ctx: RouteContext<E>,
+  key: string | undefined,
+) => Promise<unknown>
+
 /**
  * Registers one endpoint of the contract registry: path, method, schemas and success status come
  * from the descriptor; the pipeline is ASCII headers -> auth -> version -> merchant -> (rate limit)
@@ -61,41 +76,81 @@ export function defineRoute<E extends Endpoint>(
   handler: RouteHandler<E>,
   options: DefineRouteOptions = {},
 ): void {
-  const versionedBody = options.bodyByVersion !== undefined
-  const idempotency = endpoint.idempotencyKey ?? (endpoint.method === 'GET' ? undefined : 'optional')
-
-  // Everything after the context is built: plain, or inside the Idempotency-Key transaction.
-  const run = async (request: FastifyRequest, reply: FastifyReply, ctx: RouteContext<E>) => {
-    const auth = ctx.auth
-    const key = idempotency === undefined ? undefined : header(request, 'idempotency-key')
-    if (key === undefined) {
-      const result = await handler(ctx)
-      return reply.code(endpoint.status).send(result)
-    }
+  registerRoute(app, endpoint, options, async (request, reply, ctx, key) => {
+    if (key === undefined) return reply.code(endpoint.status).send(await handler(ctx))
     const outcome = await runIdempotent({
-      db: app.db,
-      auth,
-      key,
-      fingerprint: fingerprint({
-        route: `${endpoint.method} ${endpoint.path}`,
-        merchantId: request.merchant?.id ?? null,
-        params: request.params,
-        body: request.body,
-      }),
-      now: ctx.now,
-      ttlSeconds: app.config.idempotencyTtlSeconds,
+      ...keyScope(app, endpoint, request, ctx, key),
       successStatus: endpoint.status,
       handler: (trx) => handler({ ...ctx, db: trx }),
     })
-    if (outcome.replayed) {
-      return reply
-        .code(outcome.stored.status)
-        .header('idempotent-replayed', 'true')
-        .type('application/json; charset=utf-8')
-        .send(outcome.stored.body)
-    }
-    return reply.code(outcome.status).send(outcome.result)
+    return sendOutcome(reply, outcome)
+  })
+}
+
+/**
+ * Registers an endpoint whose only write is one INSERT it can describe before running (payment
+ * creation): `plan` validates and reads, but never writes. With or without an Idempotency-Key the
+ * write is then a single statement (see runIdempotentInsert), which keeps the hottest write as cheap
+ * under a key as without one.
+ */
+export function defineInsertRoute<E extends Endpoint>(
+  app: FastifyInstance,
+  endpoint: E,
+  plan: (ctx: RouteContext<E>) => PlannedInsert<z.output<E['response']>>,
+  options: DefineRouteOptions = {},
+): void {
+  registerRoute(app, endpoint, options, async (request, reply, ctx, key) => {
+    if (key === undefined) return reply.code(endpoint.status).send(await insertPlanned(ctx.db, plan(ctx)))
+    const outcome = await runIdempotentInsert({
+      ...keyScope(app, endpoint, request, ctx, key),
+      successStatus: endpoint.status,
+      plan: () => plan(ctx),
+    })
+    return sendOutcome(reply, outcome)
+  })
+}
+
+function keyScope<E extends Endpoint>(
+  app: FastifyInstance,
+  endpoint: E,
+  request: FastifyRequest,
+  ctx: RouteContext<E>,
+  key: string,
+) {
+  return {
+    db: app.db,
+    auth: ctx.auth,
+    key,
+    fingerprint: fingerprint({
+      route: `${endpoint.method} ${endpoint.path}`,
+      merchantId: request.merchant?.id ?? null,
+      params: request.params,
+      body: request.body,
+    }),
+    now: ctx.now,
+    ttlSeconds: app.config.idempotencyTtlSeconds,
   }
+}
+
+function sendOutcome(reply: FastifyReply, outcome: IdempotentOutcome<unknown>) {
+  if (outcome.replayed) {
+    return reply
+      .code(outcome.stored.status)
+      .header('idempotent-replayed', 'true')
+      .type('application/json; charset=utf-8')
+      .send(outcome.stored.body)
+  }
+  return reply.code(outcome.status).send(outcome.result)
+}
+
+function registerRoute<E extends Endpoint>(
+  app: FastifyInstance,
+  endpoint: E,
+  options: DefineRouteOptions,
+  run: Runner<E>,
+): void {
+  const versionedBody = options.bodyByVersion !== undefined
+  const idempotency = endpoint.idempotencyKey ?? (endpoint.method === 'GET' ? undefined : 'optional')
 
   const route: RouteOptions = {
     method: endpoint.method,
@@ -161,7 +216,8 @@ export function defineRoute<E extends Endpoint>(
         },
       } as RouteContext<E>
       try {
-        return await run(request, reply, ctx)
+        const key = idempotency === undefined ? undefined : header(request, 'idempotency-key')
+        return await run(request, reply, ctx, key)
       } finally {
         if (afterCommit) for (const fn of afterCommit) fn()
       }

@@ -1,3 +1,4 @@
+import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createTestServer, type TestServer } from './harness.js'
 import { createMerchant, createPayment, headers, idem, succeedPayment } from './helpers.js'
@@ -546,5 +547,126 @@ describe('POST /v1/refunds (row 17)', () => {
     const replay = await refund(id, { 'idempotency-key': k })
     expect(replay.statusCode).toBe(200)
     expect(replay.headers['idempotent-replayed']).toBe('true')
+  })
+})
+
+// Last in the file: its last case moves the clock a day on.
+describe('POST /v1/payments under an Idempotency-Key (one statement)', () => {
+  const body = (referenceId: string) => ({ referenceId, amount: { unit: 'iso4217/USD', value: '700' } })
+  const rowsOf = (referenceId: string) =>
+    t.db.selectFrom('payments').select('id').where('reference_id', '=', referenceId).execute()
+  const record = (k: string) =>
+    t.db.selectFrom('idempotency_keys').selectAll().where('key', '=', k).executeTakeFirstOrThrow()
+
+  it('stores the answer with the payment: the replay is the same bytes and no second row', async () => {
+    const k = idem()
+    const first = await create(body('one-statement'), { 'idempotency-key': k })
+    expect(first.statusCode, first.body).toBe(201)
+    const stored = await record(k)
+    expect([stored.state, stored.response_status]).toEqual(['done', 201])
+    expect(JSON.parse(stored.response_body!)).toEqual(first.json)
+    const replay = await create(body('one-statement'), { 'idempotency-key': k })
+    expect([replay.statusCode, replay.headers['idempotent-replayed'], replay.body]).toEqual([
+      201,
+      'true',
+      first.body,
+    ])
+    expect(await rowsOf('one-statement')).toEqual([{ id: first.json.paymentId }])
+  })
+
+  it('a merchant deleted behind the cache: 404 stored under the key, nothing inserted', async () => {
+    // A cache that outlives the test however slow the machine: the merchant stays cached throughout.
+    const cached = await createTestServer({ config: { authCacheMs: 60_000 } })
+    try {
+      const apiKey = (await cached.createKey('test')).apiKey
+      const merchant = await createMerchant(cached, apiKey)
+      await createPayment(cached, apiKey, merchant) // the cache now holds the merchant
+      await cached.db
+        .updateTable('merchants')
+        .set({ deleted_at: new Date() })
+        .where('id', '=', merchant)
+        .execute()
+      const k = idem()
+      const send = () =>
+        cached.request({
+          method: 'POST',
+          url: '/v1/payments',
+          headers: headers(apiKey, merchant, { 'idempotency-key': k }),
+          payload: body('deleted-merchant'),
+        })
+      const refused = await send()
+      expect([refused.statusCode, refused.json.code]).toEqual([404, 'merchant_not_found'])
+      const rows = await cached.db
+        .selectFrom('payments')
+        .select('id')
+        .where('reference_id', '=', 'deleted-merchant')
+        .execute()
+      expect(rows).toEqual([])
+      const stored = await cached.db
+        .selectFrom('idempotency_keys')
+        .selectAll()
+        .where('key', '=', k)
+        .executeTakeFirstOrThrow()
+      expect(stored.response_status).toBe(404)
+      const replay = await send()
+      expect([replay.statusCode, replay.headers['idempotent-replayed']]).toEqual([404, 'true'])
+    } finally {
+      await cached.close()
+    }
+  })
+
+  it("a refusal found before the insert (unsupported unit) is the key's answer too", async () => {
+    const k = idem()
+    const bad = { referenceId: 'bad-unit', amount: { unit: 'iso4217/ZZZ', value: '1' } }
+    const refused = await create(bad, { 'idempotency-key': k })
+    expect([refused.statusCode, refused.json.code]).toEqual([400, 'params_validation'])
+    const replay = await create(bad, { 'idempotency-key': k })
+    expect([replay.statusCode, replay.headers['idempotent-replayed']]).toEqual([400, 'true'])
+    const other = await create(body('bad-unit'), { 'idempotency-key': k })
+    expect([other.statusCode, other.json.code]).toEqual([409, 'idempotency_conflict'])
+    expect(await rowsOf('bad-unit')).toEqual([])
+  })
+
+  it('while another request holds the key: 409 and nothing written', async () => {
+    const k = idem()
+    // What a request in flight on another connection holds: the key's transaction-scoped lock.
+    const trx = await t.db.startTransaction().execute()
+    try {
+      await sql`SELECT pg_advisory_xact_lock(hashtextextended(${`caipay.idempotency:${t.partnerId}:test:${k}`}, 0))`.execute(
+        trx,
+      )
+      const blocked = await create(body('held-key'), { 'idempotency-key': k })
+      expect([blocked.statusCode, blocked.json.code]).toEqual([409, 'idempotency_conflict'])
+    } finally {
+      await trx.rollback().execute()
+    }
+    expect(await rowsOf('held-key')).toEqual([])
+    expect(await t.db.selectFrom('idempotency_keys').select('key').where('key', '=', k).execute()).toEqual([])
+    const after = await create(body('held-key'), { 'idempotency-key': k })
+    expect(after.statusCode).toBe(201)
+    expect(after.headers['idempotent-replayed']).toBeUndefined()
+  })
+
+  it("an expired record or one left in flight is run again; another body's in-flight record is not", async () => {
+    const k = idem()
+    const first = await create(body('rerun'), { 'idempotency-key': k })
+    await t.db
+      .updateTable('idempotency_keys')
+      .set({ state: 'in_flight', response_body: null, response_status: null })
+      .where('key', '=', k)
+      .execute()
+    await t.db.deleteFrom('payments').where('id', '=', first.json.paymentId).execute()
+    const conflicting = await create(body('rerun-other'), { 'idempotency-key': k })
+    expect([conflicting.statusCode, conflicting.json.code]).toEqual([409, 'idempotency_conflict'])
+    const retried = await create(body('rerun'), { 'idempotency-key': k })
+    expect(retried.statusCode).toBe(201)
+    expect(retried.headers['idempotent-replayed']).toBeUndefined()
+    expect(retried.json.paymentId).not.toBe(first.json.paymentId)
+
+    t.advanceTime(24 * 3600 * 1000 + 1000)
+    const afterTtl = await create(body('rerun-other'), { 'idempotency-key': k })
+    expect(afterTtl.statusCode).toBe(201)
+    expect(afterTtl.headers['idempotent-replayed']).toBeUndefined()
+    expect((await rowsOf('rerun-other')).map((r) => r.id)).toEqual([afterTtl.json.paymentId])
   })
 })

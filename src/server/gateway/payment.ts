@@ -5,6 +5,7 @@ import { fail } from '../errors.js'
 import { withExpiryApplied } from '../payments/lifecycle.js'
 import { paymentAmount, unixSeconds } from '../payments/views.js'
 import type { Db } from '../store/db.js'
+import { executePrepared } from '../store/prepared.js'
 import type { Mode, PaymentRow } from '../store/schema.js'
 
 export interface GatewayPaymentRow extends PaymentRow {
@@ -30,7 +31,7 @@ export async function findGatewayPayment(
     .select(['merchants.name as merchant_name', 'merchants.icon_url as merchant_icon_url'])
     .where('payments.id', '=', paymentId)
   if (mode) query = query.where('payments.mode', '=', mode)
-  const row = await query.executeTakeFirst()
+  const [row] = (await executePrepared(db, query.compile())).rows
   if (!row) fail('payment_not_found', 'Payment not found.', { paymentId })
   const current = await withExpiryApplied(db, row, now)
   return { ...current, merchant_name: row.merchant_name, merchant_icon_url: row.merchant_icon_url }

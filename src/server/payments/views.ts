@@ -9,6 +9,7 @@ import {
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import type { Db } from '../store/db.js'
+import { executePrepared } from '../store/prepared.js'
 import type { PaymentRow } from '../store/schema.js'
 import { toAmount } from './assets.js'
 import { withExpiryApplied } from './lifecycle.js'
@@ -108,12 +109,12 @@ export async function findMerchantPayment(
   paymentId: string,
   now: Date,
 ): Promise<PaymentRow> {
-  const row = await db
+  const query = db
     .selectFrom('payments')
     .selectAll()
     .where('id', '=', paymentId)
     .where('merchant_id', '=', merchantId)
-    .executeTakeFirst()
+  const [row] = (await executePrepared(db, query.compile())).rows
   if (!row) fail('payment_not_found', 'Payment not found.', { paymentId })
   return withExpiryApplied(db, row, now)
 }

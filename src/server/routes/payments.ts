@@ -17,7 +17,7 @@ import { unitDisplay } from '../payments/assets.js'
 import { cancelPayment } from '../payments/cancel.js'
 import { expireDuePayments } from '../payments/lifecycle.js'
 import { createdJson, findMerchantPayment, listItemJson, paymentJson, statusJson } from '../payments/views.js'
-import { defineRoute } from '../route.js'
+import { defineInsertRoute, defineRoute } from '../route.js'
 import type { Db } from '../store/db.js'
 import type { PaymentRow } from '../store/schema.js'
 
@@ -72,10 +72,10 @@ async function listPayments(
 }
 
 export async function paymentRoutes(app: FastifyInstance): Promise<void> {
-  defineRoute(
+  defineInsertRoute(
     app,
     endpoints.createPayment,
-    async ({ db, auth, merchant, config, now, ...ctx }) => {
+    ({ auth, merchant, config, now, ...ctx }) => {
       // Stable bodies have no `checkout`; the preview schema (which has it) validated preview calls.
       const body = ctx.body as PaymentCreateBodyPreview
       const display = unitDisplay(body.amount.unit, config)
@@ -96,23 +96,30 @@ export async function paymentRoutes(app: FastifyInstance): Promise<void> {
       } else {
         expiresAt = new Date((Math.floor(now.getTime() / 1000) + config.paymentTtlSeconds) * 1000)
       }
-      // One statement, no query builder (this is the hottest write): the merchant may come from the
-      // auth cache, so the INSERT itself checks that it still exists.
-      const checkout = body.checkout ? JSON.stringify(body.checkout) : null
-      const { rows } = await sql<Pick<PaymentRow, 'id' | 'status' | 'expires_at'>>`
-        INSERT INTO payments (id, partner_id, merchant_id, mode, reference_id, amount_unit, amount_value, status,
-          failure_code, expires_at, selected_option_id, buyer, option_amount, tx_id, settlement_status,
-          settlement_tx_id, settlement_unit, refunded_at, cancelled_at, cancelled_reason, checkout, created_at,
-          updated_at)
-        SELECT ${newId('payment')}, ${auth.partnerId}, ${merchant.id}, ${auth.mode}, ${body.referenceId},
-          ${body.amount.unit}, ${body.amount.value}, 'requires_action', NULL, ${expiresAt}, NULL, NULL, NULL,
-          NULL, NULL, NULL, NULL, NULL, NULL, NULL, ${checkout}, ${now}, ${now}
-        FROM merchants WHERE id = ${merchant.id} AND deleted_at IS NULL
-        RETURNING id, status, expires_at
-      `.execute(db)
-      const row = rows[0]
-      if (!row) fail('merchant_not_found', 'Merchant not found.', { merchantId: merchant.id })
-      return createdJson(row, config)
+      const id = newId('payment')
+      return {
+        table: 'payments',
+        row: {
+          id,
+          partner_id: auth.partnerId,
+          merchant_id: merchant.id,
+          mode: auth.mode,
+          reference_id: body.referenceId,
+          amount_unit: body.amount.unit,
+          amount_value: body.amount.value,
+          status: 'requires_action',
+          expires_at: expiresAt,
+          checkout: body.checkout ? JSON.stringify(body.checkout) : null,
+          created_at: now,
+          updated_at: now,
+        },
+        // The merchant may come from the auth cache, so the insert itself checks it still exists.
+        guard: {
+          holds: sql<boolean>`EXISTS (SELECT 1 FROM merchants WHERE id = ${merchant.id} AND deleted_at IS NULL)`,
+          refuse: () => fail('merchant_not_found', 'Merchant not found.', { merchantId: merchant.id }),
+        },
+        result: createdJson({ id, status: 'requires_action', expires_at: expiresAt }, config),
+      }
     },
     { bodyByVersion: { '2026-02-19.preview': PreviewBody } },
   )

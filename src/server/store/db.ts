@@ -2,6 +2,7 @@ import { Kysely, PostgresDialect, type Transaction } from 'kysely'
 import pg from 'pg'
 import { startEmbeddedPostgres } from './embedded.js'
 import { migrate } from './migrate.js'
+import { preparingPool } from './prepared.js'
 import type { Database } from './schema.js'
 
 export type Db = Kysely<Database>
@@ -63,7 +64,7 @@ export function createDb(url: string, poolSize = 10): Db {
   const pool = new pg.Pool({ connectionString: url, max: poolSize })
   // An idle client losing its server (database restart) must not crash the process.
   pool.on('error', () => {})
-  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) })
 }
 
 /** Runs `fn` in a transaction, reusing the caller's when `db` already is one (kysely does not nest). */

@@ -1,0 +1,51 @@
+import type { CompiledQuery, PostgresPool, PostgresPoolClient, QueryResult } from 'kysely'
+import type pg from 'pg'
+import type { Db } from './db.js'
+
+/**
+ * Named (prepared) statements for the hot, fixed-shape queries: the status reads and the payment
+ * insert. PostgreSQL parses and plans an unnamed statement on every call, and for these that is half
+ * of its work (bench: a payment INSERT 328 -> 193 µs of PostgreSQL CPU, the idempotent one 610 -> 283).
+ * A named statement is parsed once per connection and, after five runs, planned once.
+ *
+ * Only statements whose best plan does not depend on their parameters belong here (primary-key and
+ * unique-key lookups, single-row inserts): a generic plan would, for instance, guess a `LIMIT $1`.
+ */
+const names = new Map<string, string>()
+/** A bound on statements kept per connection, should a caller build ever-new texts by mistake. */
+const maxStatements = 64
+
+/** Runs `query` as a named statement of each connection that runs it. */
+export function executePrepared<R>(db: Db, query: CompiledQuery<R>): Promise<QueryResult<R>> {
+  if (!names.has(query.sql) && names.size < maxStatements) names.set(query.sql, `caipay_${names.size + 1}`)
+  return db.executeQuery(query)
+}
+
+/** The pg pool as kysely sees it: statements marked by executePrepared run by name. */
+export function preparingPool(pool: pg.Pool): PostgresPool {
+  const clients = new WeakMap<pg.PoolClient, PostgresPoolClient>()
+  return {
+    async connect() {
+      const client = await pool.connect()
+      let wrapped = clients.get(client)
+      if (!wrapped) {
+        wrapped = preparingClient(client)
+        clients.set(client, wrapped)
+      }
+      return wrapped
+    },
+    end: () => pool.end(),
+  }
+}
+
+function preparingClient(client: pg.PoolClient): PostgresPoolClient {
+  const query = (text: string | pg.Submittable, values?: readonly unknown[]) => {
+    // A cursor (kysely's streaming) passes through.
+    if (typeof text !== 'string') return client.query(text)
+    const name = names.get(text)
+    return name === undefined
+      ? client.query(text, values as unknown[])
+      : client.query({ name, text, values: values as unknown[] })
+  }
+  return { query: query as unknown as PostgresPoolClient['query'], release: () => client.release() }
+}
