@@ -110,7 +110,7 @@ function round(n: number): number {
 const log = (message: string) => console.log(message)
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`
 const fmt = (r: LoadResult & { cpu?: CpuBreakdown }) =>
-  `${r.rps.toFixed(0)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms` +
+  `${r.rps.toFixed(0)} req/s, p50 ${round(r.p50)} ms, p99 ${round(r.p99)} ms` +
   (r.cpu ? `\n${' '.repeat(49)}${cpuText(r.cpu)}` : '')
 
 function machine() {
@@ -331,7 +331,7 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
         what: `${s.label}: p99 < ${p99TargetMs} ms at 80% of max`,
         met: at80.p99 < p99TargetMs,
         detail:
-          `${at80.p99} ms at ${rate} req/s` +
+          `${round(at80.p99)} ms at ${rate} req/s` +
           (at80.rps < rate * 0.95 ? ` (saturated: it served ${at80.rps.toFixed(0)} req/s in that run)` : ''),
       })
     }

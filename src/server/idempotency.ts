@@ -175,18 +175,21 @@ export async function runIdempotent<T>(
 
 /**
  * A write that is one INSERT known in full before it runs, with the response it yields. Such a write
- * needs no transaction: with or without an Idempotency-Key it is a single statement (insertOnce).
+ * needs no transaction: with or without an Idempotency-Key it is a single statement (insertPlanned,
+ * runIdempotentInsert).
  */
-export interface PlannedInsert<T, K extends keyof Database = keyof Database> {
-  table: K
-  row: Insertable<Database[K]>
-  /**
-   * A condition on the database the insert needs (say, the merchant still exists), checked by the same
-   * statement; when it does not hold, nothing is written and `refuse` throws the answer.
-   */
-  guard?: { holds: RawBuilder<boolean>; refuse: () => never }
-  result: T
-}
+export type PlannedInsert<T> = {
+  [K in keyof Database]: {
+    table: K
+    row: Insertable<Database[K]>
+    /**
+     * A condition on the database the insert needs (say, the merchant still exists), checked by the
+     * same statement; when it does not hold, nothing is written and `refuse` throws the answer.
+     */
+    guard?: { holds: RawBuilder<boolean>; refuse: () => never }
+    result: T
+  }
+}[keyof Database]
 
 function insertSql(plan: PlannedInsert<unknown>, from: RawBuilder<unknown> | undefined) {
   const columns = Object.keys(plan.row)
