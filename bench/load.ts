@@ -45,6 +45,8 @@ export interface LoadResult {
   durationS: number
   /** CPU milliseconds the load generator itself used in the measured run. */
   cpuMs: number
+  /** Paced runs: p99 of how late the generator sent requests (ms); near 0 when it kept the pace. */
+  sendLagP99?: number
 }
 
 export interface ProbeTarget {
@@ -139,6 +141,8 @@ async function paced(spec: LoadSpec & { overallRate: number }) {
   let ok = 0
   let non2xx = 0
   let closing = false
+  /** How late the generator itself dispatched each request: large values would void the figures. */
+  const lags: number[] = []
   const queue: { i: number; due: bigint }[] = []
   const idle: Connection[] = []
   let outstanding = 0
@@ -208,8 +212,10 @@ async function paced(spec: LoadSpec & { overallRate: number }) {
   let sent = 0
   while (sent < total) {
     const dueNow = Math.min(total, Number((process.hrtime.bigint() - start) / intervalNs) + 1)
+    const now = process.hrtime.bigint()
     for (; sent < dueNow; sent++) {
       const request = { i: sent, due: start + BigInt(sent) * intervalNs }
+      if (sent >= warmup) lags.push(Number(now - request.due) / 1e6)
       outstanding++
       const connection = idle.pop()
       if (connection) connection.send(request)
@@ -233,6 +239,10 @@ async function paced(spec: LoadSpec & { overallRate: number }) {
     errors: 0,
     timeouts: 0,
     durationS: elapsedS,
+    sendLagP99: percentile(
+      lags.sort((a, b) => a - b),
+      0.99,
+    ),
   }
 }
 

@@ -111,6 +111,7 @@ const log = (message: string) => console.log(message)
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`
 const fmt = (r: LoadResult & { cpu?: CpuBreakdown }) =>
   `${r.rps.toFixed(0)} req/s, p50 ${round(r.p50)} ms, p99 ${round(r.p99)} ms` +
+  (r.sendLagP99 === undefined ? '' : ` (generator send lag p99 ${round(r.sendLagP99)} ms)`) +
   (r.cpu ? `\n${' '.repeat(49)}${cpuText(r.cpu)}` : '')
 
 function machine() {
@@ -306,6 +307,14 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
       notes.push(
         'Throughput figures are the better of two rounds (ceiling and server in turn); all runs in req/s: ' +
           [...all].map(([name, runs]) => `${name} ${runs.map((r) => r.toFixed(0)).join(' / ')}`).join(', ') +
+          '.',
+      )
+    }
+    if (measured.length) {
+      notes.push(
+        "Paced runs at 80 %: p99 of the generator's own send lag (how late it sent a request; small means " +
+          "it kept the pace and the latency is the server's): " +
+          measured.map(({ s, at80 }) => `${s.name} ${round(at80.sendLagP99 ?? Number.NaN)} ms`).join(', ') +
           '.',
       )
     }

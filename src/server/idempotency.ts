@@ -211,28 +211,73 @@ export async function insertPlanned<T>(db: Db, plan: PlannedInsert<T>): Promise<
 
 /**
  * Runs a planned insert under an Idempotency-Key in one statement, so one round trip and one commit
- * instead of a transaction's five. The statement takes the key's advisory lock, reads the stored record,
- * stores this request's answer (only over a record with no live answer, as `store` does), and inserts
- * the row only when the answer was stored: the row and its answer commit together or not at all.
- * A request that lost a race with another one under the same key writes nothing and answers as the
- * transaction path does (409 while the other is in flight, its answer once stored).
+ * instead of a transaction's five (see storeUnderLock). A refusal, whether `plan` throws it or the
+ * guard finds it, is stored the same way, so every answer is given under the key's lock.
  */
 export async function runIdempotentInsert<T>(
   options: KeyScope & { successStatus: number; plan: () => PlannedInsert<T> },
 ): Promise<IdempotentOutcome<T>> {
-  const { db, auth, key, now } = options
   const record = keyRecord(options)
+  const settle = (read: LockedStore): IdempotentOutcome<never> | undefined => {
+    if (!read.locked)
+      fail('idempotency_conflict', 'A request with this Idempotency-Key is still in progress.')
+    // The record as it was when the statement began: a live answer there is this request's answer.
+    return read.fingerprint === null
+      ? undefined
+      : answerOf(read as StoredRecord, options.fingerprint, options.now)
+  }
+  const refuse = async (error: unknown): Promise<IdempotentOutcome<never>> => {
+    const rendered = error instanceof PayError ? renderError(error) : undefined
+    if (!rendered || rendered.status >= 500) throw error
+    const read = await storeUnderLock(options, record, rendered.status, JSON.stringify(rendered.body))
+    if (read.stored) throw error
+    return settle(read) ?? record.storedAnswer()
+  }
+
   let plan: PlannedInsert<T>
   try {
     plan = options.plan()
   } catch (error) {
-    return record.refuse(error)
+    return refuse(error)
   }
-  const answer = record.answer(options.successStatus, JSON.stringify(plan.result))
-  const statement = sql<RecordRead & { allowed: boolean; inserted: boolean }>`
+  const read = await storeUnderLock(options, record, options.successStatus, JSON.stringify(plan.result), plan)
+  if (read.stored) return { replayed: false, status: options.successStatus, result: plan.result }
+  const known = settle(read)
+  if (known) return known
+  if (!read.allowed) {
+    try {
+      plan.guard!.refuse()
+    } catch (error) {
+      return refuse(error)
+    }
+  }
+  // Another request with this key stored its answer after this statement began: that answer stands.
+  return record.storedAnswer()
+}
+
+type LockedStore = RecordRead & { allowed: boolean; stored: boolean }
+
+/**
+ * One statement: takes the key's advisory lock, reads the stored record, stores this answer (only over
+ * a record with no live answer: expired, or left `in_flight` by this same request), and, given a plan,
+ * inserts its row only when the answer was stored, so the row and its answer commit together or not at
+ * all. The lock is held for the statement, so a request holding the key elsewhere makes it store
+ * nothing (`locked` false). The read shows the record as it was when the statement began; a record
+ * committed after that is still seen by ON CONFLICT, which then stores nothing.
+ */
+async function storeUnderLock(
+  options: KeyScope,
+  record: ReturnType<typeof keyRecord>,
+  status: number,
+  body: string,
+  plan?: PlannedInsert<unknown>,
+): Promise<LockedStore> {
+  const { db, auth, key, now } = options
+  const answer = record.answer(status, body)
+  const statement = sql<LockedStore>`
     WITH attempt AS (
       SELECT pg_try_advisory_xact_lock(hashtextextended(${record.lockName}, 0)) AS locked,
-        ${plan.guard ? plan.guard.holds : sql`true`} AS allowed
+        ${plan?.guard ? plan.guard.holds : sql`true`} AS allowed
     ), stored AS (
       INSERT INTO idempotency_keys (partner_id, mode, key, fingerprint, state, response_status, response_body,
         locked_until, created_at, expires_at)
@@ -248,31 +293,14 @@ export async function runIdempotentInsert<T>(
       WHERE idempotency_keys.expires_at <= ${now}
         OR (idempotency_keys.state <> 'done' AND idempotency_keys.fingerprint = EXCLUDED.fingerprint)
       RETURNING 1
-    ), inserted AS (
-      ${insertSql(plan, sql`stored`)} RETURNING 1
-    )
-    SELECT a.locked, a.allowed, EXISTS (SELECT 1 FROM inserted) AS inserted,
+    )${plan ? sql`, inserted AS (${insertSql(plan, sql`stored`)})` : sql``}
+    SELECT a.locked, a.allowed, EXISTS (SELECT 1 FROM stored) AS stored,
       k.fingerprint, k.state, k.response_status, k.response_body, k.expires_at
     FROM attempt a
     LEFT JOIN idempotency_keys k ON k.partner_id = ${auth.partnerId} AND k.mode = ${auth.mode} AND k.key = ${key}
   `
   const { rows } = await executePrepared(db, statement.compile(db))
-  const read = rows[0]!
-  if (read.inserted) return { replayed: false, status: options.successStatus, result: plan.result }
-  if (!read.locked) fail('idempotency_conflict', 'A request with this Idempotency-Key is still in progress.')
-  // The record as it was when the statement began: a live answer there is this request's answer.
-  const known =
-    read.fingerprint === null ? undefined : answerOf(read as StoredRecord, options.fingerprint, now)
-  if (known) return known
-  if (!read.allowed) {
-    try {
-      plan.guard!.refuse()
-    } catch (error) {
-      return record.refuse(error)
-    }
-  }
-  // Another request with this key stored its answer after this statement began: that answer stands.
-  return record.storedAnswer()
+  return rows[0]!
 }
 
 interface StoredRecord {

@@ -89,8 +89,9 @@ export function defineRoute<E extends Endpoint>(
 
 /**
  * Registers an endpoint whose only write is one INSERT it can describe before running (payment
- * creation): `plan` validates and reads, but never writes. With or without an Idempotency-Key the
- * write is then a single statement (see runIdempotentInsert), which keeps the hottest write as cheap
+ * creation): `plan` is synchronous and only validates and computes the row and the response; what
+ * the database must confirm goes into the plan's guard. With or without an Idempotency-Key the write
+ * is then a single statement (see runIdempotentInsert), which keeps the hottest write nearly as cheap
  * under a key as without one.
  */
 export function defineInsertRoute<E extends Endpoint>(

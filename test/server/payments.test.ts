@@ -647,6 +647,94 @@ describe('POST /v1/payments under an Idempotency-Key (one statement)', () => {
     expect(after.headers['idempotent-replayed']).toBeUndefined()
   })
 
+  it('a refusal while another request holds the key: 409, nothing stored', async () => {
+    const k = idem()
+    const trx = await t.db.startTransaction().execute()
+    try {
+      await sql`SELECT pg_advisory_xact_lock(hashtextextended(${`caipay.idempotency:${t.partnerId}:test:${k}`}, 0))`.execute(
+        trx,
+      )
+      const bad = { referenceId: 'held-refusal', amount: { unit: 'iso4217/ZZZ', value: '1' } }
+      const blocked = await create(bad, { 'idempotency-key': k })
+      expect([blocked.statusCode, blocked.json.code]).toEqual([409, 'idempotency_conflict'])
+    } finally {
+      await trx.rollback().execute()
+    }
+    expect(await t.db.selectFrom('idempotency_keys').select('key').where('key', '=', k).execute()).toEqual([])
+  })
+
+  it('an answer committed while the statement runs is the answer: a replay, one payment', async () => {
+    const k = idem()
+    const winner = await create(body('late-answer'), { 'idempotency-key': k })
+    const stored = await record(k)
+    await t.db.deleteFrom('idempotency_keys').where('key', '=', k).execute()
+    // Another request's answer, written but not yet committed, on another connection.
+    const trx = await t.db.startTransaction().execute()
+    let committed = false
+    try {
+      await trx
+        .insertInto('idempotency_keys')
+        .values({ ...stored, response_headers: null })
+        .execute()
+      const pending = create(body('late-answer'), { 'idempotency-key': k })
+      // The request's statement waits on that row (ON CONFLICT); then the other request commits.
+      for (let i = 0; i < 200; i++) {
+        const { rows } = await sql<{ waiting: number }>`
+          SELECT count(*)::int AS waiting FROM pg_stat_activity
+          WHERE wait_event_type = 'Lock' AND query LIKE '%idempotency_keys%'`.execute(t.db)
+        if (rows[0]!.waiting > 0) break
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      await trx.commit().execute()
+      committed = true
+      const late = await pending
+      expect([late.statusCode, late.headers['idempotent-replayed'], late.body]).toEqual([
+        201,
+        'true',
+        winner.body,
+      ])
+    } finally {
+      if (!committed) await trx.rollback().execute()
+    }
+    expect(await rowsOf('late-answer')).toEqual([{ id: winner.json.paymentId }])
+  })
+
+  it('prepared reads survive a migration that adds a payments column', async () => {
+    const own = await createTestServer()
+    try {
+      const partnerKey = (await own.createKey('test')).apiKey
+      const walletKey = (await own.createKey('test', 'wallet')).apiKey
+      const merchant = await createMerchant(own, partnerKey)
+      const paymentId = await createPayment(own, partnerKey, merchant)
+      const readAll = async () => {
+        const answers = await Promise.all(
+          Array.from({ length: 12 }, (_, i) =>
+            own.request(
+              i % 2
+                ? {
+                    method: 'GET',
+                    url: `/v1/gateway/payment/${paymentId}/status`,
+                    headers: { 'api-key': walletKey },
+                  }
+                : {
+                    method: 'GET',
+                    url: `/v1/payments/${paymentId}/status`,
+                    headers: headers(partnerKey, merchant),
+                  },
+            ),
+          ),
+        )
+        return answers.map((r) => r.statusCode)
+      }
+      // Several rounds, so each pooled connection has the statements prepared.
+      for (let i = 0; i < 3; i++) expect(await readAll()).toEqual(Array(12).fill(200))
+      await sql`ALTER TABLE payments ADD COLUMN later_migration text`.execute(own.db)
+      for (let i = 0; i < 3; i++) expect(await readAll()).toEqual(Array(12).fill(200))
+    } finally {
+      await own.close()
+    }
+  })
+
   it("an expired record or one left in flight is run again; another body's in-flight record is not", async () => {
     const k = idem()
     const first = await create(body('rerun'), { 'idempotency-key': k })

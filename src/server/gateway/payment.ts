@@ -6,7 +6,7 @@ import { withExpiryApplied } from '../payments/lifecycle.js'
 import { paymentAmount, unixSeconds } from '../payments/views.js'
 import type { Db } from '../store/db.js'
 import { executePrepared } from '../store/prepared.js'
-import type { Mode, PaymentRow } from '../store/schema.js'
+import { type Mode, type PaymentRow, paymentColumns } from '../store/schema.js'
 
 export interface GatewayPaymentRow extends PaymentRow {
   merchant_name: string
@@ -27,7 +27,7 @@ export async function findGatewayPayment(
   let query = db
     .selectFrom('payments')
     .innerJoin('merchants', 'merchants.id', 'payments.merchant_id')
-    .selectAll('payments')
+    .select(paymentColumns.map((column) => `payments.${column}` as const))
     .select(['merchants.name as merchant_name', 'merchants.icon_url as merchant_icon_url'])
     .where('payments.id', '=', paymentId)
   if (mode) query = query.where('payments.mode', '=', mode)

@@ -10,7 +10,7 @@ import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import type { Db } from '../store/db.js'
 import { executePrepared } from '../store/prepared.js'
-import type { PaymentRow } from '../store/schema.js'
+import { type PaymentRow, paymentColumns } from '../store/schema.js'
 import { toAmount } from './assets.js'
 import { withExpiryApplied } from './lifecycle.js'
 
@@ -111,7 +111,7 @@ export async function findMerchantPayment(
 ): Promise<PaymentRow> {
   const query = db
     .selectFrom('payments')
-    .selectAll()
+    .select(paymentColumns)
     .where('id', '=', paymentId)
     .where('merchant_id', '=', merchantId)
   const [row] = (await executePrepared(db, query.compile())).rows

@@ -10,6 +10,10 @@ import type { Db } from './db.js'
  *
  * Only statements whose best plan does not depend on their parameters belong here (primary-key and
  * unique-key lookups, single-row inserts): a generic plan would, for instance, guess a `LIMIT $1`.
+ * They must name their columns (`paymentColumns`, never `SELECT *`): PostgreSQL re-plans a prepared
+ * statement after a migration but refuses one whose result type changed, so a column added by a
+ * rolling deploy would break `*` on every connection that prepared it.
+ * Behind PgBouncer in transaction mode, use 1.21 or later with `max_prepared_statements` set.
  */
 const names = new Map<string, string>()
 /** A bound on statements kept per connection, should a caller build ever-new texts by mistake. */

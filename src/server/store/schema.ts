@@ -102,6 +102,39 @@ export interface PaymentsTable {
   updated_at: Timestamp
 }
 
+/**
+ * Every column of `payments`, for prepared statements (store/prepared.ts), which must name their
+ * columns: a cached plan's result type cannot change, so after a migration adds a column a prepared
+ * `SELECT *` fails on every connection that prepared it. A record, so a column added to
+ * PaymentsTable and not listed here does not compile.
+ */
+const paymentColumnSet: Record<keyof PaymentsTable, true> = {
+  id: true,
+  partner_id: true,
+  merchant_id: true,
+  mode: true,
+  reference_id: true,
+  amount_unit: true,
+  amount_value: true,
+  status: true,
+  failure_code: true,
+  expires_at: true,
+  selected_option_id: true,
+  buyer: true,
+  option_amount: true,
+  tx_id: true,
+  settlement_status: true,
+  settlement_tx_id: true,
+  settlement_unit: true,
+  refunded_at: true,
+  cancelled_at: true,
+  cancelled_reason: true,
+  checkout: true,
+  created_at: true,
+  updated_at: true,
+}
+export const paymentColumns = Object.keys(paymentColumnSet) as (keyof PaymentsTable)[]
+
 export type JobState = 'pending' | 'running' | 'succeeded' | 'failed'
 
 export interface JobsTable {
