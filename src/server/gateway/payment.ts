@@ -5,13 +5,25 @@ import { fail } from '../errors.js'
 import { withExpiryApplied } from '../payments/lifecycle.js'
 import { paymentAmount, unixSeconds } from '../payments/views.js'
 import type { Db } from '../store/db.js'
-import { executePrepared } from '../store/prepared.js'
+import { preparedStatement } from '../store/prepared.js'
 import { type Mode, type PaymentRow, paymentColumns } from '../store/schema.js'
 
 export interface GatewayPaymentRow extends PaymentRow {
   merchant_name: string
   merchant_icon_url: string | null
 }
+
+const gatewayPaymentQuery = (db: Db, paymentId: string) =>
+  db
+    .selectFrom('payments')
+    .innerJoin('merchants', 'merchants.id', 'payments.merchant_id')
+    .select(paymentColumns.map((column) => `payments.${column}` as const))
+    .select(['merchants.name as merchant_name', 'merchants.icon_url as merchant_icon_url'])
+    .where('payments.id', '=', paymentId)
+const selectGatewayPayment = preparedStatement(gatewayPaymentQuery)
+const selectGatewayPaymentOfMode = preparedStatement((db: Db, paymentId: string, mode: Mode) =>
+  gatewayPaymentQuery(db, paymentId).where('payments.mode', '=', mode),
+)
 
 /**
  * A payment as the gateway sees it, expiry applied. Wallets pay other partners' merchants (a payment
@@ -24,14 +36,10 @@ export async function findGatewayPayment(
   mode: Mode | null,
   now: Date,
 ): Promise<GatewayPaymentRow> {
-  let query = db
-    .selectFrom('payments')
-    .innerJoin('merchants', 'merchants.id', 'payments.merchant_id')
-    .select(paymentColumns.map((column) => `payments.${column}` as const))
-    .select(['merchants.name as merchant_name', 'merchants.icon_url as merchant_icon_url'])
-    .where('payments.id', '=', paymentId)
-  if (mode) query = query.where('payments.mode', '=', mode)
-  const [row] = (await executePrepared(db, query.compile())).rows
+  const { rows } = mode
+    ? await selectGatewayPaymentOfMode(db, paymentId, mode)
+    : await selectGatewayPayment(db, paymentId)
+  const row = rows[0]
   if (!row) fail('payment_not_found', 'Payment not found.', { paymentId })
   const current = await withExpiryApplied(db, row, now)
   return { ...current, merchant_name: row.merchant_name, merchant_icon_url: row.merchant_icon_url }

@@ -9,7 +9,7 @@ import {
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import type { Db } from '../store/db.js'
-import { executePrepared } from '../store/prepared.js'
+import { preparedStatement } from '../store/prepared.js'
 import { type PaymentRow, paymentColumns } from '../store/schema.js'
 import { toAmount } from './assets.js'
 import { withExpiryApplied } from './lifecycle.js'
@@ -102,6 +102,14 @@ export function listItemJson(row: PaymentRow, config: ServerConfig): PaymentList
   }
 }
 
+const selectMerchantPayment = preparedStatement((db: Db, paymentId: string, merchantId: string) =>
+  db
+    .selectFrom('payments')
+    .select(paymentColumns)
+    .where('id', '=', paymentId)
+    .where('merchant_id', '=', merchantId),
+)
+
 /** A payment of this merchant (expiry applied), else `404 payment_not_found`. */
 export async function findMerchantPayment(
   db: Db,
@@ -109,12 +117,7 @@ export async function findMerchantPayment(
   paymentId: string,
   now: Date,
 ): Promise<PaymentRow> {
-  const query = db
-    .selectFrom('payments')
-    .select(paymentColumns)
-    .where('id', '=', paymentId)
-    .where('merchant_id', '=', merchantId)
-  const [row] = (await executePrepared(db, query.compile())).rows
+  const [row] = (await selectMerchantPayment(db, paymentId, merchantId)).rows
   if (!row) fail('payment_not_found', 'Payment not found.', { paymentId })
   return withExpiryApplied(db, row, now)
 }
