@@ -89,7 +89,11 @@ describe('a relay interrupted between submission and receipt', () => {
     expect(final.status).toBe('succeeded')
     expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
     const job = await env.waitJob(paymentId, 'evm.relay')
-    expect([job.state, job.attempts]).toEqual(['succeeded', 2])
+    // At least the interrupted run and the finishing one; a loaded machine can add a retry (a slow RPC
+    // answer hands the job back), which must change nothing: one relay row and one transfer, checked here
+    // and by the callers.
+    expect(job.state).toBe('succeeded')
+    expect(job.attempts).toBeGreaterThanOrEqual(2)
     return final.txId as Hash
   }
 
