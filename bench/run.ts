@@ -581,7 +581,8 @@ async function writeResults(host: ReturnType<typeof machine>, pgVersion: string,
     `Measured ${new Date().toISOString().slice(0, 10)} with \`${command}\` (${minutes.toFixed(1)} min) on ` +
       `${host.cores} cores (${host.cpu}), ${host.memoryGb} GB memory, Node ${host.node}, PostgreSQL ${pgVersion}; ` +
       `1-minute load average ${host.load.toFixed(1)} at the start (other work shared the machine). ` +
-      `Servers, load generators (autocannon, ${connections} connections) and PostgreSQL share those cores; each server ` +
+      `Servers, load generators (autocannon at full speed, the paced open-loop one at 80 %; ${connections} connections) and ` +
+      'PostgreSQL share those cores; each server ' +
       'and each load generator runs in its own process. The same figures are in `bench/results.json`.',
     '',
     '| name | value | unit | ceiling | ratio |',
