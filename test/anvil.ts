@@ -21,6 +21,10 @@ import {
 } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { testUsdcAbi, testUsdcBytecode } from '../fixtures/token/index.js'
+import {
+  type AuthorizationKind,
+  authorizationTypedData as serverAuthorizationTypedData,
+} from '../src/server/chains/evm/authorization.js'
 
 /**
  * Private keys of Anvil's default accounts (mnemonic `test test ... junk`, m/44'/60'/0'/0/i).
@@ -227,7 +231,7 @@ export async function mintTestToken(
   return hash
 }
 
-export type AuthorizationKind = 'TransferWithAuthorization' | 'ReceiveWithAuthorization'
+export type { AuthorizationKind }
 
 export interface AuthorizationParameters {
   token: Address
@@ -243,40 +247,23 @@ export interface AuthorizationParameters {
 }
 
 /**
- * EIP-3009 typed data for TestUSDC exactly as a payments server sends it over JSON: uints as
- * decimal strings, `EIP712Domain` spelled out. Pass it through `JSON.stringify` for
- * `eth_signTypedData_v4`.
+ * EIP-3009 typed data for TestUSDC exactly as the payments server sends it over JSON (its own builder,
+ * with TestUSDC's domain and test defaults). Pass it through `JSON.stringify` for `eth_signTypedData_v4`.
  */
 export function authorizationTypedData(p: AuthorizationParameters) {
   const now = BigInt(Math.floor(Date.now() / 1000))
-  return {
-    types: {
-      EIP712Domain: [
-        { name: 'name', type: 'string' },
-        { name: 'version', type: 'string' },
-        { name: 'chainId', type: 'uint256' },
-        { name: 'verifyingContract', type: 'address' },
-      ],
-      [p.kind ?? 'TransferWithAuthorization']: [
-        { name: 'from', type: 'address' },
-        { name: 'to', type: 'address' },
-        { name: 'value', type: 'uint256' },
-        { name: 'validAfter', type: 'uint256' },
-        { name: 'validBefore', type: 'uint256' },
-        { name: 'nonce', type: 'bytes32' },
-      ],
-    },
-    primaryType: p.kind ?? 'TransferWithAuthorization',
-    domain: { name: 'USD Coin', version: '2', chainId: p.chainId, verifyingContract: p.token },
-    message: {
-      from: p.from,
-      to: p.to,
-      value: p.value.toString(),
-      validAfter: (p.validAfter ?? 0n).toString(),
-      validBefore: (p.validBefore ?? now + 3600n).toString(),
-      nonce: p.nonce ?? toHex(randomBytes(32)),
-    },
-  }
+  return serverAuthorizationTypedData({
+    kind: p.kind ?? 'TransferWithAuthorization',
+    chainId: p.chainId,
+    token: p.token,
+    domain: { name: 'USD Coin', version: '2' },
+    from: p.from,
+    to: p.to,
+    value: p.value,
+    validAfter: p.validAfter ?? 0n,
+    validBefore: p.validBefore ?? now + 3600n,
+    nonce: p.nonce ?? toHex(randomBytes(32)),
+  })
 }
 
 /** EIP-3009 typed data in its JSON form: what `authorizationTypedData` returns, or a server's option. */

@@ -1,7 +1,7 @@
+import { userRejectedCode } from '../../src/actions/rejection.js'
+import { abortable } from '../../src/errors/abort.js'
 import { isPayError, PayError } from '../../src/errors/PayError.js'
 
-/** EIP-1193 code for "the user rejected the request". */
-export const userRejectedCode = 4001
 /** EIP-1193 code for "the provider does not support the method". */
 const unsupportedMethodCode = 4200
 
@@ -70,7 +70,7 @@ function shortMessageOf(error: unknown): string | undefined {
   return (error as { shortMessage?: string }).shortMessage ?? error.message
 }
 
-export function abortedError(signal: AbortSignal, context: Record<string, unknown> = {}): PayError {
+function abortedError(signal: AbortSignal, context: Record<string, unknown> = {}): PayError {
   return new PayError({ code: 'aborted', message: 'The action was aborted.', context, cause: signal.reason })
 }
 
@@ -87,16 +87,7 @@ export function withAbort<T>(
   signal: AbortSignal | undefined,
   context?: Record<string, unknown>,
 ): Promise<T> {
-  if (!signal) return work
-  if (signal.aborted) {
-    work.catch(() => {})
-    return Promise.reject(abortedError(signal, context))
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(abortedError(signal, context))
-    signal.addEventListener('abort', onAbort, { once: true })
-    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort))
-  })
+  return signal ? abortable(work, signal, () => abortedError(signal, context)) : work
 }
 
 export function invalidAction(message: string, context: Record<string, unknown>, cause?: unknown): PayError {

@@ -4,7 +4,7 @@ import { isPayError, PayError } from '../../src/errors/PayError.js'
  * Codes a remote wallet answers when its user declines: EIP-1193 4001, and WalletConnect's
  * USER_REJECTED family (5000 request, 5001 chains, 5002 methods, 5003 events).
  */
-export const userRejectedCodes: ReadonlySet<number> = new Set([4001, 5000, 5001, 5002, 5003])
+const userRejectedCodes: ReadonlySet<number> = new Set([4001, 5000, 5001, 5002, 5003])
 
 /** EIP-1193 4200 and WalletConnect UNSUPPORTED_METHODS (5101). */
 const unsupportedMethodCodes: ReadonlySet<number> = new Set([4200, 5101])

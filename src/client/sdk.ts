@@ -4,10 +4,10 @@ export interface SdkInfo {
   platform: string
 }
 
-export const sdkVersion = '0.1.0'
+const sdkVersion = '0.1.0'
 
 /** Without Node built-ins: the runtime is told apart by its globals. */
-export function detectPlatform(): string {
+function detectPlatform(): string {
   const g = globalThis as {
     navigator?: { product?: string }
     document?: unknown

@@ -23,7 +23,7 @@ export interface PollParameters {
   options?: PollOptions
 }
 
-export const defaultPollOptions = {
+const defaultPollOptions = {
   deadlineMs: 10 * 60_000,
   intervalMs: 1_000,
   jitter: 0.1,

@@ -7,7 +7,7 @@ import './context.js'
 import { PayError } from '../errors/PayError.js'
 import { resolveConfig, type ServerConfig } from './config.js'
 import { fail, registerErrorHandling, sendError } from './errors.js'
-import { randomBase62 } from './ids.js'
+import { newId } from './ids.js'
 import { registerRateLimit } from './rateLimit.js'
 import { routeModules } from './routes/index.js'
 import type { Db } from './store/db.js'
@@ -87,7 +87,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
 
 // Request ids only need to be unique, not unguessable: a random process prefix plus a counter costs no
 // entropy per request.
-const requestIdPrefix = `req_${randomBase62(10)}`
+const requestIdPrefix = newId('request', 10)
 let requestCounter = 0
 function nextRequestId(): string {
   requestCounter = (requestCounter + 1) % Number.MAX_SAFE_INTEGER

@@ -9,7 +9,7 @@ import type { Db } from './store/db.js'
 import type { MerchantRow } from './store/schema.js'
 
 /** Headers whose values must be printable ASCII: anything else is `400 header_not_ascii`. */
-export const asciiHeaders = [
+const asciiHeaders = [
   'api-key',
   'merchant-id',
   'idempotency-key',

@@ -27,6 +27,15 @@ export function validationError(issues: ValidationIssue[]): PayError {
   })
 }
 
+/** `400 params_validation` for a body a schema refused (zod issues, paths relative to the body). */
+export function bodyValidationError(
+  issues: readonly { path: readonly PropertyKey[]; message: string }[],
+): PayError {
+  return validationError(
+    issues.map((i) => ({ path: ['body', ...i.path.map(String)].join('.'), message: i.message })),
+  )
+}
+
 interface Rendered {
   status: number
   body: { code: ServiceErrorCode; message: string; issues?: ValidationIssue[] }

@@ -102,27 +102,42 @@ function keyRecord(options: KeyScope) {
       .where('key', '=', key)
       .executeTakeFirst()
     const outcome = record && answerOf(record, options.fingerprint, now)
-    if (!outcome) fail('idempotency_conflict', 'A request with this Idempotency-Key is still in progress.')
+    if (!outcome) inProgress()
     return outcome
   }
 
-  /** A refusal is the outcome of the key too: stored unless another request's answer is there already. */
-  const refuse = async (error: unknown): Promise<IdempotentOutcome<never>> => {
-    const rendered = error instanceof PayError ? renderError(error) : undefined
-    if (!rendered || rendered.status >= 500) throw error
-    if (await store(db, rendered.status, JSON.stringify(rendered.body))) throw error
-    return storedAnswer()
+  /**
+   * What the record read with the key's lock means: `409` when another request holds the lock, its
+   * answer when that is live, undefined when there is none yet.
+   */
+  const settle = (read: RecordRead): IdempotentOutcome<never> | undefined => {
+    if (!read.locked) inProgress()
+    return read.fingerprint === null ? undefined : answerOf(read as StoredRecord, options.fingerprint, now)
   }
 
   // Partner ids and modes hold no colon, so this names one (partner, mode, key) only.
   const lockName = `caipay.idempotency:${auth.partnerId}:${auth.mode}:${key}`
-  return { lockName, expiresAt, answer, store, storedAnswer, refuse }
+  return { lockName, expiresAt, answer, store, storedAnswer, settle }
+}
+
+function inProgress(): never {
+  fail('idempotency_conflict', 'A request with this Idempotency-Key is still in progress.')
+}
+
+/**
+ * A refusal is the outcome of the key too: the `{status, body}` to store for a client error; anything
+ * else (a bug, the database gone) is rethrown and stores nothing.
+ */
+function refusalOf(error: unknown): StoredResponse {
+  const rendered = error instanceof PayError ? renderError(error) : undefined
+  if (!rendered || rendered.status >= 500) throw error
+  return { status: rendered.status, body: JSON.stringify(rendered.body) }
 }
 
 export async function runIdempotent<T>(
   options: KeyScope & { successStatus: number; handler: (trx: Db) => Promise<T> },
 ): Promise<IdempotentOutcome<T>> {
-  const { db, auth, key, now } = options
+  const { db, auth, key } = options
   const record = keyRecord(options)
 
   const trx = await db.startTransaction().execute()
@@ -137,12 +152,7 @@ export async function runIdempotent<T>(
       FROM (SELECT pg_try_advisory_xact_lock(hashtextextended(${record.lockName}, 0)) AS locked) l
       LEFT JOIN idempotency_keys k ON k.partner_id = ${auth.partnerId} AND k.mode = ${auth.mode} AND k.key = ${key}
     `.execute(trx)
-    const read = rows[0]!
-    if (!read.locked) {
-      fail('idempotency_conflict', 'A request with this Idempotency-Key is still in progress.')
-    }
-    const known =
-      read.fingerprint === null ? undefined : answerOf(read as StoredRecord, options.fingerprint, now)
+    const known = record.settle(rows[0]!)
     if (known) {
       await rollback()
       return known
@@ -152,9 +162,11 @@ export async function runIdempotent<T>(
     try {
       result = await options.handler(trx)
     } catch (error) {
-      // Undo the handler's writes, keep the answer.
+      // Undo the handler's writes, keep the answer (unless another request's answer is there already).
       await rollback()
-      return record.refuse(error)
+      const refusal = refusalOf(error)
+      if (await record.store(db, refusal.status, refusal.body)) throw error
+      return record.storedAnswer()
     }
     if (!(await record.store(trx, options.successStatus, JSON.stringify(result)))) {
       // Another request with this key finished between our read and our lock: its answer stands.
@@ -218,20 +230,11 @@ export async function runIdempotentInsert<T>(
   options: KeyScope & { successStatus: number; plan: () => PlannedInsert<T> },
 ): Promise<IdempotentOutcome<T>> {
   const record = keyRecord(options)
-  const settle = (read: LockedStore): IdempotentOutcome<never> | undefined => {
-    if (!read.locked)
-      fail('idempotency_conflict', 'A request with this Idempotency-Key is still in progress.')
-    // The record as it was when the statement began: a live answer there is this request's answer.
-    return read.fingerprint === null
-      ? undefined
-      : answerOf(read as StoredRecord, options.fingerprint, options.now)
-  }
   const refuse = async (error: unknown): Promise<IdempotentOutcome<never>> => {
-    const rendered = error instanceof PayError ? renderError(error) : undefined
-    if (!rendered || rendered.status >= 500) throw error
-    const read = await storeUnderLock(options, record, rendered.status, JSON.stringify(rendered.body))
+    const refusal = refusalOf(error)
+    const read = await storeUnderLock(options, record, refusal.status, refusal.body)
     if (read.stored) throw error
-    return settle(read) ?? record.storedAnswer()
+    return record.settle(read) ?? record.storedAnswer()
   }
 
   let plan: PlannedInsert<T>
@@ -242,7 +245,8 @@ export async function runIdempotentInsert<T>(
   }
   const read = await storeUnderLock(options, record, options.successStatus, JSON.stringify(plan.result), plan)
   if (read.stored) return { replayed: false, status: options.successStatus, result: plan.result }
-  const known = settle(read)
+  // The record as it was when the statement began: a live answer there is this request's answer.
+  const known = record.settle(read)
   if (known) return known
   if (!read.allowed) {
     try {

@@ -25,13 +25,15 @@ export function randomBase62(length: number): string {
   return out
 }
 
-export const idPrefixes = {
+const idPrefixes = {
   partner: 'ptr_',
   apiKey: 'key_',
   merchant: 'mrch_',
   cryptoSettlement: 'crypto_',
   payment: 'pay_',
   request: 'req_',
+  /** With the default 24 base62 (142 bits), a payment option's id doubles as its hosted form's capability. */
+  option: 'opt_',
 } as const
 
 export function newId(kind: keyof typeof idPrefixes, length = 24): string {
@@ -43,7 +45,7 @@ export function newApiKey(mode: Mode): string {
   return `${mode === 'test' ? 'svc_test_' : 'svc_'}${randomBase62(40)}`
 }
 
-export const apiKeyPattern = /^svc_(test_)?[A-Za-z0-9]{32,128}$/
+const apiKeyPattern = /^svc_(test_)?[A-Za-z0-9]{32,128}$/
 
 export function modeOfApiKey(key: string): Mode | undefined {
   if (!apiKeyPattern.test(key)) return undefined
@@ -55,7 +57,7 @@ export function newAppId(mode: Mode): string {
   return `${mode === 'test' ? 'app_test_' : 'app_'}${randomBase62(24)}`
 }
 
-export const appIdPattern = /^app_(test_)?[A-Za-z0-9]{16,64}$/
+const appIdPattern = /^app_(test_)?[A-Za-z0-9]{16,64}$/
 
 export function modeOfAppId(appId: string): Mode | undefined {
   if (!appIdPattern.test(appId)) return undefined

@@ -6,7 +6,7 @@ import type { ApiVersion } from '../contract/errors.js'
 import { authenticate, checkAsciiHeaders, header, resolveMerchantHeader } from './auth.js'
 import type { ServerConfig } from './config.js'
 import type { AuthContext } from './context.js'
-import { fail, validationError } from './errors.js'
+import { bodyValidationError, fail } from './errors.js'
 import {
   checkIdempotencyKey,
   fingerprint,
@@ -172,31 +172,19 @@ function registerRoute<E extends Endpoint>(
       if (endpoint.auth === 'merchant')
         request.merchant = await resolveMerchantHeader(app.db, request, auth, app.authCache)
     },
-    preValidation: async (request) => {
-      if (versionedBody) {
-        const schema = options.bodyByVersion?.[request.apiVersion!] ?? endpoint.body!
-        const result = z.safeParse(schema, request.body)
-        if (!result.success) {
-          throw validationError(
-            result.error.issues.map((i) => ({
-              path: ['body', ...i.path.map(String)].join('.'),
-              message: i.message,
-            })),
-          )
+    // Only routes with a body per version get this hook: the status reads run none they do not need.
+    ...(versionedBody
+      ? {
+          preValidation: async (request: FastifyRequest) => {
+            const schema = options.bodyByVersion?.[request.apiVersion!] ?? endpoint.body!
+            const result = z.safeParse(schema, request.body)
+            if (!result.success) throw bodyValidationError(result.error.issues)
+            request.body = result.data
+          },
         }
-        request.body = result.data
-      }
-    },
-    preHandler: async (request) => {
-      if (idempotency === undefined) return
-      const key = header(request, 'idempotency-key')
-      if (key === undefined) {
-        if (idempotency === 'required') fail('invalid_params', 'The Idempotency-Key header is required.')
-        return
-      }
-      checkIdempotencyKey(key)
-    },
+      : {}),
     handler: async (request, reply) => {
+      const key = idempotency === undefined ? undefined : idempotencyKey(request, idempotency)
       const auth = request.auth!
       let afterCommit: (() => void)[] | undefined
       const ctx = {
@@ -217,7 +205,6 @@ function registerRoute<E extends Endpoint>(
         },
       } as RouteContext<E>
       try {
-        const key = idempotency === undefined ? undefined : header(request, 'idempotency-key')
         return await run(request, reply, ctx, key)
       } finally {
         if (afterCommit) for (const fn of afterCommit) fn()
@@ -225,4 +212,15 @@ function registerRoute<E extends Endpoint>(
     },
   }
   app.withTypeProvider<ZodTypeProvider>().route(route)
+}
+
+/** The request's Idempotency-Key, checked; undefined when absent and the endpoint allows that. */
+function idempotencyKey(request: FastifyRequest, idempotency: 'optional' | 'required'): string | undefined {
+  const key = header(request, 'idempotency-key')
+  if (key === undefined) {
+    if (idempotency === 'required') fail('invalid_params', 'The Idempotency-Key header is required.')
+    return undefined
+  }
+  checkIdempotencyKey(key)
+  return key
 }

@@ -3,19 +3,7 @@ import { createWalletClient, type Hash, http } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { anvilPrivateKeys } from '../anvil.js'
-import { type Buyer, createEvmEnv, type EvmEnv, fastRuntime, isKind, usdc } from './support.js'
-
-async function confirmGasless(env: EvmEnv, buyer: Buyer, usdCents = '1000') {
-  const { paymentId } = await env.pay(usdCents)
-  const res = await env.gw('POST', paymentId, '/options', { accounts: [buyer.account] })
-  const option = res.json.options.find(isKind('eip3009'))
-  const confirm = await env.gw('POST', paymentId, '/confirm', {
-    optionId: option.id,
-    results: [await buyer.sign(option.actions[0])],
-  })
-  expect(confirm.statusCode, confirm.body).toBe(200)
-  return { paymentId, typed: JSON.parse(JSON.parse(option.actions[0].walletRpc.params)[1]) }
-}
+import { type Buyer, confirmGasless, createEvmEnv, type EvmEnv, fastRuntime, usdc } from './support.js'
 
 async function rpc(env: EvmEnv, method: string, params: unknown[] = []) {
   return env.publicClient.request({ method, params } as never)

@@ -233,6 +233,31 @@ export function isKind(kind: 'eip3009' | 'transfer') {
   }
 }
 
+/**
+ * A new payment of `usdCents` confirmed with the buyer's EIP-3009 authorization: left `processing` for
+ * the jobs. Returns its id and the typed data the buyer signed.
+ */
+export async function confirmGasless(
+  env: EvmEnv,
+  buyer: Buyer,
+  usdCents = '1000',
+): Promise<{
+  paymentId: string
+  typed: { domain: Record<string, unknown>; message: Record<string, string> }
+}> {
+  const { paymentId } = await env.pay(usdCents)
+  const res = await env.gw('POST', paymentId, '/options', { accounts: [buyer.account] })
+  expect(res.statusCode, res.body).toBe(200)
+  const option = res.json.options.find(isKind('eip3009'))
+  expect(option, res.body).toBeDefined()
+  const confirm = await env.gw('POST', paymentId, '/confirm', {
+    optionId: option.id,
+    results: [await buyer.sign(option.actions[0])],
+  })
+  expect(confirm.statusCode, confirm.body).toBe(200)
+  return { paymentId, typed: JSON.parse(JSON.parse(option.actions[0].walletRpc.params)[1]) }
+}
+
 export function address(account: string): Address {
   return getAddress(account.split(':')[2]!)
 }

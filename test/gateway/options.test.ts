@@ -1,7 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { PaymentOption } from '../../src/contract/gateway.js'
 import { succeedPayment } from '../server/helpers.js'
-import { type Buyer, chains, createBuyer, createGatewayEnv, type GatewayEnv, usdc } from './support.js'
+import {
+  type Buyer,
+  chains,
+  createBuyer,
+  createGatewayEnv,
+  type GatewayEnv,
+  isSolanaOption,
+  usdc,
+} from './support.js'
 
 const localToken = 'eip155:31337/erc20:0x5FbDB2315678afecb367f032d93F642f64180aa3'
 const sanctioned = `eip155:8453:0x${'5a'.repeat(20)}`
@@ -213,7 +221,13 @@ describe('POST /v1/gateway/payment/:id/options (row 20)', () => {
     expect((await env.gw('GET', paymentId, '/status')).json.status).toBe('expired')
   })
 
-  it('serves the Solana mainnet chain id from the default config', () => {
+  it('serves the Solana mainnet chain id from the default config', async () => {
     expect(buyer.accounts.solana.startsWith(chains.solana)).toBe(true)
+    // The test-mode Solana asset is quoted on mainnet's chain id, and the transaction built to sign is for it.
+    const paymentId = await env.pay('100')
+    const { option, actions } = await env.prepare(paymentId, buyer, isSolanaOption, [buyer.accounts.solana])
+    expect([option.account, option.amount.unit]).toEqual([buyer.accounts.solana, `caip19/${usdc.solana}`])
+    expect(option.amount.display).toMatchObject({ networkName: 'Solana' })
+    expect(actions.map((a) => a.walletRpc.chainId)).toEqual([chains.solana])
   })
 })

@@ -2,7 +2,7 @@ import { type Address, parseAbiItem } from 'viem'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { evmJobKinds } from '../../src/server/chains/evm/index.js'
 import { mintTestToken } from '../anvil.js'
-import { type Buyer, createEvmEnv, type EvmEnv, fastRuntime, isKind, usdc } from '../evm/support.js'
+import { type Buyer, confirmGasless, createEvmEnv, type EvmEnv, fastRuntime, usdc } from '../evm/support.js'
 
 /**
  * The exact states a SIGKILL leaves between two writes of a live EVM job, rebuilt deterministically
@@ -17,18 +17,6 @@ beforeAll(async () => {
   buyer = await env.buyer(2, usdc(1000))
 })
 afterAll(() => env?.close())
-
-async function confirmGasless(usdCents: string) {
-  const { paymentId } = await env.pay(usdCents)
-  const res = await env.gw('POST', paymentId, '/options', { accounts: [buyer.account] })
-  const option = res.json.options.find(isKind('eip3009'))
-  const confirm = await env.gw('POST', paymentId, '/confirm', {
-    optionId: option.id,
-    results: [await buyer.sign(option.actions[0])],
-  })
-  expect(confirm.statusCode, confirm.body).toBe(200)
-  return paymentId
-}
 
 /** Token Transfer logs of `from` (all blocks). */
 async function transfersFrom(from: Address) {
@@ -71,7 +59,7 @@ async function waitSettled(paymentId: string) {
 
 describe('a kill between recording a landed transaction and updating the payment', () => {
   it('relay: the payment still succeeds, with the one relay transfer', async () => {
-    const paymentId = await confirmGasless('1100')
+    const paymentId = (await confirmGasless(env, buyer, '1100')).paymentId
     // Only the relay runs, so the state after it is exactly "relay landed, settlement not begun".
     const relayOnly = env.startRunner({
       [evmJobKinds.relay]: fastRuntime(env).jobHandlers[evmJobKinds.relay]!,
@@ -105,7 +93,7 @@ describe('a kill between recording a landed transaction and updating the payment
   })
 
   it('settlement: the merchant is paid once', async () => {
-    const paymentId = await confirmGasless('1300')
+    const paymentId = (await confirmGasless(env, buyer, '1300')).paymentId
     const runner = env.startRunner(fastRuntime(env).jobHandlers)
     const settled = await waitSettled(paymentId)
     await runner.stop()

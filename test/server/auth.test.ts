@@ -351,71 +351,84 @@ describe('Pay-Version', () => {
 })
 
 describe('credential and merchant cache', () => {
+  // A cache that outlives every test however slow the machine (the default TTL is 1 s of real time):
+  // each "at once" below is then the invalidation at work, never an entry that happened to expire.
+  let c: TestServer
+  let key: string
+  beforeAll(async () => {
+    c = await createTestServer({ config: { authCacheMs: 60_000 } })
+    key = (await c.createKey('test')).apiKey
+  })
+  afterAll(() => c?.close())
+
   const status = (apiKey: string, merchant: string, paymentId: string) =>
-    t.request({ method: 'GET', url: `/v1/payments/${paymentId}/status`, headers: headers(apiKey, merchant) })
+    c.request({ method: 'GET', url: `/v1/payments/${paymentId}/status`, headers: headers(apiKey, merchant) })
+  const postPayment = (merchant: string, referenceId: string) =>
+    c.request({
+      method: 'POST',
+      url: '/v1/payments',
+      headers: headers(key, merchant),
+      payload: { referenceId, amount: { unit: 'iso4217/USD', value: '100' } },
+    })
+
+  it('a key revoked behind the cache is still accepted until its entry expires (what the tests below defeat)', async () => {
+    const { apiKey, keyId } = await c.createKey('test')
+    const merchants = () => c.request({ method: 'GET', url: '/v1/merchants', headers: { 'api-key': apiKey } })
+    expect((await merchants()).statusCode).toBe(200)
+    await c.db.updateTable('api_keys').set({ revoked_at: new Date() }).where('id', '=', keyId).execute()
+    expect((await merchants()).statusCode).toBe(200)
+  })
 
   it('a revoked key is refused at once by the instance that revoked it', async () => {
-    const { apiKey, keyId } = await t.createKey('test')
-    const merchants = () => t.request({ method: 'GET', url: '/v1/merchants', headers: { 'api-key': apiKey } })
+    const { apiKey, keyId } = await c.createKey('test')
+    const merchants = () => c.request({ method: 'GET', url: '/v1/merchants', headers: { 'api-key': apiKey } })
     // Twice: the second answer comes from the cache.
     expect((await merchants()).statusCode).toBe(200)
     expect((await merchants()).statusCode).toBe(200)
-    await revokeApiKey(t.db, keyId)
+    await revokeApiKey(c.db, keyId)
     await expectError(await merchants(), 401, 'invalid_api_key')
   })
 
   it('a deleted merchant is refused at once, with or without an Idempotency-Key on the delete', async () => {
     for (const deleteHeaders of [{}, { 'idempotency-key': idem() }]) {
-      const merchant = await createMerchant(t, testKey)
-      const paymentId = await createPayment(t, testKey, merchant)
-      expect((await status(testKey, merchant, paymentId)).statusCode).toBe(200)
-      expect((await status(testKey, merchant, paymentId)).statusCode).toBe(200)
-      const deleted = await t.request({
+      const merchant = await createMerchant(c, key)
+      const paymentId = await createPayment(c, key, merchant)
+      expect((await status(key, merchant, paymentId)).statusCode).toBe(200)
+      expect((await status(key, merchant, paymentId)).statusCode).toBe(200)
+      const deleted = await c.request({
         method: 'DELETE',
         url: `/v1/merchants/${merchant}`,
-        headers: { 'api-key': testKey, ...deleteHeaders },
+        headers: { 'api-key': key, ...deleteHeaders },
       })
       expect(deleted.statusCode, deleted.body).toBe(200)
-      await expectError(await status(testKey, merchant, paymentId), 404, 'merchant_not_found')
-      const create = await t.request({
-        method: 'POST',
-        url: '/v1/payments',
-        headers: headers(testKey, merchant),
-        payload: { referenceId: 'after-delete', amount: { unit: 'iso4217/USD', value: '100' } },
-      })
-      await expectError(create, 404, 'merchant_not_found')
+      await expectError(await status(key, merchant, paymentId), 404, 'merchant_not_found')
+      await expectError(await postPayment(merchant, 'after-delete'), 404, 'merchant_not_found')
     }
   })
 
   it('creating a payment checks the merchant in the database even when the cache still holds it', async () => {
     // What another instance's delete looks like to this one: the row changes, the cache is not told.
-    const merchant = await createMerchant(t, testKey)
-    await createPayment(t, testKey, merchant)
-    await t.db.updateTable('merchants').set({ deleted_at: new Date() }).where('id', '=', merchant).execute()
-    const create = await t.request({
-      method: 'POST',
-      url: '/v1/payments',
-      headers: headers(testKey, merchant),
-      payload: { referenceId: 'stale', amount: { unit: 'iso4217/USD', value: '100' } },
-    })
-    await expectError(create, 404, 'merchant_not_found')
+    const merchant = await createMerchant(c, key)
+    await createPayment(c, key, merchant)
+    await c.db.updateTable('merchants').set({ deleted_at: new Date() }).where('id', '=', merchant).execute()
+    await expectError(await postPayment(merchant, 'stale'), 404, 'merchant_not_found')
   })
 
   it('a merchant update is seen at once', async () => {
-    const merchant = await createMerchant(t, testKey)
-    const paymentId = await createPayment(t, testKey, merchant)
-    expect((await status(testKey, merchant, paymentId)).statusCode).toBe(200)
-    const patched = await t.request({
+    const merchant = await createMerchant(c, key)
+    const paymentId = await createPayment(c, key, merchant)
+    expect((await status(key, merchant, paymentId)).statusCode).toBe(200)
+    const patched = await c.request({
       method: 'PATCH',
       url: `/v1/merchants/${merchant}`,
-      headers: { 'api-key': testKey, 'idempotency-key': idem() },
+      headers: { 'api-key': key, 'idempotency-key': idem() },
       payload: { merchantName: 'Renamed' },
     })
     expect(patched.statusCode, patched.body).toBe(200)
-    const got = await t.request({
+    const got = await c.request({
       method: 'GET',
       url: `/v1/merchants/${merchant}`,
-      headers: { 'api-key': testKey },
+      headers: { 'api-key': key },
     })
     expect(got.json.merchant.name).toBe('Renamed')
   })
@@ -440,15 +453,21 @@ describe('credential and merchant cache', () => {
   })
 
   it('unknown keys are not cached', async () => {
-    const { apiKey } = await t.createKey('test')
-    const key = `svc_test_${'b'.repeat(40)}`
-    await expectError(
-      await t.request({ method: 'GET', url: '/v1/merchants', headers: { 'api-key': key } }),
-      401,
-      'invalid_api_key',
-    )
-    expect(
-      (await t.request({ method: 'GET', url: '/v1/merchants', headers: { 'api-key': apiKey } })).statusCode,
-    ).toBe(200)
+    const merchants = (apiKey: string) =>
+      c.request({ method: 'GET', url: '/v1/merchants', headers: { 'api-key': apiKey } })
+    const { apiKey } = await c.createKey('test')
+    await expectError(await merchants(`svc_test_${'b'.repeat(40)}`), 401, 'invalid_api_key')
+    expect((await merchants(apiKey)).statusCode).toBe(200)
+    // A key refused while its row was missing is accepted as soon as the row exists: no miss was kept.
+    const late = await c.createKey('test')
+    const row = await c.db
+      .selectFrom('api_keys')
+      .selectAll()
+      .where('id', '=', late.keyId)
+      .executeTakeFirstOrThrow()
+    await c.db.deleteFrom('api_keys').where('id', '=', late.keyId).execute()
+    await expectError(await merchants(late.apiKey), 401, 'invalid_api_key')
+    await c.db.insertInto('api_keys').values(row).execute()
+    expect((await merchants(late.apiKey)).statusCode).toBe(200)
   })
 })

@@ -235,5 +235,14 @@ describe('isolation matrix', () => {
       const rows = await t.db.selectFrom(table).select('mode').execute()
       for (const row of rows) expect(['test', 'live']).toContain(row.mode)
     }
+    // The column's CHECK already forbids anything else: what matters is the mode of the key that made it.
+    const modeOf = async (table: 'merchants' | 'crypto_settlements' | 'payments', id: string) =>
+      (await t.db.selectFrom(table).select('mode').where('id', '=', id).executeTakeFirstOrThrow()).mode
+    expect(await modeOf('merchants', merchantId)).toBe('test')
+    expect(await modeOf('crypto_settlements', settlementId)).toBe('test')
+    expect(await modeOf('payments', paymentId)).toBe('test')
+    for (const [name, { ownMerchant }] of Object.entries(others)) {
+      expect(await modeOf('merchants', ownMerchant), name).toBe(name.endsWith('live') ? 'live' : 'test')
+    }
   })
 })

@@ -678,11 +678,15 @@ describe('POST /v1/payments under an Idempotency-Key (one statement)', () => {
         .execute()
       const pending = create(body('late-answer'), { 'idempotency-key': k })
       // The request's statement waits on that row (ON CONFLICT); then the other request commits.
-      for (let i = 0; i < 200; i++) {
+      // Only this test's database (the cluster is shared with files running alongside), and no commit
+      // before the request waits: committing first would test the plain replay instead.
+      for (let i = 0; ; i++) {
         const { rows } = await sql<{ waiting: number }>`
           SELECT count(*)::int AS waiting FROM pg_stat_activity
-          WHERE wait_event_type = 'Lock' AND query LIKE '%idempotency_keys%'`.execute(t.db)
+          WHERE datname = current_database() AND wait_event_type = 'Lock'
+            AND query LIKE '%idempotency_keys%'`.execute(t.db)
         if (rows[0]!.waiting > 0) break
+        if (i === 500) throw new Error('the request never waited on the uncommitted answer')
         await new Promise((resolve) => setTimeout(resolve, 10))
       }
       await trx.commit().execute()

@@ -56,7 +56,15 @@ async function peer(sub: string): Promise<Peer> {
   }
 }
 
+/** A pause for deliveries that must NOT happen (an absence cannot be waited for). */
 const settle = () => new Promise((resolve) => setTimeout(resolve, 30))
+
+/** Waits until `inbox` holds `count` messages (however slow the machine), then settles for any extra. */
+async function received(inbox: Peer['inbox'], count: number): Promise<void> {
+  const deadline = Date.now() + 5_000
+  while (inbox.length < count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
+  await settle()
+}
 
 describe('local WalletConnect relay', () => {
   it('keeps messages for subscribers that come later and never echoes them to the publisher', async () => {
@@ -68,7 +76,7 @@ describe('local WalletConnect relay', () => {
     const wallet = await peer('did:key:wallet')
     const subscribed = await wallet.call('irn_subscribe', { topic })
     expect(subscribed.result).toMatch(/^[0-9a-f]{64}$/)
-    await settle()
+    await received(wallet.inbox, 1)
     expect(wallet.inbox).toEqual([{ topic, message: 'proposal' }])
     expect(dapp.inbox).toEqual([])
 
@@ -81,7 +89,7 @@ describe('local WalletConnect relay', () => {
       sessionSettlementRequest: 'settle',
     })
     await dapp.call('irn_subscribe', { topic: sessionTopic })
-    await settle()
+    await received(dapp.inbox, 2)
     expect(dapp.inbox).toEqual([
       { topic, message: 'response' },
       { topic: sessionTopic, message: 'settle' },
@@ -95,7 +103,7 @@ describe('local WalletConnect relay', () => {
     const first = await peer('did:key:receiver')
     await first.call('irn_subscribe', { topic })
     await sender.call('irn_publish', { topic, message: 'once', ttl: 300, tag: 1108 })
-    await settle()
+    await received(first.inbox, 1)
     expect(first.inbox).toHaveLength(1)
     first.close()
 

@@ -15,6 +15,7 @@ import { paramsError } from '../gateway/errors.js'
 import { defaultTestAssets } from '../payments/assets.js'
 import { authorizationTypedData } from './evm/authorization.js'
 import { type BuiltMessage, buildAction, resolveBuildActions } from './solana/build.js'
+import { mintOf } from './solana/chain.js'
 import type {
   AssetConfig,
   BuildContext,
@@ -175,15 +176,14 @@ function solanaTransfer(input: {
   asset: AssetConfig
   amount: bigint
   service: Keypair
-  recentBlockhash?: string
 }): Transaction {
   const owner = new PublicKey(input.owner)
-  const mint = new PublicKey(parseAssetId(input.asset.id).assetReference)
+  const mint = mintOf(input.asset)
   const source = getAssociatedTokenAddressSync(mint, owner, true)
   const destination = getAssociatedTokenAddressSync(mint, input.service.publicKey, true)
   const transaction = new Transaction({
     feePayer: input.service.publicKey,
-    recentBlockhash: input.recentBlockhash ?? new PublicKey(randomBytes(32)).toBase58(),
+    recentBlockhash: new PublicKey(randomBytes(32)).toBase58(),
   })
   transaction.add(
     createTransferCheckedInstruction(source, mint, destination, owner, input.amount, input.asset.decimals),

@@ -1,10 +1,10 @@
 import * as z from 'zod/mini'
 import { CollectDataSubmitBody } from '../../contract/collectData.js'
-import { fail, validationError } from '../errors.js'
+import { bodyValidationError, fail, validationError } from '../errors.js'
 import type { Db } from '../store/db.js'
 import { assertFields } from './collectData.js'
 import { assertPayable, type GatewayPaymentRow } from './payment.js'
-import { saveCollectedData } from './store.js'
+import { findOption, saveCollectedData } from './store.js'
 
 /**
  * What the hosted form posts. The option id is the credential: it is random, handed only to the wallet
@@ -18,24 +18,12 @@ export async function submitCollectedData(input: {
   now: Date
 }): Promise<{ paymentId: string; optionId: string; completed: true }> {
   const parsed = z.safeParse(CollectDataSubmitBody, input.body ?? {})
-  if (!parsed.success) {
-    throw validationError(
-      parsed.error.issues.map((i) => ({
-        path: ['body', ...i.path.map(String)].join('.'),
-        message: i.message,
-      })),
-    )
-  }
+  if (!parsed.success) throw bodyValidationError(parsed.error.issues)
   const { optionId, fields } = parsed.data
   if (!optionId) throw validationError([{ path: 'body.optionId', message: 'optionId is required.' }])
   const { db, payment, now } = input
   assertPayable(payment)
-  const option = await db
-    .selectFrom('payment_options')
-    .select(['id', 'collect_data_required'])
-    .where('id', '=', optionId)
-    .where('payment_id', '=', payment.id)
-    .executeTakeFirst()
+  const option = await findOption(db, payment.id, optionId)
   if (!option) fail('payment_not_found', 'No such option for this payment.', { paymentId: payment.id })
   if (!option.collect_data_required) fail('invalid_state', 'This option does not collect data.', { optionId })
   assertFields(fields, now)

@@ -4,14 +4,14 @@ import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import { toAmount } from '../payments/assets.js'
 import { transitionPayment } from '../payments/lifecycle.js'
-import { statusJson } from '../payments/views.js'
+import { statusJson, unixSeconds } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { DriverRegistry } from './drivers.js'
 import { signedActions, usableOption } from './option.js'
 import { assertPayable, driverPayment, type GatewayPaymentRow } from './payment.js'
 import { checkResults } from './results.js'
 import { testSettlement } from './settlement.js'
-import { toStoredOption, unix } from './store.js'
+import { toStoredOption } from './store.js'
 
 /**
  * Spec row 23. Every check that needs no state change runs first; then one transaction moves the payment
@@ -41,7 +41,7 @@ export async function confirmPayment(input: {
     asset,
     actions,
     results: body.results,
-    now: unix(now),
+    now: unixSeconds(now),
   }
   await driver.verify?.({ ...base, db })
 

@@ -1,11 +1,12 @@
 import type { FetchBody, FetchResponse } from '../../contract/gateway.js'
 import { fail } from '../errors.js'
+import { unixSeconds } from '../payments/views.js'
 import type { Db } from '../store/db.js'
 import type { DriverRegistry } from './drivers.js'
 import { paramsError } from './errors.js'
 import { hasBuildActions, signedActions, usableOption } from './option.js'
 import { assertPayable, driverPayment, type GatewayPaymentRow } from './payment.js'
-import { saveBuilt, toStoredOption, unix } from './store.js'
+import { saveBuilt, toStoredOption } from './store.js'
 
 /**
  * Spec row 21: the option's actions with `build` resolved. Building happens once per quote: a repeated
@@ -26,7 +27,12 @@ export async function fetchActions(input: {
     throw paramsError('body.data', 'data is not the build data of this option.')
   }
   const ready = signedActions(row)
-  const context = { payment: driverPayment(payment), option: toStoredOption(row), asset, now: unix(now) }
+  const context = {
+    payment: driverPayment(payment),
+    option: toStoredOption(row),
+    asset,
+    now: unixSeconds(now),
+  }
   // A stale build (e.g. an expired Solana blockhash) is replaced, so the wallet can sign again.
   const stale = row.built !== null && driver.builtUsable !== undefined && !(await driver.builtUsable(context))
   if (ready && !stale) return { actions: ready }

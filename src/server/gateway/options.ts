@@ -3,14 +3,16 @@ import type { OptionsBody, OptionsResponse, PaymentOption } from '../../contract
 import type { AssetConfig, ChainDriver, WalletAccount } from '../chains/types.js'
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
+import { newId } from '../ids.js'
 import { toAmount } from '../payments/assets.js'
+import { unixSeconds } from '../payments/views.js'
 import type { Db } from '../store/db.js'
 import { collectDataSchema, collectDataUrl } from './collectData.js'
 import type { DriverRegistry } from './drivers.js'
 import { paramsError } from './errors.js'
 import { driverPayment, type GatewayPaymentRow, gatewayPaymentJson } from './payment.js'
 import { quoteExpiry, tokenAmountFor, usdMinorOf } from './quote.js'
-import { findOptions, insertOptions, type NewOption, newOptionId, replaceQuote, unix } from './store.js'
+import { findOptions, insertOptions, type NewOption, replaceQuote } from './store.js'
 
 export interface OptionsInput {
   db: Db
@@ -100,7 +102,7 @@ async function quoteOne(
   const { payment, now } = input
   const tokenAmount = tokenAmountFor({ unit: payment.amount_unit, value: payment.amount_value }, asset)
   if (tokenAmount === null || tokenAmount <= 0n) return []
-  const expiresAt = quoteExpiry(unix(now), unix(payment.expires_at))
+  const expiresAt = quoteExpiry(unixSeconds(now), unixSeconds(payment.expires_at))
   const drafts = await driver.quote({
     payment: driverPayment(payment),
     account,
@@ -108,11 +110,11 @@ async function quoteOne(
     asset,
     tokenAmount,
     expiresAt,
-    now: unix(now),
+    now: unixSeconds(now),
   })
   const collect = collectDataRequired(input)
   return drafts.map((d) => ({
-    id: newOptionId(),
+    id: newId('option'),
     paymentId: payment.id,
     chainId: driver.caip2,
     kind: d.kind,

@@ -5,7 +5,7 @@ import type { AssetConfig } from '../chains/types.js'
 /** USD has two minor decimals; the payment amount of an `iso4217/USD` payment is in cents. */
 const usdDecimals = 2
 /** How long a quote holds, capped by the payment's own expiry. */
-export const quoteTtlS = 300
+const quoteTtlS = 300
 
 /** A decimal string as an exact fraction: "0.9998" -> 9998 / 10^4. */
 function parseRate(rate: string): { numerator: bigint; scale: bigint } {

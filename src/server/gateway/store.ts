@@ -1,18 +1,9 @@
 import { sql } from 'kysely'
 import type { Action, WalletRpcAction } from '../../contract/gateway.js'
 import type { JsonValue, StoredOption } from '../chains/types.js'
-import { randomBase62 } from '../ids.js'
+import { unixSeconds } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { PaymentOptionRow } from './schema.js'
-
-/** 128+ bits of randomness: the id doubles as the capability for the option's hosted form. */
-export function newOptionId(): string {
-  return `opt_${randomBase62(24)}`
-}
-
-export function unix(date: Date): number {
-  return Math.floor(date.getTime() / 1000)
-}
 
 export function toStoredOption(row: PaymentOptionRow): StoredOption {
   return {
@@ -23,7 +14,7 @@ export function toStoredOption(row: PaymentOptionRow): StoredOption {
     asset: row.asset,
     tokenAmount: BigInt(row.amount),
     actions: row.actions,
-    expiresAt: unix(row.expires_at),
+    expiresAt: unixSeconds(row.expires_at),
     state: row.state,
     built: row.built,
   }

@@ -26,7 +26,7 @@ export interface CheckoutPageInput {
   checkout: { successUrl: string; errorUrl: string } | null
 }
 
-export const statusLabels: Record<PaymentStatus, string> = {
+const statusLabels: Record<PaymentStatus, string> = {
   requires_action: 'Waiting for payment',
   processing: 'Processing',
   succeeded: 'Paid',

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify'
 import { isFinalStatus } from '../../contract/common.js'
 import { isPayError } from '../../errors/PayError.js'
 import { findGatewayPayment, type GatewayPaymentRow } from '../gateway/payment.js'
+import { findOption } from '../gateway/store.js'
 import { gatewayUrl, paymentAmount, statusJson, unixSeconds } from '../payments/views.js'
 import { renderCheckoutPage } from './checkout.js'
 import { renderCollectPage } from './collect.js'
@@ -82,12 +83,7 @@ export async function pageRoutes(app: FastifyInstance): Promise<void> {
     if (!row) return notFound(reply)
     const optionId = typeof request.query.option === 'string' ? request.query.option : ''
     const option = /^opt_[A-Za-z0-9]{1,60}$/.test(optionId)
-      ? await app.db
-          .selectFrom('payment_options')
-          .select(['id', 'collect_data_required'])
-          .where('id', '=', optionId)
-          .where('payment_id', '=', row.id)
-          .executeTakeFirst()
+      ? await findOption(app.db, row.id, optionId)
       : undefined
     const unavailable = !option
       ? 'This form link is not valid for this payment.'

@@ -94,7 +94,7 @@ export function networkName(chainId: string, config?: ServerConfig): string {
 const registries = new WeakMap<ServerConfig, Map<string, KnownAsset>>()
 
 /** Every asset the server knows: the default test assets plus those of configured chains. */
-export function knownAssets(config: ServerConfig): Map<string, KnownAsset> {
+function knownAssets(config: ServerConfig): Map<string, KnownAsset> {
   let registry = registries.get(config)
   if (!registry) {
     registry = new Map()

@@ -11,7 +11,7 @@ import type { Db } from '../store/db.js'
 import type { MerchantRow } from '../store/schema.js'
 import { listSettlements } from './settlements.js'
 
-export function merchantJson(row: MerchantRow): Merchant {
+function merchantJson(row: MerchantRow): Merchant {
   return {
     id: row.id,
     name: row.name,

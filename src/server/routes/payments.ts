@@ -16,7 +16,14 @@ import { afterCursor, keysetPage, page } from '../pagination.js'
 import { unitDisplay } from '../payments/assets.js'
 import { cancelPayment } from '../payments/cancel.js'
 import { expireDuePayments } from '../payments/lifecycle.js'
-import { createdJson, findMerchantPayment, listItemJson, paymentJson, statusJson } from '../payments/views.js'
+import {
+  createdJson,
+  findMerchantPayment,
+  listItemJson,
+  paymentJson,
+  statusJson,
+  unixSeconds,
+} from '../payments/views.js'
 import { defineInsertRoute, defineRoute } from '../route.js'
 import type { Db } from '../store/db.js'
 import type { PaymentRow } from '../store/schema.js'
@@ -86,7 +93,7 @@ export async function paymentRoutes(app: FastifyInstance): Promise<void> {
       }
       let expiresAt: Date
       if (body.expiresAt !== undefined) {
-        const seconds = body.expiresAt - Math.floor(now.getTime() / 1000)
+        const seconds = body.expiresAt - unixSeconds(now)
         if (seconds <= 0)
           throw validationError([{ path: 'body.expiresAt', message: 'expiresAt must be in the future.' }])
         if (seconds > maxPaymentLifetimeSeconds) {
@@ -94,7 +101,7 @@ export async function paymentRoutes(app: FastifyInstance): Promise<void> {
         }
         expiresAt = new Date(body.expiresAt * 1000)
       } else {
-        expiresAt = new Date((Math.floor(now.getTime() / 1000) + config.paymentTtlSeconds) * 1000)
+        expiresAt = new Date((unixSeconds(now) + config.paymentTtlSeconds) * 1000)
       }
       const id = newId('payment')
       return {

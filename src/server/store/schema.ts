@@ -181,9 +181,6 @@ export interface Database {
   idempotency_keys: IdempotencyKeysTable
 }
 
-export type PartnerRow = Selectable<PartnersTable>
-export type ApiKeyRow = Selectable<ApiKeysTable>
-export type AppRow = Selectable<AppsTable>
 export type MerchantRow = Selectable<MerchantsTable>
 export type CryptoSettlementRow = Selectable<CryptoSettlementsTable>
 export type PaymentRow = Selectable<PaymentsTable>

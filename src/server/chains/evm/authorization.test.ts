@@ -62,4 +62,19 @@ describe('EIP-3009 authorizations', () => {
       /Not an EIP-3009/,
     )
   })
+
+  it('refuses params that are not typed data, or whose addresses or nonce are malformed', () => {
+    const typed = authorizationTypedData(authorization)
+    const params = (data: unknown) => JSON.stringify([payer.address, JSON.stringify(data)])
+    expect(() => authorizationFromParams(JSON.stringify([payer.address, typed]))).toThrow(/Not typed-data/)
+    expect(() =>
+      authorizationFromParams(params({ ...typed, message: { ...typed.message, to: '0x12' } })),
+    ).toThrow(/addresses are malformed/)
+    expect(() =>
+      authorizationFromParams(params({ ...typed, domain: { ...typed.domain, verifyingContract: 'usdc' } })),
+    ).toThrow(/addresses are malformed/)
+    expect(() =>
+      authorizationFromParams(params({ ...typed, message: { ...typed.message, nonce: '0x07' } })),
+    ).toThrow(/nonce is malformed/)
+  })
 })

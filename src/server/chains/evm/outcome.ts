@@ -3,7 +3,6 @@ import { isPayError } from '../../../errors/PayError.js'
 import type { JobLogger } from '../../jobs/runner.js'
 import { transitionPayment } from '../../payments/lifecycle.js'
 import type { Db } from '../../store/db.js'
-import type { PaymentRow } from '../../store/schema.js'
 import type { AuthorizationJson } from './authorization.js'
 
 /** Job kinds of live EVM payments. One job of a kind per payment (see jobs/queue.ts). */
@@ -55,10 +54,6 @@ export type EvmFailureCode =
   | 'wrong_contract'
   | 'transfer_predates_quote'
   | 'chain_unavailable'
-
-export async function loadPayment(db: Db, paymentId: string): Promise<PaymentRow> {
-  return db.selectFrom('payments').selectAll().where('id', '=', paymentId).executeTakeFirstOrThrow()
-}
 
 /** processing -> failed, unless someone else already finished the payment. */
 export async function failPayment(

@@ -4,6 +4,7 @@ import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runn
 import { transitionPayment } from '../../payments/lifecycle.js'
 import { type Db, inTransaction } from '../../store/db.js'
 import type { JobRow, PaymentRow } from '../../store/schema.js'
+import { loadPayment } from '../payments.js'
 import { eip3009Abi } from './abi.js'
 import { type Authorization, authorizationFromJson } from './authorization.js'
 import type { EvmChain } from './chain.js'
@@ -11,13 +12,12 @@ import {
   evmJobKinds,
   failPayment,
   ignoreInvalidState,
-  loadPayment,
   type RelayPayload,
   type SettlePayload,
 } from './outcome.js'
 import { merchantDestination } from './quote.js'
 import { hasSentTransaction, sendOnce, setTxStatus, waitForReceipt } from './transactions.js'
-import { hasTransfer, revertReason } from './transfers.js'
+import { hasTransfer, refuseOnRevert } from './transfers.js'
 
 /** The token refused the authorization (used nonce, expired, bad signature, balance short): final. */
 class AuthorizationRefused extends Error {}
@@ -107,21 +107,17 @@ export async function submitRelay(
     to: authorization.token,
     data: encodeFunctionData({ abi: eip3009Abi, functionName, args }),
     // The token's verdict before gas is spent: a used or expired authorization is refused by name.
-    async beforeSign() {
-      try {
-        await chain.publicClient.simulateContract({
+    beforeSign: () =>
+      refuseOnRevert(
+        chain.publicClient.simulateContract({
           account: chain.executor,
           address: authorization.token,
           abi: eip3009Abi,
           functionName,
           args,
-        })
-      } catch (error) {
-        const reason = revertReason(error)
-        if (reason) throw new AuthorizationRefused(`The token refused the authorization: ${reason}`)
-        throw error
-      }
-    },
+        }),
+        (reason) => new AuthorizationRefused(`The token refused the authorization: ${reason}`),
+      ),
   })
   return hash
 }

@@ -1,10 +1,11 @@
 import { encodeFunctionData } from 'viem'
 import { type JobHandler, RetryLater } from '../../jobs/runner.js'
+import { loadPayment, markSettled } from '../payments.js'
 import { eip3009Abi } from './abi.js'
-import { loadPayment, type SettlePayload } from './outcome.js'
+import type { SettlePayload } from './outcome.js'
 import { chainOf, type JobSettings } from './relay.js'
 import { sendOnce, setTxStatus, waitForReceipt } from './transactions.js'
-import { hasTransfer, revertReason } from './transfers.js'
+import { hasTransfer, refuseOnRevert } from './transfers.js'
 
 /**
  * After a gasless payment: transfers the collected amount (less the configured fee) from the collection
@@ -30,20 +31,17 @@ export function settleJob(settings: JobSettings): JobHandler {
         purpose: 'settle',
         to: asset.token,
         data: encodeFunctionData({ abi: eip3009Abi, functionName: 'transfer', args }),
-        async beforeSign() {
-          try {
-            await chain.publicClient.simulateContract({
+        beforeSign: () =>
+          refuseOnRevert(
+            chain.publicClient.simulateContract({
               account: chain.executor,
               address: asset.token,
               abi: eip3009Abi,
               functionName: 'transfer',
               args,
-            })
-          } catch (error) {
-            const reason = revertReason(error)
-            throw reason ? new Error(`The token refused the settlement transfer: ${reason}`) : error
-          }
-        },
+            }),
+            (reason) => new Error(`The token refused the settlement transfer: ${reason}`),
+          ),
       })
       const receipt = await waitForReceipt(chain, hash, {
         timeoutMs: settings.receiptTimeoutMs,
@@ -63,17 +61,7 @@ export function settleJob(settings: JobSettings): JobHandler {
         )
       }
       await setTxStatus(ctx.db, hash, 'succeeded')
-      await ctx.db
-        .updateTable('payments')
-        .set({
-          settlement_status: 'succeeded',
-          settlement_tx_id: hash,
-          settlement_unit: `caip19/${asset.id}`,
-          updated_at: new Date(),
-        })
-        .where('id', '=', job.payment_id)
-        .where('settlement_status', '=', 'pending')
-        .execute()
+      await markSettled(ctx.db, job.payment_id, hash, asset.id)
       ctx.log.info({ paymentId: job.payment_id, hash, amount: payload.amount }, 'Settled live EVM payment')
       return { hash }
     },

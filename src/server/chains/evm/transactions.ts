@@ -136,7 +136,7 @@ export async function waitForReceipt(
   }
 }
 
-export async function findReceipt(chain: EvmChain, hash: Hash): Promise<TransactionReceipt | undefined> {
+async function findReceipt(chain: EvmChain, hash: Hash): Promise<TransactionReceipt | undefined> {
   try {
     return await chain.publicClient.getTransactionReceipt({ hash })
   } catch (error) {
@@ -147,11 +147,16 @@ export async function findReceipt(chain: EvmChain, hash: Hash): Promise<Transact
 
 async function chainState(chain: EvmChain, hash: Hash): Promise<'mined' | 'pending' | 'unknown'> {
   if (await findReceipt(chain, hash)) return 'mined'
+  return (await isKnownTransaction(chain, hash)) ? 'pending' : 'unknown'
+}
+
+/** Whether the node has the transaction at all (mined or in its pool). */
+export async function isKnownTransaction(chain: EvmChain, hash: Hash): Promise<boolean> {
   try {
     await chain.publicClient.getTransaction({ hash })
-    return 'pending'
+    return true
   } catch (error) {
-    if (error instanceof TransactionNotFoundError) return 'unknown'
+    if (error instanceof TransactionNotFoundError) return false
     throw error
   }
 }

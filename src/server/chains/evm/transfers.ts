@@ -43,7 +43,7 @@ export function same(a: string | null | undefined, b: string): boolean {
  * The contract's own refusal (a revert, with its custom error by name when the ABI knows it), or
  * undefined when the error is something else (RPC down, timeout): only a refusal is final.
  */
-export function revertReason(error: unknown): string | undefined {
+function revertReason(error: unknown): string | undefined {
   if (!(error instanceof BaseError)) return undefined
   const reverted = error.walk((e) => e instanceof ContractFunctionRevertedError)
   if (!(reverted instanceof ContractFunctionRevertedError)) return undefined
@@ -52,4 +52,17 @@ export function revertReason(error: unknown): string | undefined {
     return `${reverted.data.errorName}(${args})`
   }
   return reverted.reason ?? reverted.shortMessage
+}
+
+/** Awaits a simulation; the contract's refusal becomes `refused(reason)`, any other error passes as is. */
+export async function refuseOnRevert(
+  simulation: Promise<unknown>,
+  refused: (reason: string) => Error,
+): Promise<void> {
+  try {
+    await simulation
+  } catch (error) {
+    const reason = revertReason(error)
+    throw reason ? refused(reason) : error
+  }
 }

@@ -1,10 +1,9 @@
-import { type Hash, TransactionNotFoundError } from 'viem'
 import { type JobHandler, RetryLater } from '../../jobs/runner.js'
 import { transitionPayment } from '../../payments/lifecycle.js'
-import type { EvmChain } from './chain.js'
-import { failPayment, ignoreInvalidState, loadPayment, type VerifyTransferPayload } from './outcome.js'
+import { loadPayment } from '../payments.js'
+import { failPayment, ignoreInvalidState, type VerifyTransferPayload } from './outcome.js'
 import { chainOf, type JobSettings } from './relay.js'
-import { waitForReceipt } from './transactions.js'
+import { isKnownTransaction, waitForReceipt } from './transactions.js'
 import { hasTransfer, same } from './transfers.js'
 
 export interface VerifyTransferSettings extends JobSettings {
@@ -33,7 +32,7 @@ export function verifyTransferJob(settings: VerifyTransferSettings): JobHandler 
         signal: ctx.signal,
       })
       if (!receipt) {
-        const known = await isKnown(chain, payload.hash)
+        const known = await isKnownTransaction(chain, payload.hash)
         if (!known && Date.now() - job.created_at.getTime() > settings.missingTransactionGraceMs) {
           return fail('transaction_not_found', `Transaction ${payload.hash} is unknown to the node.`)
         }
@@ -84,15 +83,5 @@ export function verifyTransferJob(settings: VerifyTransferSettings): JobHandler 
         `Cannot check the transfer: ${String(error)}`,
       )
     },
-  }
-}
-
-async function isKnown(chain: EvmChain, hash: Hash): Promise<boolean> {
-  try {
-    await chain.publicClient.getTransaction({ hash })
-    return true
-  } catch (error) {
-    if (error instanceof TransactionNotFoundError) return false
-    throw error
   }
 }

@@ -4,8 +4,9 @@ import { enqueueJob } from '../../jobs/queue.js'
 import type { JobHandler, JobRunContext } from '../../jobs/runner.js'
 import { transitionPayment } from '../../payments/lifecycle.js'
 import { settlementFor } from '../../routes/settlements.js'
-import { type Db, inTransaction } from '../../store/db.js'
+import { inTransaction } from '../../store/db.js'
 import type { JobRow } from '../../store/schema.js'
+import { loadPayment, markSettled } from '../payments.js'
 import type { SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
 import { landTransaction } from './land.js'
@@ -59,10 +60,6 @@ export function solanaJobHandlers(chains: readonly SolanaChain[]): Record<string
       },
     },
   }
-}
-
-async function loadPayment(db: Db, paymentId: string) {
-  return db.selectFrom('payments').selectAll().where('id', '=', paymentId).executeTakeFirstOrThrow()
 }
 
 /**
@@ -162,17 +159,7 @@ async function settle(job: JobRow, ctx: JobRunContext, chainOf: (caip2: string) 
   const signature = tx.signature
   await inTransaction(db, async (trx) => {
     await markState(trx, signature, 'landed', null, new Date())
-    await trx
-      .updateTable('payments')
-      .set({
-        settlement_status: 'succeeded',
-        settlement_tx_id: signature,
-        settlement_unit: `caip19/${asset.id}`,
-        updated_at: new Date(),
-      })
-      .where('id', '=', payment.id)
-      .where('settlement_status', '=', 'pending')
-      .execute()
+    await markSettled(trx, payment.id, signature, asset.id)
   })
   return { signature }
 }

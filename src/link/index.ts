@@ -1,6 +1,0 @@
-export {
-  hostOf,
-  type ParsePaymentLinkOptions,
-  type PaymentLink,
-  parsePaymentLink,
-} from './parsePaymentLink.js'
