@@ -27,6 +27,11 @@ export function validationError(issues: ValidationIssue[]): PayError {
   })
 }
 
+/** `400 params_validation` pointing at one request field, rendered like a schema failure. */
+export function paramsError(path: string, message: string): PayError {
+  return validationError([{ path, message }])
+}
+
 /** `400 params_validation` for a body a schema refused (zod issues, paths relative to the body). */
 export function bodyValidationError(
   issues: readonly { path: readonly PropertyKey[]; message: string }[],

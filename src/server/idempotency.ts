@@ -199,25 +199,50 @@ export type PlannedInsert<T> = {
      * same statement; when it does not hold, nothing is written and `refuse` throws the answer.
      */
     guard?: { holds: RawBuilder<boolean>; refuse: () => never }
+    /**
+     * A further `INSERT ... SELECT ... FROM inserted` run by the same statement, so it writes exactly
+     * when the row is written (payment creation's event: the outbox row commits with its payment).
+     * `inserted` is the CTE holding the inserted row, every column.
+     */
+    follow?: RawBuilder<unknown>
     result: T
   }
 }[keyof Database]
 
-function insertSql(plan: PlannedInsert<unknown>, from: RawBuilder<unknown> | undefined) {
+function insertSql(
+  plan: PlannedInsert<unknown>,
+  from: RawBuilder<unknown> | undefined,
+  where: RawBuilder<unknown> | undefined,
+) {
   const columns = Object.keys(plan.row)
   const values = Object.values(plan.row)
   return sql`INSERT INTO ${sql.table(plan.table)} (${sql.join(columns.map((c) => sql.ref(c)))})
-    SELECT ${sql.join(values)}${from ? sql` FROM ${from}` : sql``}`
+    SELECT ${sql.join(values)}${from ? sql` FROM ${from}` : sql``}${where ? sql` WHERE ${where}` : sql``}${
+      plan.follow ? sql` RETURNING *` : sql``
+    }`
+}
+
+/** The planned insert as the CTE `inserted`, and its follow-up insert (if any) after it. */
+function insertCtes(plan: PlannedInsert<unknown>, from: RawBuilder<unknown> | undefined) {
+  const insert = insertSql(plan, from, from ? undefined : plan.guard?.holds)
+  return sql`inserted AS (${insert})${plan.follow ? sql`, followed AS (${plan.follow})` : sql``}`
 }
 
 /** Runs a planned insert without an Idempotency-Key. */
 export async function insertPlanned<T>(db: Db, plan: PlannedInsert<T>): Promise<T> {
-  const guard = plan.guard ? sql` WHERE ${plan.guard.holds}` : sql``
-  const { numAffectedRows } = await executePrepared(
-    db,
-    sql`${insertSql(plan, undefined)}${guard}`.compile(db),
-  )
-  if (numAffectedRows === 0n) plan.guard!.refuse()
+  let inserted: boolean
+  if (plan.follow) {
+    const statement = sql<{ inserted: boolean }>`WITH ${insertCtes(plan, undefined)}
+      SELECT EXISTS (SELECT 1 FROM inserted) AS inserted`
+    inserted = (await executePrepared(db, statement.compile(db))).rows[0]!.inserted
+  } else {
+    const { numAffectedRows } = await executePrepared(
+      db,
+      insertSql(plan, undefined, plan.guard?.holds).compile(db),
+    )
+    inserted = numAffectedRows !== 0n
+  }
+  if (!inserted) plan.guard!.refuse()
   return plan.result
 }
 
@@ -297,7 +322,7 @@ async function storeUnderLock(
       WHERE idempotency_keys.expires_at <= ${now}
         OR (idempotency_keys.state <> 'done' AND idempotency_keys.fingerprint = EXCLUDED.fingerprint)
       RETURNING 1
-    )${plan ? sql`, inserted AS (${insertSql(plan, sql`stored`)})` : sql``}
+    )${plan ? sql`, ${insertCtes(plan, sql`stored`)}` : sql``}
     SELECT a.locked, a.allowed, EXISTS (SELECT 1 FROM stored) AS stored,
       k.fingerprint, k.state, k.response_status, k.response_body, k.expires_at
     FROM attempt a

@@ -1,4 +1,4 @@
-import { paramsError } from './errors.js'
+import { paramsError } from '../errors.js'
 
 export interface CollectField {
   name: string

@@ -3,14 +3,14 @@ import type { ConfirmContext } from '../chains/types.js'
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import { toAmount } from '../payments/assets.js'
-import { transitionPayment } from '../payments/lifecycle.js'
+import { succeedPayment, transitionPayment } from '../payments/lifecycle.js'
+import { succeedTestPayment } from '../payments/settlements.js'
 import { statusJson, unixSeconds } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { DriverRegistry } from './drivers.js'
 import { signedActions, usableOption } from './option.js'
 import { assertPayable, driverPayment, type GatewayPaymentRow } from './payment.js'
 import { checkResults } from './results.js'
-import { testSettlement } from './settlement.js'
 import { toStoredOption } from './store.js'
 
 /**
@@ -66,16 +66,17 @@ export async function confirmPayment(input: {
         now,
       })
     }
-    return transitionPayment(trx, {
-      paymentId: payment.id,
-      from: 'processing',
-      to: 'succeeded',
-      set: {
-        tx_id: outcome.txId,
-        ...(payment.mode === 'test' ? await testSettlement(trx, payment, row.asset) : {}),
-      },
-      now,
-    })
+    if (payment.mode === 'test') {
+      return succeedTestPayment(trx, {
+        payment,
+        asset: row.asset,
+        value: row.amount,
+        txId: outcome.txId,
+        now,
+      })
+    }
+    const succeeded = await succeedPayment(trx, { paymentId: payment.id, txId: outcome.txId, now })
+    return succeeded ?? processing
   })
   const { status, isFinal, pollInMs } = statusJson(final)
   return { status, isFinal, pollInMs }

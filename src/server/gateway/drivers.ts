@@ -1,4 +1,5 @@
 import { sameCaip } from '../../caip/caip.js'
+import { configuredAssets } from '../chains/configured.js'
 import { testModeDrivers } from '../chains/simulated.js'
 import type { AssetConfig, ChainDriver, PaymentMode } from '../chains/types.js'
 import type { ServerConfig } from '../config.js'
@@ -9,24 +10,6 @@ export interface DriverRegistry {
   driver(mode: PaymentMode, caip2: string): ChainDriver | undefined
   /** Every asset known in a mode (for display and USD thresholds). */
   asset(mode: PaymentMode, assetId: string): AssetConfig | undefined
-}
-
-/** The assets of the configured chains, in the drivers' shape. */
-export function configuredAssets(config: ServerConfig): Record<string, AssetConfig[]> {
-  const out: Record<string, AssetConfig[]> = {}
-  for (const [caip2, chain] of Object.entries(config.chains)) {
-    out[caip2] = Object.entries(chain.assets).map(([id, a]) => ({
-      id,
-      symbol: a.symbol,
-      name: a.name,
-      decimals: a.decimals,
-      usdRate: a.usdRate,
-      ...(a.iconUrl !== undefined ? { iconUrl: a.iconUrl } : {}),
-      ...(a.methods ? { methods: a.methods } : {}),
-      ...(a.eip712 ? { eip712: a.eip712 } : {}),
-    }))
-  }
-  return out
 }
 
 /**

@@ -1,6 +1,6 @@
 import { VersionedTransaction } from '@solana/web3.js'
 import type { WalletRpcAction } from '../../contract/gateway.js'
-import { paramsError } from './errors.js'
+import { paramsError } from '../errors.js'
 
 const signature65 = /^0x[0-9a-fA-F]{130}$/
 const hash32 = /^0x[0-9a-fA-F]{64}$/

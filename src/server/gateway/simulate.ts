@@ -3,10 +3,10 @@ import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import { markCancelled } from '../payments/cancel.js'
 import { transitionPayment } from '../payments/lifecycle.js'
+import { succeedTestPayment } from '../payments/settlements.js'
 import { statusJson } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { PaymentRow } from '../store/schema.js'
-import { testSettlement } from './settlement.js'
 
 /**
  * The sandbox's forced outcomes. `succeeded` and `failed` pass through `processing` like a real payment
@@ -30,15 +30,9 @@ export async function simulateOutcome(input: {
     switch (outcome) {
       case 'succeeded': {
         await toProcessing()
-        const unit = payment.option_amount?.unit ?? payment.amount_unit
-        const asset = unit.startsWith('caip19/') ? unit.slice(7) : undefined
-        return transitionPayment(trx, {
-          paymentId: payment.id,
-          from: 'processing',
-          to: 'succeeded',
-          set: { tx_id: `test:${payment.id}`, ...(asset ? await testSettlement(trx, payment, asset) : {}) },
-          now,
-        })
+        const paid = payment.option_amount ?? { unit: payment.amount_unit, value: payment.amount_value }
+        const asset = paid.unit.startsWith('caip19/') ? paid.unit.slice(7) : undefined
+        return succeedTestPayment(trx, { payment, asset, value: paid.value, now })
       }
       case 'failed':
         await toProcessing()

@@ -1,9 +1,18 @@
+import { type RawBuilder, sql, type UpdateQueryBuilder, type UpdateResult } from 'kysely'
 import type { PaymentStatus } from '../../contract/common.js'
 import { fail } from '../errors.js'
-import type { Db } from '../store/db.js'
-import type { PaymentRow, PaymentUpdate } from '../store/schema.js'
+import { enqueueJob } from '../jobs/queue.js'
+import { type Db, inTransaction } from '../store/db.js'
+import { type Database, type PaymentRow, type PaymentUpdate, paymentColumns } from '../store/schema.js'
 
-/** The legal moves of a payment. Final states have none. Every status change goes through here. */
+/**
+ * The payments domain layer: the only code that changes a payment's state. Every change is one
+ * statement that bumps `payment_state_version` and writes the change's `payment_events` row (the
+ * outbox the webhook dispatcher reads), so an event exists if and only if its change committed.
+ * Routes, the gateway and the chain executors call these functions; none writes `payments` itself.
+ */
+
+/** The legal moves of a payment. Final states have none. */
 export const paymentTransitions: Readonly<Record<PaymentStatus, readonly PaymentStatus[]>> = {
   requires_action: ['processing', 'cancelled', 'expired'],
   processing: ['succeeded', 'failed'],
@@ -13,8 +22,97 @@ export const paymentTransitions: Readonly<Record<PaymentStatus, readonly Payment
   cancelled: [],
 }
 
+/** Every event a payment can emit; `payment.refunded` is caipay's own (off unless asked for). */
+export const paymentEventTypes = [
+  'payment.created',
+  'payment.processing',
+  'payment.succeeded',
+  'payment.failed',
+  'payment.expired',
+  'payment.cancelled',
+  'payment.settled',
+  'payment.refunded',
+] as const
+export type PaymentEventType = (typeof paymentEventTypes)[number]
+
+/** When each status was reached, stored with the payment (the stage objects of an event show them). */
+const reachedAtColumn = {
+  processing: 'processing_at',
+  succeeded: 'succeeded_at',
+  failed: 'failed_at',
+  expired: 'expired_at',
+  cancelled: 'cancelled_at',
+} as const satisfies Partial<Record<PaymentStatus, keyof PaymentRow>>
+
 export function canTransition(from: PaymentStatus, to: PaymentStatus): boolean {
   return paymentTransitions[from].includes(to)
+}
+
+/**
+ * The snapshot an event keeps of its payment: the row as the statement left it, with the numeric
+ * columns as strings (JSON numbers would lose digits of a 78-digit amount).
+ */
+export function snapshotOf(alias: string): RawBuilder<string> {
+  const row = sql.table(alias)
+  return sql<string>`to_jsonb(${row}) || jsonb_build_object('amount_value', ${sql.ref(`${alias}.amount_value`)}::text,
+    'settlement_value', ${sql.ref(`${alias}.settlement_value`)}::text)`
+}
+
+/**
+ * The event of a payment row just inserted as the CTE `inserted` (payment creation's single statement,
+ * see paymentInsertPlan): an INSERT ... SELECT that writes nothing when the payment was not inserted.
+ */
+export function createdEventInsert(): RawBuilder<unknown> {
+  return sql`INSERT INTO payment_events (payment_id, type, payment_state_version, snapshot, created_at)
+    SELECT id, 'payment.created', payment_state_version, ${snapshotOf('inserted')}, created_at FROM inserted`
+}
+
+type PaymentUpdateQuery = UpdateQueryBuilder<Database, 'payments', 'payments', UpdateResult>
+
+/**
+ * One state change in one statement: `UPDATE payments ... RETURNING` as a CTE, the event row inserted
+ * from it, the changed rows returned. `where` narrows the rows (the state they must be in); nobody
+ * matched -> no row, no event.
+ */
+async function changePayments(
+  db: Db,
+  change: {
+    type: PaymentEventType
+    set: PaymentUpdate
+    where: (query: PaymentUpdateQuery) => PaymentUpdateQuery
+    now: Date
+  },
+): Promise<PaymentRow[]> {
+  return db
+    .with('changed', (qb) =>
+      change
+        .where(
+          qb
+            .updateTable('payments')
+            .set({ ...change.set, updated_at: change.now })
+            .set((eb) => ({ payment_state_version: eb('payment_state_version', '+', 1) })),
+        )
+        .returning(paymentColumns),
+    )
+    .with('event', (qb) =>
+      qb
+        .insertInto('payment_events')
+        .columns(['payment_id', 'type', 'payment_state_version', 'snapshot', 'created_at'])
+        .expression((eb) =>
+          eb
+            .selectFrom('changed')
+            .select([
+              'changed.id',
+              sql.lit(change.type).as('type'),
+              'changed.payment_state_version',
+              snapshotOf('changed').as('snapshot'),
+              sql<Date>`${change.now}::timestamptz`.as('created_at'),
+            ]),
+        ),
+    )
+    .selectFrom('changed')
+    .selectAll()
+    .execute() as Promise<PaymentRow[]>
 }
 
 export interface TransitionPaymentParameters {
@@ -23,16 +121,16 @@ export interface TransitionPaymentParameters {
   from: PaymentStatus | readonly PaymentStatus[]
   to: PaymentStatus
   /** Other columns written in the same UPDATE (tx_id, failure_code, cancelled_at, ...). */
-  set?: Omit<PaymentUpdate, 'status' | 'id'>
+  set?: Omit<PaymentUpdate, 'status' | 'id' | 'payment_state_version'>
   /** Only for a payment still unexpired at this time (e.g. a buyer confirming). */
   notExpiredAt?: Date
   now?: Date
 }
 
 /**
- * Moves a payment with ONE conditional `UPDATE ... WHERE status IN (from) RETURNING *`, so two
- * racing callers cannot both win. When nothing matched: `404 payment_not_found` if the payment does
- * not exist, else `409 invalid_state` (with the state it was actually in).
+ * Moves a payment with ONE conditional `UPDATE ... WHERE status IN (from)` (which also writes its
+ * event), so two racing callers cannot both win. When nothing matched: `404 payment_not_found` if the
+ * payment does not exist, else `409 invalid_state` (with the state it was actually in).
  */
 export async function transitionPayment(db: Db, params: TransitionPaymentParameters): Promise<PaymentRow> {
   const from = typeof params.from === 'string' ? [params.from] : [...params.from]
@@ -41,13 +139,17 @@ export async function transitionPayment(db: Db, params: TransitionPaymentParamet
       throw new Error(`Illegal payment transition ${state} -> ${params.to} in code.`)
     }
   }
-  let query = db
-    .updateTable('payments')
-    .set({ ...params.set, status: params.to, updated_at: params.now ?? new Date() })
-    .where('id', '=', params.paymentId)
-    .where('status', 'in', from)
-  if (params.notExpiredAt) query = query.where('expires_at', '>', params.notExpiredAt)
-  const row = await query.returningAll().executeTakeFirst()
+  const now = params.now ?? new Date()
+  const to = params.to as keyof typeof reachedAtColumn
+  const [row] = await changePayments(db, {
+    type: `payment.${to}`,
+    set: { [reachedAtColumn[to]]: now, ...params.set, status: params.to },
+    where: (query) => {
+      const moving = query.where('id', '=', params.paymentId).where('status', 'in', from)
+      return params.notExpiredAt ? moving.where('expires_at', '>', params.notExpiredAt) : moving
+    },
+    now,
+  })
   if (row) return row
   const current = await db
     .selectFrom('payments')
@@ -63,38 +165,144 @@ export async function transitionPayment(db: Db, params: TransitionPaymentParamet
 }
 
 /**
- * Marks every payment still waiting past its `expiresAt` as expired (the lazy path on reads and the
- * sweep of a background job). Returns the ids it expired. Narrow with a partner/merchant scope.
+ * The one success path of every executor (test mode, live EVM, live Solana): `processing -> succeeded`
+ * with the chain's transaction id and, when the merchant gets a settlement step, `settlement_status`
+ * pending and the settlement job queued in the same transaction. Undefined when the payment was no
+ * longer processing (a job that ran again after its step was done elsewhere).
+ */
+export async function succeedPayment(
+  db: Db,
+  params: {
+    paymentId: string
+    txId: string
+    now?: Date
+    /** The merchant gets a settlement step: pending now, done by `job` (absent: the caller settles). */
+    settlement?: { job?: { kind: string; payload: unknown } } | undefined
+  },
+): Promise<PaymentRow | undefined> {
+  const now = params.now ?? new Date()
+  const { settlement } = params
+  return inTransaction(db, async (trx) => {
+    const [row] = await changePayments(trx, {
+      type: 'payment.succeeded',
+      set: {
+        status: 'succeeded',
+        succeeded_at: now,
+        tx_id: params.txId,
+        ...(settlement ? { settlement_status: 'pending' as const } : {}),
+      },
+      where: (query) => query.where('id', '=', params.paymentId).where('status', '=', 'processing'),
+      now,
+    })
+    if (row && settlement?.job) {
+      await enqueueJob(trx, { ...settlement.job, paymentId: params.paymentId, now })
+    }
+    return row
+  })
+}
+
+/** `processing -> failed`, unless the payment is no longer processing (then undefined). */
+export async function failPayment(
+  db: Db,
+  params: { paymentId: string; failureCode: string; now?: Date },
+): Promise<PaymentRow | undefined> {
+  const now = params.now ?? new Date()
+  const [row] = await changePayments(db, {
+    type: 'payment.failed',
+    set: { status: 'failed', failed_at: now, failure_code: params.failureCode },
+    where: (query) => query.where('id', '=', params.paymentId).where('status', '=', 'processing'),
+    now,
+  })
+  return row
+}
+
+/**
+ * Records a landed settlement on its payment (`payment.settled`); a settlement that is not pending
+ * (already settled, or none) is left as it is and yields undefined.
+ */
+export async function settlePayment(
+  db: Db,
+  params: { paymentId: string; txId: string; assetId: string; value: string | bigint; now?: Date },
+): Promise<PaymentRow | undefined> {
+  const now = params.now ?? new Date()
+  const [row] = await changePayments(db, {
+    type: 'payment.settled',
+    set: {
+      settlement_status: 'succeeded',
+      settlement_tx_id: params.txId,
+      settlement_unit: `caip19/${params.assetId}`,
+      settlement_value: params.value,
+      settled_at: now,
+    },
+    where: (query) => query.where('id', '=', params.paymentId).where('settlement_status', '=', 'pending'),
+    now,
+  })
+  return row
+}
+
+/** Marks a succeeded, not yet refunded payment of this merchant refunded; undefined otherwise. */
+export async function refundPayment(
+  db: Db,
+  params: { paymentId: string; merchantId: string; now: Date },
+): Promise<PaymentRow | undefined> {
+  const [row] = await changePayments(db, {
+    type: 'payment.refunded',
+    set: { refunded_at: params.now },
+    where: (query) =>
+      query
+        .where('id', '=', params.paymentId)
+        .where('merchant_id', '=', params.merchantId)
+        .where('status', '=', 'succeeded')
+        .where('refunded_at', 'is', null),
+    now: params.now,
+  })
+  return row
+}
+
+/**
+ * Marks every payment still waiting past its `expiresAt` as expired (the sweep of a background job,
+ * and list reads). Returns the ids it expired. Narrow with a partner/merchant scope.
  */
 export async function expireDuePayments(
   db: Db,
   options: { now: Date; partnerId?: string; mode?: 'test' | 'live'; merchantId?: string; paymentId?: string },
 ): Promise<string[]> {
-  let query = db
-    .updateTable('payments')
-    .set({ status: 'expired', updated_at: options.now })
-    .where('status', '=', 'requires_action')
-    .where('expires_at', '<=', options.now)
-  if (options.partnerId) query = query.where('partner_id', '=', options.partnerId)
-  if (options.mode) query = query.where('mode', '=', options.mode)
-  if (options.merchantId) query = query.where('merchant_id', '=', options.merchantId)
-  if (options.paymentId) query = query.where('id', '=', options.paymentId)
-  const rows = await query.returning('id').execute()
+  const rows = await changePayments(db, {
+    type: 'payment.expired',
+    set: { status: 'expired', expired_at: options.now },
+    where: (query) => {
+      let q = query.where('status', '=', 'requires_action').where('expires_at', '<=', options.now)
+      if (options.partnerId) q = q.where('partner_id', '=', options.partnerId)
+      if (options.mode) q = q.where('mode', '=', options.mode)
+      if (options.merchantId) q = q.where('merchant_id', '=', options.merchantId)
+      if (options.paymentId) q = q.where('id', '=', options.paymentId)
+      return q
+    },
+    now: options.now,
+  })
   return rows.map((r) => r.id)
 }
 
 /** A read that shows the truth: a waiting payment past its expiry is expired first. */
 export async function withExpiryApplied(db: Db, row: PaymentRow, now: Date): Promise<PaymentRow> {
   if (row.status !== 'requires_action' || row.expires_at.getTime() > now.getTime()) return row
-  const updated = await db
-    .updateTable('payments')
-    .set({ status: 'expired', updated_at: now })
-    .where('id', '=', row.id)
-    .where('status', '=', 'requires_action')
-    .where('expires_at', '<=', now)
-    .returningAll()
-    .executeTakeFirst()
+  const [updated] = await changePayments(db, {
+    type: 'payment.expired',
+    set: { status: 'expired', expired_at: now },
+    where: (query) =>
+      query.where('id', '=', row.id).where('status', '=', 'requires_action').where('expires_at', '<=', now),
+    now,
+  })
   if (updated) return updated
   // Someone else moved it meanwhile (expired, confirmed just in time): read what it is now.
-  return db.selectFrom('payments').selectAll().where('id', '=', row.id).executeTakeFirstOrThrow()
+  return loadPayment(db, row.id)
+}
+
+/** A payment known to exist (a job references its payment; a row just read). */
+export async function loadPayment(db: Db, paymentId: string): Promise<PaymentRow> {
+  return db
+    .selectFrom('payments')
+    .select(paymentColumns)
+    .where('id', '=', paymentId)
+    .executeTakeFirstOrThrow() as Promise<PaymentRow>
 }

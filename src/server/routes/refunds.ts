@@ -1,21 +1,14 @@
 import type { FastifyInstance } from 'fastify'
 import { endpoints } from '../../contract/endpoints.js'
 import { fail } from '../errors.js'
+import { refundPayment } from '../payments/lifecycle.js'
 import { findMerchantPayment } from '../payments/views.js'
 import { defineRoute } from '../route.js'
 
 export async function refundRoutes(app: FastifyInstance): Promise<void> {
   // A full refund is a mark on a succeeded payment; one conditional UPDATE makes it happen once.
   defineRoute(app, endpoints.createRefund, async ({ db, merchant, body, now }) => {
-    const marked = await db
-      .updateTable('payments')
-      .set({ refunded_at: now, updated_at: now })
-      .where('id', '=', body.paymentId)
-      .where('merchant_id', '=', merchant.id)
-      .where('status', '=', 'succeeded')
-      .where('refunded_at', 'is', null)
-      .returning('id')
-      .executeTakeFirst()
+    const marked = await refundPayment(db, { paymentId: body.paymentId, merchantId: merchant.id, now })
     if (marked) return { paymentId: marked.id }
     const payment = await findMerchantPayment(db, merchant.id, body.paymentId, now)
     if (payment.status !== 'succeeded') {

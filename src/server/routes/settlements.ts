@@ -25,20 +25,6 @@ export async function listSettlements(db: Db, merchantId: string): Promise<Crypt
   return rows.map(settlementJson)
 }
 
-/** The settlement destination of a merchant for an asset, if any (for the settlement step). */
-export async function settlementFor(
-  db: Db,
-  merchantId: string,
-  asset: string,
-): Promise<CryptoSettlementRow | undefined> {
-  return db
-    .selectFrom('crypto_settlements')
-    .selectAll()
-    .where('merchant_id', '=', merchantId)
-    .where('asset_key', '=', foldAsset(asset))
-    .executeTakeFirst()
-}
-
 function isUniqueViolation(error: unknown): boolean {
   return (error as { code?: string }).code === '23505'
 }

@@ -100,6 +100,15 @@ export interface PaymentsTable {
   checkout: Json<{ successUrl: string; errorUrl: string }> | null
   created_at: Timestamp
   updated_at: Timestamp
+  /** 0 at creation, +1 per state change; each change writes its `payment_events` row (payments/lifecycle.ts). */
+  payment_state_version: ColumnType<number, number | undefined, number>
+  processing_at: Timestamp | null
+  succeeded_at: Timestamp | null
+  failed_at: Timestamp | null
+  expired_at: Timestamp | null
+  settled_at: Timestamp | null
+  /** Token minor units that reached the merchant's settlement destination (unit: `settlement_unit`). */
+  settlement_value: Numeric | null
 }
 
 /**
@@ -132,6 +141,13 @@ const paymentColumnSet: Record<keyof PaymentsTable, true> = {
   checkout: true,
   created_at: true,
   updated_at: true,
+  payment_state_version: true,
+  processing_at: true,
+  succeeded_at: true,
+  failed_at: true,
+  expired_at: true,
+  settled_at: true,
+  settlement_value: true,
 }
 export const paymentColumns = Object.keys(paymentColumnSet) as (keyof PaymentsTable)[]
 
@@ -170,6 +186,18 @@ export interface IdempotencyKeysTable {
   expires_at: Timestamp
 }
 
+/** The outbox of payment state changes (migration 006); the webhook dispatcher reads it. */
+export interface PaymentEventsTable {
+  id: Generated<string>
+  payment_id: string
+  type: string
+  payment_state_version: number
+  /** The payment row at this version, as `to_jsonb` wrote it (amounts as strings). */
+  snapshot: ColumnType<Record<string, unknown>, string, string>
+  created_at: Timestamp
+  dispatched_at: Timestamp | null
+}
+
 export interface Database {
   partners: PartnersTable
   api_keys: ApiKeysTable
@@ -179,6 +207,7 @@ export interface Database {
   payments: PaymentsTable
   jobs: JobsTable
   idempotency_keys: IdempotencyKeysTable
+  payment_events: PaymentEventsTable
 }
 
 export type MerchantRow = Selectable<MerchantsTable>
@@ -187,3 +216,4 @@ export type PaymentRow = Selectable<PaymentsTable>
 export type NewPayment = Insertable<PaymentsTable>
 export type PaymentUpdate = Updateable<PaymentsTable>
 export type JobRow = Selectable<JobsTable>
+export type PaymentEventRow = Selectable<PaymentEventsTable>

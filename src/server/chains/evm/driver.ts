@@ -1,5 +1,5 @@
 import { type Address, getAddress, type Hash, type Hex } from 'viem'
-import { paramsError } from '../../gateway/errors.js'
+import { paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
 import type { ChainDriver, ConfirmContext, ConfirmOutcome } from '../types.js'
 import {

@@ -1,8 +1,8 @@
 /** Live payments on EVM chains: drivers for the gateway and the jobs that execute them. */
 import type { ServerConfig } from '../../config.js'
-import { configuredAssets } from '../../gateway/drivers.js'
 import type { JobHandler, JobLogger } from '../../jobs/runner.js'
 import type { Db } from '../../store/db.js'
+import { configuredAssets } from '../configured.js'
 import type { ChainDriver } from '../types.js'
 import { createEvmChain, type EvmChain } from './chain.js'
 import { createEvmDriver } from './driver.js'

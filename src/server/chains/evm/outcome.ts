@@ -1,7 +1,6 @@
 import type { Address, Hash } from 'viem'
-import { isPayError } from '../../../errors/PayError.js'
 import type { JobLogger } from '../../jobs/runner.js'
-import { transitionPayment } from '../../payments/lifecycle.js'
+import { failPayment as failProcessingPayment } from '../../payments/lifecycle.js'
 import type { Db } from '../../store/db.js'
 import type { AuthorizationJson } from './authorization.js'
 
@@ -64,18 +63,6 @@ export async function failPayment(
   reason: string,
 ): Promise<{ failed: EvmFailureCode; reason: string }> {
   log.warn({ paymentId, failureCode: code, reason }, 'Live EVM payment failed')
-  await ignoreInvalidState(
-    transitionPayment(db, { paymentId, from: 'processing', to: 'failed', set: { failure_code: code } }),
-  )
+  await failProcessingPayment(db, { paymentId, failureCode: code })
   return { failed: code, reason }
-}
-
-/** A job that runs again after its step was done elsewhere finds the payment already final: fine. */
-export async function ignoreInvalidState<T>(work: Promise<T>): Promise<T | undefined> {
-  try {
-    return await work
-  } catch (error) {
-    if (isPayError(error, 'invalid_state')) return undefined
-    throw error
-  }
 }

@@ -1,20 +1,12 @@
 import { encodeFunctionData, type Hash, type TransactionReceipt } from 'viem'
-import { enqueueJob } from '../../jobs/queue.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
-import { transitionPayment } from '../../payments/lifecycle.js'
-import { type Db, inTransaction } from '../../store/db.js'
+import { loadPayment, succeedPayment } from '../../payments/lifecycle.js'
+import type { Db } from '../../store/db.js'
 import type { JobRow, PaymentRow } from '../../store/schema.js'
-import { loadPayment } from '../payments.js'
 import { eip3009Abi } from './abi.js'
 import { type Authorization, authorizationFromJson } from './authorization.js'
 import type { EvmChain } from './chain.js'
-import {
-  evmJobKinds,
-  failPayment,
-  ignoreInvalidState,
-  type RelayPayload,
-  type SettlePayload,
-} from './outcome.js'
+import { evmJobKinds, failPayment, type RelayPayload, type SettlePayload } from './outcome.js'
 import { merchantDestination } from './quote.js'
 import { hasSentTransaction, sendOnce, setTxStatus, waitForReceipt } from './transactions.js'
 import { hasTransfer, refuseOnRevert } from './transfers.js'
@@ -158,27 +150,17 @@ async function finishRelay(
     )
   }
   const asset = chain.asset(payload.asset)
-  await inTransaction(ctx.db, async (trx) => {
-    const destination = asset && (await merchantDestination(trx, chain, payment.merchant_id, asset))
-    const fee = asset ? (authorization.value * BigInt(asset.settlementFeeBps)) / 10_000n : 0n
-    const amount = authorization.value - fee
-    const settles = destination !== undefined && amount > 0n
-    const done = await ignoreInvalidState(
-      transitionPayment(trx, {
-        paymentId: job.payment_id,
-        from: 'processing',
-        to: 'succeeded',
-        set: { tx_id: hash, ...(settles ? { settlement_status: 'pending' as const } : {}) },
-      }),
-    )
-    if (!done || !settles || !destination) return
-    const settle: SettlePayload = {
-      chain: chain.caip2,
-      asset: payload.asset,
-      destination,
-      amount: amount.toString(),
-    }
-    await enqueueJob(trx, { kind: evmJobKinds.settle, paymentId: job.payment_id, payload: settle })
+  const destination = asset && (await merchantDestination(ctx.db, chain, payment.merchant_id, asset))
+  const fee = asset ? (authorization.value * BigInt(asset.settlementFeeBps)) / 10_000n : 0n
+  const amount = authorization.value - fee
+  const settle: SettlePayload | undefined =
+    destination !== undefined && amount > 0n
+      ? { chain: chain.caip2, asset: payload.asset, destination, amount: amount.toString() }
+      : undefined
+  await succeedPayment(ctx.db, {
+    paymentId: job.payment_id,
+    txId: hash,
+    settlement: settle && { job: { kind: evmJobKinds.settle, payload: settle } },
   })
   ctx.log.info({ paymentId: job.payment_id, hash }, 'Live EVM payment succeeded')
   return { hash }

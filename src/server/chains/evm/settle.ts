@@ -1,6 +1,6 @@
 import { encodeFunctionData } from 'viem'
 import { type JobHandler, RetryLater } from '../../jobs/runner.js'
-import { loadPayment, markSettled } from '../payments.js'
+import { loadPayment, settlePayment } from '../../payments/lifecycle.js'
 import { eip3009Abi } from './abi.js'
 import type { SettlePayload } from './outcome.js'
 import { chainOf, type JobSettings } from './relay.js'
@@ -61,7 +61,12 @@ export function settleJob(settings: JobSettings): JobHandler {
         )
       }
       await setTxStatus(ctx.db, hash, 'succeeded')
-      await markSettled(ctx.db, job.payment_id, hash, asset.id)
+      await settlePayment(ctx.db, {
+        paymentId: job.payment_id,
+        txId: hash,
+        assetId: asset.id,
+        value: payload.amount,
+      })
       ctx.log.info({ paymentId: job.payment_id, hash, amount: payload.amount }, 'Settled live EVM payment')
       return { hash }
     },

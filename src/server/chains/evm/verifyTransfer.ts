@@ -1,7 +1,6 @@
 import { type JobHandler, RetryLater } from '../../jobs/runner.js'
-import { transitionPayment } from '../../payments/lifecycle.js'
-import { loadPayment } from '../payments.js'
-import { failPayment, ignoreInvalidState, type VerifyTransferPayload } from './outcome.js'
+import { loadPayment, succeedPayment } from '../../payments/lifecycle.js'
+import { failPayment, type VerifyTransferPayload } from './outcome.js'
 import { chainOf, type JobSettings } from './relay.js'
 import { isKnownTransaction, waitForReceipt } from './transactions.js'
 import { hasTransfer, same } from './transfers.js'
@@ -63,14 +62,7 @@ export function verifyTransferJob(settings: VerifyTransferSettings): JobHandler 
       if (block.timestamp < BigInt(payload.notBefore)) {
         return fail('transfer_predates_quote', `Transaction ${payload.hash} was mined before the quote.`)
       }
-      await ignoreInvalidState(
-        transitionPayment(ctx.db, {
-          paymentId: job.payment_id,
-          from: 'processing',
-          to: 'succeeded',
-          set: { tx_id: receipt.transactionHash },
-        }),
-      )
+      await succeedPayment(ctx.db, { paymentId: job.payment_id, txId: receipt.transactionHash })
       ctx.log.info({ paymentId: job.payment_id, hash: receipt.transactionHash }, 'Live EVM payment succeeded')
       return { hash: receipt.transactionHash }
     },

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Transaction } from '@solana/web3.js'
 import type { Action, WalletRpcAction } from '../../../contract/gateway.js'
-import { paramsError } from '../../gateway/errors.js'
+import { paramsError } from '../../errors.js'
 
 /**
  * A `build` action for a Solana option. The transaction itself is built only at fetch: its blockhash

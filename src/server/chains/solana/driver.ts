@@ -1,8 +1,7 @@
 import { getAccount, getAssociatedTokenAddressSync, TokenAccountNotFoundError } from '@solana/spl-token'
 import { PublicKey } from '@solana/web3.js'
 import { bytesEqual, decodeSolanaTransaction } from '../../../../adapters/solana/decodeSolanaTransaction.js'
-import { fail } from '../../errors.js'
-import { paramsError } from '../../gateway/errors.js'
+import { fail, paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
 import type {
   AssetConfig,

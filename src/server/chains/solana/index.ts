@@ -1,7 +1,7 @@
 /** Live payments on Solana clusters: drivers for the gateway and the jobs that execute them. */
 import type { ServerConfig } from '../../config.js'
-import { configuredAssets } from '../../gateway/drivers.js'
 import type { JobHandler, JobLogger } from '../../jobs/runner.js'
+import { configuredAssets } from '../configured.js'
 import type { ChainDriver } from '../types.js'
 import { createSolanaChain, type SolanaChain } from './chain.js'
 import { createSolanaDriver } from './driver.js'

@@ -1,12 +1,10 @@
 import { PublicKey } from '@solana/web3.js'
 import { parseAccountId, sameCaip } from '../../../caip/caip.js'
-import { enqueueJob } from '../../jobs/queue.js'
 import type { JobHandler, JobRunContext } from '../../jobs/runner.js'
-import { transitionPayment } from '../../payments/lifecycle.js'
-import { settlementFor } from '../../routes/settlements.js'
+import { failPayment, loadPayment, settlePayment, succeedPayment } from '../../payments/lifecycle.js'
+import { settlementFor } from '../../payments/settlements.js'
 import { inTransaction } from '../../store/db.js'
 import type { JobRow } from '../../store/schema.js'
-import { loadPayment, markSettled } from '../payments.js'
 import type { SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
 import { landTransaction } from './land.js'
@@ -78,32 +76,20 @@ async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: (caip2: strin
   const now = new Date()
   if (outcome.kind !== 'landed') {
     ctx.log.warn({ paymentId: payment.id, signature: tx.signature, ...outcome }, 'Solana payment failed')
-    await transitionPayment(db, {
-      paymentId: payment.id,
-      from: 'processing',
-      to: 'failed',
-      set: { failure_code: solanaFailureCode },
-      now,
-    })
+    await failPayment(db, { paymentId: payment.id, failureCode: solanaFailureCode, now })
     return { signature: tx.signature, outcome: outcome.kind, error: outcome.error }
   }
-  await inTransaction(db, async (trx) => {
-    const settlement = await settlementFor(trx, payment.merchant_id, payload.asset)
-    await transitionPayment(trx, {
-      paymentId: payment.id,
-      from: 'processing',
-      to: 'succeeded',
-      set: { tx_id: tx.signature, ...(settlement ? { settlement_status: 'pending' as const } : {}) },
-      now,
-    })
-    if (settlement) {
-      const settle: SettlePayload = {
-        asset: payload.asset,
-        amount: payload.amount,
-        destination: settlement.destination,
-      }
-      await enqueueJob(trx, { kind: solanaJobKinds.settle, paymentId: payment.id, payload: settle, now })
-    }
+  const settlement = await settlementFor(db, payment.merchant_id, payload.asset)
+  const settle: SettlePayload | undefined = settlement && {
+    asset: payload.asset,
+    amount: payload.amount,
+    destination: settlement.destination,
+  }
+  await succeedPayment(db, {
+    paymentId: payment.id,
+    txId: tx.signature,
+    now,
+    settlement: settle && { job: { kind: solanaJobKinds.settle, payload: settle } },
   })
   return { signature: tx.signature, outcome: 'landed' }
 }
@@ -159,7 +145,12 @@ async function settle(job: JobRow, ctx: JobRunContext, chainOf: (caip2: string) 
   const signature = tx.signature
   await inTransaction(db, async (trx) => {
     await markState(trx, signature, 'landed', null, new Date())
-    await markSettled(trx, payment.id, signature, asset.id)
+    await settlePayment(trx, {
+      paymentId: payment.id,
+      txId: signature,
+      assetId: asset.id,
+      value: payload.amount,
+    })
   })
   return { signature }
 }

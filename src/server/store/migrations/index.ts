@@ -4,6 +4,7 @@ import * as gateway from './002_gateway.js'
 import * as evm from './003_evm.js'
 import * as solana from './004_solana.js'
 import * as listIndexes from './005_list_indexes.js'
+import * as paymentEvents from './006_payment_events.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -15,4 +16,5 @@ export const migrations: Record<string, Migration> = {
   '003_evm': evm,
   '004_solana': solana,
   '005_list_indexes': listIndexes,
+  '006_payment_events': paymentEvents,
 }

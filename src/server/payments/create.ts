@@ -1,0 +1,71 @@
+import { sql } from 'kysely'
+import type { PaymentCreateBodyPreview, PaymentCreateResponse } from '../../contract/payment.js'
+import type { ServerConfig } from '../config.js'
+import type { AuthContext } from '../context.js'
+import { fail, validationError } from '../errors.js'
+import type { PlannedInsert } from '../idempotency.js'
+import { newId } from '../ids.js'
+import type { MerchantRow } from '../store/schema.js'
+import { unitDisplay } from './assets.js'
+import { createdEventInsert } from './lifecycle.js'
+import { createdJson, unixSeconds } from './views.js'
+
+/** The furthest a merchant may push a payment's expiry. */
+const maxPaymentLifetimeSeconds = 30 * 24 * 60 * 60
+
+/**
+ * A new payment as one planned INSERT (see defineInsertRoute): the row at `payment_state_version` 0,
+ * the guard that its merchant still exists, and its `payment.created` event, written by the same
+ * statement only when the payment is.
+ */
+export function paymentInsertPlan(input: {
+  auth: AuthContext
+  merchant: Pick<MerchantRow, 'id'>
+  /** Stable bodies have no `checkout`; the preview schema (which has it) validated preview calls. */
+  body: PaymentCreateBodyPreview
+  config: ServerConfig
+  now: Date
+}): PlannedInsert<PaymentCreateResponse> {
+  const { auth, merchant, body, config, now } = input
+  const display = unitDisplay(body.amount.unit, config)
+  if (!display) {
+    throw validationError([{ path: 'body.amount.unit', message: `Unsupported unit ${body.amount.unit}.` }])
+  }
+  let expiresAt: Date
+  if (body.expiresAt !== undefined) {
+    const seconds = body.expiresAt - unixSeconds(now)
+    if (seconds <= 0)
+      throw validationError([{ path: 'body.expiresAt', message: 'expiresAt must be in the future.' }])
+    if (seconds > maxPaymentLifetimeSeconds) {
+      throw validationError([{ path: 'body.expiresAt', message: 'expiresAt is more than 30 days away.' }])
+    }
+    expiresAt = new Date(body.expiresAt * 1000)
+  } else {
+    expiresAt = new Date((unixSeconds(now) + config.paymentTtlSeconds) * 1000)
+  }
+  const id = newId('payment')
+  return {
+    table: 'payments',
+    row: {
+      id,
+      partner_id: auth.partnerId,
+      merchant_id: merchant.id,
+      mode: auth.mode,
+      reference_id: body.referenceId,
+      amount_unit: body.amount.unit,
+      amount_value: body.amount.value,
+      status: 'requires_action',
+      expires_at: expiresAt,
+      checkout: body.checkout ? JSON.stringify(body.checkout) : null,
+      created_at: now,
+      updated_at: now,
+    },
+    // The merchant may come from the auth cache, so the insert itself checks it still exists.
+    guard: {
+      holds: sql<boolean>`EXISTS (SELECT 1 FROM merchants WHERE id = ${merchant.id} AND deleted_at IS NULL)`,
+      refuse: () => fail('merchant_not_found', 'Merchant not found.', { merchantId: merchant.id }),
+    },
+    follow: createdEventInsert(),
+    result: createdJson({ id, status: 'requires_action', expires_at: expiresAt }, config),
+  }
+}

@@ -1,0 +1,66 @@
+import { fail } from '../errors.js'
+import { type Db, inTransaction } from '../store/db.js'
+import type { CryptoSettlementRow, PaymentRow } from '../store/schema.js'
+import { foldAsset } from './assets.js'
+import { settlePayment, succeedPayment } from './lifecycle.js'
+
+/** The settlement destination of a merchant for an asset, if any (for the settlement step). */
+export async function settlementFor(
+  db: Db,
+  merchantId: string,
+  asset: string,
+): Promise<CryptoSettlementRow | undefined> {
+  return db
+    .selectFrom('crypto_settlements')
+    .selectAll()
+    .where('merchant_id', '=', merchantId)
+    .where('asset_key', '=', foldAsset(asset))
+    .executeTakeFirst()
+}
+
+/**
+ * Test mode's success: nothing moves on a chain, so the payment succeeds with `test:<id>` and, when the
+ * merchant has a crypto settlement for the paid asset, settles at once (`test:<id>:settlement`), each
+ * its own state change and event. `asset` undefined: the payment was never quoted in a token.
+ */
+export async function succeedTestPayment(
+  db: Db,
+  params: {
+    payment: Pick<PaymentRow, 'id' | 'merchant_id'>
+    asset: string | undefined
+    /** Token minor units paid (what a settlement forwards). */
+    value: string
+    txId?: string
+    now: Date
+  },
+): Promise<PaymentRow> {
+  const { payment, asset, now } = params
+  return inTransaction(db, (trx) => succeedInTestMode(trx, payment, asset, params.value, params.txId, now))
+}
+
+async function succeedInTestMode(
+  db: Db,
+  payment: Pick<PaymentRow, 'id' | 'merchant_id'>,
+  asset: string | undefined,
+  value: string,
+  txId: string | undefined,
+  now: Date,
+): Promise<PaymentRow> {
+  const settlement = asset ? await settlementFor(db, payment.merchant_id, asset) : undefined
+  const succeeded = await succeedPayment(db, {
+    paymentId: payment.id,
+    txId: txId ?? `test:${payment.id}`,
+    now,
+    settlement: settlement ? {} : undefined,
+  })
+  if (!succeeded) fail('invalid_state', 'The payment is no longer processing.', { paymentId: payment.id })
+  if (!settlement) return succeeded
+  const settled = await settlePayment(db, {
+    paymentId: payment.id,
+    txId: `test:${payment.id}:settlement`,
+    assetId: settlement.asset,
+    value,
+    now,
+  })
+  return settled ?? succeeded
+}
