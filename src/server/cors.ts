@@ -79,8 +79,11 @@ export function createCorsPolicy(cors: ServerConfig['cors']): CorsPolicy {
 
   function answerPreflight(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
     const origin = request.headers.origin
-    const surface = surfaceOf(request.url)
-    if (origin === undefined || !surface || !isPreflight(request)) return done()
+    const surface = origin === undefined || !isPreflight(request) ? undefined : surfaceOf(request.url)
+    if (origin === undefined || !surface) {
+      done()
+      return
+    }
     if (allowed[surface] !== '*') reply.header('vary', 'Origin')
     const value = allowOrigin(surface, origin)
     if (value === undefined) {
