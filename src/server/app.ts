@@ -6,6 +6,7 @@ import { createLiveRuntime, type LiveRuntime } from './chains/live.js'
 import './context.js'
 import { PayError } from '../errors/PayError.js'
 import { resolveConfig, type ServerConfig } from './config.js'
+import { createCorsPolicy } from './cors.js'
 import { fail, registerErrorHandling, sendError } from './errors.js'
 import { newId } from './ids.js'
 import { registerRateLimit } from './rateLimit.js'
@@ -31,12 +32,16 @@ export interface BuildAppOptions {
 /** The whole HTTP app, ready for `inject` or `listen`. */
 export async function buildApp(options: BuildAppOptions): Promise<FastifyInstance> {
   const config = isResolved(options.config) ? options.config : resolveConfig(options.config ?? {})
+  const cors = createCorsPolicy(config.cors)
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     bodyLimit: config.bodyLimitBytes,
     genReqId: nextRequestId,
     // Bad percent-encoding and over-long path parameters get the same {code, message} as the rest.
-    frameworkErrors: (error, request, reply) => sendError(error, request, reply),
+    frameworkErrors: (error, request, reply) => {
+      cors.addHeaders(request, reply)
+      sendError(error, request, reply)
+    },
     // `/v1/merchants/` is `/v1/merchants`.
     routerOptions: { ignoreTrailingSlash: true },
   }) as unknown as FastifyInstance
@@ -79,6 +84,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     reply.header('request-id', request.id)
     if (/%00/.test(request.url)) fail('invalid_params', 'NUL characters are not allowed in the URL.')
   })
+  cors.register(app)
   registerErrorHandling(app)
   await registerRateLimit(app, config)
   for (const register of routeModules) await register(app)

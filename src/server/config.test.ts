@@ -52,6 +52,24 @@ describe('config', () => {
     expect(resolveConfig({ rateLimit: false }).rateLimit).toBe(false)
   })
 
+  it('cors: gateway open and merchant API closed by default; origins checked and normalised', () => {
+    expect(resolveConfig({}).cors).toEqual({ gateway: '*', merchant: [] })
+    const cors = resolveConfig({
+      cors: {
+        gateway: ['HTTPS://Wallet.Example:443', 'http://127.0.0.1:5173'],
+        merchant: ['http://a.example:80'],
+      },
+    }).cors
+    expect(cors).toEqual({
+      gateway: ['https://wallet.example', 'http://127.0.0.1:5173'],
+      merchant: ['http://a.example'],
+    })
+    expect(() => resolveConfig({ cors: { gateway: ['https://wallet.example/'] } })).toThrow(/cors\.gateway/)
+    expect(() => resolveConfig({ cors: { gateway: ['wallet.example'] } })).toThrow(/origin/)
+    expect(() => resolveConfig({ cors: { merchant: '*' } })).toThrow(/cors\.merchant/)
+    expect(() => resolveConfig({ cors: { wallet: [] } })).toThrow(/cors/)
+  })
+
   it('loads a JSON file', async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-config-'))
     const file = path.join(dir, 'caipay.config.json')

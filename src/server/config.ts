@@ -34,6 +34,23 @@ const ChainConfigSchema = z.strictObject({
   ),
 })
 
+/** A browser origin as the `Origin` header carries it: scheme, host, optional port; no path. */
+const Origin = z
+  .string()
+  .check(
+    z.regex(
+      /^[a-z][a-z0-9+.-]*:\/\/[^/?#@\s]+$/i,
+      'Expected an origin such as "https://wallet.example" (scheme, host and port only, no path).',
+    ),
+  )
+
+const CorsConfigSchema = z.strictObject({
+  /** Origins that may call the wallet gateway from a browser: "*" (default) or a list. */
+  gateway: z.optional(z.union([z.literal('*'), z.array(Origin)])),
+  /** Origins that may call the merchant API from a browser; none by default, and never "*". */
+  merchant: z.optional(z.array(Origin)),
+})
+
 const ConfigFileSchema = z.strictObject({
   publicBaseUrl: z.optional(z.url({ protocol: /^https?$/ })),
   chains: z.optional(
@@ -48,6 +65,7 @@ const ConfigFileSchema = z.strictObject({
   paymentTtlSeconds: z.optional(PositiveInt),
   bodyLimitBytes: z.optional(PositiveInt),
   authCacheMs: z.optional(z.int().check(z.minimum(0), z.maximum(60_000))),
+  cors: z.optional(CorsConfigSchema),
 })
 
 export type AssetConfig = z.output<typeof AssetConfigSchema>
@@ -76,6 +94,11 @@ export interface ServerConfig {
    * merchant changes made through this process apply at once; other instances see them within this time.
    */
   authCacheMs: number
+  /**
+   * Browser origins allowed per surface (see cors.ts). The gateway is open by default: its credentials
+   * are headers a page must already hold, never cookies. The merchant API answers no origin by default.
+   */
+  cors: { gateway: '*' | string[]; merchant: string[] }
 }
 
 export const defaultConfig: ServerConfig = {
@@ -88,6 +111,7 @@ export const defaultConfig: ServerConfig = {
   paymentTtlSeconds: 15 * 60,
   bodyLimitBytes: 1024 * 1024,
   authCacheMs: 1000,
+  cors: { gateway: '*', merchant: [] },
 }
 
 /** Validates a config object (as parsed from JSON) and fills in defaults; `env:NAME` values are resolved. */
@@ -116,7 +140,19 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
     paymentTtlSeconds: file.paymentTtlSeconds ?? defaultConfig.paymentTtlSeconds,
     bodyLimitBytes: file.bodyLimitBytes ?? defaultConfig.bodyLimitBytes,
     authCacheMs: file.authCacheMs ?? defaultConfig.authCacheMs,
+    cors: {
+      gateway: normalizeOrigins(file.cors?.gateway ?? defaultConfig.cors.gateway),
+      merchant: normalizeOrigins(file.cors?.merchant ?? defaultConfig.cors.merchant),
+    },
   }
+}
+
+/** Browsers send origins in lower case without a default port; config entries are compared in that form. */
+function normalizeOrigins<T extends '*' | string[]>(origins: T): T {
+  if (origins === '*') return origins
+  return (origins as string[]).map((origin) =>
+    origin.toLowerCase().replace(/^(https:\/\/[^/]+):443$|^(http:\/\/[^/]+):80$/, '$1$2'),
+  ) as T
 }
 
 /** Reads a JSON config file (`--config`); without a path, the defaults (test mode only). */

@@ -114,7 +114,9 @@ export function openApiDocument(publicBaseUrl: string): JsonSchema {
       version: defaultApiVersion,
       description:
         'Merchant API and wallet gateway. Errors are {code, message} (+ issues for params_validation). ' +
-        'Test keys (svc_test_) and live keys (svc_) see disjoint data.',
+        'Test keys (svc_test_) and live keys (svc_) see disjoint data. ' +
+        'Browsers may call the gateway from any origin by default (CORS, config key `cors`); ' +
+        'the merchant API answers only the origins listed in `cors.merchant` (none by default).',
     },
     servers: [{ url: publicBaseUrl }],
     tags: [

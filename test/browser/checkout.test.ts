@@ -53,17 +53,51 @@ describe('checkout page in real Chromium', () => {
     )
     expect(await page.locator('#status').textContent()).toBe('Paid')
     expect(await page.locator('#txid').textContent()).toBe(`test:${paymentId}`)
-    expect(await page.locator('#qr').isHidden()).toBe(true)
+    // A paid link must not invite a second scan: the QR code, the link and its copy button are gone.
+    for (const id of ['#qr', '#link', '#copy', '#expires']) expect(await page.locator(id).count(), id).toBe(0)
+    expect(await page.locator('#done').isVisible()).toBe(true)
+    expect(await page.locator('#done-text').textContent()).toBe('Payment received. You can close this page.')
     await page.close()
   })
 
-  it('a final payment renders final at once; the QR code encodes the payment link', async () => {
+  it('a final payment renders final at once, without the QR code or the link', async () => {
     const paymentId = await env.pay('100')
-    await env.gw('POST', paymentId, '/cancel')
     const page = await browser.newPage()
     await page.goto(`${env.baseUrl}/pay/${paymentId}`)
-    expect(await page.locator('#status').textContent()).toBe('Cancelled')
     expect(await page.locator('#link').textContent()).toBe(`${env.baseUrl}/pay/${paymentId}`)
+    await env.gw('POST', paymentId, '/cancel')
+    await page.reload()
+    expect(await page.locator('#status').textContent()).toBe('Cancelled')
+    expect(await page.locator('#done-text').textContent()).toBe('This payment was cancelled.')
+    for (const id of ['#qr', '#link', '#copy']) expect(await page.locator(id).count(), id).toBe(0)
+    await page.close()
+  })
+
+  it('a succeeded payment loaded afterwards shows the paid state and the way back to the merchant', async () => {
+    const created = await env.t.request({
+      method: 'POST',
+      url: '/v1/payments',
+      headers: { 'api-key': env.apiKey, 'merchant-id': env.merchantId, 'pay-version': '2026-02-19.preview' },
+      payload: {
+        referenceId: 'order-paid',
+        amount: { unit: 'iso4217/USD', value: '300' },
+        checkout: { successUrl: 'https://shop.example/thanks', errorUrl: 'https://shop.example/sorry' },
+      },
+    })
+    expect(created.statusCode, created.body).toBe(201)
+    const { paymentId } = created.json
+    const { option, results } = await env.prepare(paymentId, createBuyer(), isBaseOption)
+    expect((await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })).json.status).toBe(
+      'succeeded',
+    )
+    const page = await browser.newPage()
+    await page.goto(`${env.baseUrl}/pay/${paymentId}`)
+    expect(await page.locator('#status').textContent()).toBe('Paid')
+    expect(await page.locator('#txid').textContent()).toBe(`test:${paymentId}`)
+    expect(await page.locator('#done-text').textContent()).toBe('Payment received. You can close this page.')
+    expect(await page.locator('#qr').count()).toBe(0)
+    expect(await page.locator('#return').getAttribute('href')).toBe('https://shop.example/thanks')
+    expect(await page.locator('#return').isVisible()).toBe(true)
     await page.close()
   })
 })

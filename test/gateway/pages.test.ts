@@ -32,6 +32,16 @@ describe('checkout page /pay/:id', () => {
     expect(res.body).toContain(`https://pay.example.test/pay/${paymentId}`)
     expect(res.body).toContain('Waiting for payment')
     expect(res.body).toContain('Test mode')
+    expect(res.body).toContain('Copy payment link')
+  })
+
+  it('a final payment shows its outcome instead of the QR code and the link', async () => {
+    const paymentId = await env.pay('1250')
+    await env.gw('POST', paymentId, '/cancel')
+    const res = await env.t.request({ method: 'GET', url: `/pay/${paymentId}` })
+    expect(res.body).toContain('This payment was cancelled.')
+    expect(res.body).not.toContain('<svg')
+    expect(res.body).not.toContain('Copy payment link')
   })
 
   it('has a public status route for its polling, and 404s for unknown payments', async () => {

@@ -1,7 +1,8 @@
 /**
  * The checkout page at `gatewayUrl`: what is being paid, to whom, a QR code of the payment link for a
  * phone wallet, and the live status (polled from the page's own status route, since a browser holds no
- * gateway credentials).
+ * gateway credentials). Once the payment is final the QR code and the link give way to the outcome: a
+ * paid link must not invite a second scan.
  */
 import type { PaymentStatus } from '../../contract/common.js'
 import { escapeHtml, type Page, renderPage, scriptJson } from './html.js'
@@ -26,6 +27,16 @@ export interface CheckoutPageInput {
   checkout: { successUrl: string; errorUrl: string } | null
 }
 
+/** What the buyer reads once the payment is final, instead of the QR code. */
+const finalTexts: Record<PaymentStatus, string> = {
+  requires_action: '',
+  processing: '',
+  succeeded: 'Payment received. You can close this page.',
+  failed: 'The payment failed.',
+  expired: 'This payment link has expired.',
+  cancelled: 'This payment was cancelled.',
+}
+
 const statusLabels: Record<PaymentStatus, string> = {
   requires_action: 'Waiting for payment',
   processing: 'Processing',
@@ -46,12 +57,11 @@ ${input.testMode ? '<p class="test">Test mode: no funds move.</p>' : ''}
 <p class="amount" id="amount">${escapeHtml(input.amountText)}</p>
 <p class="status" id="status" data-status="${input.status}" role="status" aria-live="polite">${escapeHtml(statusLabels[input.status])}</p>
 <p class="muted" id="tx"${input.txId ? '' : ' hidden'}>Transaction: <code id="txid">${escapeHtml(input.txId ?? '')}</code></p>
-<div class="qr" id="qr" aria-label="QR code of the payment link">${qrSvg(input.link)}</div>
-<p class="muted center">Scan with a compatible wallet, or open this link in it:</p>
-<p class="link"><code id="link">${escapeHtml(input.link)}</code></p>
-<button type="button" id="copy">Copy payment link</button>
+${input.isFinal ? '' : pendingSection(input.link)}
+<div class="done" id="done" data-status="${input.status}"${input.isFinal ? '' : ' hidden'}>
+<p id="done-text">${escapeHtml(finalTexts[input.status])}</p>
+</div>
 <a class="return" id="return" hidden></a>
-<p class="muted center" id="expires"></p>
 </div>
 <p class="muted center small">Payment ${escapeHtml(input.paymentId)}</p>
 </main>`
@@ -62,6 +72,7 @@ ${input.testMode ? '<p class="test">Test mode: no funds move.</p>' : ''}
     isFinal: input.isFinal,
     expiresAt: input.expiresAt,
     labels: statusLabels,
+    finalTexts,
     checkout: input.checkout,
   })
   return renderPage({
@@ -71,6 +82,16 @@ ${input.testMode ? '<p class="test">Test mode: no funds move.</p>' : ''}
     script: script(config),
     frameAncestors: "'self'",
   })
+}
+
+function pendingSection(link: string): string {
+  return `<div id="pending">
+<div class="qr" id="qr" aria-label="QR code of the payment link">${qrSvg(link)}</div>
+<p class="muted center">Scan with a compatible wallet, or open this link in it:</p>
+<p class="link"><code id="link">${escapeHtml(link)}</code></p>
+<button type="button" id="copy">Copy payment link</button>
+<p class="muted center" id="expires"></p>
+</div>`
 }
 
 const style = `
@@ -89,6 +110,9 @@ font-weight:600;font-size:.9rem;margin:0 0 12px}
 .small{font-size:.8rem;margin-top:12px}
 .link{word-break:break-all;text-align:center;font-size:.85rem;margin:4px 0 14px}
 code{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em}
+.done{text-align:center;font-weight:600;margin:12px 0 4px}
+.done[data-status=succeeded]::before{content:"\\2713";display:block;margin:0 auto 8px;width:56px;height:56px;line-height:56px;
+border-radius:50%;background:var(--ok);color:#fff;font-size:1.8rem}
 .return{display:block;text-align:center;margin-top:12px;color:var(--accent);font-weight:600}
 `
 
@@ -96,23 +120,26 @@ function script(config: string): string {
   return `(function(){
 var cfg=${config};
 var statusEl=document.getElementById('status'),tx=document.getElementById('tx'),txid=document.getElementById('txid');
-var expires=document.getElementById('expires'),ret=document.getElementById('return'),qr=document.getElementById('qr');
-document.getElementById('copy').addEventListener('click',function(){
-  if(navigator.clipboard)navigator.clipboard.writeText(cfg.link).then(function(){document.getElementById('copy').textContent='Link copied'},function(){});
+var expires=document.getElementById('expires'),ret=document.getElementById('return'),pending=document.getElementById('pending');
+var done=document.getElementById('done'),doneText=document.getElementById('done-text'),copy=document.getElementById('copy');
+if(copy)copy.addEventListener('click',function(){
+  if(navigator.clipboard)navigator.clipboard.writeText(cfg.link).then(function(){copy.textContent='Link copied'},function(){});
 });
 function render(s){
   statusEl.textContent=cfg.labels[s.status]||s.status;statusEl.setAttribute('data-status',s.status);
   if(s.txId){txid.textContent=s.txId;tx.hidden=false}
   if(s.isFinal){
-    qr.hidden=true;expires.textContent='';
+    if(pending)pending.remove();
+    doneText.textContent=cfg.finalTexts[s.status]||'';done.setAttribute('data-status',s.status);done.hidden=false;
     if(cfg.checkout){ret.href=s.status==='succeeded'?cfg.checkout.successUrl:cfg.checkout.errorUrl;ret.textContent='Return to the merchant';ret.hidden=false}
   }
 }
 function tick(){
-  if(cfg.isFinal)return;
+  if(cfg.isFinal||!expires)return;
   var left=cfg.expiresAt-Math.floor(Date.now()/1000);
   expires.textContent=left>0?'Expires in '+Math.floor(left/60)+':'+String(left%60).padStart(2,'0'):'';
 }
+if(cfg.isFinal&&cfg.checkout)render(cfg);
 setInterval(tick,1000);tick();
 function poll(){
   fetch(cfg.statusUrl,{headers:{accept:'application/json'},cache:'no-store'}).then(function(r){return r.ok?r.json():null}).then(function(s){
