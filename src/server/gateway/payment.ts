@@ -13,16 +13,14 @@ export interface GatewayPaymentRow extends PaymentRow {
   merchant_icon_url: string | null
 }
 
-const gatewayPaymentQuery = (db: Db, paymentId: string) =>
+/** By primary key alone, the mode checked on the row: see selectPaymentById. */
+const selectGatewayPayment = preparedStatement((db: Db, paymentId: string) =>
   db
     .selectFrom('payments')
     .innerJoin('merchants', 'merchants.id', 'payments.merchant_id')
     .select(paymentColumns.map((column) => `payments.${column}` as const))
     .select(['merchants.name as merchant_name', 'merchants.icon_url as merchant_icon_url'])
-    .where('payments.id', '=', paymentId)
-const selectGatewayPayment = preparedStatement(gatewayPaymentQuery)
-const selectGatewayPaymentOfMode = preparedStatement((db: Db, paymentId: string, mode: Mode) =>
-  gatewayPaymentQuery(db, paymentId).where('payments.mode', '=', mode),
+    .where('payments.id', '=', paymentId),
 )
 
 /**
@@ -36,11 +34,9 @@ export async function findGatewayPayment(
   mode: Mode | null,
   now: Date,
 ): Promise<GatewayPaymentRow> {
-  const { rows } = mode
-    ? await selectGatewayPaymentOfMode(db, paymentId, mode)
-    : await selectGatewayPayment(db, paymentId)
-  const row = rows[0]
-  if (!row) fail('payment_not_found', 'Payment not found.', { paymentId })
+  const [row] = (await selectGatewayPayment(db, paymentId)).rows
+  if (!row || (mode !== null && row.mode !== mode))
+    fail('payment_not_found', 'Payment not found.', { paymentId })
   const current = await withExpiryApplied(db, row, now)
   return { ...current, merchant_name: row.merchant_name, merchant_icon_url: row.merchant_icon_url }
 }

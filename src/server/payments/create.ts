@@ -60,9 +60,10 @@ export function paymentInsertPlan(input: {
       created_at: now,
       updated_at: now,
     },
-    // The merchant may come from the auth cache, so the insert itself checks it still exists.
+    // The merchant may come from the auth cache, so the insert itself checks it still exists. The
+    // key is the only condition, so the cached generic plan can only be the primary key (prepared.ts).
     guard: {
-      holds: sql<boolean>`EXISTS (SELECT 1 FROM merchants WHERE id = ${merchant.id} AND deleted_at IS NULL)`,
+      holds: sql<boolean>`COALESCE((SELECT deleted_at IS NULL FROM merchants WHERE id = ${merchant.id}), false)`,
       refuse: () => fail('merchant_not_found', 'Merchant not found.', { merchantId: merchant.id }),
     },
     follow: createdEventInsert(),

@@ -102,12 +102,14 @@ export function listItemJson(row: PaymentRow, config: ServerConfig): PaymentList
   }
 }
 
-const selectMerchantPayment = preparedStatement((db: Db, paymentId: string, merchantId: string) =>
-  db
-    .selectFrom('payments')
-    .select(paymentColumns)
-    .where('id', '=', paymentId)
-    .where('merchant_id', '=', merchantId),
+/**
+ * By primary key alone; the owner is checked on the row. With `merchant_id = $2` in the statement, the
+ * generic plan a connection caches while the table is small can pick `payments_merchant_status`
+ * (merchant_id, status, created_at, id) instead of the key, and keep it after the merchant's payments
+ * grow: every read then walks the merchant's whole index range (see store/prepared.ts).
+ */
+const selectPaymentById = preparedStatement((db: Db, paymentId: string) =>
+  db.selectFrom('payments').select(paymentColumns).where('id', '=', paymentId),
 )
 
 /** A payment of this merchant (expiry applied), else `404 payment_not_found`. */
@@ -117,7 +119,7 @@ export async function findMerchantPayment(
   paymentId: string,
   now: Date,
 ): Promise<PaymentRow> {
-  const [row] = (await selectMerchantPayment(db, paymentId, merchantId)).rows
-  if (!row) fail('payment_not_found', 'Payment not found.', { paymentId })
+  const [row] = (await selectPaymentById(db, paymentId)).rows
+  if (!row || row.merchant_id !== merchantId) fail('payment_not_found', 'Payment not found.', { paymentId })
   return withExpiryApplied(db, row, now)
 }

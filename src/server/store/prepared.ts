@@ -10,6 +10,12 @@ import type { Db } from './db.js'
  *
  * Only statements whose best plan does not depend on their parameters belong here (primary-key and
  * unique-key lookups, single-row inserts): a generic plan would, for instance, guess a `LIMIT $1`.
+ * A lookup's WHERE names its key and nothing else; check other columns (owner, mode) on the row. A
+ * connection caches its generic plan from the sixth run on, costed with the statistics of that moment,
+ * and keeps it until the table is analyzed: `id = $1 AND merchant_id = $2`, first run on a small table,
+ * cached an index-only scan of `payments_merchant_status` (which ends in `id`), and after a burst of
+ * inserts every merchant status read walked that merchant's whole index range (297 buffers, 1.1 ms,
+ * instead of 3 buffers by the primary key).
  * They must name their columns (`paymentColumns`, never `SELECT *`): PostgreSQL re-plans a prepared
  * statement after a migration but refuses one whose result type changed, so a column added by a
  * rolling deploy would break `*` on every connection that prepared it.
