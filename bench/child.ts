@@ -22,6 +22,11 @@ export function forkBench(file: string, args: string[], options: ForkOptions = {
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   })
+  return trackChild(child)
+}
+
+/** Adds a child started otherwise to the list killed on exit. */
+export function trackChild(child: ChildProcess): ChildProcess {
   children.add(child)
   child.once('exit', () => children.delete(child))
   return child

@@ -12,7 +12,7 @@
  * Figures go to the terminal, bench/results.json and the `## Benchmarks` section of README.md.
  *
  * Flags: --quick (short runs, 250k-row scale table), --skip-scale, --cpu-prof (CPU profile of the
- * server process during each measured run: what dominates), --only=server,flow,scale,library,bundle
+ * server process during each measured run: what dominates), --only=server,flow,burst,scale,library,bundle
  * (a subset for development; writes nothing), --no-write.
  */
 import fs from 'node:fs/promises'
@@ -43,7 +43,9 @@ const { values: flags } = parseArgs({
   },
 })
 const quick = flags.quick
-const phases = new Set((flags.only ?? 'server,flow,scale,library,bundle').split(',').map((p) => p.trim()))
+const phases = new Set(
+  (flags.only ?? 'server,flow,burst,scale,library,bundle').split(',').map((p) => p.trim()),
+)
 if (flags['skip-scale']) phases.delete('scale')
 const partial = flags.only !== undefined
 const args = process.argv.slice(2)
@@ -55,6 +57,7 @@ const settings = quick
       durationS: 3,
       flowPayments: 300,
       flowWarmup: 50,
+      burstS: 4,
       scaleRows: 250_000,
       probe: 150,
       library: 1000,
@@ -64,6 +67,7 @@ const settings = quick
       durationS: 8,
       flowPayments: 1500,
       flowWarmup: 200,
+      burstS: 6,
       scaleRows: 1_000_000,
       probe: 400,
       library: 2000,
@@ -151,7 +155,7 @@ async function measure(
   // The paced generator warms up at the measured pace on the measured sockets; autocannon in a run of its own.
   if (overallRate) Object.assign(spec, { overallRate, warmupS: settings.warmupS })
   else await runLoad({ ...spec, durationS: settings.warmupS })
-  const profile = flags['cpu-prof'] && !overallRate
+  const profile = flags['cpu-prof'] && !overallRate && target.kind !== 'cli'
   const file = path.join(profileDir ?? '', `${label.replace(/\W+/g, '_')}.cpuprofile`)
   const before = { server: processCpuMs(target.pid), postgres: postmasterPid && treeCpuMs(postmasterPid) }
   const result = profile ? await target.profile(file, () => runLoad(spec)) : await runLoad(spec)
@@ -414,6 +418,83 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
   }
 }
 
+/**
+ * Status reads after a write burst, on the server as it ships (`caipay serve`): a new merchant with a
+ * few payments, its status reads (which is when each pooled connection caches its generic plans), a
+ * burst of payment creation for the same merchant, then the same reads again. Before the fix in
+ * store/prepared.ts the merchant status read fell to less than half its throughput here and stayed
+ * there until the pool closed its connections.
+ */
+async function burstPhase(cluster: BenchCluster): Promise<void> {
+  const url = await cluster.createDatabase('caipay_burst')
+  const accounts = await createAccounts(url)
+  const server = await spawnTarget('cli', { databaseUrl: url })
+  try {
+    const merchantId = await createMerchant(server.url, accounts.apiKey, 'Burst Shop')
+    const ids = await createPayments(server.url, accounts.apiKey, merchantId, 10)
+    const headers = { 'api-key': accounts.apiKey, 'merchant-id': merchantId }
+    const reads = [
+      {
+        name: 'status',
+        label: 'GET /v1/payments/{id}/status',
+        scenario: { method: 'GET', paths: ids.map((id) => `/v1/payments/${id}/status`), headers } as Scenario,
+      },
+      {
+        name: 'gateway_status',
+        label: 'GET /v1/gateway/payment/{id}/status',
+        scenario: {
+          method: 'GET',
+          paths: ids.map((id) => `/v1/gateway/payment/${id}/status`),
+          headers: { 'api-key': accounts.walletKey },
+        } as Scenario,
+      },
+    ]
+    // A fresh process: its JIT warms up first (measure's own warm-up run is short), on these reads only.
+    for (const r of reads) {
+      await runLoad({ url: server.url, connections, durationS: settings.warmupS * 2, ...r.scenario })
+    }
+    const before = []
+    for (const r of reads) before.push(await measure(server, `burst: ${r.label} before`, r.scenario))
+    const burst = await runLoad({
+      url: server.url,
+      method: 'POST',
+      paths: ['/v1/payments'],
+      body: JSON.stringify({ referenceId: 'burst', amount: { unit: 'iso4217/USD', value: '1250' } }),
+      headers,
+      connections,
+      durationS: settings.burstS,
+    })
+    log(`burst    POST /v1/payments for ${settings.burstS} s: ${burst.requests} payments of one merchant`)
+    for (const [i, r] of reads.entries()) {
+      const after = await measure(server, `burst: ${r.label} after`, r.scenario)
+      const was = before[i]!
+      log(`burst    ${`${r.label} before`.padEnd(44)} ${fmt(was)}`)
+      log(`burst    ${`${r.label} after`.padEnd(44)} ${fmt(after)}`)
+      record(`burst.${r.name}`, after.rps, 'req/s', was.rps)
+      if (after.cpu && was.cpu) {
+        record(`burst.${r.name}.cpu.server`, after.cpu.server, 'µs/req', was.cpu.server)
+        record(`burst.${r.name}.cpu.postgres`, after.cpu.postgres, 'µs/req', was.cpu.postgres)
+      }
+      targets.push({
+        what: `${r.label} after a ${settings.burstS} s write burst: within 10 % of its throughput before`,
+        met: after.rps >= was.rps * 0.9,
+        detail:
+          `${after.rps.toFixed(0)} / ${was.rps.toFixed(0)} req/s` +
+          (after.cpu && was.cpu
+            ? `; PostgreSQL CPU ${after.cpu.postgres.toFixed(0)} / ${was.cpu.postgres.toFixed(0)} µs per read`
+            : ''),
+      })
+    }
+    notes.push(
+      `burst.*: \`caipay serve\` on a new database; status reads of one merchant's payments, then ` +
+        `${settings.burstS} s of POST /v1/payments for that merchant (${burst.requests} payments), then the same ` +
+        'reads; the ceiling column is the figure before the burst.',
+    )
+  } finally {
+    await server.stop()
+  }
+}
+
 async function scalePhase(cluster: BenchCluster): Promise<void> {
   const large = settings.scaleRows
   const n = (x: number) => x.toLocaleString('en')
@@ -629,6 +710,7 @@ async function main(): Promise<void> {
   log(`database: ${cluster.description}`)
   try {
     if (phases.has('server') || phases.has('flow')) await serverPhase(cluster)
+    if (phases.has('burst')) await burstPhase(cluster)
     if (phases.has('scale')) await scalePhase(cluster)
     if (phases.has('library')) await libraryPhase()
     if (phases.has('bundle')) await bundlePhase()

@@ -1,16 +1,24 @@
 /**
- * A server under test in its own process: the ceiling (bench/ceiling.ts) or the caipay server
- * (`startServer`, rate limit off, no logger) on an existing database. The parent gets `{ url }` once it
- * listens, may ask for a CPU profile of a window (`profile(file, during)`: V8's profiler through
- * node:inspector, so start-up is not in it), and sends `'stop'` to end it.
+ * A server under test in its own process:
+ * - `cli`: the server as it ships, `caipay serve` (src/server/cli.ts, through tsx) with its own pino
+ *   logger at the level of `LOG_LEVEL` (default info), its output appended to a file as an operator's
+ *   log collector would take it, and a config file that only turns the rate limit off;
+ * - `ceiling` (bench/ceiling.ts) and `server` (`startServer` in a bench child, rate limit off, no
+ *   logger: the in-process figures kept alongside), which take IPC commands: the parent may ask for a
+ *   CPU profile of a window (`profile(file, during)`: V8's profiler through node:inspector, so
+ *   start-up is not in it), and sends `'stop'` to end it.
  */
-import type { ChildProcess } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
+import { openSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import { Session } from 'node:inspector/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { forkBench, waitExit } from './child.js'
+import { forkBench, trackChild, waitExit } from './child.js'
 
-export type TargetKind = 'ceiling' | 'server'
+export type TargetKind = 'ceiling' | 'server' | 'cli'
 
 export interface Target {
   kind: TargetKind
@@ -23,7 +31,14 @@ export interface Target {
 
 type Command = 'stop' | { profile: 'start' } | { profile: 'stop'; file: string }
 
-export async function spawnTarget(kind: TargetKind, options: { databaseUrl: string }): Promise<Target> {
+export interface TargetOptions {
+  databaseUrl: string
+  /** `cli` only: LOG_LEVEL of the server (unset: the default, info). */
+  logLevel?: string
+}
+
+export async function spawnTarget(kind: TargetKind, options: TargetOptions): Promise<Target> {
+  if (kind === 'cli') return spawnCli(options)
   const child = forkBench('target.ts', ['--serve', kind, '--database-url', options.databaseUrl])
   const url = await new Promise<string>((resolve, reject) => {
     child.once('message', (message) => resolve((message as { url: string }).url))
@@ -49,6 +64,52 @@ export async function spawnTarget(kind: TargetKind, options: { databaseUrl: stri
     },
     stop: () => stopChild(child),
   }
+}
+
+/** Bytes the CLI server has written to its log so far (its stdout and stderr). */
+export interface CliTarget extends Target {
+  logBytes(): Promise<number>
+}
+
+async function spawnCli(options: TargetOptions): Promise<CliTarget> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-bench-cli-'))
+  const configFile = path.join(dir, 'config.json')
+  const logFile = path.join(dir, 'server.log')
+  await fs.writeFile(configFile, JSON.stringify({ rateLimit: false }))
+  const out = openSync(logFile, 'a')
+  const env = { ...process.env }
+  delete env.LOG_LEVEL
+  if (options.logLevel) env.LOG_LEVEL = options.logLevel
+  const cli = fileURLToPath(new URL('../src/server/cli.ts', import.meta.url))
+  const args = ['serve', '--port', '0', '--database-url', options.databaseUrl, '--config', configFile]
+  const child = trackChild(
+    spawn(process.execPath, ['--import', 'tsx', cli, ...args], { env, stdio: ['ignore', out, out] }),
+  )
+  const url = await listeningUrl(child, logFile)
+  return {
+    kind: 'cli',
+    url,
+    pid: child.pid!,
+    profile: () => Promise.reject(new Error('cli target: no profiler (use the server target)')),
+    logBytes: async () => (await fs.stat(logFile)).size,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+      await waitExit(child, 15_000)
+      await fs.rm(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** Waits for the CLI's `caipay listening on <url>` line in its log. */
+async function listeningUrl(child: ChildProcess, logFile: string): Promise<string> {
+  for (let waited = 0; waited < 60_000; waited += 50) {
+    const text = await fs.readFile(logFile, 'utf8')
+    const url = /caipay listening on (\S+)/.exec(text)?.[1]
+    if (url) return url
+    if (child.exitCode !== null) throw new Error(`caipay serve exited with ${child.exitCode}: ${text.trim()}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  throw new Error('caipay serve did not listen within 60 s')
 }
 
 async function stopChild(child: ChildProcess): Promise<void> {

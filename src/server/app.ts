@@ -10,6 +10,7 @@ import { createCorsPolicy } from './cors.js'
 import { fail, registerErrorHandling, sendError } from './errors.js'
 import { newId } from './ids.js'
 import { registerRateLimit } from './rateLimit.js'
+import { OneLineRequestLog } from './requestLog.js'
 import { routeModules } from './routes/index.js'
 import type { Db } from './store/db.js'
 
@@ -34,7 +35,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   const config = isResolved(options.config) ? options.config : resolveConfig(options.config ?? {})
   const cors = createCorsPolicy(config.cors)
   const app = Fastify({
-    ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
+    ...(options.logger
+      ? { loggerInstance: options.logger, logController: new OneLineRequestLog() }
+      : { logger: false }),
     bodyLimit: config.bodyLimitBytes,
     genReqId: nextRequestId,
     // Bad percent-encoding and over-long path parameters get the same {code, message} as the rest.

@@ -61,7 +61,9 @@ async function serve(args: readonly string[]): Promise<number> {
   const file = values.config ? await readConfigFile(values.config) : {}
   const config = resolveConfig(file)
   const { pino } = await import('pino')
-  const logger = pino({ level: process.env.LOG_LEVEL ?? 'info' })
+  // Asynchronous: a request does not wait for a write(2) of its log line; pino flushes what is
+  // buffered when the process exits.
+  const logger = pino({ level: process.env.LOG_LEVEL ?? 'info' }, pino.destination({ dest: 1, sync: false }))
 
   // Signals are handled from the start: one during startup stops the server once it is up.
   let stopRequested = false

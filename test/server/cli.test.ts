@@ -47,7 +47,10 @@ async function runHere(args: string[]): Promise<{ code: number; stdout: string; 
 }
 
 /** Starts `caipay serve`, resolves once it printed its URL (and the key, when it made one). */
-function serve(args: string[]): Promise<{
+function serve(
+  args: string[],
+  env: NodeJS.ProcessEnv = { LOG_LEVEL: 'warn' },
+): Promise<{
   child: ChildProcess
   url: string
   apiKey: string | undefined
@@ -55,7 +58,7 @@ function serve(args: string[]): Promise<{
   exited: Promise<number | null>
 }> {
   const child = spawn(process.execPath, [bin, 'serve', '--port', '0', ...args], {
-    env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn' },
+    env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: undefined, ...env },
   })
   children.push(child)
   let out = ''
@@ -127,6 +130,37 @@ describe('caipay CLI', () => {
     expect(again.apiKey).toBeUndefined()
     again.child.kill('SIGINT')
     expect(await again.exited).toBe(0)
+  })
+
+  it('serve at the default log level: one line per request, all of it written by exit', async () => {
+    const own = await createTestDatabase()
+    cleanups.push(() => own.drop())
+    const server = await serve(['--database-url', own.url], {})
+    const { merchantId, paymentId } = await merchantAndPayment(server.url, server.apiKey!)
+    const path = `/v1/payments/${paymentId}/status`
+    const reads = 20
+    for (let i = 0; i < reads; i++) {
+      const read = await fetch(`${server.url}${path}`, {
+        headers: { 'api-key': server.apiKey!, 'merchant-id': merchantId },
+      })
+      expect(read.status).toBe(200)
+    }
+    server.child.kill('SIGTERM')
+    expect(await server.exited).toBe(0)
+    const lines = server
+      .output()
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+    const ofReads = lines.filter((line) => line.url === path)
+    expect(ofReads).toHaveLength(reads)
+    expect(ofReads[0]).toMatchObject({ level: 30, msg: 'request', method: 'GET', status: 200 })
+    expect(typeof ofReads[0]!.reqId).toBe('string')
+    expect(new Set(ofReads.map((line) => line.reqId)).size).toBe(reads)
+    expect(
+      lines.filter((line) => line.msg === 'incoming request' || line.msg === 'request completed'),
+    ).toEqual([])
+    expect(lines.at(-1)).toMatchObject({ msg: 'shutting down' })
   })
 
   it('keys create and apps create, human and --json', async () => {
