@@ -4,9 +4,12 @@
  * - `GET /select/:id`: one primary-key SELECT on `payments` of the same database, through a pg pool
  *   with the server's settings (`max` 10, as `createDb`), answered with a status-sized body;
  * - `GET /select-prepared/:id`: the same SELECT as a named (prepared) statement, as the server runs
- *   its hot statements (store/prepared.ts): PostgreSQL then skips parse and plan, the stricter ceiling.
+ *   its hot statements (store/prepared.ts): PostgreSQL then skips parse and plan, the stricter ceiling;
+ * - `POST /insert`: one prepared single-row INSERT into `payments` of the body's reference and amount
+ *   (for the database's first merchant), answered 201 with the new id: the payment-creation ceiling.
  * Same Fastify major, no logger, no schemas, no hooks.
  */
+import { randomBytes } from 'node:crypto'
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify'
 import pg from 'pg'
 
@@ -44,6 +47,42 @@ export async function startCeiling(options: {
   )
   app.get<{ Params: { id: string } }>('/select-prepared/:id', async (request, reply) =>
     answer((await pool.query({ name: 'ceiling_select', text, values: [request.params.id] })).rows, reply),
+  )
+  let owner: Promise<{ id: string; partner_id: string }> | undefined
+  const insert = {
+    name: 'ceiling_insert',
+    text:
+      'INSERT INTO payments (id, partner_id, merchant_id, mode, reference_id, amount_unit, amount_value, ' +
+      "status, expires_at, created_at, updated_at) VALUES ($1, $2, $3, 'test', $4, $5, $6, 'requires_action', " +
+      '$7, $8, $8)',
+  }
+  app.post<{ Body: { referenceId: string; amount: { unit: string; value: string } } }>(
+    '/insert',
+    async (request, reply) => {
+      owner ??= pool
+        .query<{ id: string; partner_id: string }>(
+          'SELECT id, partner_id FROM merchants ORDER BY created_at LIMIT 1',
+        )
+        .then((r) => r.rows[0]!)
+      const merchant = await owner
+      const id = `pay_${randomBytes(12).toString('hex')}`
+      const now = new Date()
+      const { referenceId, amount } = request.body
+      await pool.query({
+        ...insert,
+        values: [
+          id,
+          merchant.partner_id,
+          merchant.id,
+          referenceId,
+          amount.unit,
+          amount.value,
+          new Date(now.getTime() + 3_600_000),
+          now,
+        ],
+      })
+      return reply.code(201).send({ paymentId: id, status: 'requires_action' })
+    },
   )
   const url = await app.listen({ port: options.port ?? 0, host: '127.0.0.1' })
   return {

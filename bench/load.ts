@@ -26,6 +26,8 @@ export interface LoadSpec {
   durationS: number
   /** Unmeasured run first, same settings, so the server's JIT and pools are warm. */
   warmupS?: number
+  /** Stop after this many requests instead of after `durationS` (autocannon runs only). */
+  requests?: number
   /** Requests per second from all connections together, sent at an even pace (open loop). */
   overallRate?: number
 }
@@ -105,7 +107,7 @@ function cannon(spec: LoadSpec, durationS: number): Promise<autocannon.Result> {
   return autocannon({
     url: spec.url,
     connections: spec.connections,
-    duration: durationS,
+    ...(spec.requests ? { amount: spec.requests } : { duration: durationS }),
     requests: [request],
   })
 }

@@ -57,7 +57,7 @@ const settings = quick
       durationS: 3,
       flowPayments: 300,
       flowWarmup: 50,
-      burstS: 4,
+      burstPayments: 3000,
       scaleRows: 250_000,
       probe: 150,
       library: 1000,
@@ -67,7 +67,7 @@ const settings = quick
       durationS: 8,
       flowPayments: 1500,
       flowWarmup: 200,
-      burstS: 6,
+      burstPayments: 6000,
       scaleRows: 1_000_000,
       probe: 400,
       library: 2000,
@@ -90,19 +90,28 @@ export interface ResultRow {
   unit: string
   ceiling: number | null
   ratio: number | null
+  /** The same figure for the server built in-process by the bench (no logger), where measured. */
+  inProcess?: number
 }
 const rows: ResultRow[] = []
 const notes: string[] = []
 const targets: { what: string; met: boolean; detail: string }[] = []
 const profiles: string[] = []
 
-function record(name: string, value: number, unit: string, ceiling: number | null = null): void {
+function record(
+  name: string,
+  value: number,
+  unit: string,
+  ceiling: number | null = null,
+  inProcess?: number,
+): void {
   rows.push({
     name,
     value: round(value),
     unit,
     ceiling: ceiling === null ? null : round(ceiling),
     ratio: ceiling ? Number((value / ceiling).toFixed(3)) : null,
+    ...(inProcess === undefined ? {} : { inProcess: round(inProcess) }),
   })
 }
 
@@ -202,9 +211,14 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
   await setup.stop()
   const headers = { 'api-key': accounts.apiKey, 'merchant-id': merchantId }
 
-  // Both stay up (idle costs nothing), so the ceiling can be measured before and after the server.
+  // All stay up (idle costs little), so the ceiling can be measured before and after the server.
+  // `server` is the server as it ships (`caipay serve`, default log level); `quiet` the same at
+  // LOG_LEVEL=warn (the difference is what per-request logging costs); `inProcess` the bench's own
+  // startServer without a logger, kept as a secondary column.
   const ceiling = await spawnTarget('ceiling', { databaseUrl: url })
-  const server = await spawnTarget('server', { databaseUrl: url })
+  const server = await spawnTarget('cli', { databaseUrl: url })
+  const quiet = await spawnTarget('cli', { databaseUrl: url, logLevel: 'warn' })
+  const inProcess = await spawnTarget('server', { databaseUrl: url })
   try {
     const createBody = JSON.stringify({
       referenceId: 'bench-order',
@@ -223,13 +237,26 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
         label: 'GET /select-prepared/:id (prepared)',
         scenario: { ...selectScenario, paths: ids.map((id) => `/select-prepared/${id}`) },
       },
+      {
+        name: 'insert',
+        label: 'POST /insert (one INSERT)',
+        scenario: { method: 'POST', paths: ['/insert'], body: createBody, headers } as Scenario,
+      },
     ]
-    const scenarios: { name: string; label: string; scenario: Scenario; target: number }[] = [
+    const scenarios: {
+      name: string
+      label: string
+      scenario: Scenario
+      target: number
+      /** CPU per request at most this many times the ceiling's, server process and PostgreSQL. */
+      cpu: { ceiling: 'select' | 'insert'; server: number; postgres: number }
+    }[] = [
       {
         name: 'server.status',
         label: 'GET /v1/payments/{id}/status',
         scenario: { method: 'GET', paths: ids.map((id) => `/v1/payments/${id}/status`), headers },
         target: 0.5,
+        cpu: { ceiling: 'select', server: 1.5, postgres: 1 },
       },
       {
         name: 'server.gateway_status',
@@ -240,12 +267,14 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
           headers: { 'api-key': accounts.walletKey },
         },
         target: 0.5,
+        cpu: { ceiling: 'select', server: 1.5, postgres: 1 },
       },
       {
         name: 'server.create',
         label: 'POST /v1/payments',
         scenario: { method: 'POST', paths: ['/v1/payments'], body: createBody, headers },
         target: 0.3,
+        cpu: { ceiling: 'insert', server: 2.5, postgres: 2.5 },
       },
       {
         name: 'server.create_idempotent',
@@ -258,6 +287,7 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
           idempotencyKeys: true,
         },
         target: 0.3,
+        cpu: { ceiling: 'insert', server: 2.5, postgres: 2.5 },
       },
     ]
     // Two rounds, ceiling and server in turn, best of each: a moment when the shared machine is busy
@@ -282,6 +312,18 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
         keep(s.name, r)
       }
     }
+    // One run each of the secondary figures: in-process, and the reads without per-request log lines.
+    const secondary = new Map<string, Measured>()
+    const quietScenarios = new Set(['server.status', 'server.gateway_status'])
+    for (const s of serverScenarios) {
+      const r = await measure(inProcess, `${s.label} in-process`, s.scenario)
+      log(`inproc   ${s.label.padEnd(38)} ${fmt(r)}`)
+      secondary.set(s.name, r)
+      if (!quietScenarios.has(s.name)) continue
+      const q = await measure(quiet, `${s.label} LOG_LEVEL=warn`, s.scenario)
+      log(`warn     ${s.label.padEnd(38)} ${fmt(q)}`)
+      secondary.set(`${s.name}.quiet`, q)
+    }
     const measured: { s: (typeof scenarios)[number]; max: Measured; at80: LoadResult; rate: number }[] = []
     for (const s of serverScenarios) {
       const max = best.get(s.name)!
@@ -293,6 +335,7 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
     const json = best.get('json')!
     const select = best.get('select')!
     const prepared = best.get('select_prepared')!
+    const insert = best.get('insert')
 
     record('ceiling.json', json.rps, 'req/s')
     record('ceiling.json.p50', json.p50, 'ms')
@@ -307,6 +350,14 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
     record('ceiling.select_prepared', prepared.rps, 'req/s', json.rps)
     record('ceiling.select_prepared.p99', prepared.p99, 'ms')
     if (prepared.cpu) record('ceiling.select_prepared.cpu.postgres', prepared.cpu.postgres, 'µs/req')
+    if (insert) {
+      record('ceiling.insert', insert.rps, 'req/s', json.rps)
+      record('ceiling.insert.p99', insert.p99, 'ms')
+      if (insert.cpu) {
+        record('ceiling.insert.cpu.server', insert.cpu.server, 'µs/req')
+        record('ceiling.insert.cpu.postgres', insert.cpu.postgres, 'µs/req')
+      }
+    }
     if (measured.length) {
       notes.push(
         'Throughput figures are the better of two rounds (ceiling and server in turn); all runs in req/s: ' +
@@ -324,14 +375,42 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
     }
     for (const { s, max, at80, rate } of measured) {
       const ratio = max.rps / select.rps
-      record(s.name, max.rps, 'req/s', select.rps)
+      const inproc = secondary.get(s.name)
+      const quietRun = secondary.get(`${s.name}.quiet`)
+      const cpuCeiling = s.cpu.ceiling === 'select' ? select : insert
+      record(s.name, max.rps, 'req/s', select.rps, inproc?.rps)
       record(`${s.name}.vs_prepared`, max.rps, 'req/s', prepared.rps)
-      record(`${s.name}.p50`, max.p50, 'ms', select.p50 || null)
-      record(`${s.name}.p99`, max.p99, 'ms', select.p99 || null)
+      record(`${s.name}.p50`, max.p50, 'ms', select.p50 || null, inproc?.p50)
+      record(`${s.name}.p99`, max.p99, 'ms', select.p99 || null, inproc?.p99)
       record(`${s.name}.p99_at_80pct`, at80.p99, 'ms', p99TargetMs)
       if (max.cpu) {
-        record(`${s.name}.cpu.server`, max.cpu.server, 'µs/req', select.cpu?.server ?? null)
-        record(`${s.name}.cpu.postgres`, max.cpu.postgres, 'µs/req', select.cpu?.postgres ?? null)
+        const [serverCeiling, postgresCeiling] = [cpuCeiling?.cpu?.server, cpuCeiling?.cpu?.postgres]
+        record(`${s.name}.cpu.server`, max.cpu.server, 'µs/req', serverCeiling ?? null, inproc?.cpu?.server)
+        record(
+          `${s.name}.cpu.postgres`,
+          max.cpu.postgres,
+          'µs/req',
+          postgresCeiling ?? null,
+          inproc?.cpu?.postgres,
+        )
+        if (quietRun?.cpu) {
+          record(`${s.name}.cpu.server.log_level_warn`, quietRun.cpu.server, 'µs/req', max.cpu.server)
+          record(`${s.name}.log_cost.cpu.server`, max.cpu.server - quietRun.cpu.server, 'µs/req')
+        }
+        if (serverCeiling !== undefined && postgresCeiling !== undefined) {
+          targets.push({
+            what:
+              `${s.label}: CPU per request at most ${s.cpu.server}x (server) and ${s.cpu.postgres}x ` +
+              `(PostgreSQL) the ceiling ${s.cpu.ceiling}'s`,
+            met:
+              max.cpu.server <= serverCeiling * s.cpu.server &&
+              max.cpu.postgres <= postgresCeiling * s.cpu.postgres,
+            detail:
+              `server ${max.cpu.server.toFixed(0)} / ${serverCeiling.toFixed(0)} µs ` +
+              `(${(max.cpu.server / serverCeiling).toFixed(2)}x), PostgreSQL ${max.cpu.postgres.toFixed(0)} / ` +
+              `${postgresCeiling.toFixed(0)} µs (${(max.cpu.postgres / postgresCeiling).toFixed(2)}x)`,
+          })
+        }
       }
       targets.push({
         what: `${s.label}: >= ${s.target * 100}% of the PK-SELECT ceiling`,
@@ -356,18 +435,26 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
         merchantId,
         settings.flowWarmup + settings.flowPayments,
       )
+      // The flow runs on the server as shipped; under --cpu-prof on the in-process one, which has a profiler.
+      const flowServer = flags['cpu-prof'] ? inProcess : server
       const run = () =>
         runGatewayFlow({
-          url: server.url,
+          url: flowServer.url,
           walletKey: accounts.walletKey,
           wallets,
           paymentIds,
           warmup: settings.flowWarmup,
         })
       const file = path.join(profileDir ?? '', 'gateway_flow.cpuprofile')
-      const before = { server: processCpuMs(server.pid), postgres: postmasterPid && treeCpuMs(postmasterPid) }
-      const flow = flags['cpu-prof'] ? await server.profile(file, run) : await run()
-      const after = { server: processCpuMs(server.pid), postgres: postmasterPid && treeCpuMs(postmasterPid) }
+      const before = {
+        server: processCpuMs(flowServer.pid),
+        postgres: postmasterPid && treeCpuMs(postmasterPid),
+      }
+      const flow = flags['cpu-prof'] ? await flowServer.profile(file, run) : await run()
+      const after = {
+        server: processCpuMs(flowServer.pid),
+        postgres: postmasterPid && treeCpuMs(postmasterPid),
+      }
       if (flags['cpu-prof']) {
         const s = summariseProfile(file, 8)
         profiles.push(
@@ -406,7 +493,17 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
           'µs/payment',
           select.cpu ? select.cpu.postgres * flow.requestsPerPayment : null,
         )
+        targets.push({
+          what: 'gateway flow: at most 1.2 ms server CPU and 1.0 ms PostgreSQL CPU per payment',
+          met: serverUs <= 1200 && postgresUs <= 1000,
+          detail: `${serverUs.toFixed(0)} µs server, ${postgresUs.toFixed(0)} µs PostgreSQL`,
+        })
       }
+      targets.push({
+        what: `gateway flow: at least 600 payments/s on these ${os.cpus().length} cores`,
+        met: flow.paymentsPerSecond >= 600,
+        detail: `${flow.paymentsPerSecond.toFixed(0)} payments/s`,
+      })
       notes.push(
         `flow.gateway: ${wallets} concurrent wallets, each payment options -> fetch -> confirm -> status ` +
           `(${flow.requestsPerPayment} HTTP requests); its ceiling is ceiling.select / ${flow.requestsPerPayment}; ` +
@@ -414,7 +511,7 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
       )
     }
   } finally {
-    await Promise.all([ceiling.stop(), server.stop()])
+    await Promise.all([ceiling.stop(), server.stop(), quiet.stop(), inProcess.stop()])
   }
 }
 
@@ -462,9 +559,14 @@ async function burstPhase(cluster: BenchCluster): Promise<void> {
       body: JSON.stringify({ referenceId: 'burst', amount: { unit: 'iso4217/USD', value: '1250' } }),
       headers,
       connections,
-      durationS: settings.burstS,
+      durationS: 0,
+      requests: settings.burstPayments,
     })
-    log(`burst    POST /v1/payments for ${settings.burstS} s: ${burst.requests} payments of one merchant`)
+    if (burst.non2xx || burst.errors)
+      throw new Error(`burst: ${burst.non2xx} non-2xx, ${burst.errors} errors`)
+    log(
+      `burst    POST /v1/payments: ${burst.requests} payments of one merchant in ${burst.durationS.toFixed(1)} s`,
+    )
     for (const [i, r] of reads.entries()) {
       const after = await measure(server, `burst: ${r.label} after`, r.scenario)
       const was = before[i]!
@@ -476,7 +578,7 @@ async function burstPhase(cluster: BenchCluster): Promise<void> {
         record(`burst.${r.name}.cpu.postgres`, after.cpu.postgres, 'µs/req', was.cpu.postgres)
       }
       targets.push({
-        what: `${r.label} after a ${settings.burstS} s write burst: within 10 % of its throughput before`,
+        what: `${r.label} after ${burst.requests} payments created: within 10 % of its throughput before`,
         met: after.rps >= was.rps * 0.9,
         detail:
           `${after.rps.toFixed(0)} / ${was.rps.toFixed(0)} req/s` +
@@ -487,8 +589,8 @@ async function burstPhase(cluster: BenchCluster): Promise<void> {
     }
     notes.push(
       `burst.*: \`caipay serve\` on a new database; status reads of one merchant's payments, then ` +
-        `${settings.burstS} s of POST /v1/payments for that merchant (${burst.requests} payments), then the same ` +
-        'reads; the ceiling column is the figure before the burst.',
+        `${burst.requests} POST /v1/payments for that merchant as fast as they go, then the same reads; the ` +
+        'ceiling column is the figure before the burst.',
     )
   } finally {
     await server.stop()
@@ -623,13 +725,14 @@ async function bundlePhase(): Promise<void> {
 }
 
 function printTable(minutes: number): void {
-  const header = ['name', 'value', 'unit', 'ceiling', 'ratio']
+  const header = ['name', 'value', 'unit', 'ceiling', 'ratio', 'in-process']
   const lines = rows.map((r) => [
     r.name,
     String(r.value),
     r.unit,
     r.ceiling === null ? '' : String(r.ceiling),
     r.ratio === null ? '' : r.ratio.toFixed(3),
+    r.inProcess === undefined ? '' : String(r.inProcess),
   ])
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)))
   const line = (cells: string[]) =>
@@ -666,11 +769,12 @@ async function writeResults(host: ReturnType<typeof machine>, pgVersion: string,
       'PostgreSQL share those cores; each server ' +
       'and each load generator runs in its own process. The same figures are in `bench/results.json`.',
     '',
-    '| name | value | unit | ceiling | ratio |',
-    '| --- | ---: | --- | ---: | ---: |',
+    '| name | value | unit | ceiling | ratio | in-process |',
+    '| --- | ---: | --- | ---: | ---: | ---: |',
     ...rows.map(
       (r) =>
-        `| ${r.name} | ${r.value} | ${r.unit} | ${cell(r.ceiling)} | ${r.ratio === null ? '' : r.ratio.toFixed(3)} |`,
+        `| ${r.name} | ${r.value} | ${r.unit} | ${cell(r.ceiling)} | ${r.ratio === null ? '' : r.ratio.toFixed(3)} | ` +
+        `${cell(r.inProcess ?? null)} |`,
     ),
     '',
     '- `ceiling.json` is bare Fastify answering a small JSON; `ceiling.select` bare Fastify doing one primary-key ' +
