@@ -2,11 +2,14 @@
  * The benchmark suite (not tests): `npm run bench [-- --quick] [-- --skip-scale]`.
  *
  * One run, one machine, side by side:
- *   1. ceiling: bare Fastify returning a small JSON, and bare Fastify doing one primary-key SELECT;
- *   2. server: status reads and payment creation (with and without Idempotency-Key) at full speed and at
- *      80 % of that, and the whole test-mode gateway flow as payments per second;
- *   3. scale: reads and lists with 1M payments against a small table, with EXPLAIN summaries;
- *   4. library: flow overhead per payment on an in-process gateway, and bundle sizes.
+ *   1. ceiling: bare Fastify returning a small JSON, doing one primary-key SELECT, and one INSERT;
+ *   2. server, as it ships (`caipay serve`, default log level, its own process): status reads and payment
+ *      creation (with and without Idempotency-Key) at full speed and at 80 % of that, CPU per request
+ *      against the ceilings, the status reads again at LOG_LEVEL=warn (what request logging costs), the
+ *      in-process server as a secondary column, and the whole test-mode gateway flow as payments/s;
+ *   3. burst: status reads before and after a burst of payment creation on a new database;
+ *   4. scale: reads and lists with 1M payments against a small table, with EXPLAIN summaries;
+ *   5. library: flow overhead per payment on an in-process gateway, and bundle sizes.
  * Every server runs in its own process and every load generator in another (bench/child.ts); the
  * orchestrator only waits. PostgreSQL is embedded in a temporary directory unless DATABASE_URL is set.
  * Figures go to the terminal, bench/results.json and the `## Benchmarks` section of README.md.
