@@ -26,6 +26,8 @@ export async function confirmPayment(input: {
   payment: GatewayPaymentRow
   body: ConfirmBody
   now: Date
+  /** Runs in the transaction that moves the payment to processing (e.g. to record what was confirmed). */
+  onProcessing?: (trx: Db) => Promise<void>
 }): Promise<ConfirmResponse> {
   const { db, config, registry, payment, body, now } = input
   assertPayable(payment)
@@ -55,6 +57,7 @@ export async function confirmPayment(input: {
       notExpiredAt: now,
       now,
     })
+    await input.onProcessing?.(trx)
     const outcome = await driver.confirm({ ...base, db: trx })
     if (outcome.status === 'processing') return processing
     if (outcome.status === 'failed') {

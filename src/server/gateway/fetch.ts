@@ -18,10 +18,13 @@ export async function fetchActions(input: {
   payment: GatewayPaymentRow
   body: FetchBody
   now: Date
+  /** The collected data comes with the confirm instead of through the hosted form first. */
+  dataAtConfirm?: boolean
 }): Promise<FetchResponse> {
   const { db, registry, payment, body, now } = input
   assertPayable(payment)
-  const { row, driver, asset } = await usableOption(db, registry, payment, body.optionId, now)
+  const purpose = input.dataAtConfirm ? 'fetchBeforeData' : 'fetch'
+  const { row, driver, asset } = await usableOption(db, registry, payment, body.optionId, now, purpose)
   if (hasBuildActions(row) && !row.actions.some((a) => a.type === 'build' && a.build.data === body.data)) {
     throw paramsError('body.data', 'data is not the build data of this option.')
   }

@@ -14,6 +14,13 @@ export interface UsableOption {
 }
 
 /**
+ * What the option is wanted for. `fetchBeforeData` is a fetch whose collected data arrives with the
+ * confirm (the WalletConnect Pay SDK's `collectedData`): the form need not be completed yet, and the
+ * confirm still refuses without it.
+ */
+export type OptionPurpose = 'fetch' | 'fetchBeforeData' | 'confirm'
+
+/**
  * The option fetch and confirm act on: one of this payment's, quote still valid, hosted form completed
  * when it asks for one (spec rule 2), and still served by a driver.
  */
@@ -23,7 +30,7 @@ export async function usableOption(
   payment: GatewayPaymentRow,
   optionId: string,
   now: Date,
-  purpose: 'fetch' | 'confirm' = 'fetch',
+  purpose: OptionPurpose = 'fetch',
 ): Promise<UsableOption> {
   const row = await findOption(db, payment.id, optionId)
   if (!row) throw paramsError('body.optionId', `Unknown option ${optionId} for this payment.`)
@@ -36,7 +43,7 @@ export async function usableOption(
       expiredAt: row.expires_at.toISOString(),
     })
   }
-  if (row.collect_data_required && row.collect_data_completed_at === null) {
+  if (row.collect_data_required && row.collect_data_completed_at === null && purpose !== 'fetchBeforeData') {
     fail('invalid_state', 'Complete the data-collection form of this option first.', { optionId })
   }
   const driver = registry.driver(payment.mode, row.chain_id)

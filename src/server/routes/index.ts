@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { pageRoutes } from '../pages/routes.js'
+import { wcpRoutes } from '../wcp/routes.js'
 import { gatewayRoutes } from './gateway.js'
 import { merchantRoutes } from './merchants.js'
 import { paymentRoutes } from './payments.js'
@@ -16,6 +17,7 @@ export const routeModules: ReadonlyArray<(app: FastifyInstance) => Promise<void>
   paymentRoutes,
   refundRoutes,
   gatewayRoutes,
+  wcpRoutes,
   testRoutes,
   pageRoutes,
 ]
