@@ -4,7 +4,7 @@ import { type ApiVersion, apiVersions, defaultApiVersion } from '../contract/err
 import type { AppAuth, AuthCache } from './authCache.js'
 import type { AuthContext } from './context.js'
 import { fail } from './errors.js'
-import { modeOfApiKey, modeOfAppId, sha256Hex } from './ids.js'
+import { isExternalAppId, modeOfApiKey, modeOfAppId, sha256Hex } from './ids.js'
 import type { Db } from './store/db.js'
 import type { MerchantRow } from './store/schema.js'
 
@@ -80,10 +80,10 @@ async function authenticateKey(db: Db, apiKey: string, cache: AuthCache | undefi
       .where('api_keys.key_hash', '=', keyHash)
       .where('api_keys.revoked_at', 'is', null)
       .executeTakeFirst()
-    if (!row || row.mode !== mode) return undefined
+    if (!row || (mode !== undefined && row.mode !== mode)) return undefined
     return {
       partnerId: row.partner_id,
-      mode,
+      mode: row.mode,
       role: row.role,
       credentialId: row.id,
       clientId: null,
@@ -101,8 +101,9 @@ async function authenticateApp(
   clientId: string,
   cache: AuthCache | undefined,
 ): Promise<AuthContext> {
+  // caipay's own ids carry their mode; an external one (a WalletConnect project id) takes it from its row.
   const mode = modeOfAppId(appId)
-  if (!mode) fail('invalid_app_id', 'Invalid App-Id.')
+  if (!mode && !isExternalAppId(appId)) fail('invalid_app_id', 'Invalid App-Id.')
   if (clientId.length > 255) fail('invalid_params', 'Client-Id is longer than 255 characters.')
   const load = async (): Promise<AppAuth | undefined> => {
     const row = await db
@@ -112,10 +113,10 @@ async function authenticateApp(
       .where('apps.id', '=', appId)
       .where('apps.revoked_at', 'is', null)
       .executeTakeFirst()
-    if (!row || row.mode !== mode) return undefined
+    if (!row || (mode !== undefined && row.mode !== mode)) return undefined
     return {
       partnerId: row.partner_id,
-      mode,
+      mode: row.mode,
       role: 'app',
       credentialId: row.id,
       pinnedVersion: knownVersion(row.api_version),

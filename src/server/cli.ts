@@ -3,6 +3,7 @@ import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { createApiKey, createAppId, createPartner, partnerExists } from './accounts/accounts.js'
 import { readConfigFile, resolveConfig } from './config.js'
+import { isExternalAppId } from './ids.js'
 import { startServer } from './server.js'
 import { openDatabase } from './store/db.js'
 import type { KeyRole, Mode } from './store/schema.js'
@@ -10,7 +11,7 @@ import type { KeyRole, Mode } from './store/schema.js'
 const usage = `Usage:
   caipay serve [--port 8787] [--host 127.0.0.1] [--data-dir .caipay] [--database-url URL] [--config FILE]
   caipay keys create --mode test|live [--role partner|wallet] [--partner ID] [--json] [database options]
-  caipay apps create --mode test|live [--partner ID] [--json] [database options]
+  caipay apps create --mode test|live [--partner ID] [--external-id <32 hex>] [--json] [database options]
 
 Database options: --data-dir DIR (embedded PostgreSQL, default .caipay) or --database-url URL
 (default: the DATABASE_URL environment variable).`
@@ -181,14 +182,19 @@ async function appsCreate(args: readonly string[]): Promise<number> {
       ...databaseOptions,
       mode: { type: 'string' },
       partner: { type: 'string' },
+      'external-id': { type: 'string' },
       json: { type: 'boolean', default: false },
     },
     strict: true,
   })
   const mode = modeOf(values.mode)
+  const externalId = values['external-id']
+  if (externalId !== undefined && !isExternalAppId(externalId)) {
+    throw new UsageError('--external-id must be a WalletConnect project id: 32 lowercase hex characters')
+  }
   const created = await withDatabase(values, async (db) => {
     const partnerId = await partnerFor(db, values.partner)
-    return createAppId(db, { partnerId, mode })
+    return createAppId(db, { partnerId, mode, ...(externalId !== undefined ? { externalId } : {}) })
   })
   if (values.json) {
     process.stdout.write(`${JSON.stringify(created)}\n`)

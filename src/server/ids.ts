@@ -59,6 +59,16 @@ export function newAppId(mode: Mode): string {
 
 const appIdPattern = /^app_(test_)?[A-Za-z0-9]{16,64}$/
 
+/**
+ * An app id registered from outside, with its mode stored instead of carried in a prefix: WalletKit
+ * hands the WalletConnect Pay SDK the wallet's WalletConnect project id (32 lowercase hex) as its app id.
+ */
+const externalAppIdPattern = /^[0-9a-f]{32}$/
+
+export function isExternalAppId(appId: string): boolean {
+  return externalAppIdPattern.test(appId)
+}
+
 export function modeOfAppId(appId: string): Mode | undefined {
   if (!appIdPattern.test(appId)) return undefined
   return appId.startsWith('app_test_') ? 'test' : 'live'

@@ -1,14 +1,19 @@
 import type { Action } from '@walletconnect/pay'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createAppId } from '../../src/server/accounts/accounts.js'
 import { type Buyer, chains, createBuyer } from '../gateway/support.js'
 import { type PayClient, type SdkEnv, signAll, startSdkEnv } from './support.js'
 
 // The published @walletconnect/pay SDK (its WASM provider, unmodified) pays against caipay's /wcp mount.
 
 const sanctioned = `eip155:8453:0x${'5a'.repeat(20)}`
+// Links are made with it; nothing is fetched from it (the SDK only encodes a link into the request path).
+const publicBaseUrl = 'https://sandbox.example.test'
 let sdk: SdkEnv
 beforeAll(async () => {
-  sdk = await startSdkEnv({ config: { collectDataAtMinor: '100000', sanctioned: [sanctioned] } })
+  sdk = await startSdkEnv({
+    config: { collectDataAtMinor: '100000', sanctioned: [sanctioned], publicBaseUrl },
+  })
 })
 afterAll(() => sdk.close())
 
@@ -88,6 +93,41 @@ describe('test mode through the WalletConnect Pay SDK', () => {
     expect(methods(fresh)).toEqual(expected)
     expect(fresh[1]!.walletRpc.params).toBe(actions[1]!.walletRpc.params)
     expect(result).toMatchObject({ status: 'succeeded', info: { txId: `test:${paymentId}` } })
+  })
+})
+
+describe('credentials', () => {
+  it("pays with WalletKit's default app id (a 32-hex project id registered as an external test app)", async () => {
+    const projectId = 'a1b2c3d4e5f60718293a4b5c6d7e8f90'
+    await createAppId(sdk.env.t.db, {
+      partnerId: await sdk.env.t.createPartner(),
+      mode: 'test',
+      externalId: projectId,
+    })
+    const paymentId = await sdk.env.pay('1250')
+    const buyer = createBuyer()
+    const pay = sdk.client({ appId: projectId })
+    const { options } = await optionsFor(pay, paymentId, [buyer.accounts.base])
+    const { result } = await payOption(pay, paymentId, options[0]!.id, buyer)
+    expect(result).toMatchObject({ status: 'succeeded', info: { txId: `test:${paymentId}` } })
+    await expect(
+      optionsFor(sdk.client({ appId: 'f'.repeat(32) }), paymentId, [buyer.accounts.base]),
+    ).rejects.toThrow('HTTP error: 401: Invalid App-Id.')
+  })
+
+  it('answers a payment link of its own public base URL, encoded whole by the SDK', async () => {
+    const paymentId = await sdk.env.pay('1250')
+    const buyer = createBuyer()
+    const pay = sdk.client()
+    const { options, paymentId: linked } = await optionsFor(pay, `${publicBaseUrl}/pay/${paymentId}`, [
+      buyer.accounts.base,
+    ])
+    expect(options).toHaveLength(1)
+    const { result } = await payOption(pay, linked, options[0]!.id, buyer)
+    expect(result).toMatchObject({ status: 'succeeded', info: { txId: `test:${paymentId}` } })
+    await expect(
+      optionsFor(pay, `https://elsewhere.example/pay/${paymentId}`, [buyer.accounts.base]),
+    ).rejects.toThrow(/^Payment not found: 404/)
   })
 })
 

@@ -1,6 +1,6 @@
 import { defaultApiVersion } from '../../contract/errors.js'
 import { forgetApiKeyEverywhere } from '../authCache.js'
-import { newApiKey, newAppId, newId, sha256Hex } from '../ids.js'
+import { isExternalAppId, newApiKey, newAppId, newId, sha256Hex } from '../ids.js'
 import type { Db } from '../store/db.js'
 import type { KeyRole, Mode } from '../store/schema.js'
 
@@ -62,10 +62,13 @@ export async function revokeApiKey(db: Db, keyId: string, now = new Date()): Pro
 
 export async function createAppId(
   db: Db,
-  options: { partnerId: string; mode: Mode; now?: Date },
+  options: { partnerId: string; mode: Mode; now?: Date; externalId?: string },
 ): Promise<{ partnerId: string; appId: string }> {
-  const appId = newAppId(options.mode)
-  await db
+  if (options.externalId !== undefined && !isExternalAppId(options.externalId)) {
+    throw new Error('An external app id is a WalletConnect project id: 32 lowercase hex characters.')
+  }
+  const appId = options.externalId ?? newAppId(options.mode)
+  const inserted = await db
     .insertInto('apps')
     .values({
       id: appId,
@@ -74,6 +77,9 @@ export async function createAppId(
       created_at: options.now ?? new Date(),
       revoked_at: null,
     })
-    .execute()
+    .onConflict((oc) => oc.column('id').doNothing())
+    .returning('id')
+    .executeTakeFirst()
+  if (!inserted) throw new Error(`The app id ${appId} is already registered.`)
   return { partnerId: options.partnerId, appId }
 }
