@@ -22,8 +22,9 @@ const gatewayPrefixes = ['/v1/gateway/', '/wcp/v1/gateway/']
 
 /** The request headers the API reads; a preflight asking for others is still answered with this list. */
 const allowHeaders: Record<Surface, string> = {
+  // WCP-Version and Api-Version: the WalletConnect Pay SDK's version headers (the /wcp mount reads them).
   gateway:
-    'Content-Type, Api-Key, App-Id, Client-Id, Pay-Version, Sdk-Name, Sdk-Version, Sdk-Platform, Idempotency-Key',
+    'Content-Type, Api-Key, App-Id, Client-Id, Pay-Version, WCP-Version, Api-Version, Sdk-Name, Sdk-Version, Sdk-Platform, Idempotency-Key',
   merchant:
     'Content-Type, Api-Key, Merchant-Id, Pay-Version, Sdk-Name, Sdk-Version, Sdk-Platform, Idempotency-Key',
 }
@@ -36,7 +37,7 @@ const allowMethods: Record<Surface, string> = {
 /** Response headers a client may read beyond the CORS-safelisted ones. */
 const exposeHeaders: Record<Surface, string> = {
   gateway:
-    'Pay-Version, Request-Id, Retry-After, Idempotent-Replayed, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset',
+    'Pay-Version, WCP-Version, Request-Id, Retry-After, Idempotent-Replayed, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset',
   merchant:
     'Pay-Version, Request-Id, Retry-After, Idempotent-Replayed, Deprecation, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset',
 }

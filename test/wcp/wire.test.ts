@@ -112,6 +112,29 @@ describe('/wcp wire format', () => {
     expect([missing.statusCode, missing.json.code]).toEqual([404, 'payment_not_found'])
   })
 
+  it('lets a browser send the SDK its headers (CORS preflight) and read WCP-Version', async () => {
+    const paymentId = await env.pay()
+    const sent = 'api-key,api-version,content-type,sdk-name,sdk-platform,sdk-version,wcp-version'
+    const preflight = await env.t.request({
+      method: 'OPTIONS',
+      url: `/wcp/v1/gateway/payment/${paymentId}/options`,
+      headers: {
+        origin: 'https://wallet.example',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': sent,
+      },
+    })
+    expect(preflight.statusCode).toBe(204)
+    const allowed = String(preflight.headers['access-control-allow-headers']).toLowerCase().split(', ')
+    for (const name of sent.split(',')) expect(allowed, name).toContain(name)
+    const res = await wcp(paymentId, '/status', undefined, {
+      ...sdkHeaders,
+      origin: 'https://wallet.example',
+    })
+    expect(res.headers['access-control-allow-origin']).toBe('*')
+    expect(String(res.headers['access-control-expose-headers'])).toContain('WCP-Version')
+  })
+
   it('finds a payment by its link on the public base URL, percent-encoded twice', async () => {
     const paymentId = await env.pay()
     const link = encodeURIComponent(encodeURIComponent(`https://sandbox.example.test/pay/${paymentId}`))
