@@ -212,6 +212,36 @@ describe('caipay CLI', () => {
     expect(row.role).toBe('wallet')
   })
 
+  it('apps create --external-id registers a WalletConnect project id (32 hex) with its mode, once', async () => {
+    const projectId = '0123456789abcdef0123456789abcdef'
+    const args = ['apps', 'create', '--external-id', projectId, '--database-url', pg.url]
+    const created = await runHere([...args, '--mode', 'test', '--json'])
+    expect(created.code, created.stderr).toBe(0)
+    expect(JSON.parse(created.stdout)).toEqual({
+      partnerId: expect.stringMatching(/^ptr_/),
+      appId: projectId,
+    })
+    const row = await pg.db.selectFrom('apps').select('mode').where('id', '=', projectId).executeTakeFirst()
+    expect(row?.mode).toBe('test')
+    const again = await runHere([...args, '--mode', 'live'])
+    expect(again.code).toBe(1)
+    expect(again.stderr).toBe(`caipay: The app id ${projectId} is already registered.\n`)
+    for (const bad of ['0123', projectId.toUpperCase(), `app_test_${projectId}`]) {
+      const refused = await runHere([
+        'apps',
+        'create',
+        '--mode',
+        'test',
+        '--external-id',
+        bad,
+        '--database-url',
+        pg.url,
+      ])
+      expect(refused.code, bad).toBe(2)
+      expect(refused.stderr).toMatch(/^--external-id must be a WalletConnect project id/)
+    }
+  })
+
   it('refuses bad usage with a non-zero exit', async () => {
     expect((await runHere(['keys', 'create', '--mode', 'prod', '--database-url', pg.url])).code).toBe(2)
     expect((await runHere(['keys', 'create', '--mode', 'test', '--bogus'])).code).toBe(2)
