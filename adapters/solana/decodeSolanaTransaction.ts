@@ -9,6 +9,7 @@ import {
   tokenProgramId,
   transferCheckedTag,
 } from './programs.js'
+import { decodeUtf8 } from './utf8.js'
 
 interface InstructionBase {
   /** Position in the message. */
@@ -144,7 +145,7 @@ function classify(
   const at = (i: number) => accounts[i]
   if (programId === computeBudgetProgramId) return { ...base, kind: 'computeBudget' }
   if ((memoProgramIds as readonly string[]).includes(programId)) {
-    return { ...base, kind: 'memo', text: new TextDecoder().decode(data) }
+    return { ...base, kind: 'memo', text: decodeUtf8(data) }
   }
   if (programId === associatedTokenProgramId && (data.length === 0 || (data.length === 1 && data[0]! <= 1))) {
     const [payer, account, owner, mint, , tokenProgram] = [at(0), at(1), at(2), at(3), at(4), at(5)]

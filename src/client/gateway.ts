@@ -4,6 +4,7 @@ import { gatewayRoutes } from '../contract/generated/walletSchemas.js'
 import { parser } from '../contract/validate.js'
 import type { CallOptions, GatewayApi } from './gatewayApi.js'
 import { createHttpClient, type HttpClientConfig, newIdempotencyKey } from './http.js'
+import { assertRandomSource } from './random.js'
 
 export type GatewayClientConfig = HttpClientConfig
 
@@ -16,6 +17,7 @@ type ResponseOf<N extends EndpointName> = z.output<(typeof gatewayEndpoints)[N][
  * so a retried call after a lost response can never confirm twice.
  */
 export function createGatewayClient(config: GatewayClientConfig): GatewayApi {
+  assertRandomSource()
   const http = createHttpClient(config)
   const call = <N extends EndpointName>(
     name: N,

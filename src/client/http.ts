@@ -4,6 +4,7 @@ import * as schemas from '../contract/generated/walletSchemas.js'
 import { type Issue, type Parse, parser } from '../contract/validate.js'
 import { sleep, throwIfAborted } from '../errors/abort.js'
 import { PayError } from '../errors/PayError.js'
+import { randomUuid } from './random.js'
 import {
   defaultRetryPolicy,
   isRetryableStatus,
@@ -179,16 +180,17 @@ function authHeaders(auth: Credentials | undefined): Record<string, string> {
 
 function queryString(query: Record<string, unknown> | undefined): string {
   if (!query) return ''
-  const params = new URLSearchParams()
+  // By hand: React Native's URLSearchParams is incomplete.
+  const pairs: string[] = []
   for (const [key, value] of Object.entries(query)) {
     if (value === undefined || value === null) continue
-    for (const item of Array.isArray(value) ? value : [value]) params.append(key, String(item))
+    for (const item of Array.isArray(value) ? value : [value])
+      pairs.push(`${encodeURIComponent(key)}=${encodeURIComponent(String(item))}`)
   }
-  const text = params.toString()
-  return text ? `?${text}` : ''
+  return pairs.length > 0 ? `?${pairs.join('&')}` : ''
 }
 
-/** A random idempotency key (Web Crypto: available in browsers, React Native polyfills and Node 20). */
+/** A random idempotency key. */
 export function newIdempotencyKey(): string {
-  return globalThis.crypto.randomUUID()
+  return randomUuid()
 }

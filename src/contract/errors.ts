@@ -1,3 +1,5 @@
+import { hasOwn } from './hasOwn.js'
+
 /** Every error code of the service specification, with its HTTP status (ARCHITECTURE.md section 5). */
 export const serviceErrorStatus = {
   invalid_params: 400,
@@ -43,7 +45,7 @@ export type ServiceErrorCode = keyof typeof serviceErrorStatus
 export const serviceErrorCodes = Object.keys(serviceErrorStatus) as ServiceErrorCode[]
 
 export function isServiceErrorCode(value: unknown): value is ServiceErrorCode {
-  return typeof value === 'string' && Object.hasOwn(serviceErrorStatus, value)
+  return typeof value === 'string' && hasOwn(serviceErrorStatus, value)
 }
 
 /** Published API versions, oldest first. Previews are used only when sent explicitly. */

@@ -16,6 +16,8 @@
  * flow relies on is re-checked where it is used (action routing parses chain ids, the guard checks accounts).
  */
 
+import { hasOwn } from './hasOwn.js'
+
 export type JsonType = 'object' | 'array' | 'string' | 'number' | 'integer' | 'boolean' | 'null'
 
 export interface JsonSchema {
@@ -144,8 +146,7 @@ function check(schema: JsonSchema, value: unknown, path: string, issues: Issue[]
     }
     if (schema.additionalProperties === false) {
       for (const key of Object.keys(input)) {
-        if (!Object.hasOwn(schema.properties, key))
-          issues.push({ path: join(path, key), message: 'Unknown key.' })
+        if (!hasOwn(schema.properties, key)) issues.push({ path: join(path, key), message: 'Unknown key.' })
       }
     }
     return output

@@ -24,6 +24,7 @@ export const clientErrorCodes = [
   'signer_failed',
   'action_in_doubt',
   'invalid_snapshot',
+  'unsupported_environment',
 ] as const
 export type ClientErrorCode = (typeof clientErrorCodes)[number]
 

@@ -1,4 +1,5 @@
 import type { CollectData } from '../contract/gateway.js'
+import { hasOwn } from '../contract/hasOwn.js'
 import { PayError } from '../errors/PayError.js'
 
 export interface CollectDataUrlOptions {
@@ -80,7 +81,7 @@ function pickRequired(
   if (!prefill) return undefined
   const picked: Record<string, unknown> = {}
   for (const key of requiredFields(schema)) {
-    if (Object.hasOwn(prefill, key) && prefill[key] !== undefined) picked[key] = prefill[key]
+    if (hasOwn(prefill, key) && prefill[key] !== undefined) picked[key] = prefill[key]
   }
   return Object.keys(picked).length > 0 ? picked : undefined
 }

@@ -6,6 +6,7 @@ import { resolveActions } from '../actions/resolve.js'
 import { type RoutedAction, routeActions } from '../actions/route.js'
 import type { Signer } from '../actions/types.js'
 import type { GatewayApi } from '../client/gatewayApi.js'
+import { randomHex } from '../client/random.js'
 import type { PaymentStatus } from '../contract/common.js'
 import type { CollectData, GatewayPayment, PaymentOption, WalletRpcAction } from '../contract/gateway.js'
 import { isFinalStatus } from '../contract/statuses.js'
@@ -707,16 +708,10 @@ function fingerprint(results: readonly string[]): string {
   return hash.toString(36)
 }
 
-function newFlowId(): string {
-  const bytes = new Uint8Array(16)
-  globalThis.crypto.getRandomValues(bytes)
-  return Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('')
-}
-
 export function createPaymentFlow(options: PaymentFlowOptions): PaymentFlow {
   const { paymentId, ...config } = options
   return new PaymentFlow(config, paymentId, {
-    flowId: newFlowId(),
+    flowId: randomHex(16),
     state: 'idle',
     accounts: [],
     options: [],

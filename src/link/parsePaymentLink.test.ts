@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { isPayError } from '../errors/PayError.js'
-import { parsePaymentLink } from './parsePaymentLink.js'
+import { hostOf, parsePaymentLink } from './parsePaymentLink.js'
 
 const trusted = { trustedHosts: ['pay.example.com', '127.0.0.1:8787'] }
 const id = 'pay_Ab12Cd34'
@@ -17,6 +17,9 @@ describe('parsePaymentLink', () => {
     [encodeURIComponent(`https://pay.example.com/pay/${id}`)],
     [`wc:abc@2?relay-protocol=irn&pay=${encodeURIComponent(`https://pay.example.com/pay/${id}`)}`],
     [`  ${id}  `],
+    [`https://pay.example.com:443/pay/${id}`],
+    [`HTTPS://pay.example.com/pay/${id}#fragment`],
+    [`https://pay.example.com/?x=a+b&pid=${id}&pid=pay_second`],
   ])('extracts the id from %s', (link) => {
     expect(parsePaymentLink(link, trusted).paymentId).toBe(id)
   })
@@ -38,6 +41,14 @@ describe('parsePaymentLink', () => {
     ['invalid_link', 'https%3A%2F%2Fpay.example.com%2Fpay%2F%E0%A4%A'],
     ['invalid_link', 'hello'],
     ['untrusted_host', `ftp://pay.example.com/pay/${id}`],
+    // What WHATWG parsing would repair is refused: the host decides trust.
+    ['invalid_link', `https://pay.example.com\\@evil.io/pay/${id}`],
+    ['invalid_link', `https://pay.exa\tmple.com/pay/${id}`],
+    ['invalid_link', `https://pay.example.com/x/../pay/${id}`],
+    ['invalid_link', `https://pay%2eexample.com/pay/${id}`],
+    ['invalid_link', `https://päy.example.com/pay/${id}`],
+    ['invalid_link', `https://pay.example.com:99999/pay/${id}`],
+    ['invalid_link', `https:pay.example.com/pay/${id}`],
   ])('rejects with %s: %s', (code, link) => {
     try {
       parsePaymentLink(link, trusted)
@@ -45,6 +56,31 @@ describe('parsePaymentLink', () => {
     } catch (error) {
       expect(isPayError(error)).toBe(true)
       expect((error as { code: string }).code).toBe(code)
+    }
+  })
+
+  it('keeps the link it parsed, host in lower case without a default port', () => {
+    expect(parsePaymentLink(`https://PAY.example.com:443/pay/${id}?a=1`, trusted).url).toBe(
+      `https://pay.example.com/pay/${id}?a=1`,
+    )
+  })
+
+  it('works without URL and URLSearchParams (React Native implements neither fully)', () => {
+    const saved = { URL: globalThis.URL, URLSearchParams: globalThis.URLSearchParams }
+    const missing = () => {
+      throw new Error('not implemented')
+    }
+    Object.assign(globalThis, { URL: missing, URLSearchParams: missing })
+    try {
+      expect(parsePaymentLink(`https://pay.example.com/?pid=${id}`, trusted).paymentId).toBe(id)
+      expect(
+        parsePaymentLink(`wc:abc@2?pay=${encodeURIComponent(`http://127.0.0.1:8787/pay/${id}`)}`, trusted)
+          .paymentId,
+      ).toBe(id)
+      expect(hostOf('HTTP://LocalHost:8787/base/')).toBe('localhost:8787')
+      expect(hostOf('https://pay.example.com:443')).toBe('pay.example.com')
+    } finally {
+      Object.assign(globalThis, saved)
     }
   })
 

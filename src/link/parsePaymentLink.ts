@@ -29,52 +29,105 @@ function parse(link: string, options: ParsePaymentLinkOptions, depth: number): P
   if (paymentIdPattern.test(link)) return { paymentId: link, url: undefined }
   if (/^https?%3A/i.test(link)) return parse(safeDecode(link), options, depth + 1)
   if (/^wc:/i.test(link)) {
-    const query = link.slice(link.indexOf('?') + 1)
-    const pay = link.includes('?') ? new URLSearchParams(query).get('pay') : null
+    const query = link.slice(link.indexOf('?') + 1).split('#')[0]!
+    const pay = link.includes('?') ? queryParam(query, 'pay', link) : undefined
     if (!pay) throw invalidLink('WalletConnect URI carries no pay= parameter.', link)
     return parse(pay, options, depth + 1)
   }
   return parseUrl(link, options)
 }
 
-function parseUrl(link: string, options: ParsePaymentLinkOptions): PaymentLink {
-  let url: URL
-  try {
-    url = new URL(link)
-  } catch {
-    throw invalidLink('Not a payment link.', link)
-  }
-  if (url.username || url.password) throw untrusted('Payment links must not carry user info.', url)
-  const loopback = loopbackHosts.has(url.hostname)
-  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopback)) {
-    throw untrusted('Payment links must use https.', url)
-  }
-  if (!isTrustedHost(url, options.trustedHosts)) throw untrusted('Payment link host is not trusted.', url)
+/** The parts of an http(s) URL a payment link needs. */
+interface LinkUrl {
+  scheme: string
+  /** Lower case, without a default port: `pay.example.com`, `127.0.0.1:8787`, `[::1]:8787`. */
+  host: string
+  /** Lower case, without the port. */
+  hostname: string
+  path: string
+  query: string
+}
 
-  const fromQuery = url.searchParams.get('pid')
-  const fromPath = /^\/pay\/([^/]+)\/?$/.exec(url.pathname)?.[1]
+/**
+ * Parsed by hand, not with `URL`: React Native's URL does not implement `host`, `hostname`, `pathname` or
+ * `searchParams.get`. Stricter than WHATWG parsing on purpose: anything it would repair (backslashes,
+ * whitespace, dot segments, percent-encoded or non-ASCII hosts) is refused, since the host decides trust.
+ */
+const urlPattern = /^([A-Za-z][A-Za-z0-9+.-]*):(\/\/([^/?#]*))?([^?#]*)(\?[^#]*)?(#.*)?$/
+const authorityPattern = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/
+const defaultPorts: Record<string, string> = { http: '80', https: '443' }
+
+function parseUrl(link: string, options: ParsePaymentLinkOptions): PaymentLink {
+  // Controls and spaces are refused wherever they are (WHATWG parsing would strip some of them).
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point.
+  if (/[\u0000-\u0020\u007f\\]/.test(link)) throw invalidLink('Not a payment link.', link)
+  const match = urlPattern.exec(link)
+  if (!match) throw invalidLink('Not a payment link.', link)
+  const scheme = match[1]!.toLowerCase()
+  const authority = match[3] ?? ''
+  if (authority.includes('@')) throw untrusted('Payment links must not carry user info.', authority)
+  if (scheme !== 'https' && scheme !== 'http') throw untrusted('Payment links must use https.', authority)
+  const url = parseAuthority(scheme, authority)
+  if (!url) throw invalidLink('Not a payment link.', link)
+  const parts: LinkUrl = { ...url, path: match[4] || '/', query: (match[5] ?? '').slice(1) }
+  if (parts.scheme !== 'https' && !(parts.scheme === 'http' && loopbackHosts.has(parts.hostname))) {
+    throw untrusted('Payment links must use https.', parts.host)
+  }
+  if (!isTrustedHost(parts, options.trustedHosts))
+    throw untrusted('Payment link host is not trusted.', parts.host)
+
+  const fromQuery = queryParam(parts.query, 'pid', link)
+  const fromPath = /^\/pay\/([^/]+)\/?$/.exec(parts.path)?.[1]
   const paymentId = fromQuery ?? (fromPath === undefined ? undefined : safeDecode(fromPath))
   if (!paymentId || !paymentIdPattern.test(paymentId))
     throw invalidLink('Payment link carries no valid payment id.', link)
-  return { paymentId, url: url.href }
+  return {
+    paymentId,
+    url: `${parts.scheme}://${parts.host}${parts.path}${parts.query ? `?${parts.query}` : ''}`,
+  }
 }
 
-function isTrustedHost(url: URL, trustedHosts: readonly string[]): boolean {
-  const host = url.host.toLowerCase()
-  const hostname = url.hostname.toLowerCase()
+function parseAuthority(
+  scheme: string,
+  authority: string,
+): Pick<LinkUrl, 'scheme' | 'host' | 'hostname'> | undefined {
+  const match = authorityPattern.exec(authority)
+  if (!match) return undefined
+  const hostname = match[1]!.toLowerCase()
+  const port = match[2] === undefined ? undefined : String(Number(match[2]))
+  if (port !== undefined && Number(port) > 65535) return undefined
+  const host = port === undefined || port === defaultPorts[scheme] ? hostname : `${hostname}:${port}`
+  return { scheme, host, hostname }
+}
+
+/** The first value of a query parameter, decoded as URLSearchParams would (`+` is a space). */
+function queryParam(query: string, name: string, link: string): string | undefined {
+  for (const pair of query.split('&')) {
+    const at = pair.indexOf('=')
+    const key = at === -1 ? pair : pair.slice(0, at)
+    if (formDecode(key, link) === name) return at === -1 ? '' : formDecode(pair.slice(at + 1), link)
+  }
+  return undefined
+}
+
+function formDecode(value: string, link: string): string {
+  return safeDecode(value.replace(/\+/g, ' '), link)
+}
+
+function isTrustedHost(url: LinkUrl, trustedHosts: readonly string[]): boolean {
   return trustedHosts.some((entry) => {
     const trusted = entry.toLowerCase()
     return trusted.includes(':') && !trusted.startsWith('[')
-      ? trusted === host
-      : trusted === hostname || trusted === host
+      ? trusted === url.host
+      : trusted === url.hostname || trusted === url.host
   })
 }
 
-function safeDecode(value: string): string {
+function safeDecode(value: string, link = value): string {
   try {
     return decodeURIComponent(value)
   } catch {
-    throw invalidLink('Payment link is not valid percent-encoding.', value)
+    throw invalidLink('Payment link is not valid percent-encoding.', link)
   }
 }
 
@@ -82,11 +135,14 @@ function invalidLink(message: string, link: string): PayError {
   return new PayError({ code: 'invalid_link', message, context: { link: link.slice(0, 200) } })
 }
 
-function untrusted(message: string, url: URL): PayError {
-  return new PayError({ code: 'untrusted_host', message, context: { host: url.host } })
+function untrusted(message: string, host: string): PayError {
+  return new PayError({ code: 'untrusted_host', message, context: { host: host.slice(0, 200) } })
 }
 
-/** The host part used as the default trusted host for a client's base URL. */
+/** The host part used as the default trusted host for a client's base URL (`host:port`, lower case). */
 export function hostOf(baseUrl: string): string {
-  return new URL(baseUrl).host
+  const match = urlPattern.exec(baseUrl.trim())
+  const url = match?.[3] === undefined ? undefined : parseAuthority(match[1]!.toLowerCase(), match[3])
+  if (!url) throw invalidLink('baseUrl is not an http(s) URL.', baseUrl)
+  return url.host
 }
