@@ -1,4 +1,4 @@
-import type { Db } from '../store/db.js'
+import { type Db, isDatabaseUnavailable } from '../store/db.js'
 import type { JobRow } from '../store/schema.js'
 import { type JobListener, listenForJobs } from './notify.js'
 import { claimJobs, completeJob, failJob } from './queue.js'
@@ -92,7 +92,8 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
         await releaseJob(db, job.id).catch(() => {})
         return
       }
-      const forever = error instanceof RetryLater
+      // A database outage is nobody's verdict on the step: wait it out like a transaction in flight.
+      const forever = error instanceof RetryLater || isDatabaseUnavailable(error)
       const maxAttempts = forever ? Number.POSITIVE_INFINITY : (handler.maxAttempts ?? 8)
       const message = error instanceof Error ? error.message : String(error)
       const context = { jobId: job.id, kind: job.kind, paymentId: job.payment_id, attempts: job.attempts }
