@@ -38,7 +38,7 @@ import {
  * for exactly one payment; the sums moved equal the sums of succeeded payments and settlements; nothing
  * was transferred twice.
  *
- * A SIGKILLed runner's claims stay leased (60 s) until they run out; the test lets them run out at once
+ * A SIGKILLed runner's claims stay leased (10 s) until they run out; the test lets them run out at once
  * (as test/evm/exactlyOnce.test.ts does), which is safe because that runner is dead.
  * Replay a kill schedule with CAIPAY_CRASH_SEED (printed on every run).
  */
@@ -430,7 +430,7 @@ async function moment(trigger: Trigger): Promise<boolean> {
   return false
 }
 
-/** What the dead runner's lease would do after 60 s: let its claims go. */
+/** What the dead runner's lease would do after 10 s: let its claims go. */
 async function leasesRunOut(): Promise<number> {
   const result = await pg.db
     .updateTable('jobs')

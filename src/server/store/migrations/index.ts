@@ -5,6 +5,7 @@ import * as evm from './003_evm.js'
 import * as solana from './004_solana.js'
 import * as listIndexes from './005_list_indexes.js'
 import * as paymentEvents from './006_payment_events.js'
+import * as credentialNotify from './007_credential_notify.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -17,4 +18,5 @@ export const migrations: Record<string, Migration> = {
   '004_solana': solana,
   '005_list_indexes': listIndexes,
   '006_payment_events': paymentEvents,
+  '007_credential_notify': credentialNotify,
 }
