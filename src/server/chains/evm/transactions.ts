@@ -4,6 +4,7 @@ import {
   type Hash,
   type Hex,
   keccak256,
+  parseTransaction,
   TransactionNotFoundError,
   type TransactionReceipt,
   TransactionReceiptNotFoundError,
@@ -44,18 +45,33 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
       .where('status', 'in', ['sent', 'succeeded'])
       .orderBy('id', 'desc')
       .execute()
+    // Newest first: a replacement comes before the transaction it replaced (same nonce), and whichever
+    // of them is mined is the step.
     for (const row of prior) {
       // Landed and recorded, but the caller died before its own next write (the payment row): that
       // transaction is the step. Signing anew would pay twice (or, for a relay, fail a paid payment
       // because its authorization is already used).
       if (row.status === 'succeeded') return { hash: row.hash as Hash, row }
-      if ((await chainState(chain, row.hash as Hash)) !== 'unknown') return { hash: row.hash as Hash, row }
+      const state = await chainState(chain, row.hash as Hash)
+      if (state === 'mined') return { hash: row.hash as Hash, row }
+      if (state === 'pending') {
+        const stuck = Date.now() - row.created_at.getTime() >= chain.feeBump.afterMs
+        return (stuck && (await replaceWithHigherFees(db, chain, row))) || { hash: row.hash as Hash, row }
+      }
       const used = await chain.publicClient.getTransactionCount({
         address: chain.executor.address,
         blockTag: 'latest',
       })
       if (BigInt(row.nonce) >= BigInt(used)) {
-        await broadcast(chain, row.raw as Hex)
+        try {
+          await broadcast(chain, row.raw as Hex)
+        } catch (error) {
+          // Dropped for its fees (base fee rose past its cap): only a replacement can land now.
+          if (!feesTooLow(error)) throw error
+          const replacement = await replaceWithHigherFees(db, chain, row)
+          if (!replacement) throw error
+          return replacement
+        }
         return { hash: row.hash as Hash, row }
       }
       await setTxStatus(db, row.hash, 'dropped')
@@ -97,6 +113,95 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
   })
 }
 
+/** A node refusing a transaction (or a replacement) for its fees, in the words of geth, Anvil, Erigon... */
+function feesTooLow(error: unknown): boolean {
+  return /underpriced|fee too low|less than (the )?block base fee|fee cap|feecap|insufficient fee/i.test(
+    String(error),
+  )
+}
+
+/** Nodes accept a replacement only with both fees at least 10 % higher; 12.5 % is geth's own step. */
+const bump = (fee: bigint) => (fee * 1125n) / 1000n + 1n
+
+/**
+ * Signs, records and broadcasts a replacement of `row` (same nonce, same call, higher fees: the bumped
+ * old fees or today's estimate, whichever is higher, up to `chain.feeBump.maxFeePerGas`). Every hash
+ * stays recorded, so whichever one is mined is found. Undefined when the cap leaves no room to bump.
+ */
+async function replaceWithHigherFees(
+  db: Db,
+  chain: EvmChain,
+  row: EvmTransactionRow,
+): Promise<{ hash: Hash; row: EvmTransactionRow } | undefined> {
+  const old = parseTransaction(row.raw as Hex)
+  if (old.type !== 'eip1559' || old.maxFeePerGas === undefined || old.maxPriorityFeePerGas === undefined)
+    return undefined
+  const cap = chain.feeBump.maxFeePerGas
+  const estimate = await chain.publicClient.estimateFeesPerGas()
+  const maxFeePerGas = min(max(bump(old.maxFeePerGas), estimate.maxFeePerGas), cap)
+  const maxPriorityFeePerGas = min(
+    max(bump(old.maxPriorityFeePerGas), estimate.maxPriorityFeePerGas),
+    maxFeePerGas,
+  )
+  if (maxFeePerGas < bump(old.maxFeePerGas) || maxPriorityFeePerGas < bump(old.maxPriorityFeePerGas))
+    return undefined
+  const raw = await chain.walletClient.signTransaction({
+    account: chain.executor,
+    chain: chain.walletClient.chain,
+    type: 'eip1559',
+    to: old.to ?? null,
+    data: old.data,
+    value: old.value ?? 0n,
+    gas: old.gas,
+    nonce: Number(row.nonce),
+    maxFeePerGas,
+    maxPriorityFeePerGas,
+  } as Parameters<typeof chain.walletClient.signTransaction>[0])
+  const hash = keccak256(raw)
+  const now = new Date()
+  const replacement = await db
+    .insertInto('evm_transactions')
+    .values({ ...withoutId(row), hash, raw, status: 'sent', created_at: now, updated_at: now })
+    .returningAll()
+    .executeTakeFirstOrThrow()
+  try {
+    await broadcast(chain, raw)
+  } catch (error) {
+    // Still too low for this node: recorded and unknown to it, so the next attempt bumps again.
+    if (!feesTooLow(error)) throw error
+  }
+  return { hash, row: replacement }
+}
+
+function withoutId({ id: _id, ...rest }: EvmTransactionRow) {
+  return rest
+}
+
+const max = (a: bigint, b: bigint) => (a > b ? a : b)
+const min = (a: bigint, b: bigint) => (a < b ? a : b)
+
+/**
+ * Sends (or finds) a step's transaction and waits for its receipt up to `timeoutMs`, looking again
+ * every `chain.feeBump.afterMs` so that a stuck transaction is replaced within the same run.
+ * Undefined receipt: nothing mined yet (the caller hands the job back; the hashes stay recorded).
+ */
+export async function sendAndWait(
+  chain: EvmChain,
+  send: () => Promise<Hash>,
+  options: { timeoutMs: number; signal: AbortSignal },
+): Promise<{ hash: Hash; receipt: TransactionReceipt | undefined }> {
+  const deadline = Date.now() + options.timeoutMs
+  for (;;) {
+    const hash = await send()
+    const left = deadline - Date.now()
+    const receipt = await waitForReceipt(chain, hash, {
+      timeoutMs: Math.max(0, Math.min(left, chain.feeBump.afterMs)),
+      signal: options.signal,
+    })
+    if (receipt || Date.now() >= deadline) return { hash, receipt }
+  }
+}
+
 /** Rows still in flight for (payment, purpose): the chain decides what happened to them. */
 export async function hasSentTransaction(db: Db, paymentId: string, purpose: EvmTxPurpose): Promise<boolean> {
   const row = await db
@@ -115,6 +220,13 @@ export async function setTxStatus(db: Db, hash: string, status: EvmTxStatus): Pr
     .set({ status, updated_at: new Date() })
     .where('hash', '=', hash)
     .execute()
+  if (status !== 'succeeded' && status !== 'reverted') return
+  // Its nonce is taken: the other transactions signed for that nonce (replacements) can never land.
+  await sql`
+    UPDATE evm_transactions other SET status = 'dropped', updated_at = now()
+    FROM evm_transactions mined
+    WHERE mined.hash = ${hash} AND other.chain_id = mined.chain_id AND other.sender = mined.sender
+      AND other.nonce = mined.nonce AND other.hash <> mined.hash AND other.status = 'sent'`.execute(db)
 }
 
 /** Polls for the receipt until `timeoutMs`; undefined when there is none yet. */

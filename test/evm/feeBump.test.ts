@@ -1,0 +1,177 @@
+import { type Hex, parseGwei, parseTransaction } from 'viem'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createEvmRuntime } from '../../src/server/chains/evm/index.js'
+import type { ServerConfig } from '../../src/server/config.js'
+import type { JobRunner } from '../../src/server/jobs/runner.js'
+import { type AnvilControl, anvilControl } from '../anvil.js'
+import { type Buyer, confirmGasless, createEvmEnv, type EvmEnv, usdc } from './support.js'
+
+/**
+ * A relay that does not get mined: the executor replaces it (same nonce, higher fees) after
+ * `feeBumpAfterMs`, within `maxFeePerGasGwei`, keeps every hash, and whichever one is mined is the
+ * payment's transaction. Anvil is the node: mining stopped (stuck in the pool) or a base fee raised past
+ * the relay's cap (Anvil then evicts it: dropped for its fees).
+ */
+let env: EvmEnv
+let buyer: Buyer
+let control: AnvilControl
+let runner: JobRunner | undefined
+
+beforeAll(async () => {
+  env = await createEvmEnv()
+  buyer = await env.buyer(2)
+  control = anvilControl(env.anvil.rpcUrl)
+})
+afterAll(async () => {
+  await runner?.stop()
+  await env?.close()
+})
+
+function startRunner(chainOverrides: Record<string, unknown>) {
+  const config = env.t.app.config
+  const chains = Object.fromEntries(
+    Object.entries(config.chains).map(([caip2, chain]) => [caip2, { ...chain, ...chainOverrides }]),
+  )
+  const runtime = createEvmRuntime({
+    config: { ...config, chains } as ServerConfig,
+    db: env.t.db,
+    pollingIntervalMs: 25,
+  })
+  runner = env.startRunner(runtime.jobHandlers)
+  return runner
+}
+
+const relayRows = (paymentId: string) =>
+  env.t.db
+    .selectFrom('evm_transactions')
+    .selectAll()
+    .where('payment_id', '=', paymentId)
+    .where('purpose', '=', 'relay')
+    .orderBy('id')
+    .execute()
+
+async function until<T>(check: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await check()
+    if (value !== undefined) return value
+    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
+
+const fees = (raw: string) => {
+  const tx = parseTransaction(raw as Hex)
+  return { nonce: tx.nonce, maxFeePerGas: tx.maxFeePerGas!, maxPriorityFeePerGas: tx.maxPriorityFeePerGas! }
+}
+
+describe('EVM relay fee bumping', () => {
+  it('a relay stuck in the pool is replaced with higher fees on the same nonce after feeBumpAfterMs, and the replacement is the payment transaction', async () => {
+    const { paymentId } = await confirmGasless(env, buyer)
+    const before = await env.balance(buyer.address)
+    await control.setAutomine(false)
+    try {
+      startRunner({ feeBumpAfterMs: 1_000 })
+      const [first] = await until(async () => {
+        const rows = await relayRows(paymentId)
+        return rows.length > 0 ? rows : undefined
+      }, 'the relay')
+      const sentAt = first!.created_at.getTime()
+      const rows = await until(async () => {
+        const all = await relayRows(paymentId)
+        return all.length > 1 ? all : undefined
+      }, 'the replacement')
+      const replacement = rows[1]!
+      expect(replacement.created_at.getTime() - sentAt).toBeGreaterThanOrEqual(1_000)
+      expect(fees(replacement.raw).nonce).toBe(fees(first!.raw).nonce)
+      expect(fees(replacement.raw).maxFeePerGas).toBeGreaterThan(fees(first!.raw).maxFeePerGas)
+      expect(fees(replacement.raw).maxPriorityFeePerGas).toBeGreaterThan(
+        fees(first!.raw).maxPriorityFeePerGas,
+      )
+      // The node now holds only the replacement for that nonce.
+      const pending = await control.pending()
+      expect(pending).toContain(replacement.hash)
+      expect(pending).not.toContain(first!.hash)
+    } finally {
+      await control.setAutomine(true)
+      await control.mine(1)
+    }
+    const final = await env.waitFinal(paymentId)
+    expect(final.status).toBe('succeeded')
+    const rows = await relayRows(paymentId)
+    const mined = rows.filter((r) => r.status === 'succeeded')
+    expect(mined).toHaveLength(1)
+    const payment = await env.t.db
+      .selectFrom('payments')
+      .select('tx_id')
+      .where('id', '=', paymentId)
+      .executeTakeFirstOrThrow()
+    expect(payment.tx_id).toBe(mined[0]!.hash)
+    expect(rows.filter((r) => r.status === 'sent')).toHaveLength(0)
+    expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
+    await env.waitJob(paymentId, 'evm.settle')
+    await runner?.stop()
+    runner = undefined
+  }, 60_000)
+
+  it('a relay dropped for its fees (base fee raised past its cap) is replaced and mined; reports the time from drop to replacement mined', async () => {
+    const { paymentId } = await confirmGasless(env, buyer)
+    const before = await env.balance(buyer.address)
+    await control.setAutomine(false)
+    startRunner({ feeBumpAfterMs: 1_000 })
+    const [first] = await until(async () => {
+      const rows = await relayRows(paymentId)
+      return rows.length > 0 ? rows : undefined
+    }, 'the relay')
+    // Fees jump past the relay's cap; the next block leaves it out and Anvil evicts it.
+    await control.setNextBaseFee(fees(first!.raw).maxFeePerGas * 4n)
+    await control.mine(1)
+    const droppedAt = Date.now()
+    await control.setAutomine(true)
+    const final = await env.waitFinal(paymentId)
+    const minedAfterMs = Date.now() - droppedAt
+    process.stdout.write(
+      `relay dropped for fees -> replacement mined: ${minedAfterMs} ms (feeBumpAfterMs 1000)\n`,
+    )
+    expect(final.status).toBe('succeeded')
+    const rows = await relayRows(paymentId)
+    expect(rows.length).toBeGreaterThan(1)
+    const mined = rows.find((r) => r.status === 'succeeded')!
+    expect(mined.hash).not.toBe(first!.hash)
+    expect(fees(mined.raw).nonce).toBe(fees(first!.raw).nonce)
+    expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
+    await env.waitJob(paymentId, 'evm.settle')
+    await runner?.stop()
+    runner = undefined
+  }, 60_000)
+
+  it('never bumps past maxFeePerGasGwei: at the cap the relay stays pending with its hash recorded, and lands when mining resumes', async () => {
+    const { paymentId } = await confirmGasless(env, buyer)
+    await control.setAutomine(false)
+    try {
+      const [first] = await (async () => {
+        startRunner({ feeBumpAfterMs: 1_000, maxFeePerGasGwei: 0.000001 })
+        return until(async () => {
+          const rows = await relayRows(paymentId)
+          return rows.length > 0 ? rows : undefined
+        }, 'the relay')
+      })()
+      // Three bump periods: no replacement, since the cap is below what it already pays.
+      await new Promise((resolve) => setTimeout(resolve, 3_500))
+      const rows = await relayRows(paymentId)
+      expect(rows).toHaveLength(1)
+      expect(fees(first!.raw).maxFeePerGas).toBeGreaterThan(parseGwei('0.000001'))
+      const payment = await env.t.db
+        .selectFrom('payments')
+        .select('status')
+        .where('id', '=', paymentId)
+        .executeTakeFirstOrThrow()
+      expect(payment.status).toBe('processing')
+    } finally {
+      await control.setAutomine(true)
+      await control.mine(1)
+    }
+    expect((await env.waitFinal(paymentId)).status).toBe('succeeded')
+    await env.waitJob(paymentId, 'evm.settle')
+  }, 60_000)
+})
