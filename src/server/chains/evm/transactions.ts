@@ -78,10 +78,7 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
     }
 
     await p.beforeSign?.()
-    const nonce = await chain.publicClient.getTransactionCount({
-      address: chain.executor.address,
-      blockTag: 'pending',
-    })
+    const nonce = await nextNonce(db, chain)
     const request = await chain.walletClient.prepareTransactionRequest({
       account: chain.executor,
       chain: chain.walletClient.chain,
@@ -111,6 +108,38 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
     await broadcast(chain, raw)
     return { hash, row }
   })
+}
+
+/**
+ * The executor's next nonce, under its lock: past what the node counts (pending included) and past every
+ * nonce recorded for a transaction still in flight, so two payments never share a nonce. A recorded
+ * transaction the node does not know (the process died before broadcasting it, or the broadcast was
+ * lost) would leave a gap that stalls every later one: it is broadcast again here, whatever became of
+ * its own job.
+ */
+async function nextNonce(db: Db, chain: EvmChain): Promise<number> {
+  const [counted, inFlight] = await Promise.all([
+    chain.publicClient.getTransactionCount({ address: chain.executor.address, blockTag: 'pending' }),
+    db
+      .selectFrom('evm_transactions')
+      .select(['nonce', 'raw'])
+      .where('chain_id', '=', chain.caip2)
+      .where('sender', '=', chain.executor.address.toLowerCase())
+      .where('status', '=', 'sent')
+      .orderBy('nonce')
+      .orderBy('id', 'desc')
+      .execute(),
+  ])
+  let next = counted
+  const seen = new Set<string>()
+  for (const row of inFlight) {
+    // Newest row per nonce (a replacement before what it replaced); below `counted` the node has one.
+    if (seen.has(row.nonce) || Number(row.nonce) < counted) continue
+    seen.add(row.nonce)
+    await broadcast(chain, row.raw as Hex).catch(() => {})
+    next = Math.max(next, Number(row.nonce) + 1)
+  }
+  return next
 }
 
 /** A node refusing a transaction (or a replacement) for its fees, in the words of geth, Anvil, Erigon... */

@@ -4,10 +4,11 @@ import { createEvmRuntime } from '../../src/server/chains/evm/index.js'
 import type { ServerConfig } from '../../src/server/config.js'
 import type { JobRunner } from '../../src/server/jobs/runner.js'
 import { type AnvilControl, anvilControl } from '../anvil.js'
+import { startFaultProxy } from '../rpcFaults.js'
 import { type Buyer, confirmGasless, createEvmEnv, type EvmEnv, usdc } from './support.js'
 
 /**
- * A relay that does not get mined: the executor replaces it (same nonce, higher fees) after
+ * Relay faults on a real Anvil node. A relay that does not get mined: the executor replaces it (same nonce, higher fees) after
  * `feeBumpAfterMs`, within `maxFeePerGasGwei`, keeps every hash, and whichever one is mined is the
  * payment's transaction. Anvil is the node: mining stopped (stuck in the pool) or a base fee raised past
  * the relay's cap (Anvil then evicts it: dropped for its fees).
@@ -173,5 +174,35 @@ describe('EVM relay fee bumping', () => {
     }
     expect((await env.waitFinal(paymentId)).status).toBe('succeeded')
     await env.waitJob(paymentId, 'evm.settle')
+  }, 60_000)
+
+  it('a relay whose broadcast was lost (hash answered, never sent) keeps its nonce: the next payment takes the following one, and both land once', async () => {
+    const proxy = await startFaultProxy(env.anvil.rpcUrl)
+    const second = await env.buyer(3)
+    try {
+      const before = [await env.balance(buyer.address), await env.balance(second.address)]
+      proxy.inject('eth_sendRawTransaction', { kind: 'drop' }, { times: 1 })
+      startRunner({ rpcUrl: proxy.url, feeBumpAfterMs: 1_000 })
+      const a = await confirmGasless(env, buyer)
+      const [lost] = await until(async () => {
+        const rows = await relayRows(a.paymentId)
+        return rows.length > 0 ? rows : undefined
+      }, 'the lost relay')
+      expect(proxy.calls('eth_sendRawTransaction')).toBeGreaterThanOrEqual(1)
+      const b = await confirmGasless(env, second)
+      const [finalA, finalB] = await Promise.all([env.waitFinal(a.paymentId), env.waitFinal(b.paymentId)])
+      expect([finalA.status, finalB.status]).toEqual(['succeeded', 'succeeded'])
+      const [rowA] = (await relayRows(a.paymentId)).filter((r) => r.status === 'succeeded')
+      const [rowB] = (await relayRows(b.paymentId)).filter((r) => r.status === 'succeeded')
+      expect(rowA!.hash).toBe(lost!.hash)
+      expect(rowB!.nonce).not.toBe(rowA!.nonce)
+      expect(await env.balance(buyer.address)).toBe(before[0]! - usdc(10))
+      expect(await env.balance(second.address)).toBe(before[1]! - usdc(10))
+      await Promise.all([env.waitJob(a.paymentId, 'evm.settle'), env.waitJob(b.paymentId, 'evm.settle')])
+    } finally {
+      await runner?.stop()
+      runner = undefined
+      await proxy.stop()
+    }
   }, 60_000)
 })
