@@ -37,6 +37,11 @@ const ChainConfigSchema = z.strictObject({
    * and higher fees (default 20000 ms).
    */
   feeBumpAfterMs: z.optional(z.int().check(z.minimum(1000))),
+  /**
+   * EVM: blocks a transaction must have (its own included) before the payment is succeeded or its
+   * settlement recorded (default 1).
+   */
+  confirmations: z.optional(z.int().check(z.minimum(1), z.maximum(1000))),
   /** EVM: the highest max fee per gas a replacement may pay, in gwei (default 500). */
   maxFeePerGasGwei: z.optional(z.number().check(z.positive())),
 })

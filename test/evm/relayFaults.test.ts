@@ -28,7 +28,9 @@ afterAll(async () => {
   await env?.close()
 })
 
-function startRunner(chainOverrides: Record<string, unknown>) {
+/** One runner at a time: the previous test's (other settings) is stopped first. */
+async function startRunner(chainOverrides: Record<string, unknown>) {
+  await runner?.stop()
   const config = env.t.app.config
   const chains = Object.fromEntries(
     Object.entries(config.chains).map(([caip2, chain]) => [caip2, { ...chain, ...chainOverrides }]),
@@ -72,7 +74,7 @@ describe('EVM relay fee bumping', () => {
     const before = await env.balance(buyer.address)
     await control.setAutomine(false)
     try {
-      startRunner({ feeBumpAfterMs: 1_000 })
+      await startRunner({ feeBumpAfterMs: 1_000 })
       const [first] = await until(async () => {
         const rows = await relayRows(paymentId)
         return rows.length > 0 ? rows : undefined
@@ -119,7 +121,7 @@ describe('EVM relay fee bumping', () => {
     const { paymentId } = await confirmGasless(env, buyer)
     const before = await env.balance(buyer.address)
     await control.setAutomine(false)
-    startRunner({ feeBumpAfterMs: 1_000 })
+    await startRunner({ feeBumpAfterMs: 1_000 })
     const [first] = await until(async () => {
       const rows = await relayRows(paymentId)
       return rows.length > 0 ? rows : undefined
@@ -151,7 +153,7 @@ describe('EVM relay fee bumping', () => {
     await control.setAutomine(false)
     try {
       const [first] = await (async () => {
-        startRunner({ feeBumpAfterMs: 1_000, maxFeePerGasGwei: 0.000001 })
+        await startRunner({ feeBumpAfterMs: 1_000, maxFeePerGasGwei: 0.000001 })
         return until(async () => {
           const rows = await relayRows(paymentId)
           return rows.length > 0 ? rows : undefined
@@ -182,13 +184,17 @@ describe('EVM relay fee bumping', () => {
     try {
       const before = [await env.balance(buyer.address), await env.balance(second.address)]
       proxy.inject('eth_sendRawTransaction', { kind: 'drop' }, { times: 1 })
-      startRunner({ rpcUrl: proxy.url, feeBumpAfterMs: 1_000 })
+      await startRunner({ rpcUrl: proxy.url, feeBumpAfterMs: 1_000 })
       const a = await confirmGasless(env, buyer)
       const [lost] = await until(async () => {
         const rows = await relayRows(a.paymentId)
         return rows.length > 0 ? rows : undefined
       }, 'the lost relay')
-      expect(proxy.calls('eth_sendRawTransaction')).toBeGreaterThanOrEqual(1)
+      // Recorded before it is sent: wait for the send the proxy swallows.
+      await until(
+        async () => (proxy.calls('eth_sendRawTransaction') >= 1 ? true : undefined),
+        'the lost send',
+      )
       const b = await confirmGasless(env, second)
       const [finalA, finalB] = await Promise.all([env.waitFinal(a.paymentId), env.waitFinal(b.paymentId)])
       expect([finalA.status, finalB.status]).toEqual(['succeeded', 'succeeded'])
@@ -203,6 +209,49 @@ describe('EVM relay fee bumping', () => {
       await runner?.stop()
       runner = undefined
       await proxy.stop()
+    }
+  }, 60_000)
+
+  it('with confirmations 3 a mined relay leaves the payment processing until two more blocks, then it succeeds and settles', async () => {
+    const { paymentId } = await confirmGasless(env, buyer)
+    await startRunner({ confirmations: 3 })
+    try {
+      const mined = await until(async () => {
+        const [row] = await relayRows(paymentId)
+        if (!row) return undefined
+        const receipt = await env.publicClient
+          .getTransactionReceipt({ hash: row.hash as Hex })
+          .catch(() => undefined)
+        return receipt ?? undefined
+      }, 'the relay to be mined')
+      // Automine: no block comes without a transaction, so the relay stays under three confirmations.
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+      const waiting = await env.t.db
+        .selectFrom('payments')
+        .select('status')
+        .where('id', '=', paymentId)
+        .executeTakeFirstOrThrow()
+      const depth = (await control.blockNumber()) - mined.blockNumber + 1n
+      expect(depth).toBeLessThan(3n)
+      expect(waiting.status).toBe('processing')
+      await control.mine(Number(3n - depth))
+      expect((await env.waitFinal(paymentId)).status).toBe('succeeded')
+      // The settlement waits for its confirmations too: blocks keep coming until it is recorded.
+      const settled = until(async () => {
+        const row = await env.t.db
+          .selectFrom('payments')
+          .select('settlement_status')
+          .where('id', '=', paymentId)
+          .executeTakeFirstOrThrow()
+        if (row.settlement_status === 'succeeded') return true
+        await control.mine(1)
+        await new Promise((resolve) => setTimeout(resolve, 150))
+        return undefined
+      }, 'the settlement')
+      expect(await settled).toBe(true)
+    } finally {
+      await runner?.stop()
+      runner = undefined
     }
   }, 60_000)
 })

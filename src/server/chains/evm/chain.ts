@@ -42,6 +42,8 @@ export interface EvmChain {
   assets: readonly EvmAsset[]
   /** How often receipts are polled, ms. */
   pollingIntervalMs: number
+  /** Blocks a receipt needs (its own included) before it counts; a receipt that goes away is looked for again. */
+  confirmations: number
   /** Replacing a stuck executor transaction (same nonce, higher fees): see transactions.ts. */
   feeBump: { afterMs: number; maxFeePerGas: bigint }
   asset(assetId: string): EvmAsset | undefined
@@ -108,6 +110,7 @@ export function createEvmChain(options: EvmChainOptions): EvmChain {
     walletClient,
     assets,
     pollingIntervalMs: options.pollingIntervalMs ?? 1000,
+    confirmations: config.confirmations ?? 1,
     feeBump: {
       afterMs: config.feeBumpAfterMs ?? 20_000,
       maxFeePerGas: parseGwei(String(config.maxFeePerGasGwei ?? 500)),

@@ -258,7 +258,10 @@ export async function setTxStatus(db: Db, hash: string, status: EvmTxStatus): Pr
       AND other.nonce = mined.nonce AND other.hash <> mined.hash AND other.status = 'sent'`.execute(db)
 }
 
-/** Polls for the receipt until `timeoutMs`; undefined when there is none yet. */
+/**
+ * Polls for the receipt until `timeoutMs`; undefined when there is none yet, or not yet under
+ * `chain.confirmations` blocks (re-read each time, so one removed by a reorg is not counted).
+ */
 export async function waitForReceipt(
   chain: EvmChain,
   hash: Hash,
@@ -270,11 +273,17 @@ export async function waitForReceipt(
   for (;;) {
     options.signal.throwIfAborted()
     const receipt = await findReceipt(chain, hash)
-    if (receipt) return receipt
+    if (receipt && (await confirmed(chain, receipt))) return receipt
     if (Date.now() >= deadline) return undefined
     await sleep(waitMs, options.signal)
     waitMs = Math.min(waitMs * 2, chain.pollingIntervalMs)
   }
+}
+
+async function confirmed(chain: EvmChain, receipt: TransactionReceipt): Promise<boolean> {
+  if (chain.confirmations <= 1) return true
+  const head = await chain.publicClient.getBlockNumber({ cacheTime: 0 })
+  return head - receipt.blockNumber + 1n >= BigInt(chain.confirmations)
 }
 
 async function findReceipt(chain: EvmChain, hash: Hash): Promise<TransactionReceipt | undefined> {
