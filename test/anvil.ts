@@ -177,6 +177,54 @@ async function kill(child: ChildProcess): Promise<void> {
   clearTimeout(timer)
 }
 
+/**
+ * Chain-level faults on an Anvil node (the node itself, not the proxy): a base fee that leaves a sent
+ * transaction stuck, mining stopped and resumed, a reorg that drops recent blocks.
+ */
+export interface AnvilControl {
+  /** The next block's base fee (wei): a transaction whose max fee is below it waits in the pool. */
+  setNextBaseFee(wei: bigint): Promise<void>
+  /** Automine on (a block per transaction) or off (transactions wait in the pool until `mine`). */
+  setAutomine(on: boolean): Promise<void>
+  mine(blocks?: number): Promise<void>
+  /** Replaces the last `depth` blocks by empty ones: their transactions are gone from the chain. */
+  reorg(depth: number): Promise<void>
+  snapshot(): Promise<Hex>
+  revert(id: Hex): Promise<void>
+  blockNumber(): Promise<bigint>
+  /** Transaction hashes waiting in the pool. */
+  pending(): Promise<Hash[]>
+}
+
+export function anvilControl(rpcUrl: string): AnvilControl {
+  let id = 0
+  const call = async <T>(method: string, params: unknown[] = []): Promise<T> => {
+    const response = await fetch(rpcUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }),
+    })
+    const body = (await response.json()) as { result?: T; error?: { message: string } }
+    if (body.error) throw new Error(`${method}: ${body.error.message}`)
+    return body.result as T
+  }
+  return {
+    setNextBaseFee: (wei) => call('anvil_setNextBlockBaseFeePerGas', [toHex(wei)]).then(() => {}),
+    setAutomine: (on) => call('evm_setAutomine', [on]).then(() => {}),
+    mine: (blocks = 1) => call('anvil_mine', [toHex(blocks)]).then(() => {}),
+    reorg: (depth) => call('anvil_reorg', [depth, []]).then(() => {}),
+    snapshot: () => call<Hex>('evm_snapshot'),
+    revert: (snapshotId) => call('evm_revert', [snapshotId]).then(() => {}),
+    blockNumber: () => call<Hex>('eth_blockNumber').then(BigInt),
+    async pending() {
+      const content = await call<{ pending: Record<string, Record<string, { hash: Hash }>> }>(
+        'txpool_content',
+      )
+      return Object.values(content.pending).flatMap((byNonce) => Object.values(byNonce).map((tx) => tx.hash))
+    },
+  }
+}
+
 /** A viem chain for a local node; Anvil's chain id may be anything, so the `anvil` preset will not do. */
 export function anvilChain(chainId: number, rpcUrl: string): Chain {
   return defineChain({

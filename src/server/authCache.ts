@@ -1,4 +1,5 @@
 import type { AuthContext } from './context.js'
+import { type JobListener, listenOn } from './jobs/notify.js'
 import type { MerchantRow, Mode } from './store/schema.js'
 
 /**
@@ -7,7 +8,9 @@ import type { MerchantRow, Mode } from './store/schema.js'
  *
  * Only hits are cached (an unknown key or merchant always goes to the database). Revoking a key
  * (`revokeApiKey`) and updating or deleting a merchant through this process forget the entry at once in
- * every cache of the process; another instance sees the change when its entry's TTL runs out.
+ * every cache of the process; other instances forget it when the change commits, through the
+ * `caipay_credentials` notification (`listenForCredentialChanges`; migration 007), or at the latest
+ * when their entry's TTL runs out should that connection be down.
  */
 
 interface Entry<V> {
@@ -99,6 +102,20 @@ export class AuthCache {
     this.#merchants.deleteWhere((merchant) => merchant.id === merchantId)
   }
 
+  forgetApp(appId: string): void {
+    this.#generation++
+    this.#apps.deleteWhere((app) => app.credentialId === appId)
+  }
+
+  /** A `caipay_credentials` payload, `<table>:<id>`; anything else clears the whole cache. */
+  forgetChanged(payload: string): void {
+    const [table, id] = payload.split(':', 2)
+    if (table === 'api_keys' && id) this.forgetApiKey(id)
+    else if (table === 'apps' && id) this.forgetApp(id)
+    else if (table === 'merchants' && id) this.forgetMerchant(id)
+    else this.clear()
+  }
+
   clear(): void {
     this.#generation++
     this.#apiKeys.clear()
@@ -139,4 +156,25 @@ export function forgetApiKeyEverywhere(keyId: string): void {
 
 export function forgetMerchantEverywhere(merchantId: string): void {
   for (const cache of caches) cache.forgetMerchant(merchantId)
+}
+
+export const credentialsChannel = 'caipay_credentials'
+
+/**
+ * Keeps `cache` in step with credential and merchant changes made by any instance. While the
+ * connection is down nothing is heard, so every (re)connect clears the cache.
+ */
+export function listenForCredentialChanges(options: {
+  connectionString: string
+  cache: AuthCache
+  onError?: (error: unknown) => void
+}): JobListener {
+  const { cache } = options
+  return listenOn({
+    connectionString: options.connectionString,
+    channel: credentialsChannel,
+    onMessage: (payload) => cache.forgetChanged(payload),
+    onListening: () => cache.clear(),
+    ...(options.onError ? { onError: options.onError } : {}),
+  })
 }

@@ -10,11 +10,14 @@ import type { KeyRole, Mode } from './store/schema.js'
 
 const usage = `Usage:
   caipay serve [--port 8787] [--host 127.0.0.1] [--data-dir .caipay] [--database-url URL] [--config FILE]
+               [--api-only | --worker-only]
   caipay keys create --mode test|live [--role partner|wallet] [--partner ID] [--json] [database options]
   caipay apps create --mode test|live [--partner ID] [--external-id <32 hex>] [--json] [database options]
 
 Database options: --data-dir DIR (embedded PostgreSQL, default .caipay) or --database-url URL
-(default: the DATABASE_URL environment variable).`
+(default: the DATABASE_URL environment variable).
+--api-only serves HTTP without running jobs; --worker-only runs jobs (live payments) and serves no HTTP.
+Any number of each may share one database.`
 
 class UsageError extends Error {}
 
@@ -53,9 +56,14 @@ async function serve(args: readonly string[]): Promise<number> {
       port: { type: 'string', default: '8787' },
       host: { type: 'string', default: '127.0.0.1' },
       config: { type: 'string' },
+      'api-only': { type: 'boolean', default: false },
+      'worker-only': { type: 'boolean', default: false },
     },
     strict: true,
   })
+  if (values['api-only'] && values['worker-only'])
+    throw new UsageError('--api-only and --worker-only exclude each other')
+  const role = values['api-only'] ? 'api' : values['worker-only'] ? 'worker' : 'all'
   const port = Number(values.port)
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new UsageError(`Invalid --port ${values.port}`)
@@ -96,15 +104,20 @@ async function serve(args: readonly string[]): Promise<number> {
     dataDir: values['data-dir'],
     config,
     publicBaseUrlFromListen: file.publicBaseUrl === undefined,
-    bootstrapPartner: true,
+    bootstrapPartner: role !== 'worker',
     logger,
     handleSignals: true,
+    role,
   })
   if (stopRequested) {
     await server.stop()
     process.exit(0)
   }
-  const lines = [`caipay listening on ${server.url} (API docs: ${server.url}/docs)`]
+  const lines = [
+    role === 'worker'
+      ? 'caipay worker running jobs (no HTTP)'
+      : `caipay listening on ${server.url} (API docs: ${server.url}/docs)${role === 'api' ? '; jobs run elsewhere' : ''}`,
+  ]
   if (server.bootstrap) {
     lines.push(
       `Created partner ${server.bootstrap.partnerId}.`,

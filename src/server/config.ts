@@ -32,6 +32,18 @@ const ChainConfigSchema = z.strictObject({
     z.record(z.string().check(z.refine(isAssetId, 'Expected a CAIP-19 asset id.')), AssetConfigSchema),
     {},
   ),
+  /**
+   * EVM: an executor transaction still pending after this long is replaced by one with the same nonce
+   * and higher fees (default 20000 ms).
+   */
+  feeBumpAfterMs: z.optional(z.int().check(z.minimum(1000))),
+  /**
+   * EVM: blocks a transaction must have (its own included) before the payment is succeeded or its
+   * settlement recorded (default 1).
+   */
+  confirmations: z.optional(z.int().check(z.minimum(1), z.maximum(1000))),
+  /** EVM: the highest max fee per gas a replacement may pay, in gwei (default 500). */
+  maxFeePerGasGwei: z.optional(z.number().check(z.positive())),
 })
 
 /** A browser origin as the `Origin` header carries it: scheme, host, optional port; no path. */

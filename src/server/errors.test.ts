@@ -4,6 +4,31 @@ import { PayError } from '../errors/PayError.js'
 import { renderError, validationError } from './errors.js'
 
 describe('renderError', () => {
+  it('renders an unreachable database as 503 internal_error with Retry-After, and a bad statement as unknown', () => {
+    const unavailable = [
+      Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
+      Object.assign(new Error('terminating connection due to administrator command'), {
+        code: '57P01',
+        severity: 'FATAL',
+      }),
+      Object.assign(new Error('the database system is starting up'), { code: '57P03', severity: 'FATAL' }),
+      new Error('Connection terminated unexpectedly'),
+      new Error('timeout exceeded when trying to connect'),
+      new AggregateError([Object.assign(new Error('refused'), { code: 'ECONNREFUSED' })]),
+    ]
+    for (const error of unavailable) {
+      expect(renderError(error), error.message).toEqual({
+        status: 503,
+        body: { code: 'internal_error', message: 'The database is unavailable; retry shortly.' },
+        headers: { 'retry-after': '2' },
+      })
+    }
+    const syntax = Object.assign(new Error('syntax error at or near "SELEC"'), {
+      code: '42601',
+      severity: 'ERROR',
+    })
+    expect(renderError(syntax)).toBeUndefined()
+  })
   it('renders every service code with its table status', () => {
     for (const code of serviceErrorCodes) {
       const rendered = renderError(new PayError({ code, message: 'm' }))

@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod'
 import { isServiceErrorCode, type ServiceErrorCode, serviceErrorStatus } from '../contract/errors.js'
 import { PayError } from '../errors/PayError.js'
+import { isDatabaseUnavailable } from './store/db.js'
 
 export interface ValidationIssue {
   path: string
@@ -44,7 +45,11 @@ export function bodyValidationError(
 interface Rendered {
   status: number
   body: { code: ServiceErrorCode; message: string; issues?: ValidationIssue[] }
+  headers?: Record<string, string>
 }
+
+/** Seconds a client waits before retrying while the database is unreachable. */
+export const databaseRetryAfterSeconds = 2
 
 const locations: Record<string, string> = {
   querystring: 'query',
@@ -75,6 +80,16 @@ export function renderError(error: unknown): Rendered | undefined {
     return {
       status: 400,
       body: { code: 'invalid_params', message: 'A value in the request cannot be stored.' },
+    }
+  }
+  if (isDatabaseUnavailable(error)) {
+    // The spec's codes are fixed and none says "unavailable": internal_error is the one a client
+    // already treats as the service's fault, and 503 + Retry-After says "retry, nothing was done"
+    // (a transaction that lost its connection is rolled back, an Idempotency-Key is not kept).
+    return {
+      status: 503,
+      body: { code: 'internal_error', message: 'The database is unavailable; retry shortly.' },
+      headers: { 'retry-after': String(databaseRetryAfterSeconds) },
     }
   }
   const fastifyError = error as Partial<FastifyError>
@@ -131,6 +146,7 @@ export function sendError(error: unknown, request: FastifyRequest, reply: Fastif
   const rendered = renderError(error)
   if (rendered) {
     if (rendered.status >= 500) request.log.error({ err: error }, 'request failed')
+    if (rendered.headers) reply.headers(rendered.headers)
     reply.code(rendered.status).send(rendered.body)
     return
   }

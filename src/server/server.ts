@@ -2,8 +2,10 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import { sql } from 'kysely'
 import { createApiKey, createPartner } from './accounts/accounts.js'
 import { buildApp } from './app.js'
+import { listenForCredentialChanges } from './authCache.js'
 import { resolveConfig, type ServerConfig } from './config.js'
 import { sweepIdempotencyKeys } from './idempotency.js'
+import type { JobListener } from './jobs/notify.js'
 import { type JobRunner, startJobRunner } from './jobs/runner.js'
 import { type Db, openDatabase } from './store/db.js'
 
@@ -27,13 +29,22 @@ export interface StartServerOptions {
   handleSignals?: boolean
   /** How often the job runner (live payments: broadcast, relay, settlement) polls when idle; default 500 ms. */
   jobIntervalMs?: number
+  /** A job claim's lease, renewed while it runs; a dead instance's jobs resume after it (default 10 s). */
+  jobLeaseMs?: number
+  /**
+   * What this process does: `all` (default) serves the API and runs jobs; `api` serves only (no job
+   * runner); `worker` runs only jobs and listens on no port. Any number of each share one database.
+   */
+  role?: ServerRole
 }
+
+export type ServerRole = 'all' | 'api' | 'worker'
 
 export interface RunningServer {
   app: FastifyInstance
   db: Db
   config: ServerConfig
-  /** Where it listens, e.g. http://127.0.0.1:8787. */
+  /** Where it listens, e.g. http://127.0.0.1:8787; empty for a worker (it listens nowhere). */
   url: string
   embeddedDatabase: boolean
   /** Present when this start created the first partner: the only time its key is shown. */
@@ -54,6 +65,8 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
   let app: FastifyInstance | undefined
   let sweeper: NodeJS.Timeout | undefined
   let jobs: JobRunner | undefined
+  let credentials: JobListener | undefined
+  const role = options.role ?? 'all'
   try {
     const bootstrap = options.bootstrapPartner ? await bootstrapPartner(database.db) : undefined
     app = await buildApp({
@@ -62,16 +75,29 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
       ...(options.now ? { now: options.now } : {}),
       logger: options.logger ?? false,
     })
-    const address = await app.listen({ port: options.port ?? 8787, host: options.host ?? '127.0.0.1' })
-    const url = address.replace('://[::1]', '://localhost')
-    if (options.publicBaseUrlFromListen) config.publicBaseUrl = url
-    jobs = startJobRunner({
-      db: database.db,
-      handlers: app.jobHandlers,
-      listenUrl: database.url,
-      ...(options.jobIntervalMs !== undefined ? { intervalMs: options.jobIntervalMs } : {}),
-      ...(log ? { log } : {}),
-    })
+    let url = ''
+    if (role !== 'worker') {
+      credentials = listenForCredentialChanges({
+        connectionString: database.url,
+        cache: app.authCache,
+        ...(log
+          ? { onError: (error) => log.warn({ error: String(error) }, 'Credential notifications interrupted') }
+          : {}),
+      })
+      const address = await app.listen({ port: options.port ?? 8787, host: options.host ?? '127.0.0.1' })
+      url = address.replace('://[::1]', '://localhost')
+      if (options.publicBaseUrlFromListen) config.publicBaseUrl = url
+    }
+    if (role !== 'api') {
+      jobs = startJobRunner({
+        db: database.db,
+        handlers: app.jobHandlers,
+        listenUrl: database.url,
+        ...(options.jobIntervalMs !== undefined ? { intervalMs: options.jobIntervalMs } : {}),
+        ...(options.jobLeaseMs !== undefined ? { leaseMs: options.jobLeaseMs } : {}),
+        ...(log ? { log } : {}),
+      })
+    }
     sweeper = setInterval(
       () => void sweepIdempotencyKeys(database.db, new Date()).catch(() => {}),
       10 * 60 * 1000,
@@ -89,6 +115,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
         stopping ??= (async () => {
           clearInterval(sweeper)
           await jobs?.stop()
+          await credentials?.close()
           await running.close()
           await database.close()
         })()
@@ -98,6 +125,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
   } catch (error) {
     clearInterval(sweeper)
     await jobs?.stop().catch(() => {})
+    await credentials?.close().catch(() => {})
     await app?.close().catch(() => {})
     await database.close().catch(() => {})
     throw error

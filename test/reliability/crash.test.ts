@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { createServer, type Server } from 'node:http'
 import net, { type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -18,6 +17,7 @@ import { createApiKey, createPartner } from '../../src/server/accounts/accounts.
 import { encodeBase58 } from '../../src/server/chains/solana/index.js'
 import { type AnvilInstance, anvilPrivateKeys, deployTestToken, mintTestToken, startAnvil } from '../anvil.js'
 import { createTestDatabase, type TestDatabase } from '../postgres.js'
+import { type FaultProxy, startFaultProxy } from '../rpcFaults.js'
 import {
   airdrop,
   createTestMint,
@@ -38,7 +38,7 @@ import {
  * for exactly one payment; the sums moved equal the sums of succeeded payments and settlements; nothing
  * was transferred twice.
  *
- * A SIGKILLed runner's claims stay leased (60 s) until they run out; the test lets them run out at once
+ * A SIGKILLed runner's claims stay leased (10 s) until they run out; the test lets them run out at once
  * (as test/evm/exactlyOnce.test.ts does), which is safe because that runner is dead.
  * Replay a kill schedule with CAIPAY_CRASH_SEED (printed on every run).
  */
@@ -62,45 +62,6 @@ function prng(s: number) {
 }
 const random = prng(seed)
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-// ---------------------------------------------------------------------------------------------------
-// A JSON-RPC pass-through with latency on both legs: the server's view of the chain lags, so a kill can
-// land after the node took a transaction but before the server heard back.
-
-interface DelayProxy {
-  url: string
-  stop(): Promise<void>
-}
-
-async function startDelayProxy(target: string, maxDelayMs: number): Promise<DelayProxy> {
-  const server: Server = createServer(async (req, res) => {
-    const chunks: Buffer[] = []
-    for await (const chunk of req) chunks.push(chunk as Buffer)
-    try {
-      await sleep(Math.random() * maxDelayMs)
-      const upstream = await fetch(target, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: Buffer.concat(chunks),
-      })
-      const text = await upstream.text()
-      await sleep(Math.random() * maxDelayMs)
-      res.writeHead(upstream.status, { 'content-type': 'application/json' })
-      res.end(text)
-    } catch {
-      res.socket?.destroy()
-    }
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    stop: () =>
-      new Promise((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  }
-}
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -165,7 +126,7 @@ class ServerProcess {
 let pg: TestDatabase
 let anvil: AnvilInstance
 let cluster: SolanaValidator
-const proxies: DelayProxy[] = []
+const proxies: FaultProxy[] = []
 let server: ServerProcess
 let configDir: string
 
@@ -225,8 +186,8 @@ beforeAll(async () => {
   for (const b of sol.buyers)
     await mintTestTokens(connection, sol.mintAuthority, sol.mint, b.publicKey, 1_000_000_000n)
 
-  const evmProxy = await startDelayProxy(anvil.rpcUrl, 60)
-  const solProxy = await startDelayProxy(cluster.rpcUrl, 60)
+  const evmProxy = await startFaultProxy(anvil.rpcUrl, { latencyMs: 60 })
+  const solProxy = await startFaultProxy(cluster.rpcUrl, { latencyMs: 60 })
   proxies.push(evmProxy, solProxy)
 
   const usdcAsset = { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' }
@@ -469,7 +430,7 @@ async function moment(trigger: Trigger): Promise<boolean> {
   return false
 }
 
-/** What the dead runner's lease would do after 60 s: let its claims go. */
+/** What the dead runner's lease would do after 10 s: let its claims go. */
 async function leasesRunOut(): Promise<number> {
   const result = await pg.db
     .updateTable('jobs')

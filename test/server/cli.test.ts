@@ -247,6 +247,9 @@ describe('caipay CLI', () => {
     expect((await runHere(['keys', 'create', '--mode', 'test', '--bogus'])).code).toBe(2)
     expect((await runHere(['frobnicate'])).code).toBe(2)
     expect((await runHere(['serve', '--port', 'x'])).code).toBe(2)
+    const both = await runHere(['serve', '--api-only', '--worker-only'])
+    expect(both.code).toBe(2)
+    expect(both.stderr).toContain('--api-only and --worker-only exclude each other')
     const missing = await runHere([
       'keys',
       'create',

@@ -5,6 +5,7 @@ import { decodeSolanaTransaction } from '../../adapters/solana/decodeSolanaTrans
 import { solanaSigner } from '../../adapters/solana/solanaSigner.js'
 import { encodeBase58 } from '../../src/server/chains/solana/keys.js'
 import { type JobRunner, startJobRunner } from '../../src/server/jobs/runner.js'
+import { type FaultProxy, startFaultProxy } from '../rpcFaults.js'
 import { createTestServer, type TestServer } from '../server/harness.js'
 import {
   airdrop,
@@ -14,7 +15,6 @@ import {
   startSolanaValidator,
   tokenBalance,
 } from '../solana/index.js'
-import { type RpcProxy, startRpcProxy } from './rpcProxy.js'
 
 /**
  * Live Solana end to end: the litesvm cluster, an RPC proxy in front of it (what the server talks to),
@@ -23,7 +23,7 @@ import { type RpcProxy, startRpcProxy } from './rpcProxy.js'
  */
 export interface SolanaLive {
   validator: SolanaValidator
-  proxy: RpcProxy
+  proxy: FaultProxy
   t: TestServer
   caip2: string
   /** Fee payer and collection owner of the service. */
@@ -58,7 +58,7 @@ let sequence = 0
 
 export async function startSolanaLive(): Promise<SolanaLive> {
   const validator = await startSolanaValidator({ backend: 'litesvm' })
-  const proxy = await startRpcProxy(validator.rpcUrl)
+  const proxy = await startFaultProxy(validator.rpcUrl)
   const { connection, caip2 } = validator
   // Counted where every client's transaction ends up: the SVM itself, not any one RPC connection.
   const svm = validator.svm!

@@ -18,22 +18,42 @@ export function listenForJobs(options: {
   onError?: (error: unknown) => void
   retryMs?: number
 }): JobListener {
+  const { onJob, ...rest } = options
+  return listenOn({ ...rest, channel: jobsChannel, onMessage: onJob })
+}
+
+/**
+ * LISTENs on `channel` on a dedicated connection that reconnects after `retryMs` when lost.
+ * `onListening` runs on every (re)connect: messages sent while disconnected are lost, so a listener
+ * that keeps state derived from them resets it there.
+ */
+export function listenOn(options: {
+  connectionString: string
+  channel: string
+  onMessage: (payload: string) => void
+  onListening?: () => void
+  onError?: (error: unknown) => void
+  retryMs?: number
+}): JobListener {
   let client: pg.Client | undefined
   let closed = false
   let retry: NodeJS.Timeout | undefined
 
   const connect = async () => {
     const next = new pg.Client({ connectionString: options.connectionString })
-    next.on('notification', (message) => options.onJob(message.payload ?? ''))
+    next.on('notification', (message) => options.onMessage(message.payload ?? ''))
     next.on('error', (error) => {
       options.onError?.(error)
       reconnect()
     })
     try {
       await next.connect()
-      await next.query(`LISTEN ${jobsChannel}`)
+      await next.query(`LISTEN ${options.channel}`)
       if (closed) await next.end()
-      else client = next
+      else {
+        client = next
+        options.onListening?.()
+      }
     } catch (error) {
       options.onError?.(error)
       await next.end().catch(() => {})

@@ -57,7 +57,7 @@ describe('jobs queue', () => {
     expect(retry).toMatchObject({ state: 'pending', last_error: 'rpc down' })
     expect(retry.run_at.getTime()).toBeGreaterThan(now.getTime())
     expect(await claimJobs(pg.db, { kinds: ['settle'], now })).toHaveLength(0)
-    await failJob(pg.db, { id: job!.id, attempts: 8 }, 'gave up', { now })
+    await failJob(pg.db, job!, 'gave up', { now, maxAttempts: job!.attempts })
     expect(
       (await pg.db.selectFrom('jobs').select('state').where('id', '=', job!.id).executeTakeFirstOrThrow())
         .state,

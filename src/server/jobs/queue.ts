@@ -40,7 +40,7 @@ export async function claimJobs(
   options: { kinds: readonly string[]; limit?: number; leaseMs?: number; now?: Date },
 ): Promise<JobRow[]> {
   const now = options.now ?? new Date()
-  const lockedUntil = new Date(now.getTime() + (options.leaseMs ?? 60_000))
+  const lockedUntil = new Date(now.getTime() + (options.leaseMs ?? 10_000))
   const result = await sql<JobRow>`
     UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_until = ${lockedUntil}, updated_at = ${now}
     WHERE id IN (
@@ -84,5 +84,7 @@ export async function failJob(
       updated_at: now,
     })
     .where('id', '=', job.id)
+    // Only the claim that ran: a job claimed again since (this one's lease ran out) is not touched.
+    .where('attempts', '=', job.attempts)
     .execute()
 }

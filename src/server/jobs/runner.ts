@@ -1,4 +1,4 @@
-import type { Db } from '../store/db.js'
+import { type Db, isDatabaseUnavailable } from '../store/db.js'
 import type { JobRow } from '../store/schema.js'
 import { type JobListener, listenForJobs } from './notify.js'
 import { claimJobs, completeJob, failJob } from './queue.js'
@@ -40,7 +40,10 @@ export interface JobRunnerOptions {
   handlers: Readonly<Record<string, JobHandler>>
   /** Pause between polls when idle (default 500 ms). */
   intervalMs?: number
-  /** Lease of a claim; renewed while the handler runs (default 60 s). */
+  /**
+   * Lease of a claim (default 10 s), renewed every third of it while the handler runs: a runner that
+   * dies (SIGKILL, lost host) leaves its jobs to another within about this long.
+   */
   leaseMs?: number
   /** Jobs run at once by this runner (default 4). */
   concurrency?: number
@@ -61,6 +64,8 @@ export interface JobRunner {
 
 const silent: JobLogger = { info() {}, warn() {}, error() {} }
 
+export const defaultLeaseMs = 10_000
+
 /**
  * Runs due jobs: polls the jobs table every `intervalMs` and, with `listenUrl`, also as soon as a job is
  * enqueued. Claims are leases taken with FOR UPDATE SKIP LOCKED (see queue.ts), so any number of runners
@@ -70,7 +75,7 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
   const { db, handlers } = options
   const kinds = Object.keys(handlers)
   const intervalMs = options.intervalMs ?? 500
-  const leaseMs = options.leaseMs ?? 60_000
+  const leaseMs = options.leaseMs ?? defaultLeaseMs
   const concurrency = options.concurrency ?? 4
   const log = options.log ?? silent
   const controller = new AbortController()
@@ -81,9 +86,25 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
 
   async function execute(job: JobRow): Promise<void> {
     const handler = handlers[job.kind]!
-    const ctx: JobRunContext = { db, signal: controller.signal, log }
+    // The step stops when the runner stops or when this claim is lost: renewing failed for a whole
+    // lease (the database was unreachable) or found the job claimed again by another runner.
+    const claim = new AbortController()
+    const stopStep = () => claim.abort()
+    controller.signal.addEventListener('abort', stopStep, { once: true })
+    const ctx: JobRunContext = { db, signal: claim.signal, log }
+    let renewedAt = Date.now()
     // Renew the lease while the step runs, so a slow chain never hands the job to a second runner.
-    const heartbeat = setInterval(() => void renewLease(db, job.id, leaseMs).catch(() => {}), leaseMs / 3)
+    const heartbeat = setInterval(() => {
+      void renewLease(db, job, leaseMs)
+        .catch(() => undefined)
+        .then((held) => {
+          if (held) renewedAt = Date.now()
+          else if (held === false || Date.now() - renewedAt >= leaseMs) {
+            log.warn({ jobId: job.id, kind: job.kind }, 'Job lease lost; stopping the step')
+            claim.abort()
+          }
+        })
+    }, leaseMs / 3)
     try {
       const result = await handler.run(job, ctx)
       await completeJob(db, job.id, result)
@@ -92,7 +113,10 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
         await releaseJob(db, job.id).catch(() => {})
         return
       }
-      const forever = error instanceof RetryLater
+      // Another runner has (or will have) the job: its outcome is not ours to record.
+      if (claim.signal.aborted) return
+      // A database outage is nobody's verdict on the step: wait it out like a transaction in flight.
+      const forever = error instanceof RetryLater || isDatabaseUnavailable(error)
       const maxAttempts = forever ? Number.POSITIVE_INFINITY : (handler.maxAttempts ?? 8)
       const message = error instanceof Error ? error.message : String(error)
       const context = { jobId: job.id, kind: job.kind, paymentId: job.payment_id, attempts: job.attempts }
@@ -109,6 +133,7 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
       await failJob(db, job, error, { maxAttempts })
     } finally {
       clearInterval(heartbeat)
+      controller.signal.removeEventListener('abort', stopStep)
     }
   }
 
@@ -176,13 +201,16 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
   }
 }
 
-async function renewLease(db: Db, jobId: string, leaseMs: number): Promise<void> {
-  await db
+/** Extends this claim's lease; false when the job is no longer this claim's (`attempts` counts claims). */
+async function renewLease(db: Db, job: Pick<JobRow, 'id' | 'attempts'>, leaseMs: number): Promise<boolean> {
+  const result = await db
     .updateTable('jobs')
     .set({ locked_until: new Date(Date.now() + leaseMs) })
-    .where('id', '=', jobId)
+    .where('id', '=', job.id)
     .where('state', '=', 'running')
-    .execute()
+    .where('attempts', '=', job.attempts)
+    .executeTakeFirst()
+  return result.numUpdatedRows > 0n
 }
 
 /** A stopping runner gives its claim back at once instead of letting the lease run out. */

@@ -61,9 +61,13 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<O
 }
 
 export function createDb(url: string, poolSize = 10): Db {
-  const pool = new pg.Pool({ connectionString: url, max: poolSize })
-  // An idle client losing its server (database restart) must not crash the process.
+  // A database that stops answering fails a request after 10 s (503, see isDatabaseUnavailable)
+  // rather than holding it forever.
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: 10_000 })
+  // A client losing its server (database restart, pg_terminate_backend) must not crash the process:
+  // an idle one is reported on the pool, one in use on itself (its query fails, and that is enough).
   pool.on('error', () => {})
+  pool.on('connect', (client) => client.on('error', () => {}))
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) })
 }
 
@@ -71,4 +75,33 @@ export function createDb(url: string, poolSize = 10): Db {
 export function inTransaction<T>(db: Db, fn: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
   if (db.isTransaction) return fn(db as Transaction<Database>)
   return db.transaction().execute(fn)
+}
+
+/**
+ * SQLSTATE classes and codes of a database that cannot serve right now (not of a bad statement):
+ * 08 connection exception, 57P01-57P03 shut down or starting, 53300 too many connections.
+ */
+const unavailableStates = new Set(['57P01', '57P02', '57P03', '53300'])
+const unavailableNetworkCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH'])
+const unavailableMessages = [
+  'Connection terminated',
+  'timeout exceeded when trying to connect',
+  'Client has encountered a connection error',
+  'Connection refused',
+]
+
+/**
+ * True when `error` says the database is unreachable or restarting, not that a statement was wrong:
+ * a request answers 503 and a job waits without counting the attempt. Nothing a transaction wrote
+ * before the connection died is kept (PostgreSQL rolls it back).
+ */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  for (let e = error, depth = 0; e && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    const { code, message } = e as { code?: unknown; message?: unknown }
+    if (typeof code === 'string' && (code.startsWith('08') || unavailableStates.has(code))) return true
+    if (typeof code === 'string' && unavailableNetworkCodes.has(code)) return true
+    if (e instanceof AggregateError && e.errors.some(isDatabaseUnavailable)) return true
+    if (typeof message === 'string' && unavailableMessages.some((m) => message.includes(m))) return true
+  }
+  return false
 }

@@ -10,6 +10,7 @@ import {
   http,
   isHex,
   type PublicClient,
+  parseGwei,
   type Transport,
   type WalletClient,
 } from 'viem'
@@ -41,6 +42,10 @@ export interface EvmChain {
   assets: readonly EvmAsset[]
   /** How often receipts are polled, ms. */
   pollingIntervalMs: number
+  /** Blocks a receipt needs (its own included) before it counts; a receipt that goes away is looked for again. */
+  confirmations: number
+  /** Replacing a stuck executor transaction (same nonce, higher fees): see transactions.ts. */
+  feeBump: { afterMs: number; maxFeePerGas: bigint }
   asset(assetId: string): EvmAsset | undefined
   /** The token's EIP-712 name and version (config, else EIP-5267 `eip712Domain()`, cached); undefined when unknown. */
   domain(asset: EvmAsset): Promise<EvmDomain | undefined>
@@ -105,6 +110,11 @@ export function createEvmChain(options: EvmChainOptions): EvmChain {
     walletClient,
     assets,
     pollingIntervalMs: options.pollingIntervalMs ?? 1000,
+    confirmations: config.confirmations ?? 1,
+    feeBump: {
+      afterMs: config.feeBumpAfterMs ?? 20_000,
+      maxFeePerGas: parseGwei(String(config.maxFeePerGasGwei ?? 500)),
+    },
     asset: (assetId) => assets.find((a) => sameCaip(a.id, assetId)),
     domain(asset) {
       if (asset.eip712) return Promise.resolve(asset.eip712)

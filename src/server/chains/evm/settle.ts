@@ -4,7 +4,7 @@ import { loadPayment, settlePayment } from '../../payments/lifecycle.js'
 import { eip3009Abi } from './abi.js'
 import type { SettlePayload } from './outcome.js'
 import { chainOf, type JobSettings } from './relay.js'
-import { sendOnce, setTxStatus, waitForReceipt } from './transactions.js'
+import { sendAndWait, sendOnce, setTxStatus } from './transactions.js'
 import { hasTransfer, refuseOnRevert } from './transfers.js'
 
 /**
@@ -24,26 +24,29 @@ export function settleJob(settings: JobSettings): JobHandler {
       const payment = await loadPayment(ctx.db, job.payment_id)
       if (payment.settlement_status !== 'pending') return { skipped: payment.settlement_status }
       const args = [payload.destination, BigInt(payload.amount)] as const
-      const { hash } = await sendOnce({
-        db: ctx.db,
-        chain,
-        paymentId: job.payment_id,
-        purpose: 'settle',
-        to: asset.token,
-        data: encodeFunctionData({ abi: eip3009Abi, functionName: 'transfer', args }),
-        beforeSign: () =>
-          refuseOnRevert(
-            chain.publicClient.simulateContract({
-              account: chain.executor,
-              address: asset.token,
-              abi: eip3009Abi,
-              functionName: 'transfer',
-              args,
-            }),
-            (reason) => new Error(`The token refused the settlement transfer: ${reason}`),
-          ),
-      })
-      const receipt = await waitForReceipt(chain, hash, {
+      const send = async () => {
+        const { hash } = await sendOnce({
+          db: ctx.db,
+          chain,
+          paymentId: job.payment_id,
+          purpose: 'settle',
+          to: asset.token,
+          data: encodeFunctionData({ abi: eip3009Abi, functionName: 'transfer', args }),
+          beforeSign: () =>
+            refuseOnRevert(
+              chain.publicClient.simulateContract({
+                account: chain.executor,
+                address: asset.token,
+                abi: eip3009Abi,
+                functionName: 'transfer',
+                args,
+              }),
+              (reason) => new Error(`The token refused the settlement transfer: ${reason}`),
+            ),
+        })
+        return hash
+      }
+      const { hash, receipt } = await sendAndWait(chain, send, {
         timeoutMs: settings.receiptTimeoutMs,
         signal: ctx.signal,
       })

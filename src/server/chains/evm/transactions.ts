@@ -4,6 +4,7 @@ import {
   type Hash,
   type Hex,
   keccak256,
+  parseTransaction,
   TransactionNotFoundError,
   type TransactionReceipt,
   TransactionReceiptNotFoundError,
@@ -44,28 +45,40 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
       .where('status', 'in', ['sent', 'succeeded'])
       .orderBy('id', 'desc')
       .execute()
+    // Newest first: a replacement comes before the transaction it replaced (same nonce), and whichever
+    // of them is mined is the step.
     for (const row of prior) {
       // Landed and recorded, but the caller died before its own next write (the payment row): that
       // transaction is the step. Signing anew would pay twice (or, for a relay, fail a paid payment
       // because its authorization is already used).
       if (row.status === 'succeeded') return { hash: row.hash as Hash, row }
-      if ((await chainState(chain, row.hash as Hash)) !== 'unknown') return { hash: row.hash as Hash, row }
+      const state = await chainState(chain, row.hash as Hash)
+      if (state === 'mined') return { hash: row.hash as Hash, row }
+      if (state === 'pending') {
+        const stuck = Date.now() - row.created_at.getTime() >= chain.feeBump.afterMs
+        return (stuck && (await replaceWithHigherFees(db, chain, row))) || { hash: row.hash as Hash, row }
+      }
       const used = await chain.publicClient.getTransactionCount({
         address: chain.executor.address,
         blockTag: 'latest',
       })
       if (BigInt(row.nonce) >= BigInt(used)) {
-        await broadcast(chain, row.raw as Hex)
+        try {
+          await broadcast(chain, row.raw as Hex)
+        } catch (error) {
+          // Dropped for its fees (base fee rose past its cap): only a replacement can land now.
+          if (!feesTooLow(error)) throw error
+          const replacement = await replaceWithHigherFees(db, chain, row)
+          if (!replacement) throw error
+          return replacement
+        }
         return { hash: row.hash as Hash, row }
       }
       await setTxStatus(db, row.hash, 'dropped')
     }
 
     await p.beforeSign?.()
-    const nonce = await chain.publicClient.getTransactionCount({
-      address: chain.executor.address,
-      blockTag: 'pending',
-    })
+    const nonce = await nextNonce(db, chain)
     const request = await chain.walletClient.prepareTransactionRequest({
       account: chain.executor,
       chain: chain.walletClient.chain,
@@ -97,6 +110,127 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
   })
 }
 
+/**
+ * The executor's next nonce, under its lock: past what the node counts (pending included) and past every
+ * nonce recorded for a transaction still in flight, so two payments never share a nonce. A recorded
+ * transaction the node does not know (the process died before broadcasting it, or the broadcast was
+ * lost) would leave a gap that stalls every later one: it is broadcast again here, whatever became of
+ * its own job.
+ */
+async function nextNonce(db: Db, chain: EvmChain): Promise<number> {
+  const [counted, inFlight] = await Promise.all([
+    chain.publicClient.getTransactionCount({ address: chain.executor.address, blockTag: 'pending' }),
+    db
+      .selectFrom('evm_transactions')
+      .select(['nonce', 'raw'])
+      .where('chain_id', '=', chain.caip2)
+      .where('sender', '=', chain.executor.address.toLowerCase())
+      .where('status', '=', 'sent')
+      .orderBy('nonce')
+      .orderBy('id', 'desc')
+      .execute(),
+  ])
+  let next = counted
+  const seen = new Set<string>()
+  for (const row of inFlight) {
+    // Newest row per nonce (a replacement before what it replaced); below `counted` the node has one.
+    if (seen.has(row.nonce) || Number(row.nonce) < counted) continue
+    seen.add(row.nonce)
+    await broadcast(chain, row.raw as Hex).catch(() => {})
+    next = Math.max(next, Number(row.nonce) + 1)
+  }
+  return next
+}
+
+/** A node refusing a transaction (or a replacement) for its fees, in the words of geth, Anvil, Erigon... */
+function feesTooLow(error: unknown): boolean {
+  return /underpriced|fee too low|less than (the )?block base fee|fee cap|feecap|insufficient fee/i.test(
+    String(error),
+  )
+}
+
+/** Nodes accept a replacement only with both fees at least 10 % higher; 12.5 % is geth's own step. */
+const bump = (fee: bigint) => (fee * 1125n) / 1000n + 1n
+
+/**
+ * Signs, records and broadcasts a replacement of `row` (same nonce, same call, higher fees: the bumped
+ * old fees or today's estimate, whichever is higher, up to `chain.feeBump.maxFeePerGas`). Every hash
+ * stays recorded, so whichever one is mined is found. Undefined when the cap leaves no room to bump.
+ */
+async function replaceWithHigherFees(
+  db: Db,
+  chain: EvmChain,
+  row: EvmTransactionRow,
+): Promise<{ hash: Hash; row: EvmTransactionRow } | undefined> {
+  const old = parseTransaction(row.raw as Hex)
+  if (old.type !== 'eip1559' || old.maxFeePerGas === undefined || old.maxPriorityFeePerGas === undefined)
+    return undefined
+  const cap = chain.feeBump.maxFeePerGas
+  const estimate = await chain.publicClient.estimateFeesPerGas()
+  const maxFeePerGas = min(max(bump(old.maxFeePerGas), estimate.maxFeePerGas), cap)
+  const maxPriorityFeePerGas = min(
+    max(bump(old.maxPriorityFeePerGas), estimate.maxPriorityFeePerGas),
+    maxFeePerGas,
+  )
+  if (maxFeePerGas < bump(old.maxFeePerGas) || maxPriorityFeePerGas < bump(old.maxPriorityFeePerGas))
+    return undefined
+  const raw = await chain.walletClient.signTransaction({
+    account: chain.executor,
+    chain: chain.walletClient.chain,
+    type: 'eip1559',
+    to: old.to ?? null,
+    data: old.data,
+    value: old.value ?? 0n,
+    gas: old.gas,
+    nonce: Number(row.nonce),
+    maxFeePerGas,
+    maxPriorityFeePerGas,
+  } as Parameters<typeof chain.walletClient.signTransaction>[0])
+  const hash = keccak256(raw)
+  const now = new Date()
+  const replacement = await db
+    .insertInto('evm_transactions')
+    .values({ ...withoutId(row), hash, raw, status: 'sent', created_at: now, updated_at: now })
+    .returningAll()
+    .executeTakeFirstOrThrow()
+  try {
+    await broadcast(chain, raw)
+  } catch (error) {
+    // Still too low for this node: recorded and unknown to it, so the next attempt bumps again.
+    if (!feesTooLow(error)) throw error
+  }
+  return { hash, row: replacement }
+}
+
+function withoutId({ id: _id, ...rest }: EvmTransactionRow) {
+  return rest
+}
+
+const max = (a: bigint, b: bigint) => (a > b ? a : b)
+const min = (a: bigint, b: bigint) => (a < b ? a : b)
+
+/**
+ * Sends (or finds) a step's transaction and waits for its receipt up to `timeoutMs`, looking again
+ * every `chain.feeBump.afterMs` so that a stuck transaction is replaced within the same run.
+ * Undefined receipt: nothing mined yet (the caller hands the job back; the hashes stay recorded).
+ */
+export async function sendAndWait(
+  chain: EvmChain,
+  send: () => Promise<Hash>,
+  options: { timeoutMs: number; signal: AbortSignal },
+): Promise<{ hash: Hash; receipt: TransactionReceipt | undefined }> {
+  const deadline = Date.now() + options.timeoutMs
+  for (;;) {
+    const hash = await send()
+    const left = deadline - Date.now()
+    const receipt = await waitForReceipt(chain, hash, {
+      timeoutMs: Math.max(0, Math.min(left, chain.feeBump.afterMs)),
+      signal: options.signal,
+    })
+    if (receipt || Date.now() >= deadline) return { hash, receipt }
+  }
+}
+
 /** Rows still in flight for (payment, purpose): the chain decides what happened to them. */
 export async function hasSentTransaction(db: Db, paymentId: string, purpose: EvmTxPurpose): Promise<boolean> {
   const row = await db
@@ -115,9 +249,19 @@ export async function setTxStatus(db: Db, hash: string, status: EvmTxStatus): Pr
     .set({ status, updated_at: new Date() })
     .where('hash', '=', hash)
     .execute()
+  if (status !== 'succeeded' && status !== 'reverted') return
+  // Its nonce is taken: the other transactions signed for that nonce (replacements) can never land.
+  await sql`
+    UPDATE evm_transactions other SET status = 'dropped', updated_at = now()
+    FROM evm_transactions mined
+    WHERE mined.hash = ${hash} AND other.chain_id = mined.chain_id AND other.sender = mined.sender
+      AND other.nonce = mined.nonce AND other.hash <> mined.hash AND other.status = 'sent'`.execute(db)
 }
 
-/** Polls for the receipt until `timeoutMs`; undefined when there is none yet. */
+/**
+ * Polls for the receipt until `timeoutMs`; undefined when there is none yet, or not yet under
+ * `chain.confirmations` blocks (re-read each time, so one removed by a reorg is not counted).
+ */
 export async function waitForReceipt(
   chain: EvmChain,
   hash: Hash,
@@ -129,11 +273,17 @@ export async function waitForReceipt(
   for (;;) {
     options.signal.throwIfAborted()
     const receipt = await findReceipt(chain, hash)
-    if (receipt) return receipt
+    if (receipt && (await confirmed(chain, receipt))) return receipt
     if (Date.now() >= deadline) return undefined
     await sleep(waitMs, options.signal)
     waitMs = Math.min(waitMs * 2, chain.pollingIntervalMs)
   }
+}
+
+async function confirmed(chain: EvmChain, receipt: TransactionReceipt): Promise<boolean> {
+  if (chain.confirmations <= 1) return true
+  const head = await chain.publicClient.getBlockNumber({ cacheTime: 0 })
+  return head - receipt.blockNumber + 1n >= BigInt(chain.confirmations)
 }
 
 async function findReceipt(chain: EvmChain, hash: Hash): Promise<TransactionReceipt | undefined> {

@@ -6,6 +6,7 @@ import * as solana from './004_solana.js'
 import * as listIndexes from './005_list_indexes.js'
 import * as paymentEvents from './006_payment_events.js'
 import * as wcp from './007_wcp.js'
+import * as credentialNotify from './008_credential_notify.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -19,4 +20,5 @@ export const migrations: Record<string, Migration> = {
   '005_list_indexes': listIndexes,
   '006_payment_events': paymentEvents,
   '007_wcp': wcp,
+  '008_credential_notify': credentialNotify,
 }

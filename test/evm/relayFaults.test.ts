@@ -1,0 +1,257 @@
+import { type Hex, parseGwei, parseTransaction } from 'viem'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createEvmRuntime } from '../../src/server/chains/evm/index.js'
+import type { ServerConfig } from '../../src/server/config.js'
+import type { JobRunner } from '../../src/server/jobs/runner.js'
+import { type AnvilControl, anvilControl } from '../anvil.js'
+import { startFaultProxy } from '../rpcFaults.js'
+import { type Buyer, confirmGasless, createEvmEnv, type EvmEnv, usdc } from './support.js'
+
+/**
+ * Relay faults on a real Anvil node. A relay that does not get mined: the executor replaces it (same nonce, higher fees) after
+ * `feeBumpAfterMs`, within `maxFeePerGasGwei`, keeps every hash, and whichever one is mined is the
+ * payment's transaction. Anvil is the node: mining stopped (stuck in the pool) or a base fee raised past
+ * the relay's cap (Anvil then evicts it: dropped for its fees).
+ */
+let env: EvmEnv
+let buyer: Buyer
+let control: AnvilControl
+let runner: JobRunner | undefined
+
+beforeAll(async () => {
+  env = await createEvmEnv()
+  buyer = await env.buyer(2)
+  control = anvilControl(env.anvil.rpcUrl)
+})
+afterAll(async () => {
+  await runner?.stop()
+  await env?.close()
+})
+
+/** One runner at a time: the previous test's (other settings) is stopped first. */
+async function startRunner(chainOverrides: Record<string, unknown>) {
+  await runner?.stop()
+  const config = env.t.app.config
+  const chains = Object.fromEntries(
+    Object.entries(config.chains).map(([caip2, chain]) => [caip2, { ...chain, ...chainOverrides }]),
+  )
+  const runtime = createEvmRuntime({
+    config: { ...config, chains } as ServerConfig,
+    db: env.t.db,
+    pollingIntervalMs: 25,
+  })
+  runner = env.startRunner(runtime.jobHandlers)
+  return runner
+}
+
+const relayRows = (paymentId: string) =>
+  env.t.db
+    .selectFrom('evm_transactions')
+    .selectAll()
+    .where('payment_id', '=', paymentId)
+    .where('purpose', '=', 'relay')
+    .orderBy('id')
+    .execute()
+
+async function until<T>(check: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await check()
+    if (value !== undefined) return value
+    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
+
+const fees = (raw: string) => {
+  const tx = parseTransaction(raw as Hex)
+  return { nonce: tx.nonce, maxFeePerGas: tx.maxFeePerGas!, maxPriorityFeePerGas: tx.maxPriorityFeePerGas! }
+}
+
+describe('EVM relay fee bumping', () => {
+  it('a relay stuck in the pool is replaced with higher fees on the same nonce after feeBumpAfterMs, and the replacement is the payment transaction', async () => {
+    const { paymentId } = await confirmGasless(env, buyer)
+    const before = await env.balance(buyer.address)
+    await control.setAutomine(false)
+    try {
+      await startRunner({ feeBumpAfterMs: 1_000 })
+      const [first] = await until(async () => {
+        const rows = await relayRows(paymentId)
+        return rows.length > 0 ? rows : undefined
+      }, 'the relay')
+      const sentAt = first!.created_at.getTime()
+      const rows = await until(async () => {
+        const all = await relayRows(paymentId)
+        return all.length > 1 ? all : undefined
+      }, 'the replacement')
+      const replacement = rows[1]!
+      expect(replacement.created_at.getTime() - sentAt).toBeGreaterThanOrEqual(1_000)
+      expect(fees(replacement.raw).nonce).toBe(fees(first!.raw).nonce)
+      expect(fees(replacement.raw).maxFeePerGas).toBeGreaterThan(fees(first!.raw).maxFeePerGas)
+      expect(fees(replacement.raw).maxPriorityFeePerGas).toBeGreaterThan(
+        fees(first!.raw).maxPriorityFeePerGas,
+      )
+      // The node now holds only the replacement for that nonce.
+      const pending = await control.pending()
+      expect(pending).toContain(replacement.hash)
+      expect(pending).not.toContain(first!.hash)
+    } finally {
+      await control.setAutomine(true)
+      await control.mine(1)
+    }
+    const final = await env.waitFinal(paymentId)
+    expect(final.status).toBe('succeeded')
+    const rows = await relayRows(paymentId)
+    const mined = rows.filter((r) => r.status === 'succeeded')
+    expect(mined).toHaveLength(1)
+    const payment = await env.t.db
+      .selectFrom('payments')
+      .select('tx_id')
+      .where('id', '=', paymentId)
+      .executeTakeFirstOrThrow()
+    expect(payment.tx_id).toBe(mined[0]!.hash)
+    expect(rows.filter((r) => r.status === 'sent')).toHaveLength(0)
+    expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
+    await env.waitJob(paymentId, 'evm.settle')
+    await runner?.stop()
+    runner = undefined
+  }, 60_000)
+
+  it('a relay dropped for its fees (base fee raised past its cap) is replaced and mined; reports the time from drop to replacement mined', async () => {
+    const { paymentId } = await confirmGasless(env, buyer)
+    const before = await env.balance(buyer.address)
+    await control.setAutomine(false)
+    await startRunner({ feeBumpAfterMs: 1_000 })
+    const [first] = await until(async () => {
+      const rows = await relayRows(paymentId)
+      return rows.length > 0 ? rows : undefined
+    }, 'the relay')
+    // Fees jump past the relay's cap; the next block leaves it out and Anvil evicts it.
+    await control.setNextBaseFee(fees(first!.raw).maxFeePerGas * 4n)
+    await control.mine(1)
+    const droppedAt = Date.now()
+    await control.setAutomine(true)
+    const final = await env.waitFinal(paymentId)
+    const minedAfterMs = Date.now() - droppedAt
+    process.stdout.write(
+      `relay dropped for fees -> replacement mined: ${minedAfterMs} ms (feeBumpAfterMs 1000)\n`,
+    )
+    expect(final.status).toBe('succeeded')
+    const rows = await relayRows(paymentId)
+    expect(rows.length).toBeGreaterThan(1)
+    const mined = rows.find((r) => r.status === 'succeeded')!
+    expect(mined.hash).not.toBe(first!.hash)
+    expect(fees(mined.raw).nonce).toBe(fees(first!.raw).nonce)
+    expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
+    await env.waitJob(paymentId, 'evm.settle')
+    await runner?.stop()
+    runner = undefined
+  }, 60_000)
+
+  it('never bumps past maxFeePerGasGwei: at the cap the relay stays pending with its hash recorded, and lands when mining resumes', async () => {
+    const { paymentId } = await confirmGasless(env, buyer)
+    await control.setAutomine(false)
+    try {
+      const [first] = await (async () => {
+        await startRunner({ feeBumpAfterMs: 1_000, maxFeePerGasGwei: 0.000001 })
+        return until(async () => {
+          const rows = await relayRows(paymentId)
+          return rows.length > 0 ? rows : undefined
+        }, 'the relay')
+      })()
+      // Three bump periods: no replacement, since the cap is below what it already pays.
+      await new Promise((resolve) => setTimeout(resolve, 3_500))
+      const rows = await relayRows(paymentId)
+      expect(rows).toHaveLength(1)
+      expect(fees(first!.raw).maxFeePerGas).toBeGreaterThan(parseGwei('0.000001'))
+      const payment = await env.t.db
+        .selectFrom('payments')
+        .select('status')
+        .where('id', '=', paymentId)
+        .executeTakeFirstOrThrow()
+      expect(payment.status).toBe('processing')
+    } finally {
+      await control.setAutomine(true)
+      await control.mine(1)
+    }
+    expect((await env.waitFinal(paymentId)).status).toBe('succeeded')
+    await env.waitJob(paymentId, 'evm.settle')
+  }, 60_000)
+
+  it('a relay whose broadcast was lost (hash answered, never sent) keeps its nonce: the next payment takes the following one, and both land once', async () => {
+    const proxy = await startFaultProxy(env.anvil.rpcUrl)
+    const second = await env.buyer(3)
+    try {
+      const before = [await env.balance(buyer.address), await env.balance(second.address)]
+      proxy.inject('eth_sendRawTransaction', { kind: 'drop' }, { times: 1 })
+      await startRunner({ rpcUrl: proxy.url, feeBumpAfterMs: 1_000 })
+      const a = await confirmGasless(env, buyer)
+      const [lost] = await until(async () => {
+        const rows = await relayRows(a.paymentId)
+        return rows.length > 0 ? rows : undefined
+      }, 'the lost relay')
+      // Recorded before it is sent: wait for the send the proxy swallows.
+      await until(
+        async () => (proxy.calls('eth_sendRawTransaction') >= 1 ? true : undefined),
+        'the lost send',
+      )
+      const b = await confirmGasless(env, second)
+      const [finalA, finalB] = await Promise.all([env.waitFinal(a.paymentId), env.waitFinal(b.paymentId)])
+      expect([finalA.status, finalB.status]).toEqual(['succeeded', 'succeeded'])
+      const [rowA] = (await relayRows(a.paymentId)).filter((r) => r.status === 'succeeded')
+      const [rowB] = (await relayRows(b.paymentId)).filter((r) => r.status === 'succeeded')
+      expect(rowA!.hash).toBe(lost!.hash)
+      expect(rowB!.nonce).not.toBe(rowA!.nonce)
+      expect(await env.balance(buyer.address)).toBe(before[0]! - usdc(10))
+      expect(await env.balance(second.address)).toBe(before[1]! - usdc(10))
+      await Promise.all([env.waitJob(a.paymentId, 'evm.settle'), env.waitJob(b.paymentId, 'evm.settle')])
+    } finally {
+      await runner?.stop()
+      runner = undefined
+      await proxy.stop()
+    }
+  }, 60_000)
+
+  it('with confirmations 3 a mined relay leaves the payment processing until two more blocks, then it succeeds and settles', async () => {
+    const { paymentId } = await confirmGasless(env, buyer)
+    await startRunner({ confirmations: 3 })
+    try {
+      const mined = await until(async () => {
+        const [row] = await relayRows(paymentId)
+        if (!row) return undefined
+        const receipt = await env.publicClient
+          .getTransactionReceipt({ hash: row.hash as Hex })
+          .catch(() => undefined)
+        return receipt ?? undefined
+      }, 'the relay to be mined')
+      // Automine: no block comes without a transaction, so the relay stays under three confirmations.
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+      const waiting = await env.t.db
+        .selectFrom('payments')
+        .select('status')
+        .where('id', '=', paymentId)
+        .executeTakeFirstOrThrow()
+      const depth = (await control.blockNumber()) - mined.blockNumber + 1n
+      expect(depth).toBeLessThan(3n)
+      expect(waiting.status).toBe('processing')
+      await control.mine(Number(3n - depth))
+      expect((await env.waitFinal(paymentId)).status).toBe('succeeded')
+      // The settlement waits for its confirmations too: blocks keep coming until it is recorded.
+      const settled = until(async () => {
+        const row = await env.t.db
+          .selectFrom('payments')
+          .select('settlement_status')
+          .where('id', '=', paymentId)
+          .executeTakeFirstOrThrow()
+        if (row.settlement_status === 'succeeded') return true
+        await control.mine(1)
+        await new Promise((resolve) => setTimeout(resolve, 150))
+        return undefined
+      }, 'the settlement')
+      expect(await settled).toBe(true)
+    } finally {
+      await runner?.stop()
+      runner = undefined
+    }
+  }, 60_000)
+})

@@ -1,0 +1,233 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import bs58 from 'bs58'
+import { type Hex, keccak256 } from 'viem'
+
+/**
+ * A fault-injecting JSON-RPC proxy for tests, in front of Anvil or the Solana harness. By default it
+ * forwards every request as is (optionally with latency); a test scripts faults per method:
+ *
+ * ```ts
+ * const proxy = await startFaultProxy(anvil.rpcUrl)
+ * proxy.inject('eth_sendRawTransaction', { kind: 'drop' }, { times: 1 }) // hash answered, never sent
+ * proxy.inject('eth_getTransactionReceipt', { kind: 'withhold' })        // "not yet" until cleared
+ * proxy.clear('eth_getTransactionReceipt')
+ * ```
+ *
+ * Chain-level faults (base fee raised, mining stopped, a reorg) are the node's own: see
+ * `anvilControl` in test/anvil.ts and `expireBlockhash()` of the Solana harness.
+ */
+export type Fault =
+  /** A send is answered with its hash or signature and never reaches the node (it was "dropped"). */
+  | { kind: 'drop' }
+  /** Answered after `ms`. */
+  | { kind: 'delay'; ms: number }
+  /** A JSON-RPC error, without forwarding. */
+  | { kind: 'error'; code: number; message: string }
+  /** Never answered (until `cutHeld`, `release` or `stop`): a node that stopped responding. */
+  | { kind: 'hang' }
+  /** A body that is not JSON. */
+  | { kind: 'malformed' }
+  /** HTTP 429 Too Many Requests (a rate-limited provider). */
+  | { kind: 'rateLimited' }
+  /** "Not found yet": a receipt or transaction of `null`, or Solana signature statuses of `[null, ...]`. */
+  | { kind: 'withhold' }
+
+export interface FaultProxy {
+  readonly url: string
+  /** Requests seen for `method` (faulted ones included). */
+  calls(method: string): number
+  /** Parameters of every request seen for `method`, in order. */
+  params(method: string): unknown[]
+  /** Scripts `fault` for `method`; `times` limits it to the next n calls (default: until cleared). */
+  inject(method: string, fault: Fault, options?: { times?: number }): void
+  /** Forwards `method` again (one method) or everything (no argument). */
+  clear(method?: string): void
+  /** Holds `method`'s requests unanswered until `release`. */
+  hold(method: string): void
+  /** Requests held right now. */
+  held(): number
+  /** Forwards the held requests of `method` and stops holding it. */
+  release(method: string): void
+  /** Destroys the connections of held requests (their callers see a network error). */
+  cutHeld(): void
+  /** Answers `method` with this JSON-RPC error instead of forwarding; null to forward again. */
+  fail(method: string, error: { code: number; message: string } | null): void
+  stop(): Promise<void>
+}
+
+interface Held {
+  method: string
+  body: string
+  res: ServerResponse
+}
+
+interface Scripted {
+  fault: Fault
+  remaining: number
+}
+
+interface JsonRpcRequest {
+  id?: unknown
+  method?: string
+  params?: unknown
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+export async function startFaultProxy(
+  target: string,
+  options: { latencyMs?: number } = {},
+): Promise<FaultProxy> {
+  const counts = new Map<string, number>()
+  const seen = new Map<string, unknown[]>()
+  const scripted = new Map<string, Scripted>()
+  let held: Held[] = []
+  const latency = () => (options.latencyMs ? sleep(Math.random() * options.latencyMs) : Promise.resolve())
+
+  async function forward(body: string, res: ServerResponse): Promise<void> {
+    try {
+      await latency()
+      const upstream = await fetch(target, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      })
+      const text = await upstream.text()
+      await latency()
+      res.writeHead(upstream.status, { 'content-type': 'application/json' })
+      res.end(text)
+    } catch {
+      res.socket?.destroy()
+    }
+  }
+
+  function answer(res: ServerResponse, id: unknown, payload: { result: unknown } | { error: unknown }): void {
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end(JSON.stringify({ jsonrpc: '2.0', id: id ?? null, ...payload }))
+  }
+
+  function take(method: string): Fault | undefined {
+    const entry = scripted.get(method)
+    if (!entry) return undefined
+    entry.remaining -= 1
+    if (entry.remaining <= 0) scripted.delete(method)
+    return entry.fault
+  }
+
+  async function applyFault(fault: Fault, request: JsonRpcRequest, body: string, res: ServerResponse) {
+    switch (fault.kind) {
+      case 'drop':
+        return answer(res, request.id, { result: sentId(request) })
+      case 'delay':
+        await sleep(fault.ms)
+        return forward(body, res)
+      case 'error':
+        return answer(res, request.id, { error: { code: fault.code, message: fault.message } })
+      case 'hang':
+        held.push({ method: request.method ?? '', body, res })
+        return
+      case 'malformed':
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.end('{"jsonrpc":"2.0","id":')
+        return
+      case 'rateLimited':
+        res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '1' })
+        res.end(
+          JSON.stringify({
+            jsonrpc: '2.0',
+            id: request.id ?? null,
+            error: { code: 429, message: 'Too many requests' },
+          }),
+        )
+        return
+      case 'withhold':
+        return answer(res, request.id, { result: notFoundYet(request) })
+    }
+  }
+
+  async function onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = []
+    for await (const chunk of req) chunks.push(chunk as Buffer)
+    const body = Buffer.concat(chunks).toString('utf8')
+    let parsed: JsonRpcRequest | JsonRpcRequest[]
+    try {
+      parsed = JSON.parse(body)
+    } catch {
+      return forward(body, res)
+    }
+    const requests = Array.isArray(parsed) ? parsed : [parsed]
+    for (const r of requests) {
+      if (!r.method) continue
+      counts.set(r.method, (counts.get(r.method) ?? 0) + 1)
+      seen.set(r.method, [...(seen.get(r.method) ?? []), r.params])
+    }
+    // Faults apply to single requests; a batch is forwarded whole.
+    const single = Array.isArray(parsed) ? undefined : parsed
+    const fault = single?.method ? take(single.method) : undefined
+    if (single && fault) return applyFault(fault, single, body, res)
+    return forward(body, res)
+  }
+
+  const server = createServer((req, res) => {
+    onRequest(req, res).catch(() => res.socket?.destroy())
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+
+  const proxy: FaultProxy = {
+    url: `http://127.0.0.1:${port}`,
+    calls: (method) => counts.get(method) ?? 0,
+    params: (method) => [...(seen.get(method) ?? [])],
+    inject(method, fault, injectOptions = {}) {
+      scripted.set(method, { fault, remaining: injectOptions.times ?? Number.POSITIVE_INFINITY })
+    },
+    clear(method) {
+      if (method === undefined) scripted.clear()
+      else scripted.delete(method)
+    },
+    hold: (method) => proxy.inject(method, { kind: 'hang' }),
+    held: () => held.length,
+    release(method) {
+      proxy.clear(method)
+      const now = held.filter((h) => h.method === method)
+      held = held.filter((h) => h.method !== method)
+      for (const h of now) void forward(h.body, h.res)
+    },
+    cutHeld() {
+      for (const h of held) h.res.socket?.destroy()
+      held = []
+    },
+    fail(method, error) {
+      if (error) proxy.inject(method, { kind: 'error', ...error })
+      else proxy.clear(method)
+    },
+    async stop() {
+      for (const h of held) h.res.socket?.destroy()
+      held = []
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+  return proxy
+}
+
+/** What a node answers for a send: the EVM transaction hash, or the Solana transaction's first signature. */
+function sentId(request: JsonRpcRequest): string {
+  const [raw, config] = (request.params ?? []) as [string, { encoding?: string } | undefined]
+  if (request.method === 'eth_sendRawTransaction') return keccak256(raw as Hex)
+  if (request.method === 'sendTransaction') {
+    const bytes = config?.encoding === 'base64' ? Buffer.from(raw, 'base64') : Buffer.from(bs58.decode(raw))
+    // Wire format: compact-u16 signature count (1 byte below 128), then 64-byte signatures.
+    return bs58.encode(bytes.subarray(1, 65))
+  }
+  throw new Error(`The 'drop' fault applies to sends, not ${request.method}`)
+}
+
+function notFoundYet(request: JsonRpcRequest): unknown {
+  if (request.method === 'getSignatureStatuses') {
+    const [signatures] = (request.params ?? [[]]) as [string[]]
+    return { context: { slot: 0 }, value: signatures.map(() => null) }
+  }
+  return null
+}
