@@ -5,7 +5,7 @@ const jsonReport = process.env.CI_JSON
 
 export default defineConfig({
   test: {
-    include: ['src/**/*.test.ts', 'adapters/**/*.test.ts', 'test/**/*.test.ts'],
+    include: ['src/**/*.test.ts', 'protocol/**/*.test.ts', 'adapters/**/*.test.ts', 'test/**/*.test.ts'],
     globalSetup: ['test/globalSetup.ts'],
     pool: 'forks',
     maxWorkers: 2,

@@ -46,6 +46,7 @@ export type {
   WalletRpcAction,
 } from './contract/index.js'
 export type { StatusResponse } from './contract/status.js'
+export { broadcastingMethods } from './contract/walletMethods.js'
 export {
   type ClientErrorCode,
   clientErrorCodes,
@@ -61,7 +62,6 @@ export {
   parseCollectDataMessage,
 } from './flow/collectData.js'
 export {
-  broadcastingMethods,
   type CollectDataHandler,
   type CollectDataRequest,
   createPaymentFlow,

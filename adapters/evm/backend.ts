@@ -1,5 +1,5 @@
 import type { Address, Hash, Hex } from 'viem'
-import type { RpcTransaction, TypedDataPayload } from './params.js'
+import type { RpcTransaction, TypedDataPayload } from '../../protocol/evm/index.js'
 
 /** One key on one chain. */
 export interface EvmAccountRef {

@@ -53,9 +53,10 @@ describe('decodeEvmAction', () => {
   it.each(['TransferWithAuthorization', 'ReceiveWithAuthorization'] as const)(
     'reads an EIP-3009 %s: token from the domain, amount, payee',
     (kind) => {
-      expect(decodeEvmAction(v4(authorization({ kind })))).toEqual({
+      expect(decodeEvmAction(v4(authorization({ kind, validBefore: 1_900_000_000n })))).toEqual({
         account: `${chain}:${payer}`,
         transfers: [{ asset: usdc, amount: 4_990_000n, to: `${chain}:${merchant}` }],
+        validUntil: 1_900_000_000,
       })
     },
   )
@@ -75,6 +76,7 @@ describe('decodeEvmAction', () => {
     expect(decodeEvmAction(v4(permit))).toEqual({
       account: `${chain}:${payer}`,
       transfers: [{ asset: usdc, amount: 1_000_000n, to: `${chain}:${merchant}` }],
+      validUntil: 1_900_000_000,
     })
   })
 

@@ -1,13 +1,6 @@
-import {
-  type Address,
-  createPublicClient,
-  custom,
-  getTypesForEIP712Domain,
-  type Hash,
-  type Hex,
-  toHex,
-} from 'viem'
+import { type Address, createPublicClient, custom, type Hash, type Hex, toHex } from 'viem'
 import { waitForTransactionReceipt } from 'viem/actions'
+import { rejected } from '../../protocol/evm/errors.js'
 import {
   defaultPollingInterval,
   defaultReceiptTimeoutMs,
@@ -15,8 +8,6 @@ import {
   type EvmBackend,
   type ReceiptOptions,
 } from './backend.js'
-import { rejected } from './errors.js'
-import type { TypedDataPayload } from './params.js'
 
 /** Any EIP-1193 provider: an injected wallet, a WalletConnect provider, a hardware-wallet bridge. */
 export interface Eip1193Provider {
@@ -52,16 +43,17 @@ export function eip1193Backend(
     accounts,
     async signTypedData(chainId, address, typedData) {
       await ensureChain(chainId)
-      const json = JSON.stringify(withDomainType(typedData), (_, v) =>
-        typeof v === 'bigint' ? v.toString() : v,
-      )
+      const json = JSON.stringify(typedData, (_, v) => (typeof v === 'bigint' ? v.toString() : v))
       return (await provider.request({ method: 'eth_signTypedData_v4', params: [address, json] })) as Hex
     },
     async signMessage(_chainId, address: Address, message) {
       return (await provider.request({ method: 'personal_sign', params: [message, address] })) as Hex
     },
-    async sendTransaction(chainId, tx) {
+    async sendTransaction(chainId, { from, to, data, value }) {
       await ensureChain(chainId)
+      // Built field by field: nothing the guard did not decode reaches the wallet, and the wallet
+      // chooses gas, fees and nonce itself.
+      const tx = { from, ...(to && { to }), ...(data && { data }), ...(value && { value }) }
       return (await provider.request({ method: 'eth_sendTransaction', params: [tx] })) as Hash
     },
     async waitForReceipt(_chainId, hash) {
@@ -72,11 +64,4 @@ export function eip1193Backend(
       return receipt.status
     },
   }
-}
-
-// Wallets hash the domain with `types.EIP712Domain`; JSON from some servers omits it.
-function withDomainType(typedData: TypedDataPayload): TypedDataPayload {
-  if (typedData.types.EIP712Domain) return typedData
-  const domainType = getTypesForEIP712Domain({ domain: typedData.domain as never })
-  return { ...typedData, types: { EIP712Domain: domainType, ...typedData.types } }
 }

@@ -90,10 +90,4 @@ export function withAbort<T>(
   return signal ? abortable(work, signal, () => abortedError(signal, context)) : work
 }
 
-export function invalidAction(message: string, context: Record<string, unknown>, cause?: unknown): PayError {
-  return new PayError({ code: 'invalid_action', message, context, cause })
-}
-
-export function rejected(message: string, context: Record<string, unknown>): PayError {
-  return new PayError({ code: 'action_rejected', message, context })
-}
+export { rejected } from '../../protocol/evm/errors.js'

@@ -222,24 +222,58 @@ describe('evmSigner with a local account', () => {
 
   it('reports a mined but reverted transaction with its hash', async () => {
     const { signer, account } = payerSigner()
-    const tooMuch = encodeFunctionData({
+    const balance = await balanceOf(account.address)
+    const rpc = (method: string, params: unknown[] = []) =>
+      reader.request({ method: method as never, params: params as never })
+    const wallet = (key: Hex) =>
+      createWalletClient({ account: privateKeyToAccount(key), chain, transport: http(anvil.rpcUrl) })
+    // Gas is the wallet's to estimate, so the revert is staged on-chain: the signer's transfer passes
+    // its estimate, then a higher-tipped transferFrom drains the balance first in the same block.
+    await wallet(payerKey).writeContract({
+      address: token,
       abi: erc20Abi,
-      functionName: 'transfer',
-      args: [payee.address, 10n ** 30n],
+      functionName: 'approve',
+      args: [relayer.address, balance],
     })
-    // An explicit gas limit skips estimation, so the revert happens on-chain rather than before sending.
-    const error = await expectPayError(
-      signer.request({
+    await rpc('evm_setAutomine', [false])
+    try {
+      const sending = signer.request({
         chainId: anvil.caip2,
         method: 'eth_sendTransaction',
-        params: [{ from: account.address, to: token, data: tooMuch, gas: toHex(100_000) }],
+        params: [
+          {
+            from: account.address,
+            to: token,
+            data: encodeFunctionData({
+              abi: erc20Abi,
+              functionName: 'transfer',
+              args: [payee.address, balance],
+            }),
+          },
+        ],
         followedByMore: true,
-      }),
-      'action_rejected',
-    )
-    expect(error.context.txHash).toMatch(/^0x[0-9a-f]{64}$/)
-    const receipt = await reader.getTransactionReceipt({ hash: error.context.txHash as Hex })
-    expect(receipt.status).toBe('reverted')
+      })
+      while (Number(((await rpc('txpool_status')) as { pending: string }).pending) < 1) {
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+      await wallet(anvilPrivateKeys[3]).writeContract({
+        address: token,
+        abi: erc20Abi,
+        functionName: 'transferFrom',
+        args: [account.address, relayer.address, balance],
+        gas: 100_000n,
+        maxPriorityFeePerGas: 100_000_000_000n,
+        maxFeePerGas: 200_000_000_000n,
+      })
+      await rpc('evm_mine')
+      const error = await expectPayError(sending, 'action_rejected')
+      expect(error.context.txHash).toMatch(/^0x[0-9a-f]{64}$/)
+      const receipt = await reader.getTransactionReceipt({ hash: error.context.txHash as Hex })
+      expect(receipt.status).toBe('reverted')
+    } finally {
+      await rpc('evm_setAutomine', [true])
+      await mintTestToken(anvil.rpcUrl, token, account.address, balance)
+    }
   })
 
   it('signs personal_sign messages given as hex or as text', async () => {
@@ -269,9 +303,14 @@ describe('evmSigner with a local account', () => {
       signer.request({ chainId, method: 'eth_signTypedData_v4', params: [address, JSON.stringify(data)] })
 
     const foreignChain = await expectPayError(v4('eip155:1', account.address, typedData), 'action_rejected')
-    expect(foreignChain.context).toMatchObject({ chainId: 'eip155:1' })
+    expect(foreignChain.context).toMatchObject({ chainId: 1, domainChainId: anvil.chainId })
+    const typedFromOwnChain = await expectPayError(
+      v4('eip155:1', account.address, { ...typedData, domain: { ...typedData.domain, chainId: 1 } }),
+      'action_rejected',
+    )
+    expect(typedFromOwnChain.context).toMatchObject({ chainId: 'eip155:1' })
     const foreignAddress = await expectPayError(v4(anvil.caip2, payee.address, typedData), 'action_rejected')
-    expect(foreignAddress.context).toMatchObject({ address: payee.address })
+    expect(foreignAddress.context).toMatchObject({ signer: payee.address })
     const otherDomain = { ...typedData, domain: { ...typedData.domain, chainId: 1 } }
     const domainError = await expectPayError(v4(anvil.caip2, account.address, otherDomain), 'action_rejected')
     expect(domainError.context).toMatchObject({ chainId: anvil.chainId, domainChainId: 1 })

@@ -1,20 +1,40 @@
 import type { Account, Address, Transport, WalletClient } from 'viem'
+import {
+  type DecodedEvmAction,
+  decodeEvmAction,
+  decodeEvmRequest,
+  eip155Account,
+  evmMethods,
+  parseEip155Account,
+} from '../../protocol/evm/index.js'
 import type { ActionInspection, Signer, SignerRequest } from '../../src/actions/types.js'
 import { PayError } from '../../src/errors/PayError.js'
 import type { EvmAccountRef, EvmBackend, ReceiptOptions } from './backend.js'
-import { eip155Account, eip155ChainId, parseEip155Account } from './caip.js'
-import { assertTransactionChain, decodeEvmAction } from './decodeEvmAction.js'
-import { assertDomainChain } from './decodeTypedData.js'
 import { type Eip1193Provider, eip1193Backend } from './eip1193Backend.js'
 import { rejected, throwIfAborted, toPayError, withAbort } from './errors.js'
-import { assertEvmMethod, type EvmMethod, evmMethods } from './methods.js'
-import { parsePersonalSignParams, parseTransactionParams, parseTypedDataParams } from './params.js'
 import { clientsForAccount, viemBackend } from './viemBackend.js'
 
 /** How to reach one chain: an RPC URL, or any viem transport (fallback, websocket, custom...). */
 export type EvmChainConfig = { rpcUrl: string } | { transport: Transport }
 
+/** What `onSignMessage` is shown: readable text only (anything else never reaches it). */
+export interface SignMessageRequest {
+  /** CAIP-10 account asked to sign. */
+  account: string
+  text: string
+}
+
+export interface EvmSignerPolicy {
+  /**
+   * Called before a `personal_sign` of readable text (such as a test-mode attestation) is signed,
+   * so the wallet can show it; false refuses it as `user_rejected`. Default: readable text is signed.
+   * A 32-byte or non-UTF-8 payload is refused before this hook, whatever it would answer.
+   */
+  onSignMessage?: (request: SignMessageRequest) => boolean | Promise<boolean>
+}
+
 export type EvmSignerOptions = ReceiptOptions &
+  EvmSignerPolicy &
   (
     | {
         /** A viem account, usually a LocalAccount (`privateKeyToAccount`, `mnemonicToAccount`). */
@@ -39,19 +59,16 @@ export interface EvmSigner extends Signer {
   inspect(request: SignerRequest): ActionInspection
 }
 
-type Handler = (chainId: number, request: SignerRequest) => Promise<string>
-
 /**
- * A caipay Signer for `eip155` chains. Every action is checked before anything is signed: the
- * chain must be one of the signer's, the signing address its own, and typed data or a transaction
- * that names a chain must name the action's. Failures are PayErrors; a wallet's EIP-1193 code is
+ * A caipay Signer for `eip155` chains. Every request is decoded by the shared EVM protocol module
+ * before anything is signed, and only the decoded payload is forwarded: typed data rebuilt from its
+ * known struct, a transaction holding just `from`, `to`, `data`, `value` (gas, fees and nonce are
+ * the wallet's or viem's to fill), readable `personal_sign` text. The chain must be one of the
+ * signer's and the signing address its own. Failures are PayErrors; a wallet's EIP-1193 code is
  * kept in `context.rpcCode` (4001 becomes `user_rejected`).
  */
 export function evmSigner(options: EvmSignerOptions): EvmSigner {
   const backend = backendFor(options)
-  const handlers = createHandlers(backend, (chainId, address) =>
-    assertOwnAccount(backend.accounts, chainId, address),
-  )
   const accounts = [...new Set(backend.accounts.map((a) => eip155Account(a.chainId, a.address)))]
   return {
     namespace: 'eip155',
@@ -60,15 +77,45 @@ export function evmSigner(options: EvmSignerOptions): EvmSigner {
     async request(request) {
       const context = { chainId: request.chainId, method: request.method }
       throwIfAborted(request.signal, context)
-      assertEvmMethod(request.method)
-      const chainId = eip155ChainId(request.chainId)
+      const decoded = decodeEvmRequest(request)
       try {
-        return await handlers[request.method](chainId, request)
+        return await execute(backend, options, decoded, request)
       } catch (error) {
         throw toPayError(error, context)
       }
     },
     inspect: (request) => decodeEvmAction(request),
+  }
+}
+
+async function execute(
+  backend: EvmBackend,
+  policy: EvmSignerPolicy,
+  { chainId, signable }: DecodedEvmAction,
+  { signal, followedByMore }: SignerRequest,
+): Promise<string> {
+  switch (signable.kind) {
+    case 'typedData':
+      assertOwnAccount(backend.accounts, chainId, signable.address)
+      return withAbort(backend.signTypedData(chainId, signable.address, signable.typedData), signal)
+    case 'message': {
+      assertOwnAccount(backend.accounts, chainId, signable.address)
+      const account = eip155Account(chainId, signable.address)
+      if (policy.onSignMessage && !(await policy.onSignMessage({ account, text: signable.text }))) {
+        throw new PayError({
+          code: 'user_rejected',
+          message: 'The wallet declined to sign the message.',
+          context: { chainId: `eip155:${chainId}`, account },
+        })
+      }
+      return withAbort(backend.signMessage(chainId, signable.address, signable.message), signal)
+    }
+    case 'transaction': {
+      assertOwnAccount(backend.accounts, chainId, signable.tx.from)
+      const hash = await withAbort(backend.sendTransaction(chainId, signable.tx), signal)
+      if (followedByMore) await confirm(backend, chainId, hash, signal)
+      return hash
+    }
   }
 }
 
@@ -88,36 +135,6 @@ function backendFor(options: EvmSignerOptions): EvmBackend {
     throw new PayError({ code: 'missing_signer', message: 'evmSigner was given no chains or accounts.' })
   }
   return backend
-}
-
-function createHandlers(
-  backend: EvmBackend,
-  assertOwn: (chainId: number, address: Address) => void,
-): Record<EvmMethod, Handler> {
-  const signTypedData: Handler = async (chainId, { method, params, signal }) => {
-    const { address, typedData } = parseTypedDataParams(method, params)
-    assertOwn(chainId, address)
-    assertDomainChain(chainId, typedData)
-    return withAbort(backend.signTypedData(chainId, address, typedData), signal)
-  }
-  return {
-    eth_signTypedData_v4: signTypedData,
-    eth_signTypedData_v3: signTypedData,
-    eth_signTypedData: signTypedData,
-    personal_sign: async (chainId, { params, signal }) => {
-      const { address, message } = parsePersonalSignParams(params)
-      assertOwn(chainId, address)
-      return withAbort(backend.signMessage(chainId, address, message), signal)
-    },
-    eth_sendTransaction: async (chainId, { params, signal, followedByMore }) => {
-      const tx = parseTransactionParams(params)
-      assertTransactionChain(chainId, tx.chainId)
-      assertOwn(chainId, tx.from)
-      const hash = await withAbort(backend.sendTransaction(chainId, tx), signal)
-      if (followedByMore) await confirm(backend, chainId, hash, signal)
-      return hash
-    },
-  }
 }
 
 /**

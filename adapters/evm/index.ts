@@ -1,15 +1,25 @@
-export type { ReceiptOptions } from './backend.js'
-export { decodeEvmAction, type EvmActionRequest } from './decodeEvmAction.js'
-export { decodeTransaction } from './decodeTransaction.js'
-export { type DecodedTypedData, decodeTypedData } from './decodeTypedData.js'
-export type { Eip1193Provider } from './eip1193Backend.js'
-export { type EvmChainConfig, type EvmSigner, type EvmSignerOptions, evmSigner } from './evmSigner.js'
-export { type EvmMethod, evmMethods } from './methods.js'
 export {
+  type DecodedTypedData,
+  decodeEvmAction,
+  decodeTransaction,
+  decodeTypedData,
+  type EvmActionRequest,
+  type EvmMethod,
+  evmMethods,
   parsePersonalSignParams,
   parseTransactionParams,
   parseTypedDataParams,
   type RpcTransaction,
   type TypedDataDomainPayload,
   type TypedDataPayload,
-} from './params.js'
+} from '../../protocol/evm/index.js'
+export type { ReceiptOptions } from './backend.js'
+export type { Eip1193Provider } from './eip1193Backend.js'
+export {
+  type EvmChainConfig,
+  type EvmSigner,
+  type EvmSignerOptions,
+  type EvmSignerPolicy,
+  evmSigner,
+  type SignMessageRequest,
+} from './evmSigner.js'

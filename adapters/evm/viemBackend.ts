@@ -9,6 +9,7 @@ import {
   type WalletClient,
 } from 'viem'
 import { waitForTransactionReceipt } from 'viem/actions'
+import { eip155ChainId, type RpcTransaction } from '../../protocol/evm/index.js'
 import { PayError } from '../../src/errors/PayError.js'
 import {
   defaultPollingInterval,
@@ -16,8 +17,6 @@ import {
   type EvmBackend,
   type ReceiptOptions,
 } from './backend.js'
-import { eip155ChainId } from './caip.js'
-import type { RpcTransaction } from './params.js'
 
 type BoundClient = WalletClient<Transport, Chain, Account>
 
@@ -62,9 +61,11 @@ export function viemBackend(clients: readonly WalletClient[], options: ReceiptOp
 
   return {
     accounts: [...byKey.values()].map((c) => ({ chainId: c.chain.id, address: c.account.address })),
-    signTypedData: (chainId, address, typedData) =>
-      // viem derives EIP712Domain from the domain itself and accepts decimal or hex strings for uints.
-      clientFor(chainId, address).signTypedData(typedData as Parameters<BoundClient['signTypedData']>[0]),
+    signTypedData: (chainId, address, { types: { EIP712Domain: _derived, ...types }, ...typedData }) =>
+      // viem derives EIP712Domain from the domain itself and accepts decimal strings for uints.
+      clientFor(chainId, address).signTypedData({ ...typedData, types } as Parameters<
+        BoundClient['signTypedData']
+      >[0]),
     signMessage: (chainId, address, message) =>
       clientFor(chainId, address).signMessage({ message: { raw: message } }),
     sendTransaction: (chainId, tx) => {
@@ -85,16 +86,14 @@ export function viemBackend(clients: readonly WalletClient[], options: ReceiptOp
   }
 }
 
-/** EIP-1474 hex quantities -> viem's bigint/number fields; absent fields stay absent so viem fills them. */
+/**
+ * The decoded fields in viem's shape. Gas, fees and nonce are absent on purpose: viem fills them from
+ * the wallet's own node, never from the gateway.
+ */
 function fromRpcTransaction(tx: RpcTransaction) {
   return {
     ...(tx.to ? { to: tx.to } : {}),
     ...(tx.data ? { data: tx.data } : {}),
     ...(tx.value ? { value: BigInt(tx.value) } : {}),
-    ...(tx.gas ? { gas: BigInt(tx.gas) } : {}),
-    ...(tx.nonce ? { nonce: Number(tx.nonce) } : {}),
-    ...(tx.gasPrice ? { gasPrice: BigInt(tx.gasPrice) } : {}),
-    ...(tx.maxFeePerGas ? { maxFeePerGas: BigInt(tx.maxFeePerGas) } : {}),
-    ...(tx.maxPriorityFeePerGas ? { maxPriorityFeePerGas: BigInt(tx.maxPriorityFeePerGas) } : {}),
   }
 }

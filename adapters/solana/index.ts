@@ -1,5 +1,5 @@
-export { decodeBase64, encodeBase64 } from './base64.js'
 export type {
+  AdvanceNonceInstruction,
   ComputeBudgetInstruction,
   CreateAssociatedTokenAccountInstruction,
   DecodedSolanaTransaction,
@@ -7,21 +7,24 @@ export type {
   OtherInstruction,
   SolanaInstruction,
   TransferCheckedInstruction,
-} from './decodeSolanaTransaction.js'
-export { associatedTokenAddress, decodeSolanaTransaction } from './decodeSolanaTransaction.js'
+} from '../../protocol/solana/index.js'
+export {
+  associatedTokenAddress,
+  associatedTokenProgramId,
+  computeBudgetProgramId,
+  decodeBase64,
+  decodeSolanaTransaction,
+  encodeBase64,
+  memoProgramIds,
+  token2022ProgramId,
+  tokenProgramId,
+} from '../../protocol/solana/index.js'
 export type {
   CheckSolanaTransactionParameters,
   InspectSolanaTransactionParameters,
   SolanaPolicyOptions,
 } from './inspectSolanaTransaction.js'
 export { checkSolanaTransaction, inspectSolanaTransaction } from './inspectSolanaTransaction.js'
-export {
-  associatedTokenProgramId,
-  computeBudgetProgramId,
-  memoProgramIds,
-  token2022ProgramId,
-  tokenProgramId,
-} from './programs.js'
 export type {
   SolanaKeypairSignerOptions,
   SolanaSigner,

@@ -1,10 +1,10 @@
-import type { ActionInspection, InspectedTransfer } from '../../src/actions/types.js'
-import { PayError } from '../../src/errors/PayError.js'
 import {
   associatedTokenAddress,
   type DecodedSolanaTransaction,
   type SolanaInstruction,
-} from './decodeSolanaTransaction.js'
+} from '../../protocol/solana/index.js'
+import type { ActionInspection, InspectedTransfer } from '../../src/actions/types.js'
+import { PayError } from '../../src/errors/PayError.js'
 
 export interface SolanaPolicyOptions {
   /**

@@ -1,13 +1,13 @@
 import { type Keypair, VersionedTransaction } from '@solana/web3.js'
-import type { ActionInspection, Signer, SignerRequest } from '../../src/actions/types.js'
-import { abortable } from '../../src/errors/abort.js'
-import { PayError } from '../../src/errors/PayError.js'
-import { encodeBase64 } from './base64.js'
 import {
   bytesEqual,
   type DecodedSolanaTransaction,
   decodeSolanaTransaction,
-} from './decodeSolanaTransaction.js'
+  encodeBase64,
+} from '../../protocol/solana/index.js'
+import type { ActionInspection, Signer, SignerRequest } from '../../src/actions/types.js'
+import { abortable } from '../../src/errors/abort.js'
+import { PayError } from '../../src/errors/PayError.js'
 import {
   checkSolanaTransaction,
   inspectSolanaTransaction,

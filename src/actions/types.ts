@@ -20,6 +20,11 @@ export interface ActionInspection {
   account: string
   /** Token movements the signature authorises; empty for attestations such as `personal_sign`. */
   transfers: readonly InspectedTransfer[]
+  /**
+   * Unix seconds after which the signature can no longer move anything (EIP-3009 `validBefore`);
+   * absent when the bytes set no such bound.
+   */
+  validUntil?: number
 }
 
 export interface InspectedTransfer {
@@ -29,6 +34,8 @@ export interface InspectedTransfer {
   amount: bigint
   /** CAIP-10 recipient when known. */
   to?: string
+  /** The decimals the action itself states for the asset (SPL `transferChecked`), when it states them. */
+  decimals?: number
 }
 
 export interface Signer {

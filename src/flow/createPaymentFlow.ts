@@ -10,6 +10,7 @@ import { randomHex } from '../client/random.js'
 import type { PaymentStatus } from '../contract/common.js'
 import type { CollectData, GatewayPayment, PaymentOption, WalletRpcAction } from '../contract/gateway.js'
 import { isFinalStatus } from '../contract/statuses.js'
+import { broadcastingMethods } from '../contract/walletMethods.js'
 import { abortable, abortError, throwIfAborted } from '../errors/abort.js'
 import { isPayError, PayError, type PayErrorCode } from '../errors/PayError.js'
 import {
@@ -29,12 +30,6 @@ import {
   type TerminalState,
 } from './states.js'
 import type { ActionEvent, FlowEvents, PaymentResult, StatusEvent } from './types.js'
-
-/**
- * Methods whose signer call itself puts money on its way (the wallet broadcasts). Signing one again
- * after a crash could pay twice, so an unrecorded one is never repeated blindly.
- */
-export const broadcastingMethods: readonly string[] = ['eth_sendTransaction', 'solana_signAndSendTransaction']
 
 export interface CollectDataRequest {
   /** The form URL with `prefill`/`theme`/`themeVariables` applied. */

@@ -4,7 +4,7 @@ import { Keypair, Transaction } from '@solana/web3.js'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { evmSigner } from '../../adapters/evm/evmSigner.js'
-import { decodeSolanaTransaction } from '../../adapters/solana/decodeSolanaTransaction.js'
+import { decodeSolanaTransaction } from '../../protocol/solana/index.js'
 import type { PaymentOption, WalletRpcAction } from '../../src/contract/gateway.js'
 import { buyerSigner, type SolanaLive, sign, startSolanaLive } from './live.js'
 

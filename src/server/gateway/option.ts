@@ -1,4 +1,5 @@
 import type { WalletRpcAction } from '../../contract/gateway.js'
+import { isBroadcastingMethod } from '../../contract/walletMethods.js'
 import type { AssetConfig, ChainDriver } from '../chains/types.js'
 import { fail, paramsError } from '../errors.js'
 import type { Db } from '../store/db.js'
@@ -52,11 +53,8 @@ export async function usableOption(
   return { row, driver, asset }
 }
 
-/** Methods whose result means the wallet itself sent a transaction. */
-const walletBroadcastMethods = new Set(['eth_sendTransaction'])
-
 function broadcastsFromWallet(row: PaymentOptionRow): boolean {
-  return row.actions.some((a) => a.type === 'walletRpc' && walletBroadcastMethods.has(a.walletRpc.method))
+  return row.actions.some((a) => a.type === 'walletRpc' && isBroadcastingMethod(a.walletRpc.method))
 }
 
 export function hasBuildActions(row: PaymentOptionRow): boolean {

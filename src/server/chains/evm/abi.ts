@@ -1,5 +1,5 @@
 import { erc20Abi } from 'viem'
-import { authorizationFields } from './authorization.js'
+import { authorizationFields } from '../../../../protocol/evm/index.js'
 
 const authorizationInputs = [...authorizationFields, { name: 'signature', type: 'bytes' }] as const
 

@@ -1,4 +1,5 @@
 import { type Address, getAddress, type Hex, isAddress, isHex, verifyTypedData } from 'viem'
+import { authorizationFields } from '../../../../protocol/evm/index.js'
 import type { EvmDomain } from './chain.js'
 
 export type AuthorizationKind = 'ReceiveWithAuthorization' | 'TransferWithAuthorization'
@@ -34,16 +35,6 @@ export function authorizationKind(relayer: Address, payee: Address): Authorizati
     ? 'ReceiveWithAuthorization'
     : 'TransferWithAuthorization'
 }
-
-/** The EIP-712 struct of both authorization kinds; the token's functions take these plus the signature. */
-export const authorizationFields = [
-  { name: 'from', type: 'address' },
-  { name: 'to', type: 'address' },
-  { name: 'value', type: 'uint256' },
-  { name: 'validAfter', type: 'uint256' },
-  { name: 'validBefore', type: 'uint256' },
-  { name: 'nonce', type: 'bytes32' },
-] as const
 
 function authorizationDomain(a: Authorization) {
   return { name: a.domain.name, version: a.domain.version, chainId: a.chainId, verifyingContract: a.token }

@@ -1,6 +1,6 @@
 import { getAccount, getAssociatedTokenAddressSync, TokenAccountNotFoundError } from '@solana/spl-token'
 import { PublicKey } from '@solana/web3.js'
-import { bytesEqual, decodeSolanaTransaction } from '../../../../adapters/solana/decodeSolanaTransaction.js'
+import { bytesEqual, decodeSolanaTransaction } from '../../../../protocol/solana/index.js'
 import { fail, paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
 import type {

@@ -15,11 +15,12 @@ export function decodeTransaction(chainId: number, tx: RpcTransaction): readonly
   if (!tx.to) throw rejected('Contract creation cannot be inspected, so it is not sent.', { chainId })
   if (value > 0n)
     transfers.push({ asset: nativeAsset(chainId), amount: value, to: eip155Account(chainId, tx.to) })
-  if (tx.data && tx.data !== '0x') transfers.push(decodeErc20Call(chainId, tx.to, tx.data))
+  if (tx.data) transfers.push(decodeErc20Call(chainId, tx.to, tx.data))
   return transfers
 }
 
-function decodeErc20Call(chainId: number, token: Address, data: `0x${string}`): InspectedTransfer {
+/** Decodes ERC-20 calldata into the movement it authorises; anything else is refused. */
+export function decodeErc20Call(chainId: number, token: Address, data: `0x${string}`): InspectedTransfer {
   let call: ReturnType<typeof decodeFunctionData<typeof erc20Abi>>
   try {
     call = decodeFunctionData({ abi: erc20Abi, data })

@@ -45,3 +45,29 @@ export function decodeUtf8(bytes: Uint8Array): string {
   }
   return out
 }
+
+/**
+ * Strict UTF-8 decoding without TextDecoder (absent on some React Native engines): undefined for
+ * overlong forms, surrogates, code points past U+10FFFF and truncated sequences.
+ */
+export function decodeUtf8Strict(bytes: Uint8Array): string | undefined {
+  let out = ''
+  for (let i = 0; i < bytes.length; ) {
+    const first = bytes[i]!
+    const length =
+      first < 0x80 ? 1 : first >= 0xc2 && first < 0xe0 ? 2 : first >= 0xe0 && first < 0xf0 ? 3 : 4
+    if (first >= 0xf5 || (first >= 0x80 && first < 0xc2)) return undefined
+    if (i + length > bytes.length) return undefined
+    let point = length === 1 ? first : first & (0xff >> (length + 1))
+    for (let k = 1; k < length; k++) {
+      const next = bytes[i + k]!
+      if ((next & 0xc0) !== 0x80) return undefined
+      point = (point << 6) | (next & 0x3f)
+    }
+    const smallest = [0, 0, 0x80, 0x800, 0x10000][length]!
+    if (point < smallest || point > 0x10ffff || (point >= 0xd800 && point <= 0xdfff)) return undefined
+    out += String.fromCodePoint(point)
+    i += length
+  }
+  return out
+}

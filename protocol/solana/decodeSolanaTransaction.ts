@@ -1,15 +1,18 @@
 import { PublicKey, VersionedTransaction } from '@solana/web3.js'
 import { PayError } from '../../src/errors/PayError.js'
+import { decodeUtf8 } from '../utf8.js'
 import { decodeBase64 } from './base64.js'
 import {
+  advanceNonceAccountTag,
   associatedTokenProgramId,
   computeBudgetProgramId,
+  computeBudgetTags,
   memoProgramIds,
+  systemProgramId,
   token2022ProgramId,
   tokenProgramId,
   transferCheckedTag,
 } from './programs.js'
-import { decodeUtf8 } from './utf8.js'
 
 interface InstructionBase {
   /** Position in the message. */
@@ -22,6 +25,15 @@ interface InstructionBase {
 
 export interface ComputeBudgetInstruction extends InstructionBase {
   readonly kind: 'computeBudget'
+  /** What it sets, when it is one of the known compute-budget instructions. */
+  readonly setting?: 'heapFrame' | 'unitLimit' | 'unitPrice' | 'loadedAccountsDataSize'
+  /** The value it sets (compute units, micro-lamports per unit, bytes). */
+  readonly value?: bigint
+}
+
+/** System program `AdvanceNonceAccount`: as the first instruction it makes the blockhash a durable nonce. */
+export interface AdvanceNonceInstruction extends InstructionBase {
+  readonly kind: 'advanceNonce'
 }
 
 export interface CreateAssociatedTokenAccountInstruction extends InstructionBase {
@@ -42,6 +54,8 @@ export interface TransferCheckedInstruction extends InstructionBase {
   readonly authority: string
   readonly amount: bigint
   readonly decimals: number
+  /** Co-signers listed after the authority: set when the authority is an SPL multisig. */
+  readonly multisigSigners: readonly (string | undefined)[]
 }
 
 export interface MemoInstruction extends InstructionBase {
@@ -56,6 +70,7 @@ export interface OtherInstruction extends InstructionBase {
 
 export type SolanaInstruction =
   | ComputeBudgetInstruction
+  | AdvanceNonceInstruction
   | CreateAssociatedTokenAccountInstruction
   | TransferCheckedInstruction
   | MemoInstruction
@@ -72,6 +87,8 @@ export interface DecodedSolanaTransaction {
   readonly instructions: readonly SolanaInstruction[]
   /** True for v0 messages that load accounts from address lookup tables. */
   readonly usesLookupTables: boolean
+  /** True when the first instruction advances a nonce account: the transaction never expires. */
+  readonly usesDurableNonce: boolean
   /** The exact message bytes that every signature covers. */
   readonly messageBytes: Uint8Array
   /** The wire bytes as given. */
@@ -129,6 +146,7 @@ export function decodeSolanaTransaction(input: string | Uint8Array): DecodedSola
     signatures: tx.signatures.map((signature) => (signature.every((byte) => byte === 0) ? null : signature)),
     instructions,
     usesLookupTables: version === 0 && message.addressTableLookups.length > 0,
+    usesDurableNonce: instructions[0]?.kind === 'advanceNonce',
     messageBytes,
     bytes,
     signatureOffset: (i) => countLength + i * 64,
@@ -143,7 +161,16 @@ function classify(
 ): SolanaInstruction {
   const base = { index, programId, accounts, data }
   const at = (i: number) => accounts[i]
-  if (programId === computeBudgetProgramId) return { ...base, kind: 'computeBudget' }
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength)
+  if (programId === computeBudgetProgramId)
+    return { ...base, kind: 'computeBudget', ...computeBudget(data, view) }
+  if (
+    programId === systemProgramId &&
+    data.length === 4 &&
+    view.getUint32(0, true) === advanceNonceAccountTag
+  ) {
+    return { ...base, kind: 'advanceNonce' }
+  }
   if ((memoProgramIds as readonly string[]).includes(programId)) {
     return { ...base, kind: 'memo', text: decodeUtf8(data) }
   }
@@ -169,7 +196,6 @@ function classify(
   ) {
     const [source, mint, destination, authority] = [at(0), at(1), at(2), at(3)]
     if (source && mint && destination && authority) {
-      const view = new DataView(data.buffer, data.byteOffset, data.byteLength)
       return {
         ...base,
         kind: 'transferChecked',
@@ -179,10 +205,57 @@ function classify(
         authority,
         amount: view.getBigUint64(1, true),
         decimals: data[9]!,
+        multisigSigners: accounts.slice(4),
       }
     }
   }
   return { ...base, kind: 'other' }
+}
+
+function computeBudget(
+  data: Uint8Array,
+  view: DataView,
+): Pick<ComputeBudgetInstruction, 'setting' | 'value'> {
+  const tag = data[0]
+  if (tag === computeBudgetTags.unitPrice && data.length === 9) {
+    return { setting: 'unitPrice', value: view.getBigUint64(1, true) }
+  }
+  const setting =
+    tag === computeBudgetTags.heapFrame
+      ? 'heapFrame'
+      : tag === computeBudgetTags.unitLimit
+        ? 'unitLimit'
+        : tag === computeBudgetTags.loadedAccountsDataSize
+          ? 'loadedAccountsDataSize'
+          : undefined
+  if (setting && data.length === 5) return { setting, value: BigInt(view.getUint32(1, true)) }
+  return {}
+}
+
+/** Base fee per signature, lamports. */
+export const lamportsPerSignature = 5_000n
+/** Compute units an instruction gets when no `SetComputeUnitLimit` says otherwise, and the cap. */
+const defaultUnitsPerInstruction = 200_000n
+const maxUnits = 1_400_000n
+
+/**
+ * The most the fee payer can be charged for this transaction, lamports: the base fee of every
+ * signature plus the priority fee (unit limit x unit price, micro-lamports). Without a unit limit,
+ * the runtime's default per instruction applies.
+ */
+export function maxFeeLamports(decoded: DecodedSolanaTransaction): bigint {
+  let limit: bigint | undefined
+  let price = 0n
+  let others = 0n
+  for (const ix of decoded.instructions) {
+    if (ix.kind !== 'computeBudget') others++
+    else if (ix.setting === 'unitLimit') limit = ix.value!
+    else if (ix.setting === 'unitPrice') price = ix.value!
+  }
+  const units = limit ?? others * defaultUnitsPerInstruction
+  const capped = units < maxUnits ? units : maxUnits
+  const priority = (capped * price + 999_999n) / 1_000_000n
+  return lamportsPerSignature * BigInt(decoded.signers.length) + priority
 }
 
 /** The associated token account of `owner` for `mint` under `tokenProgram`. */

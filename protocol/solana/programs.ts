@@ -1,4 +1,5 @@
-/** Program ids the Solana adapter recognises (base58). */
+/** Program ids the Solana decoder recognises (base58). */
+export const systemProgramId = '11111111111111111111111111111111'
 export const computeBudgetProgramId = 'ComputeBudget111111111111111111111111111111'
 export const associatedTokenProgramId = 'ATokenGPvbdGVxr1b2hvZbsiqW5xWH25efTNsLJA8knL'
 export const tokenProgramId = 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA'
@@ -10,3 +11,14 @@ export const memoProgramIds = [
 
 /** SPL Token instruction tag of `TransferChecked` (same in Token-2022). */
 export const transferCheckedTag = 12
+
+/** Compute-budget instruction tags (the first data byte). */
+export const computeBudgetTags = {
+  heapFrame: 1,
+  unitLimit: 2,
+  unitPrice: 3,
+  loadedAccountsDataSize: 4,
+} as const
+
+/** System program instruction index (u32 LE) of `AdvanceNonceAccount`. */
+export const advanceNonceAccountTag = 4

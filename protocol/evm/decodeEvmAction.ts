@@ -1,0 +1,103 @@
+import type { Address, Hex } from 'viem'
+import type { ActionInspection } from '../../src/actions/types.js'
+import { eip155Account, eip155ChainId } from './caip.js'
+import { decodeTransaction } from './decodeTransaction.js'
+import { decodeTypedData } from './decodeTypedData.js'
+import { rejected } from './errors.js'
+import { assertEvmMethod } from './methods.js'
+import {
+  parsePersonalSignParams,
+  parseTransactionParams,
+  parseTypedDataParams,
+  type RpcTransaction,
+  type TypedDataPayload,
+  toBigInt,
+} from './params.js'
+
+export interface EvmActionRequest {
+  /** CAIP-2 chain id of the action, `eip155:<id>`. */
+  chainId: string
+  method: string
+  /** The action's params, parsed from their JSON string. */
+  params: readonly unknown[]
+}
+
+/**
+ * What a signer may forward for an action: built from the decoded fields only, so nothing the
+ * guard did not read reaches a key.
+ */
+export type EvmSignable =
+  | { kind: 'typedData'; address: Address; typedData: TypedDataPayload }
+  | { kind: 'message'; address: Address; message: Hex; text: string }
+  | { kind: 'transaction'; tx: RpcTransaction }
+
+export interface DecodedEvmAction {
+  chainId: number
+  inspection: ActionInspection
+  signable: EvmSignable
+}
+
+/**
+ * Decodes an EVM wallet action into the account that signs, the token movements it authorises and
+ * the exact payload a signer may forward, without signing or touching the network. Refuses
+ * (PayError) what it cannot bound: unknown typed data or calldata, typed data or transactions for
+ * another chain, an authorization whose payer is not the signing address, fields the wallet does
+ * not sign, and `personal_sign` of anything but readable text.
+ */
+export function decodeEvmRequest(request: EvmActionRequest): DecodedEvmAction {
+  const chainId = eip155ChainId(request.chainId)
+  const { method, params } = request
+  assertEvmMethod(method)
+  if (method === 'personal_sign') {
+    const { address, message, text } = parsePersonalSignParams(params)
+    if (text === undefined) {
+      throw rejected('personal_sign of anything but readable text is not signed (it may be a hash).', {
+        method,
+        bytes: (message.length - 2) / 2,
+      })
+    }
+    return {
+      chainId,
+      inspection: { account: eip155Account(chainId, address), transfers: [] },
+      signable: { kind: 'message', address, message, text },
+    }
+  }
+  if (method === 'eth_sendTransaction') {
+    const tx = parseTransactionParams(params)
+    assertTransactionChain(chainId, tx.chainId)
+    return {
+      chainId,
+      inspection: { account: eip155Account(chainId, tx.from), transfers: decodeTransaction(chainId, tx) },
+      signable: { kind: 'transaction', tx },
+    }
+  }
+  const { address, typedData } = parseTypedDataParams(method, params)
+  const decoded = decodeTypedData(chainId, typedData)
+  if (decoded.owner !== address) {
+    throw rejected('The typed data moves funds of another address than the one signing it.', {
+      signer: address,
+      owner: decoded.owner,
+    })
+  }
+  return {
+    chainId,
+    inspection: {
+      account: eip155Account(chainId, address),
+      transfers: decoded.transfers,
+      ...(decoded.validUntil !== undefined && { validUntil: decoded.validUntil }),
+    },
+    signable: { kind: 'typedData', address, typedData: decoded.typedData },
+  }
+}
+
+/** The inspection alone: what the wallet's signing guard and the server's verifier share. */
+export function decodeEvmAction(request: EvmActionRequest): ActionInspection {
+  return decodeEvmRequest(request).inspection
+}
+
+/** A transaction that names its chain must name the action's. */
+export function assertTransactionChain(chainId: number, txChainId: string | undefined): void {
+  if (txChainId !== undefined && toBigInt(txChainId) !== BigInt(chainId)) {
+    throw rejected('The transaction is for another chain than the action.', { chainId, txChainId })
+  }
+}

@@ -1,0 +1,28 @@
+// What bytes mean on EVM chains: read by the wallet adapters and by the server alike.
+export { eip155Account, eip155ChainId, erc20Asset, nativeAsset, parseEip155Account } from './caip.js'
+export {
+  assertTransactionChain,
+  type DecodedEvmAction,
+  decodeEvmAction,
+  decodeEvmRequest,
+  type EvmActionRequest,
+  type EvmSignable,
+} from './decodeEvmAction.js'
+export { decodeErc20Call, decodeTransaction } from './decodeTransaction.js'
+export {
+  authorizationFields,
+  authorizationKinds,
+  type DecodedTypedData,
+  decodeTypedData,
+  permitFields,
+} from './decodeTypedData.js'
+export { assertEvmMethod, type EvmMethod, evmMethods } from './methods.js'
+export {
+  parsePersonalSignParams,
+  parseTransactionParams,
+  parseTypedDataParams,
+  type RpcTransaction,
+  type TypedDataDomainPayload,
+  type TypedDataPayload,
+  toBigInt,
+} from './params.js'

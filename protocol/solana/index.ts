@@ -1,0 +1,26 @@
+// What bytes mean on Solana: read by the wallet adapter and by the server alike.
+export { decodeBase64, encodeBase64 } from './base64.js'
+export {
+  type AdvanceNonceInstruction,
+  associatedTokenAddress,
+  bytesEqual,
+  type ComputeBudgetInstruction,
+  type CreateAssociatedTokenAccountInstruction,
+  type DecodedSolanaTransaction,
+  decodeSolanaTransaction,
+  lamportsPerSignature,
+  type MemoInstruction,
+  maxFeeLamports,
+  type OtherInstruction,
+  type SolanaInstruction,
+  type TransferCheckedInstruction,
+} from './decodeSolanaTransaction.js'
+export {
+  associatedTokenProgramId,
+  computeBudgetProgramId,
+  memoProgramIds,
+  systemProgramId,
+  token2022ProgramId,
+  tokenProgramId,
+  transferCheckedTag,
+} from './programs.js'
