@@ -51,11 +51,29 @@ describe('guardActions', () => {
     )
   })
 
-  it('without inspect still checks the chain, and only the chain', async () => {
-    await expect(check([evmSigner()], [rpc('eip155:10', 'eth_sendTransaction')])).rejects.toThrowError(
-      rejected(),
+  it('refuses an action whose signer cannot decode it, whatever its chain', async () => {
+    const blind = evmSigner({ inspect: false })
+    await expect(check([blind], [rpc('eip155:10', 'eth_sendTransaction')])).rejects.toThrowError(
+      rejected({ chainId: 'eip155:10' }),
     )
-    await expect(check([evmSigner()])).resolves.toBeUndefined()
+    await expect(check([blind])).rejects.toThrowError(rejected({ namespace: 'eip155' }))
+  })
+
+  it('refuses a transfer that states other decimals than the option shows', async () => {
+    const transfer = { asset: usdcBase, amount: 1n }
+    await expect(check([inspecting({ transfers: [{ ...transfer, decimals: 6 }] })])).resolves.toBeUndefined()
+    await expect(check([inspecting({ transfers: [{ ...transfer, decimals: 0 }] })])).rejects.toThrowError(
+      rejected({ decimals: 0, shown: 6 }),
+    )
+  })
+
+  it('counts what earlier rounds left valid against the same amount', async () => {
+    const signer = inspecting({ transfers: [{ asset: usdcBase, amount: 600_000n }] })
+    const ctx = (stillAuthorized: bigint) => ({ accounts, amount: usdc, stillAuthorized })
+    await expect(check([signer], undefined, ctx(400_000n))).resolves.toBeUndefined()
+    await expect(check([signer], undefined, ctx(400_001n))).rejects.toThrowError(
+      rejected({ stillAuthorized: '400001', limit: '1000000' }),
+    )
   })
 
   it('rejects a signing account that was not advertised', async () => {

@@ -9,65 +9,120 @@ export interface GuardContext {
   accounts: readonly string[]
   /** The selected option's amount: the most the option may move, in its asset. */
   amount: Amount
+  /**
+   * What earlier rounds of this payment signed that may still execute (rebuilds after
+   * `quote_expired`), in the option's minor units. It counts against the same amount.
+   */
+  stillAuthorized?: bigint
 }
 
 /**
  * The signing guard. Checks every action of an option before the first one is signed, so a bad
  * action late in the list still means nothing is signed:
- * - the action's chain is the chain of an advertised account, and (when the signer can inspect it)
- *   the signing account is itself advertised;
- * - every inspected transfer is in the option's asset, and together they do not exceed its amount.
- * Without `inspect` only the chain can be checked: the adapter is the one that can decode calldata.
+ * - the action's chain is the chain of an advertised account, and the signing account is itself
+ *   advertised;
+ * - the signer decodes the action (`inspect`); an action it cannot decode is not signed;
+ * - every decoded transfer is in the option's asset, states the option's decimals when it states
+ *   any, and together with what earlier rounds left valid they do not exceed the option's amount.
  */
 export async function guardActions(actions: readonly RoutedAction[], context: GuardContext): Promise<void> {
-  const asset = context.amount.unit.startsWith('caip19/') ? context.amount.unit.slice(7) : undefined
   const limit = BigInt(context.amount.value)
   let total = 0n
-
-  for (const { index, signer, request } of actions) {
-    const facts = { index, chainId: request.chainId, method: request.method }
-    if (!context.accounts.some((account) => chainOf(account) === request.chainId)) {
-      throw rejected('The action targets a chain the wallet did not advertise.', facts)
-    }
-    if (!signer.inspect) continue
-
-    const inspection = await inspect(signer, request, facts)
-    const advertised = context.accounts.some((account) => sameCaip(account, inspection.account))
-    if (!advertised || chainOf(inspection.account) !== request.chainId) {
-      throw rejected('The action would be signed by an account the wallet did not advertise.', {
-        ...facts,
-        account: inspection.account,
-      })
-    }
-    for (const transfer of inspection.transfers) {
-      if (asset === undefined || !sameCaip(transfer.asset, asset)) {
-        throw rejected('The action moves an asset other than the option asset.', {
-          ...facts,
-          asset: transfer.asset,
-          expected: asset ?? context.amount.unit,
-        })
-      }
-      if (transfer.amount < 0n) throw rejected('The action carries a negative transfer.', facts)
-      total += transfer.amount
-    }
-  }
-  if (total > limit) {
-    throw rejected('The actions move more than the option amount.', {
-      total: total.toString(),
-      limit: limit.toString(),
-      unit: context.amount.unit,
-    })
+  for (const action of actions) total += (await checkAction(action, context)).total
+  const earlier = context.stillAuthorized ?? 0n
+  if (total + earlier > limit) {
+    throw rejected(
+      earlier > 0n
+        ? 'Together with earlier signatures that may still execute, the actions move more than the option amount.'
+        : 'The actions move more than the option amount.',
+      {
+        total: total.toString(),
+        ...(earlier > 0n && { stillAuthorized: earlier.toString() }),
+        limit: limit.toString(),
+        unit: context.amount.unit,
+      },
+    )
   }
 }
 
+/**
+ * What one action moves in the option's asset, after checking its chain, account, asset and
+ * decimals; also used to re-read what an earlier round signed.
+ */
+export async function checkAction(
+  { index, signer, request }: RoutedAction,
+  context: Pick<GuardContext, 'accounts' | 'amount'>,
+): Promise<{ total: bigint; inspection: ActionInspection }> {
+  const asset = context.amount.unit.startsWith('caip19/') ? context.amount.unit.slice(7) : undefined
+  const facts = { index, chainId: request.chainId, method: request.method }
+  if (!context.accounts.some((account) => chainOf(account) === request.chainId)) {
+    throw rejected('The action targets a chain the wallet did not advertise.', facts)
+  }
+  const inspection = await inspect(signer, request, facts)
+  const advertised = context.accounts.some((account) => sameCaip(account, inspection.account))
+  if (!advertised || chainOf(inspection.account) !== request.chainId) {
+    throw rejected('The action would be signed by an account the wallet did not advertise.', {
+      ...facts,
+      account: inspection.account,
+    })
+  }
+  let total = 0n
+  for (const transfer of inspection.transfers) {
+    if (asset === undefined || !sameCaip(transfer.asset, asset)) {
+      throw rejected('The action moves an asset other than the option asset.', {
+        ...facts,
+        asset: transfer.asset,
+        expected: asset ?? context.amount.unit,
+      })
+    }
+    if (transfer.decimals !== undefined && transfer.decimals !== context.amount.display.decimals) {
+      throw rejected('The action states other decimals for the asset than the option shows.', {
+        ...facts,
+        decimals: transfer.decimals,
+        shown: context.amount.display.decimals,
+      })
+    }
+    if (transfer.amount < 0n) throw rejected('The action carries a negative transfer.', facts)
+    total += transfer.amount
+  }
+  return { total, inspection }
+}
+
+/**
+ * What actions signed in earlier rounds of a payment can still move: each counts unless it is
+ * provably dead, by the bound its own bytes set (`validUntil` passed on the wallet's clock) or by
+ * its signer (`hasExpired`, e.g. a Solana blockhash the wallet's node saw expire).
+ */
+export async function stillAuthorized(
+  earlier: readonly RoutedAction[],
+  context: Pick<GuardContext, 'accounts' | 'amount'>,
+  nowSeconds: number,
+): Promise<bigint> {
+  let live = 0n
+  for (const action of earlier) {
+    const { total, inspection } = await checkAction(action, context)
+    if (total === 0n) continue
+    if (inspection.validUntil !== undefined && nowSeconds >= inspection.validUntil) continue
+    if (action.signer.hasExpired && (await action.signer.hasExpired(action.request))) continue
+    live += total
+  }
+  return live
+}
+
 /** An action the adapter cannot decode cannot be checked, so it is not signed. */
-async function inspect(
+export async function inspect(
   signer: Signer,
   request: SignerRequest,
   facts: Record<string, unknown>,
 ): Promise<ActionInspection> {
+  if (!signer.inspect) {
+    throw rejected('The signer cannot decode this action, so it is not signed.', {
+      ...facts,
+      namespace: signer.namespace,
+    })
+  }
   try {
-    return await signer.inspect!(request)
+    return await signer.inspect(request)
   } catch (cause) {
     if (isPayError(cause)) throw cause
     throw new PayError({

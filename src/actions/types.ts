@@ -51,6 +51,15 @@ export interface Signer {
    * `user_rejected` when the user declines (EIP-1193 code 4001 or equivalent).
    */
   request(request: SignerRequest): Promise<string>
-  /** Decodes an action for the signing guard without signing anything. */
+  /**
+   * Decodes an action for the signing guard without signing anything. With the guard on, an action
+   * whose signer has no `inspect` is not signed.
+   */
   inspect?(request: SignerRequest): ActionInspection | Promise<ActionInspection>
+  /**
+   * True only when a signature of this action provably can no longer execute (for a Solana
+   * transaction: its blockhash expired on the wallet's own node). Lets the flow sign a rebuilt
+   * action after `quote_expired` without the earlier signature counting against the amount.
+   */
+  hasExpired?(request: SignerRequest): Promise<boolean>
 }

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'eventemitter3'
-import { guardActions } from '../actions/guard.js'
+import { guardActions, stillAuthorized } from '../actions/guard.js'
 import { createSignerRegistry, type SignerRegistry } from '../actions/registry.js'
 import { isUserRejection } from '../actions/rejection.js'
 import { resolveActions } from '../actions/resolve.js'
@@ -30,6 +30,7 @@ import {
   type TerminalState,
 } from './states.js'
 import type { ActionEvent, FlowEvents, PaymentResult, StatusEvent } from './types.js'
+import { validateOptions } from './validateOptions.js'
 
 export interface CollectDataRequest {
   /** The form URL with `prefill`/`theme`/`themeVariables` applied. */
@@ -90,6 +91,8 @@ interface FlowData {
   option: PaymentOption | null
   collectDataCompleted: string | null
   actions: WalletRpcAction[] | null
+  /** Actions signed in earlier rounds of this payment (before a rebuild); they may still execute. */
+  earlier: WalletRpcAction[]
   results: string[]
   inFlight: number | null
   pollInMs: number | null
@@ -176,6 +179,7 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
       const response = await this.#call((signal) =>
         this.#gateway.getOptions(this.paymentId, { accounts }, { signal }),
       )
+      validateOptions(response, this.paymentId)
       this.#data.options = response.options
       this.#data.collectData = response.collectData ?? null
       const loaded: LoadOptionsResult = {
@@ -388,7 +392,9 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
     // Route and check every action before signing the first: an option that cannot complete signs nothing.
     const routed = routeActions(this.#registry, actions)
     if (this.#config.guard !== 'off') {
-      await abortable(guardActions(routed, { accounts: this.#data.accounts, amount: option.amount }), signal)
+      const context = { accounts: this.#data.accounts, amount: option.amount }
+      const earlier = await abortable(this.#stillAuthorized(this.#data.earlier), signal)
+      await abortable(guardActions(routed, { ...context, stillAuthorized: earlier }), signal)
     }
     await this.#reconcileInFlight(routed)
 
@@ -466,10 +472,12 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
         this.#gateway.confirm(this.paymentId, body, { signal, idempotencyKey }),
       )
     } catch (error) {
-      if (isPayError(error, 'quote_expired') && this.#mayRebuild()) {
+      if (isPayError(error, 'quote_expired') && (await this.#mayRebuild())) {
         // A built transaction outlived its blockhash before confirm. Nothing was broadcast by the wallet,
-        // so a fresh build and new signatures are safe; bounded so a broken service cannot loop us.
+        // so a fresh build and new signatures are safe as long as what was signed cannot also execute
+        // (the guard counts what still can); bounded so a broken service cannot loop us.
         this.#rebuilds++
+        this.#data.earlier = [...this.#data.earlier, ...this.#data.actions!]
         this.#transition('fetchingActions')
         await this.#checkpointOrReport()
         return
@@ -496,14 +504,29 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
     await this.#checkpointOrReport()
   }
 
-  /** Only signature-only actions that came from a build may be built and signed again. */
-  #mayRebuild(): boolean {
-    const { option, actions } = this.#data
-    return (
-      this.#rebuilds < maxRebuilds &&
-      option!.actions.some((a) => a.type === 'build') &&
-      !actions!.some((a) => broadcastingMethods.includes(a.walletRpc.method))
-    )
+  /**
+   * Only signature-only actions that came from a build may be built and signed again, and only while
+   * what the signed ones can still move leaves room in the option's amount.
+   */
+  async #mayRebuild(): Promise<boolean> {
+    const { option, actions, earlier } = this.#data
+    if (
+      this.#rebuilds >= maxRebuilds ||
+      !option!.actions.some((a) => a.type === 'build') ||
+      actions!.some((a) => broadcastingMethods.includes(a.walletRpc.method))
+    ) {
+      return false
+    }
+    if (this.#config.guard === 'off') return true
+    const live = await this.#stillAuthorized([...earlier, ...actions!])
+    return live < BigInt(option!.amount.value)
+  }
+
+  /** What the signed `actions` of earlier rounds can still move, in the selected option's asset. */
+  async #stillAuthorized(actions: readonly WalletRpcAction[]): Promise<bigint> {
+    if (actions.length === 0) return 0n
+    const context = { accounts: this.#data.accounts, amount: this.#data.option!.amount }
+    return stillAuthorized(routeActions(this.#registry, actions), context, Math.floor(Date.now() / 1000))
   }
 
   async #poll(): Promise<void> {
@@ -714,6 +737,7 @@ export function createPaymentFlow(options: PaymentFlowOptions): PaymentFlow {
     option: null,
     collectDataCompleted: null,
     actions: null,
+    earlier: [],
     results: [],
     inFlight: null,
     pollInMs: null,
@@ -728,5 +752,5 @@ export function createPaymentFlow(options: PaymentFlowOptions): PaymentFlow {
 export function resumePaymentFlow(snapshot: unknown, options: ResumeFlowOptions): PaymentFlow {
   const { version: _version, paymentId, ...data } = parseFlowSnapshot(snapshot)
   if (data.state === 'loadingOptions') data.state = 'idle'
-  return new PaymentFlow(options, paymentId, data as FlowData)
+  return new PaymentFlow(options, paymentId, { ...data, earlier: data.earlier ?? [] } as FlowData)
 }

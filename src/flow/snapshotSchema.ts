@@ -26,6 +26,8 @@ export const FlowSnapshot = z.object({
   collectDataCompleted: z.nullable(z.string()),
   /** The selected option's actions after `build` resolution: exactly what gets signed. */
   actions: z.nullable(z.array(WalletRpcAction)),
+  /** Actions signed in earlier rounds (before a rebuild after `quote_expired`): they may still execute. */
+  earlier: z.optional(z.array(WalletRpcAction)),
   results: z.array(z.string()),
   inFlight: z.nullable(z.int().check(z.minimum(0))),
   pollInMs: z.nullable(z.int().check(z.minimum(0))),

@@ -77,7 +77,11 @@ export interface TestSignerOptions {
   methods?: string[]
   /** The result of a request; default `<method>#<n>` (n counts requests to this signer). */
   answer?: (request: SignerRequest, n: number) => string | Promise<string>
-  inspect?: (request: SignerRequest) => ActionInspection | Promise<ActionInspection>
+  /**
+   * The decoder the guard calls. Default: the signer's account on the action's chain, moving nothing
+   * (what an attestation decodes to); `false` leaves the signer without one.
+   */
+  inspect?: ((request: SignerRequest) => ActionInspection | Promise<ActionInspection>) | false
 }
 
 /** A real signer object with deterministic results: what a wallet adapter looks like to the core. */
@@ -100,7 +104,17 @@ export function testSigner(options: TestSignerOptions): TestSigner {
         : `${request.method}#${requests.length}`
     },
   }
-  if (options.inspect) signer.inspect = options.inspect
+  if (options.inspect !== false) {
+    signer.inspect =
+      options.inspect ??
+      ((request) => ({
+        account:
+          options.accounts.find((account) => account.startsWith(`${request.chainId}:`)) ??
+          options.accounts[0] ??
+          '',
+        transfers: [],
+      }))
+  }
   return signer
 }
 

@@ -374,6 +374,10 @@ export const FlowSnapshot = {
         },
       ],
     },
+    earlier: {
+      type: 'array',
+      items: WalletRpcAction,
+    },
     results: {
       type: 'array',
       items: {
