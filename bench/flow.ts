@@ -115,6 +115,7 @@ const signer: Signer = {
   namespace: 'eip155',
   methods: ['eth_signTypedData_v4'],
   accounts: () => [account],
+  inspect: () => ({ account, transfers: [] }),
   request: async () => signature,
 }
 

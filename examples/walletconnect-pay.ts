@@ -2,7 +2,7 @@
 // Both sign-clients talk through a local relay (no network needed). Run: npx tsx examples/walletconnect-pay.ts
 import { custom } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
-import { decodeEvmAction, evmSigner } from '../adapters/evm/index.js'
+import { decodeEvmAction, evmForwardParams, evmSigner } from '../adapters/evm/index.js'
 import { walletConnectSigners } from '../adapters/walletconnect/index.js'
 import { createMerchantClient } from '../src/client/index.js'
 import { createPayClient } from '../src/index.js'
@@ -57,7 +57,10 @@ try {
   const pay = createPayClient({
     baseUrl: server.url,
     apiKey: walletKey,
-    signers: walletConnectSigners(dapp, session, { inspect: { eip155: decodeEvmAction } }),
+    signers: walletConnectSigners(dapp, session, {
+      inspect: { eip155: decodeEvmAction },
+      forwardParams: { eip155: evmForwardParams },
+    }),
   })
   const result = await pay.pay(payment.gatewayUrl)
   console.log('result', result.status, result.txId)

@@ -8,6 +8,7 @@ it('exports exactly this API', () => {
       "decodeEvmAction",
       "decodeTransaction",
       "decodeTypedData",
+      "evmForwardParams",
       "evmMethods",
       "evmSigner",
       "parsePersonalSignParams",

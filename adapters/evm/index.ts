@@ -5,6 +5,7 @@ export {
   decodeTypedData,
   type EvmActionRequest,
   type EvmMethod,
+  evmForwardParams,
   evmMethods,
   parsePersonalSignParams,
   parseTransactionParams,

@@ -103,6 +103,7 @@ describe('decodeSolanaTransaction', () => {
         {
           asset: `${chainId}/token:${mint.toBase58()}`,
           amount: 42n,
+          decimals: 6,
           to: `${chainId}:${merchant.publicKey.toBase58()}`,
         },
       ],
@@ -136,6 +137,7 @@ describe('decodeSolanaTransaction', () => {
       {
         asset: `${chainId}/token:${mint.toBase58()}`,
         amount: 5n,
+        decimals: 6,
         to: `${chainId}:${destination.toBase58()}`,
       },
     ])
@@ -185,10 +187,12 @@ describe('public API of caipay/adapters/solana', () => {
       'computeBudgetProgramId',
       'decodeBase64',
       'decodeSolanaTransaction',
+      'defaultMaxFeeLamports',
       'encodeBase64',
       'inspectSolanaTransaction',
       'isUserRejection',
       'memoProgramIds',
+      'solanaInspector',
       'solanaSignTransactionMethod',
       'solanaSigner',
       'token2022ProgramId',

@@ -24,14 +24,20 @@ export type {
   InspectSolanaTransactionParameters,
   SolanaPolicyOptions,
 } from './inspectSolanaTransaction.js'
-export { checkSolanaTransaction, inspectSolanaTransaction } from './inspectSolanaTransaction.js'
+export {
+  checkSolanaTransaction,
+  defaultMaxFeeLamports,
+  inspectSolanaTransaction,
+} from './inspectSolanaTransaction.js'
 export type {
+  SolanaExpiryOptions,
+  SolanaInspectorOptions,
   SolanaKeypairSignerOptions,
   SolanaSigner,
   SolanaSignerOptions,
   SolanaWalletStandardSignerOptions,
 } from './solanaSigner.js'
-export { solanaSigner, solanaSignTransactionMethod } from './solanaSigner.js'
+export { solanaInspector, solanaSigner, solanaSignTransactionMethod } from './solanaSigner.js'
 export type {
   SolanaSignTransactionFeature,
   SolanaSignTransactionFeatureInput,

@@ -1,6 +1,7 @@
 import {
   associatedTokenAddress,
   type DecodedSolanaTransaction,
+  maxFeeLamports,
   type SolanaInstruction,
 } from '../../protocol/solana/index.js'
 import type { ActionInspection, InspectedTransfer } from '../../src/actions/types.js'
@@ -12,7 +13,15 @@ export interface SolanaPolicyOptions {
    * in the payment flow the service is the fee payer.
    */
   allowFeePayer?: boolean
+  /**
+   * With `allowFeePayer`, the most the signer may pay in fees for one transaction, lamports: base
+   * fee per signature plus compute-unit limit x price. Default 1 000 000 (0.001 SOL).
+   */
+  maxFeeLamports?: bigint
 }
+
+/** Default `maxFeeLamports`: far above an honest payment's fee, far below what a hostile one could set. */
+export const defaultMaxFeeLamports = 1_000_000n
 
 export interface CheckSolanaTransactionParameters extends SolanaPolicyOptions {
   decoded: DecodedSolanaTransaction
@@ -24,10 +33,12 @@ export interface CheckSolanaTransactionParameters extends SolanaPolicyOptions {
 
 /**
  * Throws a PayError `action_rejected` unless the transaction is one the signer may sign: the
- * signer is a required signer, not the fee payer (unless allowed), and every instruction that
- * involves the signer is a compute-budget, associated-token-account create, SPL `transferChecked`
- * or memo instruction. Foreign instructions that do not name the signer cannot use its
- * signature, so they are left to the fee payer.
+ * signer is a required signer, not the fee payer (unless allowed, and then within
+ * `maxFeeLamports` and funding at most one token account), the blockhash is not a durable nonce
+ * (such a transaction never expires), and every instruction that involves the signer is a
+ * compute-budget, associated-token-account create, SPL `transferChecked` (with the signer as the
+ * authority, never as a multisig co-signer) or memo instruction. Foreign instructions that do not
+ * name the signer cannot use its signature, so they are left to the fee payer.
  */
 export function checkSolanaTransaction(parameters: CheckSolanaTransactionParameters): void {
   const { decoded, signer, chainId } = parameters
@@ -35,8 +46,37 @@ export function checkSolanaTransaction(parameters: CheckSolanaTransactionParamet
   if (!decoded.signers.includes(signer)) {
     throw rejected('The Solana transaction does not need this account’s signature.', { chainId, account })
   }
-  if (decoded.feePayer === signer && !parameters.allowFeePayer) {
-    throw rejected('The Solana transaction makes the signer pay its fees.', { chainId, account })
+  if (decoded.feePayer === signer) {
+    if (!parameters.allowFeePayer) {
+      throw rejected('The Solana transaction makes the signer pay its fees.', { chainId, account })
+    }
+    const fee = maxFeeLamports(decoded)
+    const limit = parameters.maxFeeLamports ?? defaultMaxFeeLamports
+    if (fee > limit) {
+      throw rejected('The Solana transaction could charge the signer more fees than allowed.', {
+        chainId,
+        account,
+        maxFeeLamports: fee.toString(),
+        limit: limit.toString(),
+      })
+    }
+  }
+  if (decoded.usesDurableNonce) {
+    throw rejected('The Solana transaction uses a durable nonce, so it would never expire.', {
+      chainId,
+      account,
+      field: 'recentBlockhash',
+    })
+  }
+  const funded = decoded.instructions.filter(
+    (ix) => ix.kind === 'createAssociatedTokenAccount' && ix.payer === signer,
+  )
+  if (funded.length > 1) {
+    throw rejected('The Solana transaction makes the signer fund more than one token account.', {
+      chainId,
+      account,
+      count: funded.length,
+    })
   }
   for (const instruction of decoded.instructions) {
     const reason = disallowedReason(instruction, signer, parameters.allowFeePayer === true)
@@ -60,8 +100,15 @@ function disallowedReason(
   switch (instruction.kind) {
     case 'computeBudget':
     case 'memo':
-    case 'transferChecked':
       return undefined
+    case 'transferChecked':
+      // As a multisig co-signer the signer's signature moves someone else's tokens: not counted,
+      // so not signed.
+      return instruction.authority !== signer && instruction.multisigSigners.includes(signer)
+        ? 'signer is a multisig co-signer of a transfer'
+        : undefined
+    case 'advanceNonce':
+      return instruction.accounts.includes(signer) ? 'signer advances a nonce account' : undefined
     case 'createAssociatedTokenAccount':
       return instruction.payer === signer && !allowFeePayer ? 'signer funds a token account' : undefined
     case 'other':
@@ -100,6 +147,7 @@ export function inspectSolanaTransaction(parameters: InspectSolanaTransactionPar
     transfers.push({
       asset: `${chainId}/token:${ix.mint}`,
       amount: ix.amount,
+      decimals: ix.decimals,
       to: `${chainId}:${owners.get(ix.destination) ?? ix.destination}`,
     })
   }

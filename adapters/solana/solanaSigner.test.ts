@@ -208,6 +208,7 @@ describe('solanaSigner with a Keypair', () => {
         {
           asset: `${chainId}/token:${mint.toBase58()}`,
           amount: 777n,
+          decimals: 6,
           to: `${chainId}:${service.publicKey.toBase58()}`,
         },
       ],

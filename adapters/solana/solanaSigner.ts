@@ -24,13 +24,24 @@ import {
 
 export const solanaSignTransactionMethod = 'solana_signTransaction'
 
-export interface SolanaKeypairSignerOptions extends SolanaPolicyOptions {
+export interface SolanaExpiryOptions {
+  /**
+   * Asks the wallet's own node whether a blockhash is still valid, e.g.
+   * `(hash) => connection.isBlockhashValid(hash, { commitment: 'processed' }).then((r) => r.value)`.
+   * With it, a transaction is signed only while its blockhash is valid, and once the node says it
+   * expired, the flow may sign a rebuilt one after `quote_expired` (the old one can no longer land).
+   * Without it, an earlier signature always counts against the option's amount.
+   */
+  isBlockhashValid?: (blockhash: string, chainId: string) => Promise<boolean>
+}
+
+export interface SolanaKeypairSignerOptions extends SolanaPolicyOptions, SolanaExpiryOptions {
   keypair: Keypair
   /** CAIP-2 chain ids the key may sign for, e.g. `['solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp']`. */
   chains: readonly string[]
 }
 
-export interface SolanaWalletStandardSignerOptions extends SolanaPolicyOptions {
+export interface SolanaWalletStandardSignerOptions extends SolanaPolicyOptions, SolanaExpiryOptions {
   account: WalletStandardSolanaAccount
   /** The wallet's `solana:signTransaction` feature, or its whole `features` record. */
   feature: SolanaSignTransactionFeatureInput
@@ -66,29 +77,10 @@ type SignSlot = (
 export function solanaSigner(options: SolanaSignerOptions): SolanaSigner {
   const { address, chains, signSlot } =
     'keypair' in options ? fromKeypair(options) : fromWalletStandard(options)
-  const policy = options.allowFeePayer === undefined ? {} : { allowFeePayer: options.allowFeePayer }
+  const { isBlockhashValid } = options
+  const prepare = (request: SignerRequest) => decodeForSigner(request, address, chains, options)
 
-  function prepare(request: SignerRequest): DecodedSolanaTransaction {
-    if (request.method !== solanaSignTransactionMethod) {
-      throw new PayError({
-        code: 'unsupported_method',
-        message: `The Solana signer does not implement ${request.method}.`,
-        context: { method: request.method, chainId: request.chainId },
-      })
-    }
-    if (!chains.includes(request.chainId)) {
-      throw new PayError({
-        code: 'action_rejected',
-        message: 'The Solana action is for a chain this signer does not serve.',
-        context: { chainId: request.chainId, chains },
-      })
-    }
-    const decoded = decodeSolanaTransaction(readTransactionParam(request.params))
-    checkSolanaTransaction({ decoded, signer: address, chainId: request.chainId, ...policy })
-    return decoded
-  }
-
-  return {
+  const signer: SolanaSigner = {
     namespace: 'solana',
     methods: [solanaSignTransactionMethod],
     address,
@@ -100,6 +92,16 @@ export function solanaSigner(options: SolanaSignerOptions): SolanaSigner {
     async request(request) {
       throwIfAborted(request.signal)
       const decoded = prepare(request)
+      // A blockhash the wallet's node does not know yet cannot later be seen to expire, so it is
+      // not signed: `hasExpired` relies on it.
+      if (isBlockhashValid && !(await isBlockhashValid(decoded.recentBlockhash, request.chainId))) {
+        throw new PayError({
+          code: 'action_rejected',
+          message: 'The Solana transaction’s blockhash is not valid on the wallet’s node.',
+          context: { chainId: request.chainId, field: 'recentBlockhash', blockhash: decoded.recentBlockhash },
+        })
+      }
+      throwIfAborted(request.signal)
       const signature = await signSlot(decoded, request.chainId, request.signal)
       throwIfAborted(request.signal)
       // Splice into the original bytes so the other signers' partial signatures and the exact
@@ -109,6 +111,66 @@ export function solanaSigner(options: SolanaSignerOptions): SolanaSigner {
       return encodeBase64(signed)
     },
   }
+  if (isBlockhashValid) {
+    signer.hasExpired = async (request) => {
+      const decoded = prepare(request)
+      return !(await isBlockhashValid(decoded.recentBlockhash, request.chainId))
+    }
+  }
+  return signer
+}
+
+export interface SolanaInspectorOptions extends SolanaPolicyOptions {
+  /** Base58 address of the key that signs. */
+  address: string
+  /** CAIP-2 chain ids it signs for. */
+  chains: readonly string[]
+}
+
+/**
+ * The Solana signer's decoder on its own, for signers that forward to a remote wallet
+ * (`walletConnectSigners(client, session, { inspect: { solana: solanaInspector({...}) } })`):
+ * the same checks as `solanaSigner`, nothing signed.
+ */
+export function solanaInspector(
+  options: SolanaInspectorOptions,
+): (request: SignerRequest) => ActionInspection {
+  const chains = validateChains(options.chains)
+  return (request) => {
+    const decoded = decodeForSigner(request, options.address, chains, options)
+    return inspectSolanaTransaction({ decoded, signer: options.address, chainId: request.chainId })
+  }
+}
+
+function decodeForSigner(
+  request: SignerRequest,
+  address: string,
+  chains: readonly string[],
+  policy: SolanaPolicyOptions,
+): DecodedSolanaTransaction {
+  if (request.method !== solanaSignTransactionMethod) {
+    throw new PayError({
+      code: 'unsupported_method',
+      message: `The Solana signer does not implement ${request.method}.`,
+      context: { method: request.method, chainId: request.chainId },
+    })
+  }
+  if (!chains.includes(request.chainId)) {
+    throw new PayError({
+      code: 'action_rejected',
+      message: 'The Solana action is for a chain this signer does not serve.',
+      context: { chainId: request.chainId, chains },
+    })
+  }
+  const decoded = decodeSolanaTransaction(readTransactionParam(request.params))
+  checkSolanaTransaction({
+    decoded,
+    signer: address,
+    chainId: request.chainId,
+    ...(policy.allowFeePayer !== undefined && { allowFeePayer: policy.allowFeePayer }),
+    ...(policy.maxFeeLamports !== undefined && { maxFeeLamports: policy.maxFeeLamports }),
+  })
+  return decoded
 }
 
 function fromKeypair(options: SolanaKeypairSignerOptions): {

@@ -5,6 +5,7 @@ export type {
   WalletConnectSession,
 } from './types.js'
 export {
+  type WalletConnectForwardParams,
   type WalletConnectInspect,
   type WalletConnectSigner,
   type WalletConnectSignerBaseOptions,

@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from 'vitest'
 import type { SignerRequest } from '../../src/actions/types.js'
+import { PayError } from '../../src/errors/PayError.js'
 import { expectPayError } from '../../test/expectPayError.js'
 import type { WalletConnectRequestParams, WalletConnectSession } from './types.js'
 import { walletConnectSigner, walletConnectSigners } from './walletConnectSigner.js'
@@ -58,6 +59,12 @@ function fakeClient(initial: WalletConnectSession | undefined = session(), answe
   }
 }
 
+/** Decodes nothing but the signing account: these tests are about forwarding, not decoding. */
+const ownAccount = (request: SignerRequest) => ({
+  account: `${request.chainId}:${request.chainId.startsWith('solana') ? solanaAddress : address}`,
+  transfers: [],
+})
+
 const personalSign: SignerRequest = {
   chainId: 'eip155:1',
   method: 'personal_sign',
@@ -66,7 +73,12 @@ const personalSign: SignerRequest = {
 
 describe('walletConnectSigner: what the session approved', () => {
   it('merges accounts, methods and chains over namespace and chain keys', () => {
-    const signer = walletConnectSigner({ client: fakeClient(), session: session(), namespace: 'eip155' })
+    const signer = walletConnectSigner({
+      inspect: ownAccount,
+      client: fakeClient(),
+      session: session(),
+      namespace: 'eip155',
+    })
     expect(signer.topic).toBe(topic)
     expect(signer.accounts()).toEqual([`eip155:1:${address}`, `eip155:10:${address}`])
     expect(signer.methods).toEqual(['personal_sign', 'eth_sendTransaction', 'eth_signTypedData_v4'])
@@ -74,13 +86,18 @@ describe('walletConnectSigner: what the session approved', () => {
   })
 
   it('derives chains from the accounts when a namespace key omits them', () => {
-    const signer = walletConnectSigner({ client: fakeClient(), topic, namespace: 'solana' })
+    const signer = walletConnectSigner({
+      inspect: ownAccount,
+      client: fakeClient(),
+      topic,
+      namespace: 'solana',
+    })
     expect(signer.chains()).toEqual([solanaChain])
   })
 
   it('follows the live session: updates are seen, a deleted or expired session has no accounts', () => {
     const client = fakeClient()
-    const signer = walletConnectSigner({ client, topic, namespace: 'solana' })
+    const signer = walletConnectSigner({ inspect: ownAccount, client, topic, namespace: 'solana' })
     client.replaceSession(
       session({ namespaces: { solana: { accounts: [`${solanaChain}:Other111`], methods: [], events: [] } } }),
     )
@@ -94,9 +111,15 @@ describe('walletConnectSigner: what the session approved', () => {
 
   it('refuses to build a signer for an unknown topic or an unapproved namespace', () => {
     const unknown = () =>
-      walletConnectSigner({ client: fakeClient(), topic: 'b'.repeat(64), namespace: 'eip155' })
+      walletConnectSigner({
+        inspect: ownAccount,
+        client: fakeClient(),
+        topic: 'b'.repeat(64),
+        namespace: 'eip155',
+      })
     expect(unknown).toThrow(expect.objectContaining({ code: 'missing_signer' }))
-    const cosmos = () => walletConnectSigner({ client: fakeClient(), topic, namespace: 'cosmos' })
+    const cosmos = () =>
+      walletConnectSigner({ inspect: ownAccount, client: fakeClient(), topic, namespace: 'cosmos' })
     expect(cosmos).toThrow(
       expect.objectContaining({
         code: 'missing_signer',
@@ -109,7 +132,7 @@ describe('walletConnectSigner: what the session approved', () => {
 describe('walletConnectSigner: request', () => {
   it('forwards the action to the session with the wallet deadline', async () => {
     const client = fakeClient(session(), async () => '0xsig')
-    const signer = walletConnectSigner({ client, topic, namespace: 'eip155' })
+    const signer = walletConnectSigner({ inspect: ownAccount, client, topic, namespace: 'eip155' })
     await expect(signer.request(personalSign)).resolves.toBe('0xsig')
     expect(client.calls).toEqual([
       {
@@ -123,10 +146,15 @@ describe('walletConnectSigner: request', () => {
 
   it('keeps the wallet deadline within what sign-client accepts', async () => {
     const client = fakeClient(session(), async () => '0xsig')
-    await walletConnectSigner({ client, topic, namespace: 'eip155', requestTimeoutMs: 1000 }).request(
-      personalSign,
-    )
     await walletConnectSigner({
+      inspect: ownAccount,
+      client,
+      topic,
+      namespace: 'eip155',
+      requestTimeoutMs: 1000,
+    }).request(personalSign)
+    await walletConnectSigner({
+      inspect: ownAccount,
       client,
       topic,
       namespace: 'eip155',
@@ -137,7 +165,7 @@ describe('walletConnectSigner: request', () => {
 
   it('sends nothing for a chain, namespace or per-chain method the session did not approve', async () => {
     const client = fakeClient()
-    const signer = walletConnectSigner({ client, topic, namespace: 'eip155' })
+    const signer = walletConnectSigner({ inspect: ownAccount, client, topic, namespace: 'eip155' })
     const chain = await expectPayError(signer.request({ ...personalSign, chainId: 'eip155:8453' }))
     expect(chain.code).toBe('action_rejected')
     expect(chain.context.approvedChains).toEqual(['eip155:1', 'eip155:10'])
@@ -152,7 +180,7 @@ describe('walletConnectSigner: request', () => {
 
   it('fails with signer_failed once the session is gone or expired', async () => {
     const client = fakeClient()
-    const signer = walletConnectSigner({ client, topic, namespace: 'eip155' })
+    const signer = walletConnectSigner({ inspect: ownAccount, client, topic, namespace: 'eip155' })
     client.replaceSession(session({ expiry: Math.floor(Date.now() / 1000) - 1 }))
     expect((await expectPayError(signer.request(personalSign))).code).toBe('signer_failed')
     client.replaceSession(undefined)
@@ -170,7 +198,7 @@ describe('walletConnectSigner: Solana shapes', () => {
 
   it('sends WalletConnect the `{transaction}` object, not caipay’s one-element array', async () => {
     const client = fakeClient(session(), async () => 'c2lnbmVk')
-    await walletConnectSigner({ client, topic, namespace: 'solana' }).request(request)
+    await walletConnectSigner({ inspect: ownAccount, client, topic, namespace: 'solana' }).request(request)
     expect(client.calls[0]?.request).toEqual({
       method: 'solana_signTransaction',
       params: { transaction: 'AQID' },
@@ -183,6 +211,7 @@ describe('walletConnectSigner: Solana shapes', () => {
     ['{ signature, transaction }', { signature: '5sig', transaction: 'c2lnbmVk' }],
   ])('accepts %s as the signed transaction', async (_, answer) => {
     const signer = walletConnectSigner({
+      inspect: ownAccount,
       client: fakeClient(session(), async () => answer),
       topic,
       namespace: 'solana',
@@ -193,7 +222,7 @@ describe('walletConnectSigner: Solana shapes', () => {
   it('refuses a detached signature', async () => {
     const client = fakeClient(session(), async () => ({ signature: '5sig' }))
     const error = await expectPayError(
-      walletConnectSigner({ client, topic, namespace: 'solana' }).request(request),
+      walletConnectSigner({ inspect: ownAccount, client, topic, namespace: 'solana' }).request(request),
     )
     expect(error.code).toBe('action_rejected')
     expect(error.shortMessage).toContain('complete signed transaction')
@@ -206,7 +235,7 @@ describe('walletConnectSigner: Solana shapes', () => {
   ])('refuses %s as a result', async (_, answer) => {
     const client = fakeClient(session(), async () => answer)
     const error = await expectPayError(
-      walletConnectSigner({ client, topic, namespace: 'solana' }).request(request),
+      walletConnectSigner({ inspect: ownAccount, client, topic, namespace: 'solana' }).request(request),
     )
     expect(error.code).toBe('action_rejected')
   })
@@ -216,7 +245,7 @@ describe('walletConnectSigner: wallet errors', () => {
   it.each([4001, 5000, 5001, 5002, 5003])('maps code %i to user_rejected', async (code) => {
     const client = fakeClient(session(), () => Promise.reject({ code, message: 'User rejected.' }))
     const error = await expectPayError(
-      walletConnectSigner({ client, topic, namespace: 'eip155' }).request(personalSign),
+      walletConnectSigner({ inspect: ownAccount, client, topic, namespace: 'eip155' }).request(personalSign),
     )
     expect(error.code).toBe('user_rejected')
     expect(error.context).toEqual({ chainId: 'eip155:1', method: 'personal_sign', topic, rpcCode: code })
@@ -226,7 +255,7 @@ describe('walletConnectSigner: wallet errors', () => {
   it.each([4200, 5101])('maps code %i to unsupported_method', async (code) => {
     const client = fakeClient(session(), () => Promise.reject({ code, message: 'Unsupported methods.' }))
     const error = await expectPayError(
-      walletConnectSigner({ client, topic, namespace: 'eip155' }).request(personalSign),
+      walletConnectSigner({ inspect: ownAccount, client, topic, namespace: 'eip155' }).request(personalSign),
     )
     expect(error.code).toBe('unsupported_method')
   })
@@ -235,7 +264,7 @@ describe('walletConnectSigner: wallet errors', () => {
     const client = fakeClient(session(), () =>
       Promise.reject({ code: -32000, message: 'insufficient funds' }),
     )
-    const signer = walletConnectSigner({ client, topic, namespace: 'eip155' })
+    const signer = walletConnectSigner({ inspect: ownAccount, client, topic, namespace: 'eip155' })
     const coded = await expectPayError(signer.request(personalSign))
     expect(coded.code).toBe('action_rejected')
     expect(coded.context.rpcCode).toBe(-32000)
@@ -243,7 +272,9 @@ describe('walletConnectSigner: wallet errors', () => {
 
     const relayDown = fakeClient(session(), () => Promise.reject(new Error('Failed to publish payload')))
     const uncoded = await expectPayError(
-      walletConnectSigner({ client: relayDown, topic, namespace: 'eip155' }).request(personalSign),
+      walletConnectSigner({ inspect: ownAccount, client: relayDown, topic, namespace: 'eip155' }).request(
+        personalSign,
+      ),
     )
     expect(uncoded.code).toBe('action_rejected')
     expect(uncoded.context.rpcCode).toBeUndefined()
@@ -256,7 +287,10 @@ describe('walletConnectSigner: abort and timeout', () => {
     const client = fakeClient()
     const signal = AbortSignal.abort()
     const error = await expectPayError(
-      walletConnectSigner({ client, topic, namespace: 'eip155' }).request({ ...personalSign, signal }),
+      walletConnectSigner({ inspect: ownAccount, client, topic, namespace: 'eip155' }).request({
+        ...personalSign,
+        signal,
+      }),
     )
     expect(error.code).toBe('aborted')
     expect(client.calls).toEqual([])
@@ -266,7 +300,7 @@ describe('walletConnectSigner: abort and timeout', () => {
     let answerLate!: (value: unknown) => void
     const client = fakeClient(session(), () => new Promise((_, reject) => (answerLate = reject)))
     const controller = new AbortController()
-    const pending = walletConnectSigner({ client, topic, namespace: 'eip155' }).request({
+    const pending = walletConnectSigner({ inspect: ownAccount, client, topic, namespace: 'eip155' }).request({
       ...personalSign,
       signal: controller.signal,
     })
@@ -281,7 +315,13 @@ describe('walletConnectSigner: abort and timeout', () => {
   it('refuses a timeout that is not a positive number of milliseconds', () => {
     for (const requestTimeoutMs of [0, -1, Number.NaN]) {
       expect(() =>
-        walletConnectSigner({ client: fakeClient(), topic, namespace: 'eip155', requestTimeoutMs }),
+        walletConnectSigner({
+          inspect: ownAccount,
+          client: fakeClient(),
+          topic,
+          namespace: 'eip155',
+          requestTimeoutMs,
+        }),
       ).toThrow(expect.objectContaining({ code: 'invalid_signer' }))
     }
   })
@@ -291,6 +331,7 @@ describe('walletConnectSigner: abort and timeout', () => {
     try {
       const silent = fakeClient(session(), () => new Promise(() => {}))
       const signer = walletConnectSigner({
+        inspect: ownAccount,
         client: silent,
         topic,
         namespace: 'eip155',
@@ -309,7 +350,13 @@ describe('walletConnectSigner: abort and timeout', () => {
 
   it('gives up after requestTimeoutMs: signer_failed, or action_in_doubt for a transaction', async () => {
     const silent = fakeClient(session(), () => new Promise(() => {}))
-    const signer = walletConnectSigner({ client: silent, topic, namespace: 'eip155', requestTimeoutMs: 20 })
+    const signer = walletConnectSigner({
+      inspect: ownAccount,
+      client: silent,
+      topic,
+      namespace: 'eip155',
+      requestTimeoutMs: 20,
+    })
     const signature = await expectPayError(signer.request(personalSign))
     expect(signature.code).toBe('signer_failed')
     expect(signature.context.timeoutMs).toBe(20)
@@ -321,14 +368,57 @@ describe('walletConnectSigner: abort and timeout', () => {
 })
 
 describe('inspect and walletConnectSigners', () => {
-  it('has no inspect unless a decoder is given, and delegates to it', async () => {
-    const plain = walletConnectSigner({ client: fakeClient(), topic, namespace: 'eip155' })
+  it('forwards nothing without a decoder, and decodes before forwarding', async () => {
+    const client = fakeClient(session(), async () => '0xsig')
+    const plain = walletConnectSigner({ client, topic, namespace: 'eip155' })
     expect('inspect' in plain).toBe(false)
+    await expectPayError(plain.request(personalSign), 'action_rejected')
+    const refusing = walletConnectSigner({
+      client,
+      topic,
+      namespace: 'eip155',
+      inspect: () => {
+        throw new PayError({ code: 'action_rejected', message: 'no' })
+      },
+    })
+    await expectPayError(refusing.request(personalSign), 'action_rejected')
+    const foreign = walletConnectSigner({
+      client,
+      topic,
+      namespace: 'eip155',
+      inspect: () => ({ account: 'eip155:1:0x00000000000000000000000000000000000000bb', transfers: [] }),
+    })
+    await expectPayError(foreign.request(personalSign), 'action_rejected')
+    expect(client.calls).toHaveLength(0)
+
     const inspection = { account: `eip155:1:${address}`, transfers: [] }
     const inspect = vi.fn(() => inspection)
-    const signer = walletConnectSigner({ client: fakeClient(), topic, namespace: 'eip155', inspect })
+    const signer = walletConnectSigner({ client, topic, namespace: 'eip155', inspect })
     expect(await signer.inspect?.(personalSign)).toBe(inspection)
     expect(inspect).toHaveBeenCalledWith(personalSign)
+    await signer.request(personalSign)
+    expect(inspect).toHaveBeenCalledTimes(2)
+    expect(client.calls).toHaveLength(1)
+  })
+
+  it('forwards the params rebuilt from the decoded fields, and only `transaction` for Solana', async () => {
+    const client = fakeClient(session(), async () => 'AQID')
+    const signer = walletConnectSigner({
+      client,
+      topic,
+      namespace: 'eip155',
+      inspect: ownAccount,
+      forwardParams: () => ['0x6869', address],
+    })
+    await signer.request({ ...personalSign, params: ['0x6869', address, { extra: true }] })
+    expect(client.calls[0]!.request.params).toEqual(['0x6869', address])
+    const solana = walletConnectSigner({ client, topic, namespace: 'solana', inspect: ownAccount })
+    await solana.request({
+      chainId: solanaChain,
+      method: 'solana_signTransaction',
+      params: [{ transaction: 'AQID', pubkey: 'Other111' }],
+    })
+    expect(client.calls[1]!.request.params).toEqual({ transaction: 'AQID' })
   })
 
   it('builds one signer per approved namespace, with decoders by namespace', async () => {

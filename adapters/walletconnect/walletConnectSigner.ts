@@ -1,4 +1,5 @@
 import type { ActionInspection, Signer, SignerRequest } from '../../src/actions/types.js'
+import { sameCaip } from '../../src/caip/caip.js'
 import { PayError } from '../../src/errors/PayError.js'
 import { abortedError, timeoutError, toPayError } from './errors.js'
 import { type NamespaceScope, namespaceOf, namespaceScope, sessionNamespaces } from './session.js'
@@ -15,9 +16,21 @@ export interface WalletConnectSignerBaseOptions {
    * expiry; the wallet is told the same deadline.
    */
   requestTimeoutMs?: number
-  /** Lets the core's signing guard decode actions before they reach the wallet. */
+  /**
+   * Decodes an action (e.g. `decodeEvmAction`). It runs before anything is forwarded, and an action
+   * it cannot decode (or a signer without one) is not forwarded: the remote wallet is the key.
+   */
   inspect?: WalletConnectInspect
+  /**
+   * The params sent to the wallet, rebuilt from what `inspect` decoded (e.g. `evmForwardParams`),
+   * so fields the guard never read do not reach the key. Default: the action's params as given
+   * (Solana: only `transaction`).
+   */
+  forwardParams?: WalletConnectForwardParams
 }
+
+/** Builds the params forwarded for an action from its decoded fields. */
+export type WalletConnectForwardParams = (request: SignerRequest) => readonly unknown[]
 
 export type WalletConnectSignerOptions = WalletConnectSignerBaseOptions & {
   /** CAIP-2 namespace this signer serves: `eip155`, `solana`, ... */
@@ -49,7 +62,7 @@ const maxExpirySeconds = 7 * 24 * 60 * 60
  * Nothing is sent for a chain or method the session did not approve.
  */
 export function walletConnectSigner(options: WalletConnectSignerOptions): WalletConnectSigner {
-  const { client, namespace, inspect } = options
+  const { client, namespace, inspect, forwardParams } = options
   const topic = 'topic' in options ? options.topic : options.session.topic
   const timeoutMs = requestTimeout(options.requestTimeoutMs)
   const expiry = Math.min(maxExpirySeconds, Math.max(minExpirySeconds, Math.ceil(timeoutMs / 1000) + 1))
@@ -104,14 +117,25 @@ export function walletConnectSigner(options: WalletConnectSignerOptions): Wallet
           context: { ...context, approvedMethods: [...approvedMethods] },
         })
       }
+      if (!inspect) {
+        throw new PayError({
+          code: 'action_rejected',
+          message: 'The WalletConnect signer has no decoder for this namespace, so nothing is forwarded.',
+          context,
+        })
+      }
+      const inspection = await inspect(request)
+      if (!scope.accounts.some((account) => sameCaip(account, inspection.account))) {
+        throw new PayError({
+          code: 'action_rejected',
+          message: 'The action would be signed by an account the WalletConnect session did not approve.',
+          context: { ...context, account: inspection.account },
+        })
+      }
+      const params = toWalletParams(method, forwardParams ? forwardParams(request) : request.params)
       let pending: Promise<unknown>
       try {
-        pending = client.request<unknown>({
-          topic,
-          chainId,
-          request: { method, params: toWalletParams(method, request.params) },
-          expiry,
-        })
+        pending = client.request<unknown>({ topic, chainId, request: { method, params }, expiry })
       } catch (error) {
         // A client that throws instead of rejecting (e.g. not initialised) still yields a PayError.
         throw toPayError(error, context)
@@ -126,8 +150,10 @@ export function walletConnectSigner(options: WalletConnectSignerOptions): Wallet
 
 export interface WalletConnectSignersOptions {
   requestTimeoutMs?: number
-  /** Decoders by namespace, e.g. `{ eip155: decodeEvmAction }`. */
+  /** Decoders by namespace, e.g. `{ eip155: decodeEvmAction }`; a namespace without one forwards nothing. */
   inspect?: Readonly<Record<string, WalletConnectInspect>>
+  /** Param builders by namespace, e.g. `{ eip155: evmForwardParams }`. */
+  forwardParams?: Readonly<Record<string, WalletConnectForwardParams>>
 }
 
 /** One signer per namespace the session approved, in the session's order. */
@@ -147,12 +173,14 @@ export function walletConnectSigners(
   }
   return sessionNamespaces(current).map((namespace) => {
     const inspect = options.inspect?.[namespace]
+    const forwardParams = options.forwardParams?.[namespace]
     return walletConnectSigner({
       client,
       topic,
       namespace,
       ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
       ...(inspect ? { inspect } : {}),
+      ...(forwardParams ? { forwardParams } : {}),
     })
   })
 }
@@ -205,7 +233,9 @@ function currentScope(
  * RPC takes the object itself. EVM params are arrays in both.
  */
 function toWalletParams(method: string, params: readonly unknown[]): unknown {
-  if (method === 'solana_signTransaction' && params.length === 1 && isObject(params[0])) return params[0]
+  if (method === 'solana_signTransaction' && params.length === 1 && isObject(params[0])) {
+    return { transaction: params[0].transaction }
+  }
   return params
 }
 

@@ -101,3 +101,24 @@ export function assertTransactionChain(chainId: number, txChainId: string | unde
     throw rejected('The transaction is for another chain than the action.', { chainId, txChainId })
   }
 }
+
+/**
+ * The params to hand a remote wallet (WalletConnect) for an action, rebuilt from the decoded fields:
+ * typed data from its struct, a transaction without the gateway's gas, fees, nonce or extra keys.
+ */
+export function evmForwardParams(request: EvmActionRequest): unknown[] {
+  const { signable } = decodeEvmRequest(request)
+  switch (signable.kind) {
+    case 'typedData':
+      return [
+        signable.address,
+        request.method === 'eth_signTypedData_v4' ? JSON.stringify(signable.typedData) : signable.typedData,
+      ]
+    case 'message':
+      return [signable.message, signable.address]
+    case 'transaction': {
+      const { from, to, data, value } = signable.tx
+      return [{ from, ...(to && { to }), ...(data && { data }), ...(value && { value }) }]
+    }
+  }
+}

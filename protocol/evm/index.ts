@@ -7,6 +7,7 @@ export {
   decodeEvmRequest,
   type EvmActionRequest,
   type EvmSignable,
+  evmForwardParams,
 } from './decodeEvmAction.js'
 export { decodeErc20Call, decodeTransaction } from './decodeTransaction.js'
 export {

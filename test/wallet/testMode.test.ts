@@ -211,6 +211,10 @@ describe('wallet library end to end, test mode', () => {
       namespace: 'eip155',
       methods: ['eth_signTypedData_v4'],
       accounts: () => [`${chains.base}:0x1111111111111111111111111111111111111111`],
+      inspect: () => ({
+        account: `${chains.base}:0x1111111111111111111111111111111111111111`,
+        transfers: [],
+      }),
       request: async () => {
         throw Object.assign(new Error('User rejected the request.'), { code: 4001 })
       },

@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net'
 import { custom } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { decodeEvmAction, evmSigner } from '../../adapters/evm/index.js'
+import { decodeEvmAction, evmForwardParams, evmSigner } from '../../adapters/evm/index.js'
 import { walletConnectSigners } from '../../adapters/walletconnect/index.js'
 import { createPayClient, type PaymentOption } from '../../src/index.js'
 import { createEvmEnv, type EvmEnv, usdc } from '../evm/support.js'
@@ -89,7 +89,10 @@ function payClient(baseUrl: string, apiKey: string) {
   return createPayClient({
     baseUrl,
     apiKey,
-    signers: walletConnectSigners(dapp, session, { inspect: { eip155: decodeEvmAction } }),
+    signers: walletConnectSigners(dapp, session, {
+      inspect: { eip155: decodeEvmAction },
+      forwardParams: { eip155: evmForwardParams },
+    }),
     poll: { intervalMs: 50, deadlineMs: 20_000 },
   })
 }

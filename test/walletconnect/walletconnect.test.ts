@@ -4,8 +4,8 @@ import bs58 from 'bs58'
 import { custom, type Hex, toHex, verifyMessage, verifyTypedData } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { decodeEvmAction, evmSigner } from '../../adapters/evm/index.js'
-import { solanaSigner } from '../../adapters/solana/index.js'
+import { decodeEvmAction, evmForwardParams, evmSigner } from '../../adapters/evm/index.js'
+import { solanaInspector, solanaSigner } from '../../adapters/solana/index.js'
 import {
   type WalletConnectSigner,
   walletConnectSigner,
@@ -76,10 +76,13 @@ beforeAll(async () => {
       },
     },
   )
-  ;[evm, solana] = walletConnectSigners(dapp, session, { inspect: { eip155: decodeEvmAction } }) as [
-    WalletConnectSigner,
-    WalletConnectSigner,
-  ]
+  ;[evm, solana] = walletConnectSigners(dapp, session, {
+    inspect: {
+      eip155: decodeEvmAction,
+      solana: solanaInspector({ address: buyer.publicKey.toBase58(), chains: [solanaMainnet] }),
+    },
+    forwardParams: { eip155: evmForwardParams },
+  }) as [WalletConnectSigner, WalletConnectSigner]
 })
 
 afterAll(async () => {
@@ -203,11 +206,19 @@ describe('WalletConnect signer over a local relay', () => {
     expect(inspection?.transfers).toMatchObject([
       { asset: `${base}/erc20:${transferWithAuthorization.domain.verifyingContract}`, amount: 1_500_000n },
     ])
-    expect('inspect' in solana).toBe(false)
+    const tx = paymentTransaction()
+    const unsigned = tx.serialize({ requireAllSignatures: false, verifySignatures: false }).toString('base64')
+    const solanaInspection = await solana.inspect?.({
+      chainId: solanaMainnet,
+      method: 'solana_signTransaction',
+      params: [{ transaction: unsigned }],
+    })
+    expect(solanaInspection?.account).toBe(`${solanaMainnet}:${buyer.publicKey.toBase58()}`)
   })
 
   it('forwards personal_sign and returns a signature that verifies', async () => {
-    const message = toHex('caipay: I authorise this payment')
+    // Not 32 bytes: a 32-byte message could be a hash, and is never signed.
+    const message = toHex('caipay: I authorise this payment.')
     const signature = await evm.request({
       chainId: ethereum,
       method: 'personal_sign',
