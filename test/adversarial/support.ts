@@ -1,0 +1,187 @@
+import { createWalletClient, type Hex, http, type LocalAccount } from 'viem'
+import { privateKeyToAccount, toAccount } from 'viem/accounts'
+import type { EvmSignerPolicy } from '../../adapters/evm/evmSigner.js'
+import { evmForwardParams, evmMethods, evmSigner } from '../../adapters/evm/index.js'
+import { walletConnectSigner } from '../../adapters/walletconnect/index.js'
+import { decodeEvmAction } from '../../protocol/evm/index.js'
+import type { Signer } from '../../src/actions/types.js'
+import type { PaymentOption, WalletRpcAction } from '../../src/contract/gateway.js'
+import { createPaymentFlow, type PaymentFlowOptions } from '../../src/flow/createPaymentFlow.js'
+import { anvilChain } from '../anvil.js'
+import { type HostileGateway, type Script, startHostileGateway } from './hostileGateway.js'
+
+export const paymentId = 'pay_adversarial'
+export const succeeded = { status: 'succeeded', isFinal: true, pollInMs: null, txId: 'tx' }
+
+/** A real key whose every signature is counted. */
+export function countingAccount(key: Hex): { account: LocalAccount; calls: () => number } {
+  const real = privateKeyToAccount(key)
+  let count = 0
+  const counted = <T>(sign: () => Promise<T>) => {
+    count++
+    return sign()
+  }
+  const account = toAccount({
+    address: real.address,
+    signMessage: (args) => counted(() => real.signMessage(args)),
+    signTransaction: (tx, options) => counted(() => real.signTransaction(tx, options as never)),
+    signTypedData: (args) => counted(() => real.signTypedData(args as never)),
+  })
+  return { account, calls: () => count }
+}
+
+const signingMethods = new Set([...evmMethods, 'eth_sign', 'eth_signTransaction'])
+
+/**
+ * Anvil's own JSON-RPC, whose default accounts are unlocked: the node signs, as an injected wallet
+ * would, and executes whatever fields reach it. Every signing method that reaches it is counted.
+ */
+function countingNode(rpcUrl: string) {
+  let count = 0
+  let id = 0
+  const request = async ({ method, params }: { method: string; params?: unknown }) => {
+    if (signingMethods.has(method)) count++
+    const response = await fetch(rpcUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params: params ?? [] }),
+    })
+    const body = (await response.json()) as { result?: unknown; error?: { code: number; message: string } }
+    if (body.error) throw Object.assign(new Error(body.error.message), { code: body.error.code })
+    return body.result
+  }
+  return { request, calls: () => count }
+}
+
+export type EvmPath = 'local account' | 'WalletClient' | 'EIP-1193' | 'WalletConnect'
+export const evmPaths: readonly EvmPath[] = ['local account', 'WalletClient', 'EIP-1193', 'WalletConnect']
+
+export interface CountedSigner {
+  signer: Signer
+  /** Signing calls that reached the key (or the remote wallet). */
+  calls: () => number
+}
+
+/**
+ * The EVM signer on one of its paths, with the key's signing calls counted. `key` must be an Anvil
+ * default account so the EIP-1193 and WalletConnect paths (the node signs) hold the same key.
+ */
+export function evmSignerOn(
+  path: EvmPath,
+  key: Hex,
+  anvil: { rpcUrl: string; chainId: number; caip2: string },
+  policy: EvmSignerPolicy = {},
+): CountedSigner {
+  const receipt = { pollingInterval: 50 }
+  if (path === 'local account' || path === 'WalletClient') {
+    const { account, calls } = countingAccount(key)
+    const signer =
+      path === 'local account'
+        ? evmSigner({ account, chains: { [anvil.caip2]: { rpcUrl: anvil.rpcUrl } }, ...receipt, ...policy })
+        : evmSigner({
+            walletClient: createWalletClient({
+              account,
+              chain: anvilChain(anvil.chainId, anvil.rpcUrl),
+              transport: http(anvil.rpcUrl),
+            }),
+            ...receipt,
+            ...policy,
+          })
+    return { signer, calls }
+  }
+  const node = countingNode(anvil.rpcUrl)
+  const address = privateKeyToAccount(key).address
+  const account = `${anvil.caip2}:${address}`
+  if (path === 'EIP-1193') {
+    return {
+      signer: evmSigner({ provider: node, accounts: [account], ...receipt, ...policy }),
+      calls: node.calls,
+    }
+  }
+  // The remote wallet of a WalletConnect session: a client whose requests reach the node's key.
+  const session = {
+    topic: 't'.repeat(64),
+    expiry: Math.floor(Date.now() / 1000) + 3600,
+    namespaces: {
+      eip155: { chains: [anvil.caip2], accounts: [account], methods: [...evmMethods], events: [] },
+    },
+  }
+  const client = {
+    session: { get: () => session },
+    request: async <T>({ request }: { request: { method: string; params: unknown } }) =>
+      (await node.request(request)) as T,
+  }
+  return {
+    signer: walletConnectSigner({
+      client,
+      topic: session.topic,
+      namespace: 'eip155',
+      inspect: decodeEvmAction,
+      forwardParams: evmForwardParams,
+    }),
+    calls: node.calls,
+  }
+}
+
+export function rpc(chainId: string, method: string, params: unknown[]): WalletRpcAction {
+  return { type: 'walletRpc', walletRpc: { chainId, method, params: JSON.stringify(params) } }
+}
+
+export function option(
+  id: string,
+  account: string,
+  asset: string,
+  value: bigint,
+  actions: PaymentOption['actions'],
+  decimals = 6,
+): PaymentOption {
+  return {
+    id,
+    account,
+    amount: {
+      unit: `caip19/${asset}`,
+      value: value.toString(),
+      display: { assetName: 'USD Coin', assetSymbol: 'USDC', decimals },
+    },
+    etaS: 5,
+    expiresAt: Math.floor(Date.now() / 1000) + 600,
+    actions,
+  }
+}
+
+export interface Outcome {
+  result?: unknown
+  error?: unknown
+  gateway: HostileGateway
+}
+
+/**
+ * One payment against the hostile gateway: load its options, pick `optionId`, execute. Never
+ * throws: the outcome says what happened.
+ */
+export async function payAgainst(
+  script: Script,
+  signers: readonly Signer[],
+  optionId: string,
+  flowOptions: Partial<PaymentFlowOptions> = {},
+): Promise<Outcome> {
+  const gateway = await startHostileGateway({
+    status: () => ({ body: succeeded }),
+    cancel: () => ({ body: { paymentId, status: 'cancelled' } }),
+    ...script,
+  })
+  try {
+    const flow = createPaymentFlow({ gateway: gateway.api, paymentId, signers, ...flowOptions })
+    flow.on('error', () => {})
+    const loaded = await flow.loadOptions().catch((error: unknown) => ({ error }))
+    if ('error' in loaded) return { error: loaded.error, gateway }
+    if (flow.state !== 'selecting') return { error: flow.result ?? new Error(`flow ${flow.state}`), gateway }
+    flow.select(optionId)
+    const result = await flow.execute()
+    return { result, gateway }
+  } catch (error) {
+    return { error, gateway }
+  } finally {
+    await gateway.close()
+  }
+}
