@@ -27,6 +27,7 @@ import {
   mintTestToken,
   startAnvil,
 } from '../../test/anvil.js'
+import { countingAccount } from '../../test/countingAccount.js'
 import { expectPayError } from '../../test/expectPayError.js'
 import { evmSigner } from './index.js'
 
@@ -48,25 +49,8 @@ beforeAll(async () => {
 })
 afterAll(() => anvil?.stop())
 
-/** A real key that also counts its signatures, to prove refused actions were never signed. */
-function countingAccount(key: Hex): { account: LocalAccount; signatures: () => number } {
-  const real = privateKeyToAccount(key)
-  let count = 0
-  const counted = <T>(sign: () => Promise<T>) => {
-    count++
-    return sign()
-  }
-  const account = toAccount({
-    address: real.address,
-    signMessage: (args) => counted(() => real.signMessage(args)),
-    signTransaction: (tx, options) => counted(() => real.signTransaction(tx, options as never)),
-    signTypedData: (args) => counted(() => real.signTypedData(args as never)),
-  })
-  return { account, signatures: () => count }
-}
-
 function payerSigner() {
-  const { account, signatures } = countingAccount(payerKey)
+  const { account, calls: signatures } = countingAccount(payerKey)
   const signer = evmSigner({
     account,
     chains: { [anvil.caip2]: { rpcUrl: anvil.rpcUrl } },

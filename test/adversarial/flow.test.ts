@@ -11,8 +11,9 @@ import { evmSigner } from '../../adapters/evm/index.js'
 import { solanaSigner } from '../../adapters/solana/index.js'
 import { isPayError } from '../../src/errors/PayError.js'
 import { authorizationTypedData } from '../anvil.js'
+import { countingAccount } from '../countingAccount.js'
 import { gatewayError } from './hostileGateway.js'
-import { countingAccount, option, payAgainst, paymentId, rpc, succeeded } from './support.js'
+import { option, payAgainst, paymentId, rpc, succeeded } from './support.js'
 
 // Whole-flow attacks by a hostile gateway: options that lie about themselves (class 3 and the
 // option checks), and confirm answers that ask the wallet to sign again (class 4), across mixed

@@ -1,5 +1,5 @@
-import { createWalletClient, type Hex, http, type LocalAccount } from 'viem'
-import { privateKeyToAccount, toAccount } from 'viem/accounts'
+import { createWalletClient, type Hex, http } from 'viem'
+import { privateKeyToAccount } from 'viem/accounts'
 import type { EvmSignerPolicy } from '../../adapters/evm/evmSigner.js'
 import { evmForwardParams, evmMethods, evmSigner } from '../../adapters/evm/index.js'
 import { walletConnectSigner } from '../../adapters/walletconnect/index.js'
@@ -8,27 +8,11 @@ import type { Signer } from '../../src/actions/types.js'
 import type { PaymentOption, WalletRpcAction } from '../../src/contract/gateway.js'
 import { createPaymentFlow, type PaymentFlowOptions } from '../../src/flow/createPaymentFlow.js'
 import { anvilChain } from '../anvil.js'
+import { countingAccount } from '../countingAccount.js'
 import { type HostileGateway, type Script, startHostileGateway } from './hostileGateway.js'
 
 export const paymentId = 'pay_adversarial'
 export const succeeded = { status: 'succeeded', isFinal: true, pollInMs: null, txId: 'tx' }
-
-/** A real key whose every signature is counted. */
-export function countingAccount(key: Hex): { account: LocalAccount; calls: () => number } {
-  const real = privateKeyToAccount(key)
-  let count = 0
-  const counted = <T>(sign: () => Promise<T>) => {
-    count++
-    return sign()
-  }
-  const account = toAccount({
-    address: real.address,
-    signMessage: (args) => counted(() => real.signMessage(args)),
-    signTransaction: (tx, options) => counted(() => real.signTransaction(tx, options as never)),
-    signTypedData: (args) => counted(() => real.signTypedData(args as never)),
-  })
-  return { account, calls: () => count }
-}
 
 const signingMethods = new Set([...evmMethods, 'eth_sign', 'eth_signTransaction'])
 
