@@ -7,7 +7,6 @@ import {
   erc20Abi,
   type Hex,
   http,
-  type LocalAccount,
   type PublicClient,
   parseEventLogs,
   parseSignature,
@@ -15,7 +14,7 @@ import {
   verifyMessage,
   verifyTypedData,
 } from 'viem'
-import { privateKeyToAccount, toAccount } from 'viem/accounts'
+import { privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { testUsdcAbi } from '../../fixtures/token/index.js'
 import {

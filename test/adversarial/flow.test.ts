@@ -52,7 +52,6 @@ function authorization(
   return rpc(base, 'eth_signTypedData_v4', [from, JSON.stringify(data)])
 }
 
-let blockhashes = 0
 function solanaTransfer(amount: bigint): string {
   const ix = createTransferCheckedInstruction(
     getAssociatedTokenAddressSync(mint, buyer.publicKey),
@@ -64,7 +63,6 @@ function solanaTransfer(amount: bigint): string {
     [],
     TOKEN_PROGRAM_ID,
   )
-  blockhashes++
   const message = new TransactionMessage({
     payerKey: service.publicKey,
     recentBlockhash: Keypair.generate().publicKey.toBase58(),

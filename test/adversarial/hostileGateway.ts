@@ -32,7 +32,8 @@ export async function startHostileGateway(script: Script): Promise<HostileGatewa
     const match = routes.exec(new URL(req.url ?? '/', 'http://127.0.0.1').pathname)
     const route = (match?.[2] ?? 'payment') as keyof Script
     const body = await readJson(req)
-    const seen = (calls[route] ??= [])
+    const seen = calls[route] ?? []
+    calls[route] = seen
     seen.push(body)
     const answer = script[route]?.(body, seen.length) ?? {
       status: 404,
