@@ -2,6 +2,7 @@ import { Keypair } from '@solana/web3.js'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { evmSigner } from '../../adapters/evm/evmSigner.js'
+import { solanaSigner } from '../../adapters/solana/index.js'
 import { createPayClient } from '../../src/pay/createPayClient.js'
 import { buyerSigner, type SolanaLive, startSolanaLive } from './live.js'
 
@@ -55,7 +56,14 @@ describe('the wallet library on live Solana', () => {
     const merchantId = await live.createMerchant()
     const { gatewayUrl, paymentId } = await live.createPayment(merchantId)
     const before = await live.balance(buyer.publicKey)
-    const signer = buyerSigner(live, buyer)
+    // The wallet asks its own node whether a blockhash still lives: only then may it sign a rebuild
+    // while the first signature exists (it can no longer land).
+    const signer = solanaSigner({
+      keypair: buyer,
+      chains: [live.caip2],
+      isBlockhashValid: async (blockhash) =>
+        (await live.validator.connection.isBlockhashValid(blockhash, { commitment: 'processed' })).value,
+    })
     let signed = 0
     // The first signature arrives too late: the cluster moves past its blockhash before confirm.
     const slow = {
