@@ -8,6 +8,7 @@ import { sweepIdempotencyKeys } from './idempotency.js'
 import type { JobListener } from './jobs/notify.js'
 import { type JobRunner, startJobRunner } from './jobs/runner.js'
 import { type Db, openDatabase } from './store/db.js'
+import { startWebhookDispatcher, type WebhookDispatcher } from './webhooks/dispatch.js'
 
 export interface StartServerOptions {
   /** Default 8787; 0 picks a free port. */
@@ -36,6 +37,8 @@ export interface StartServerOptions {
    * runner); `worker` runs only jobs and listens on no port. Any number of each share one database.
    */
   role?: ServerRole
+  /** How often the webhook dispatcher looks for events other instances created; default 250 ms. */
+  webhookDispatchIntervalMs?: number
 }
 
 export type ServerRole = 'all' | 'api' | 'worker'
@@ -67,6 +70,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
   let jobs: JobRunner | undefined
   let credentials: JobListener | undefined
   const role = options.role ?? 'all'
+  let webhooks: WebhookDispatcher | undefined
   try {
     const bootstrap = options.bootstrapPartner ? await bootstrapPartner(database.db) : undefined
     app = await buildApp({
@@ -98,6 +102,26 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
         ...(log ? { log } : {}),
       })
     }
+    const address = await app.listen({ port: options.port ?? 8787, host: options.host ?? '127.0.0.1' })
+    const url = address.replace('://[::1]', '://localhost')
+    if (options.publicBaseUrlFromListen) config.publicBaseUrl = url
+    jobs = startJobRunner({
+      db: database.db,
+      handlers: app.jobHandlers,
+      listenUrl: database.url,
+      ...(options.jobIntervalMs !== undefined ? { intervalMs: options.jobIntervalMs } : {}),
+      ...(options.now ? { now: options.now } : {}),
+      ...(log ? { log } : {}),
+    })
+    webhooks = startWebhookDispatcher({
+      db: database.db,
+      listenUrl: database.url,
+      ...(options.webhookDispatchIntervalMs !== undefined
+        ? { intervalMs: options.webhookDispatchIntervalMs }
+        : {}),
+      ...(options.now ? { now: options.now } : {}),
+      ...(log ? { log } : {}),
+    })
     sweeper = setInterval(
       () => void sweepIdempotencyKeys(database.db, new Date()).catch(() => {}),
       10 * 60 * 1000,
@@ -114,6 +138,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
       stop() {
         stopping ??= (async () => {
           clearInterval(sweeper)
+          await webhooks?.stop()
           await jobs?.stop()
           await credentials?.close()
           await running.close()
@@ -124,6 +149,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
     }
   } catch (error) {
     clearInterval(sweeper)
+    await webhooks?.stop().catch(() => {})
     await jobs?.stop().catch(() => {})
     await credentials?.close().catch(() => {})
     await app?.close().catch(() => {})
