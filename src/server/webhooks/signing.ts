@@ -11,16 +11,24 @@ export function sign(secret: string, messageId: string, timestamp: number, body:
   return `v1,${createHmac('sha256', key).update(`${messageId}.${timestamp}.${body}`).digest('base64')}`
 }
 
-/** The Standard Webhooks headers of one attempt; every secret in `secrets` signs (rotation overlap). */
+/**
+ * The headers of one attempt; every secret in `secrets` signs (rotation overlap). `svix-*` is what
+ * WalletConnect Pay sends; the same values go as `webhook-*`, the Standard Webhooks names, so any
+ * Standard Webhooks library verifies a delivery as it arrives.
+ */
 export function signedHeaders(
   secrets: readonly string[],
   messageId: string,
   body: string,
   timestamp = Math.floor(Date.now() / 1000),
 ): Record<string, string> {
+  const signature = secrets.map((secret) => sign(secret, messageId, timestamp, body)).join(' ')
   return {
     'svix-id': messageId,
     'svix-timestamp': String(timestamp),
-    'svix-signature': secrets.map((secret) => sign(secret, messageId, timestamp, body)).join(' '),
+    'svix-signature': signature,
+    'webhook-id': messageId,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': signature,
   }
 }
