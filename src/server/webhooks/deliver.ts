@@ -123,7 +123,7 @@ export function webhookDeliveryJob(config: ServerConfig): JobHandler {
     retryDelayMs: (attempts) => webhookRetryDelaysMs[Math.min(attempts, webhookRetryDelaysMs.length) - 1]!,
     async run(job, ctx) {
       const found = job.delivery_id ? await findDelivery(ctx.db, job.delivery_id) : undefined
-      if (!found || found.delivery.state !== 'pending') return { skipped: found?.delivery.state ?? 'missing' }
+      if (found?.delivery.state !== 'pending') return { skipped: found?.delivery.state ?? 'missing' }
       const { delivery, endpoint } = found
       const now = ctx.now()
       if (endpoint.deleted_at !== null) {
