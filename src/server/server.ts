@@ -99,29 +99,19 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
         listenUrl: database.url,
         ...(options.jobIntervalMs !== undefined ? { intervalMs: options.jobIntervalMs } : {}),
         ...(options.jobLeaseMs !== undefined ? { leaseMs: options.jobLeaseMs } : {}),
+        ...(options.now ? { now: options.now } : {}),
+        ...(log ? { log } : {}),
+      })
+      webhooks = startWebhookDispatcher({
+        db: database.db,
+        listenUrl: database.url,
+        ...(options.webhookDispatchIntervalMs !== undefined
+          ? { intervalMs: options.webhookDispatchIntervalMs }
+          : {}),
+        ...(options.now ? { now: options.now } : {}),
         ...(log ? { log } : {}),
       })
     }
-    const address = await app.listen({ port: options.port ?? 8787, host: options.host ?? '127.0.0.1' })
-    const url = address.replace('://[::1]', '://localhost')
-    if (options.publicBaseUrlFromListen) config.publicBaseUrl = url
-    jobs = startJobRunner({
-      db: database.db,
-      handlers: app.jobHandlers,
-      listenUrl: database.url,
-      ...(options.jobIntervalMs !== undefined ? { intervalMs: options.jobIntervalMs } : {}),
-      ...(options.now ? { now: options.now } : {}),
-      ...(log ? { log } : {}),
-    })
-    webhooks = startWebhookDispatcher({
-      db: database.db,
-      listenUrl: database.url,
-      ...(options.webhookDispatchIntervalMs !== undefined
-        ? { intervalMs: options.webhookDispatchIntervalMs }
-        : {}),
-      ...(options.now ? { now: options.now } : {}),
-      ...(log ? { log } : {}),
-    })
     sweeper = setInterval(
       () => void sweepIdempotencyKeys(database.db, new Date()).catch(() => {}),
       10 * 60 * 1000,
