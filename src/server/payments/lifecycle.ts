@@ -26,7 +26,6 @@ export const paymentTransitions: Readonly<Record<PaymentStatus, readonly Payment
 /** Every event a payment can emit (the webhook contract's, plus caipay's own `payment.refunded`). */
 export type PaymentEventType = WebhookEventType
 
-
 /** When each status was reached, stored with the payment (the stage objects of an event show them). */
 const reachedAtColumn = {
   processing: 'processing_at',
