@@ -1,3 +1,11 @@
+export type {
+  WebhookDelivery,
+  WebhookEndpoint,
+  WebhookEndpointCreated,
+  WebhookEvent,
+  WebhookEventType,
+  WebhookPaymentSnapshot,
+} from '../contract/webhooks.js'
 export { isPayError, PayError, type PayErrorCode } from '../errors/PayError.js'
 export { createGatewayClient, type GatewayClientConfig } from './gateway.js'
 export type { CallOptions, GatewayApi } from './gatewayApi.js'
@@ -9,3 +17,4 @@ export {
   type MerchantClientConfig,
 } from './merchant.js'
 export { defaultRetryPolicy, type RetryPolicy } from './retry.js'
+export { verifyWebhook, type WebhookHeaders } from './webhooks.js'

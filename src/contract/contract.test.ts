@@ -17,11 +17,13 @@ describe('registry', () => {
   it('lists every spec row once with a unique method and path', () => {
     const keys = Object.values(endpoints).map((e) => `${e.method} ${e.path}`)
     expect(new Set(keys).size).toBe(keys.length)
-    expect(keys).toHaveLength(24)
+    // Spec rows 1-23, the sandbox simulate endpoint and the eight webhook-endpoint routes.
+    expect(keys).toHaveLength(24 + 8)
   })
   it('maps every spec error code to an HTTP status', () => {
     expect(serviceErrorCodes).toContain('settlement_asset_conflict')
-    expect(serviceErrorCodes).toHaveLength(36)
+    expect(serviceErrorCodes).toContain('webhook_endpoint_not_found')
+    expect(serviceErrorCodes).toHaveLength(38)
     for (const code of serviceErrorCodes) expect(serviceErrorStatus[code]).toBeGreaterThanOrEqual(400)
   })
   it('turns every schema into JSON Schema for the OpenAPI document', () => {

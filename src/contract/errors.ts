@@ -28,6 +28,8 @@ export const serviceErrorStatus = {
   customer_not_found: 404,
   wallet_not_found: 404,
   executor_not_found: 404,
+  webhook_endpoint_not_found: 404,
+  webhook_delivery_not_found: 404,
   idempotency_conflict: 409,
   merchant_exists: 409,
   already_refunded: 409,

@@ -25,6 +25,7 @@ export const clientErrorCodes = [
   'action_in_doubt',
   'invalid_snapshot',
   'unsupported_environment',
+  'invalid_webhook_signature',
 ] as const
 export type ClientErrorCode = (typeof clientErrorCodes)[number]
 

@@ -13,6 +13,7 @@ import { registerRateLimit } from './rateLimit.js'
 import { OneLineRequestLog } from './requestLog.js'
 import { routeModules } from './routes/index.js'
 import type { Db } from './store/db.js'
+import { webhookDeliveryJob, webhookJobKind } from './webhooks/deliver.js'
 
 // zod/mini ships without messages; the server wants readable ones (the wallet core stays small).
 z.config(z.locales.en())
@@ -63,7 +64,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     options.live ??
     createLiveRuntime({ config, db: options.db, ...(options.logger ? { log: options.logger } : {}) })
   app.decorate('chainDrivers', live.drivers)
-  app.decorate('jobHandlers', live.jobHandlers)
+  app.decorate('jobHandlers', { ...live.jobHandlers, [webhookJobKind]: webhookDeliveryJob(config) })
   app.decorateRequest('auth', null)
   app.decorateRequest('merchant', null)
   app.decorateRequest('apiVersion', null)

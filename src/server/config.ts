@@ -78,6 +78,14 @@ const ConfigFileSchema = z.strictObject({
   bodyLimitBytes: z.optional(PositiveInt),
   authCacheMs: z.optional(z.int().check(z.minimum(0), z.maximum(60_000))),
   cors: z.optional(CorsConfigSchema),
+  webhooks: z.optional(
+    z.strictObject({
+      /** Accept webhook URLs on private, loopback and other non-public addresses, in both modes. */
+      allowPrivateUrls: z.optional(z.boolean()),
+      /** How long one delivery attempt may take (default 10000). */
+      timeoutMs: z.optional(z.int().check(z.minimum(100), z.maximum(60_000))),
+    }),
+  ),
 })
 
 export type AssetConfig = z.output<typeof AssetConfigSchema>
@@ -111,6 +119,12 @@ export interface ServerConfig {
    * are headers a page must already hold, never cookies. The merchant API answers no origin by default.
    */
   cors: { gateway: '*' | string[]; merchant: string[] }
+  /**
+   * Merchant webhooks. Live endpoints must be `https` on a public address (checked at registration and
+   * at every delivery) unless the operator sets `allowPrivateUrls`; test endpoints may also be plain
+   * `http` and loopback, so a merchant can develop against a local receiver.
+   */
+  webhooks: { allowPrivateUrls: boolean; timeoutMs: number }
 }
 
 export const defaultConfig: ServerConfig = {
@@ -124,6 +138,7 @@ export const defaultConfig: ServerConfig = {
   bodyLimitBytes: 1024 * 1024,
   authCacheMs: 1000,
   cors: { gateway: '*', merchant: [] },
+  webhooks: { allowPrivateUrls: false, timeoutMs: 10_000 },
 }
 
 /** Validates a config object (as parsed from JSON) and fills in defaults; `env:NAME` values are resolved. */
@@ -155,6 +170,10 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
     cors: {
       gateway: normalizeOrigins(file.cors?.gateway ?? defaultConfig.cors.gateway),
       merchant: normalizeOrigins(file.cors?.merchant ?? defaultConfig.cors.merchant),
+    },
+    webhooks: {
+      allowPrivateUrls: file.webhooks?.allowPrivateUrls ?? defaultConfig.webhooks.allowPrivateUrls,
+      timeoutMs: file.webhooks?.timeoutMs ?? defaultConfig.webhooks.timeoutMs,
     },
   }
 }

@@ -205,6 +205,8 @@ export type PlannedInsert<T> = {
      * `inserted` is the CTE holding the inserted row, every column.
      */
     follow?: RawBuilder<unknown>
+    /** Called once the row is committed (not on a replay or a refusal). */
+    afterInsert?: () => void
     result: T
   }
 }[keyof Database]
@@ -243,6 +245,7 @@ export async function insertPlanned<T>(db: Db, plan: PlannedInsert<T>): Promise<
     inserted = numAffectedRows !== 0n
   }
   if (!inserted) plan.guard!.refuse()
+  plan.afterInsert?.()
   return plan.result
 }
 
@@ -269,7 +272,10 @@ export async function runIdempotentInsert<T>(
     return refuse(error)
   }
   const read = await storeUnderLock(options, record, options.successStatus, JSON.stringify(plan.result), plan)
-  if (read.stored) return { replayed: false, status: options.successStatus, result: plan.result }
+  if (read.stored) {
+    plan.afterInsert?.()
+    return { replayed: false, status: options.successStatus, result: plan.result }
+  }
   // The record as it was when the statement began: a live answer there is this request's answer.
   const known = record.settle(read)
   if (known) return known

@@ -34,6 +34,10 @@ const idPrefixes = {
   request: 'req_',
   /** With the default 24 base62 (142 bits), a payment option's id doubles as its hosted form's capability. */
   option: 'opt_',
+  webhookEndpoint: 'we_',
+  webhookDelivery: 'msgd_',
+  /** Test events only: payment events get their id from the outbox row. */
+  event: 'evt_',
 } as const
 
 export function newId(kind: keyof typeof idPrefixes, length = 24): string {

@@ -8,6 +8,7 @@ import { sweepIdempotencyKeys } from './idempotency.js'
 import type { JobListener } from './jobs/notify.js'
 import { type JobRunner, startJobRunner } from './jobs/runner.js'
 import { type Db, openDatabase } from './store/db.js'
+import { startWebhookDispatcher, type WebhookDispatcher } from './webhooks/dispatch.js'
 
 export interface StartServerOptions {
   /** Default 8787; 0 picks a free port. */
@@ -36,6 +37,8 @@ export interface StartServerOptions {
    * runner); `worker` runs only jobs and listens on no port. Any number of each share one database.
    */
   role?: ServerRole
+  /** How often the webhook dispatcher looks for events other instances created; default 250 ms. */
+  webhookDispatchIntervalMs?: number
 }
 
 export type ServerRole = 'all' | 'api' | 'worker'
@@ -67,6 +70,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
   let jobs: JobRunner | undefined
   let credentials: JobListener | undefined
   const role = options.role ?? 'all'
+  let webhooks: WebhookDispatcher | undefined
   try {
     const bootstrap = options.bootstrapPartner ? await bootstrapPartner(database.db) : undefined
     app = await buildApp({
@@ -95,6 +99,16 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
         listenUrl: database.url,
         ...(options.jobIntervalMs !== undefined ? { intervalMs: options.jobIntervalMs } : {}),
         ...(options.jobLeaseMs !== undefined ? { leaseMs: options.jobLeaseMs } : {}),
+        ...(options.now ? { now: options.now } : {}),
+        ...(log ? { log } : {}),
+      })
+      webhooks = startWebhookDispatcher({
+        db: database.db,
+        listenUrl: database.url,
+        ...(options.webhookDispatchIntervalMs !== undefined
+          ? { intervalMs: options.webhookDispatchIntervalMs }
+          : {}),
+        ...(options.now ? { now: options.now } : {}),
         ...(log ? { log } : {}),
       })
     }
@@ -114,6 +128,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
       stop() {
         stopping ??= (async () => {
           clearInterval(sweeper)
+          await webhooks?.stop()
           await jobs?.stop()
           await credentials?.close()
           await running.close()
@@ -124,6 +139,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
     }
   } catch (error) {
     clearInterval(sweeper)
+    await webhooks?.stop().catch(() => {})
     await jobs?.stop().catch(() => {})
     await credentials?.close().catch(() => {})
     await app?.close().catch(() => {})

@@ -67,7 +67,9 @@ export interface Buyer {
   sign(action: WalletRpcAction): Promise<string>
 }
 
-export async function createEvmEnv(options: { anvilArgs?: string[] } = {}): Promise<EvmEnv> {
+export async function createEvmEnv(
+  options: { anvilArgs?: string[]; config?: Record<string, unknown> } = {},
+): Promise<EvmEnv> {
   const anvil = await startAnvil(options.anvilArgs ? { args: options.anvilArgs } : {})
   const token = await deployTestToken(anvil.rpcUrl)
   const asset = `${anvil.caip2}/erc20:${token}`
@@ -75,6 +77,7 @@ export async function createEvmEnv(options: { anvilArgs?: string[] } = {}): Prom
   const collection = privateKeyToAccount(executorKey).address
   const t = await createTestServer({
     config: {
+      ...options.config,
       chains: {
         [anvil.caip2]: {
           rpcUrl: anvil.rpcUrl,

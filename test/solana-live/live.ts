@@ -56,7 +56,10 @@ type GatewayResponse = { statusCode: number; json: Json; body: string }
 
 let sequence = 0
 
-export async function startSolanaLive(): Promise<SolanaLive> {
+/** `config`: more config-file keys for the server (the chain is configured here). */
+export async function startSolanaLive(
+  options: { config?: Record<string, unknown> } = {},
+): Promise<SolanaLive> {
   const validator = await startSolanaValidator({ backend: 'litesvm' })
   const proxy = await startFaultProxy(validator.rpcUrl)
   const { connection, caip2 } = validator
@@ -79,6 +82,7 @@ export async function startSolanaLive(): Promise<SolanaLive> {
   process.env[envName] = encodeBase58(service.secretKey)
   const t = await createTestServer({
     config: {
+      ...options.config,
       chains: {
         [caip2]: {
           rpcUrl: proxy.url,

@@ -28,7 +28,7 @@ export async function enqueueJob(
       created_at: now,
       updated_at: now,
     })
-    .onConflict((oc) => oc.columns(['kind', 'payment_id']).doNothing())
+    .onConflict((oc) => oc.columns(['kind', 'payment_id']).where('delivery_id', 'is', null).doNothing())
     .execute()
   // Delivered when the enqueueing transaction commits: listening runners start at once (jobs/notify.ts).
   await sql`SELECT pg_notify(${jobsChannel}, ${job.kind})`.execute(db)
@@ -69,11 +69,11 @@ export async function failJob(
   db: Db,
   job: Pick<JobRow, 'id' | 'attempts'>,
   error: unknown,
-  options: { maxAttempts?: number; now?: Date } = {},
+  options: { maxAttempts?: number; now?: Date; backoffMs?: number } = {},
 ): Promise<void> {
   const now = options.now ?? new Date()
   const giveUp = job.attempts >= (options.maxAttempts ?? 8)
-  const backoffMs = Math.min(60_000, 500 * 2 ** job.attempts)
+  const backoffMs = options.backoffMs ?? Math.min(60_000, 500 * 2 ** job.attempts)
   await db
     .updateTable('jobs')
     .set({

@@ -15,6 +15,8 @@ export interface JobRunContext {
   /** Aborted when the runner stops: stop waiting (receipts, RPC) and throw. Nothing is recorded then. */
   signal: AbortSignal
   log: JobLogger
+  /** The runner's clock (scheduling); tests move it. */
+  now: () => Date
 }
 
 export interface JobHandler {
@@ -22,6 +24,8 @@ export interface JobHandler {
   run(job: JobRow, ctx: JobRunContext): Promise<unknown>
   /** Claims before giving up (default 8). `RetryLater` errors never count toward giving up. */
   maxAttempts?: number
+  /** Wait before the next attempt after `attempts` failed ones (default: exponential, 1 s to 60 s). */
+  retryDelayMs?(attempts: number): number
   /** The last attempt failed: leave the payment in a final, explained state. */
   onGiveUp?(job: JobRow, error: unknown, ctx: JobRunContext): Promise<void>
 }
@@ -53,6 +57,8 @@ export interface JobRunnerOptions {
    * than at the next poll (see notify.ts). Without it the runner only polls.
    */
   listenUrl?: string
+  /** When jobs are due and retried (default the system clock); tests move it. */
+  now?: () => Date
 }
 
 export interface JobRunner {
@@ -78,6 +84,7 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
   const leaseMs = options.leaseMs ?? defaultLeaseMs
   const concurrency = options.concurrency ?? 4
   const log = options.log ?? silent
+  const now = options.now ?? (() => new Date())
   const controller = new AbortController()
   const inFlight = new Set<Promise<void>>()
   let timer: NodeJS.Timeout | undefined
@@ -91,7 +98,7 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
     const claim = new AbortController()
     const stopStep = () => claim.abort()
     controller.signal.addEventListener('abort', stopStep, { once: true })
-    const ctx: JobRunContext = { db, signal: claim.signal, log }
+    const ctx: JobRunContext = { db, signal: claim.signal, log, now }
     let renewedAt = Date.now()
     // Renew the lease while the step runs, so a slow chain never hands the job to a second runner.
     const heartbeat = setInterval(() => {
@@ -107,7 +114,7 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
     }, leaseMs / 3)
     try {
       const result = await handler.run(job, ctx)
-      await completeJob(db, job.id, result)
+      await completeJob(db, job.id, result, now())
     } catch (error) {
       if (controller.signal.aborted) {
         await releaseJob(db, job.id).catch(() => {})
@@ -130,7 +137,11 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
       } else if (!forever) {
         log.warn({ ...context, error: message }, 'Job failed; retrying with backoff')
       }
-      await failJob(db, job, error, { maxAttempts })
+      await failJob(db, job, error, {
+        maxAttempts,
+        now: now(),
+        ...(handler.retryDelayMs ? { backoffMs: handler.retryDelayMs(job.attempts) } : {}),
+      })
     } finally {
       clearInterval(heartbeat)
       controller.signal.removeEventListener('abort', stopStep)
@@ -141,7 +152,7 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
   async function claimAndStart(): Promise<Promise<void>[]> {
     const room = concurrency - inFlight.size
     if (room <= 0 || controller.signal.aborted) return []
-    const jobs = await claimJobs(db, { kinds, limit: room, leaseMs })
+    const jobs = await claimJobs(db, { kinds, limit: room, leaseMs, now: now() })
     return jobs.map((job) => {
       const running = execute(job).catch((error: unknown) =>
         log.error({ jobId: job.id, error: String(error) }, 'Job bookkeeping failed'),

@@ -5,6 +5,7 @@ import type { AuthContext } from '../context.js'
 import { fail, validationError } from '../errors.js'
 import type { PlannedInsert } from '../idempotency.js'
 import { newId } from '../ids.js'
+import { wake } from '../jobs/wake.js'
 import type { MerchantRow } from '../store/schema.js'
 import { unitDisplay } from './assets.js'
 import { createdEventInsert } from './lifecycle.js'
@@ -67,6 +68,8 @@ export function paymentInsertPlan(input: {
       refuse: () => fail('merchant_not_found', 'Merchant not found.', { merchantId: merchant.id }),
     },
     follow: createdEventInsert(),
+    // The event committed with the payment: wake this process's webhook dispatcher now.
+    afterInsert: wake,
     result: createdJson({ id, status: 'requires_action', expires_at: expiresAt }, config),
   }
 }

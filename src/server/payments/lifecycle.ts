@@ -1,5 +1,6 @@
 import { type RawBuilder, sql, type UpdateQueryBuilder, type UpdateResult } from 'kysely'
 import type { PaymentStatus } from '../../contract/common.js'
+import type { WebhookEventType } from '../../contract/webhooks.js'
 import { fail } from '../errors.js'
 import { enqueueJob } from '../jobs/queue.js'
 import { type Db, inTransaction } from '../store/db.js'
@@ -22,18 +23,8 @@ export const paymentTransitions: Readonly<Record<PaymentStatus, readonly Payment
   cancelled: [],
 }
 
-/** Every event a payment can emit; `payment.refunded` is caipay's own (off unless asked for). */
-export const paymentEventTypes = [
-  'payment.created',
-  'payment.processing',
-  'payment.succeeded',
-  'payment.failed',
-  'payment.expired',
-  'payment.cancelled',
-  'payment.settled',
-  'payment.refunded',
-] as const
-export type PaymentEventType = (typeof paymentEventTypes)[number]
+/** Every event a payment can emit (the webhook contract's, plus caipay's own `payment.refunded`). */
+export type PaymentEventType = WebhookEventType
 
 /** When each status was reached, stored with the payment (the stage objects of an event show them). */
 const reachedAtColumn = {

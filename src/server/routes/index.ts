@@ -8,6 +8,7 @@ import { refundRoutes } from './refunds.js'
 import { settlementRoutes } from './settlements.js'
 import { systemRoutes } from './system.js'
 import { testRoutes } from './test.js'
+import { webhookRoutes } from './webhooks.js'
 
 /** Every route group of the app, registered in this order. Add a group with one line. */
 export const routeModules: ReadonlyArray<(app: FastifyInstance) => Promise<void>> = [
@@ -19,5 +20,6 @@ export const routeModules: ReadonlyArray<(app: FastifyInstance) => Promise<void>
   gatewayRoutes,
   wcpRoutes,
   testRoutes,
+  webhookRoutes,
   pageRoutes,
 ]

@@ -163,6 +163,8 @@ export interface JobsTable {
   locked_until: Timestamp | null
   payload: Json<unknown>
   result: Json<unknown> | null
+  /** A webhook delivery's job (migration 009); null for a payment's own jobs. */
+  delivery_id: ColumnType<string | null, string | null | undefined, string | null>
   last_error: string | null
   created_at: Timestamp
   updated_at: Timestamp

@@ -7,6 +7,7 @@ import * as listIndexes from './005_list_indexes.js'
 import * as paymentEvents from './006_payment_events.js'
 import * as wcp from './007_wcp.js'
 import * as credentialNotify from './008_credential_notify.js'
+import * as webhooks from './009_webhooks.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -21,4 +22,5 @@ export const migrations: Record<string, Migration> = {
   '006_payment_events': paymentEvents,
   '007_wcp': wcp,
   '008_credential_notify': credentialNotify,
+  '009_webhooks': webhooks,
 }

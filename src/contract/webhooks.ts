@@ -1,0 +1,134 @@
+import * as z from 'zod/mini'
+import { Cursor, limitQuery } from './common.js'
+
+/**
+ * Merchant webhooks: endpoint management (`/v1/webhook-endpoints`) and the event payload, which is
+ * WalletConnect Pay's webhook contract (`api_version` 2026-05-18) so integrations written for it work
+ * unchanged. Deliveries are signed in the Standard Webhooks format (see caipay/client verifyWebhook).
+ */
+
+export const webhookApiVersion = '2026-05-18'
+
+/** The seven events of the WalletConnect Pay contract: what an endpoint gets by default. */
+export const defaultWebhookEventTypes = [
+  'payment.created',
+  'payment.processing',
+  'payment.succeeded',
+  'payment.failed',
+  'payment.expired',
+  'payment.cancelled',
+  'payment.settled',
+] as const
+
+/** Every event type; `payment.refunded` (caipay's own) only when an endpoint enables it explicitly. */
+export const webhookEventTypes = [...defaultWebhookEventTypes, 'payment.refunded'] as const
+export const WebhookEventType = z.enum(webhookEventTypes)
+export type WebhookEventType = z.infer<typeof WebhookEventType>
+
+const WebhookUrl = z.string().check(z.minLength(1), z.maxLength(2048))
+
+export const WebhookEndpointCreateBody = z.strictObject({
+  url: WebhookUrl,
+  enabledEvents: z.optional(z.array(WebhookEventType).check(z.minLength(1), z.maxLength(16))),
+})
+export type WebhookEndpointCreateBody = z.infer<typeof WebhookEndpointCreateBody>
+
+export const WebhookEndpoint = z.object({
+  id: z.string(),
+  url: z.string(),
+  enabledEvents: z.array(WebhookEventType),
+  createdAt: z.string(),
+})
+export type WebhookEndpoint = z.infer<typeof WebhookEndpoint>
+
+/** Creation is the only answer (with rotation) that carries the secret. */
+export const WebhookEndpointCreated = z.object({
+  id: z.string(),
+  url: z.string(),
+  enabledEvents: z.array(WebhookEventType),
+  secret: z.string(),
+  createdAt: z.string(),
+})
+export type WebhookEndpointCreated = z.infer<typeof WebhookEndpointCreated>
+
+export const WebhookEndpointListQuery = z.object({ limit: limitQuery(100), cursor: z.optional(Cursor) })
+export const WebhookEndpointListResponse = z.object({
+  data: z.array(WebhookEndpoint),
+  nextCursor: z.nullable(z.string()),
+})
+
+export const WebhookEndpointIdParams = z.object({ id: z.string().check(z.minLength(1), z.maxLength(64)) })
+export const WebhookDeliveryIdParams = z.object({
+  id: z.string().check(z.minLength(1), z.maxLength(64)),
+  deliveryId: z.string().check(z.minLength(1), z.maxLength(64)),
+})
+
+export const WebhookSecretResponse = z.object({ secret: z.string() })
+
+export const webhookDeliveryStates = ['pending', 'succeeded', 'failed'] as const
+
+export const WebhookDelivery = z.object({
+  id: z.string(),
+  /** The event's id: the `svix-id` header and the payload's `id`. */
+  eventId: z.string(),
+  eventType: z.string(),
+  status: z.enum(webhookDeliveryStates),
+  attempts: z.number(),
+  lastStatusCode: z.nullable(z.number()),
+  lastError: z.nullable(z.string()),
+  /** ISO time of the next automatic attempt; null once delivered or given up. */
+  nextAttemptAt: z.nullable(z.string()),
+  createdAt: z.string(),
+})
+export type WebhookDelivery = z.infer<typeof WebhookDelivery>
+
+export const WebhookDeliveryListQuery = z.object({ limit: limitQuery(100), cursor: z.optional(Cursor) })
+export const WebhookDeliveryListResponse = z.object({
+  data: z.array(WebhookDelivery),
+  nextCursor: z.nullable(z.string()),
+})
+
+// The payload (what the receiver gets), for typed handlers. Timestamps are ISO 8601 UTC strings.
+
+const WireAmount = z.object({ unit: z.string(), value: z.string() })
+
+export const WebhookPaymentSnapshot = z.object({
+  payment_id: z.string(),
+  merchant_id: z.string(),
+  live: z.boolean(),
+  /** 0 at creation, +1 per state change: apply an event only when it is newer than what you have. */
+  payment_state_version: z.number(),
+  reference_id: z.string(),
+  status: z.string(),
+  amount: WireAmount,
+  created_at: z.string(),
+  expires_at: z.string(),
+  processing: z.nullable(
+    z.object({
+      processing_at: z.string(),
+      option_amount: z.nullable(WireAmount),
+      /** caipay charges no fee. */
+      fee: z.null(),
+      settlement_amount: z.nullable(WireAmount),
+      buyer_caip10: z.nullable(z.string()),
+      chain_caip2: z.nullable(z.string()),
+    }),
+  ),
+  success: z.nullable(z.object({ succeeded_at: z.string(), tx_id: z.string() })),
+  failed: z.nullable(z.object({ failed_at: z.string(), failure_reason: z.nullable(z.string()) })),
+  cancelled: z.nullable(z.object({ cancelled_at: z.string(), cancellation_reason: z.nullable(z.string()) })),
+  expired: z.nullable(z.object({ expired_at: z.string() })),
+  settled: z.nullable(
+    z.object({ settled_at: z.string(), tx_id: z.string(), amount: z.nullable(WireAmount) }),
+  ),
+})
+export type WebhookPaymentSnapshot = z.infer<typeof WebhookPaymentSnapshot>
+
+export const WebhookEvent = z.object({
+  id: z.string(),
+  type: z.string(),
+  api_version: z.string(),
+  created_at: z.string(),
+  data: WebhookPaymentSnapshot,
+})
+export type WebhookEvent = z.infer<typeof WebhookEvent>
