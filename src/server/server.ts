@@ -1,3 +1,4 @@
+import { networkInterfaces } from 'node:os'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import { sql } from 'kysely'
 import { createApiKey, createPartner } from './accounts/accounts.js'
@@ -62,9 +63,27 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
       ...(options.now ? { now: options.now } : {}),
       logger: options.logger ?? false,
     })
-    const address = await app.listen({ port: options.port ?? 8787, host: options.host ?? '127.0.0.1' })
+    const host = options.host ?? '127.0.0.1'
+    const port = options.port ?? 8787
+    const address = await app.listen({ port, host }).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'EADDRINUSE')
+        throw new Error(
+          `Port ${port} on ${host} is already in use; choose another with --port (0 picks a free one).`,
+        )
+      if (error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND')
+        throw new Error(`Cannot listen on ${host}: no such address on this machine.`)
+      if (error.code === 'EACCES')
+        throw new Error(`Not allowed to listen on port ${port} (ports below 1024 need privileges).`)
+      throw error
+    })
     const url = address.replace('://[::1]', '://localhost')
-    if (options.publicBaseUrlFromListen) config.publicBaseUrl = url
+    if (options.publicBaseUrlFromListen) {
+      // Bound to every interface: links must name an address other machines reach.
+      const listened = new URL(url)
+      config.publicBaseUrl = wildcardHosts.has(host)
+        ? `http://${reachableAddress() ?? '127.0.0.1'}:${listened.port}`
+        : url
+    }
     jobs = startJobRunner({
       db: database.db,
       handlers: app.jobHandlers,
@@ -102,6 +121,18 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
     await database.close().catch(() => {})
     throw error
   }
+}
+
+export const wildcardHosts = new Set(['0.0.0.0', '::', '[::]'])
+
+/** The first non-internal IPv4 address of this machine. */
+function reachableAddress(): string | undefined {
+  for (const addresses of Object.values(networkInterfaces())) {
+    for (const address of addresses ?? []) {
+      if (address.family === 'IPv4' && !address.internal) return address.address
+    }
+  }
+  return undefined
 }
 
 /** First start on an empty database: one partner and a test key. Serialised across instances. */
