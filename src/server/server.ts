@@ -77,13 +77,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
       throw error
     })
     const url = address.replace('://[::1]', '://localhost')
-    if (options.publicBaseUrlFromListen) {
-      // Bound to every interface: links must name an address other machines reach.
-      const listened = new URL(url)
-      config.publicBaseUrl = wildcardHosts.has(host)
-        ? `http://${reachableAddress() ?? '127.0.0.1'}:${listened.port}`
-        : url
-    }
+    if (options.publicBaseUrlFromListen) config.publicBaseUrl = linkBase(host, url)
     jobs = startJobRunner({
       db: database.db,
       handlers: app.jobHandlers,
@@ -125,9 +119,17 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
 
 export const wildcardHosts = new Set(['0.0.0.0', '::', '[::]'])
 
-/** The first non-internal IPv4 address of this machine. */
-function reachableAddress(): string | undefined {
-  for (const addresses of Object.values(networkInterfaces())) {
+/**
+ * The base of payment links when no publicBaseUrl is configured: the address listened on, or, bound
+ * to every interface, this machine's first network address (never 0.0.0.0, which no browser reaches).
+ */
+export function linkBase(host: string, listenedUrl: string, interfaces = networkInterfaces()): string {
+  if (!wildcardHosts.has(host)) return listenedUrl
+  return `http://${reachableAddress(interfaces) ?? '127.0.0.1'}:${new URL(listenedUrl).port}`
+}
+
+function reachableAddress(interfaces: ReturnType<typeof networkInterfaces>): string | undefined {
+  for (const addresses of Object.values(interfaces)) {
     for (const address of addresses ?? []) {
       if (address.family === 'IPv4' && !address.internal) return address.address
     }

@@ -47,7 +47,7 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<O
   } catch (error) {
     await db.destroy()
     await embedded?.stop()
-    throw error
+    throw unreachable(error, url) ?? error
   }
   return {
     db,
@@ -71,4 +71,29 @@ export function createDb(url: string, poolSize = 10): Db {
 export function inTransaction<T>(db: Db, fn: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
   if (db.isTransaction) return fn(db as Transaction<Database>)
   return db.transaction().execute(fn)
+}
+
+/** A connection failure as one line naming the server (never the password) and what to check. */
+function unreachable(error: unknown, url: string): Error | undefined {
+  const code = (error as { code?: string }).code
+  const reasons: Record<string, string> = {
+    ECONNREFUSED: 'nothing listens there',
+    ENOTFOUND: 'unknown host',
+    EAI_AGAIN: 'unknown host',
+    ETIMEDOUT: 'timed out',
+    EHOSTUNREACH: 'host unreachable',
+    '28P01': 'wrong password',
+    '28000': 'access refused',
+    '3D000': 'no such database',
+  }
+  const reason = code ? reasons[code] : undefined
+  if (!reason) return undefined
+  let where = 'the database'
+  try {
+    const parsed = new URL(url)
+    where = `${parsed.hostname}:${parsed.port || 5432}${parsed.pathname}`
+  } catch {
+    // Not a URL: keep the generic name.
+  }
+  return new Error(`Cannot use the database at ${where}: ${reason} (${code}). Check --database-url or DATABASE_URL.`)
 }
