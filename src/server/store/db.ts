@@ -75,7 +75,9 @@ export function inTransaction<T>(db: Db, fn: (trx: Transaction<Database>) => Pro
 
 /** A connection failure as one line naming the server (never the password) and what to check. */
 function unreachable(error: unknown, url: string): Error | undefined {
-  const code = (error as { code?: string }).code
+  let code: string | undefined
+  for (let e = error as { code?: unknown; cause?: unknown } | undefined; e && !code; e = e.cause as typeof e)
+    if (typeof e.code === 'string') code = e.code
   const reasons: Record<string, string> = {
     ECONNREFUSED: 'nothing listens there',
     ENOTFOUND: 'unknown host',
@@ -95,5 +97,7 @@ function unreachable(error: unknown, url: string): Error | undefined {
   } catch {
     // Not a URL: keep the generic name.
   }
-  return new Error(`Cannot use the database at ${where}: ${reason} (${code}). Check --database-url or DATABASE_URL.`)
+  return new Error(
+    `Cannot use the database at ${where}: ${reason} (${code}). Check --database-url or DATABASE_URL.`,
+  )
 }
