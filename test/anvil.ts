@@ -87,9 +87,9 @@ export async function startAnvil(options: StartAnvilOptions = {}): Promise<Anvil
 }
 
 /**
- * Where Anvil comes from: the platform package that the `@foundry-rs/anvil` dev dependency brings
- * for this OS and CPU (an optional dependency, so `npm ci` works everywhere), else an `anvil` on
- * PATH (Foundry installed by hand). `undefined` when neither exists.
+ * Where Anvil comes from: the platform package that tools/anvil (a dev dependency) brings as an
+ * optional dependency where the registry has one (linux/x64), so `npm ci` works everywhere; else
+ * an `anvil` on PATH (Foundry installed by hand). `undefined` when neither exists.
  */
 export function locateAnvil(
   platform: string = process.platform,
@@ -98,11 +98,15 @@ export function locateAnvil(
 ): string | undefined {
   const cpu = arch === 'x64' ? 'amd64' : arch
   const executable = platform === 'win32' ? 'anvil.exe' : 'anvil'
+  const binary = `@foundry-rs/anvil-${platform}-${cpu}/bin/${executable}`
   const require = createRequire(import.meta.url)
-  try {
-    return require.resolve(`@foundry-rs/anvil-${platform}-${cpu}/bin/${executable}`)
-  } catch {
-    // No package for this platform: fall back to PATH.
+  // Hoisted to the root node_modules by npm, or beside tools/anvil (the package that brings it).
+  for (const from of [import.meta.url, 'caipay-anvil/package.json']) {
+    try {
+      return createRequire(from === import.meta.url ? from : require.resolve(from)).resolve(binary)
+    } catch {
+      // Not there: try the next place, then PATH.
+    }
   }
   for (const dir of searchPath.split(path.delimiter)) {
     if (!dir) continue
@@ -118,7 +122,7 @@ export function locateAnvil(
 }
 
 /** Why EVM tests cannot run here; one line, printed by the global setup and thrown by startAnvil. */
-export const anvilMissing = `Anvil not found: no @foundry-rs/anvil package for ${process.platform}/${process.arch} and no anvil on PATH. Install Foundry (anvil on PATH) to run the EVM tests.`
+export const anvilMissing = `Anvil not found: no @foundry-rs/anvil-* package for ${process.platform}/${process.arch} and no anvil on PATH. Install Foundry (anvil on PATH) to run the EVM tests.`
 
 async function launch(port: number, chainId: number, options: StartAnvilOptions): Promise<AnvilInstance> {
   const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(chainId), '--silent']

@@ -60,7 +60,10 @@ beforeAll(async () => {
   const skipped = new Set(['node_modules', 'dist', '.git', '.caipay', 'coverage'])
   await fs.cp(repo, source, {
     recursive: true,
-    filter: (file) => !skipped.has(path.relative(repo, file).split(path.sep)[0]!),
+    filter: (file) => {
+      const parts = path.relative(repo, file).split(path.sep)
+      return !skipped.has(parts[0]!) && !parts.includes('node_modules')
+    },
   })
   await fs.symlink(path.join(repo, 'node_modules'), path.join(source, 'node_modules'), 'dir')
   await Promise.all([
