@@ -230,6 +230,33 @@ describe('caipay CLI', () => {
     await pg.db.deleteFrom('partners').where('id', '=', extra).execute()
   })
 
+  it("the README's curl walkthrough runs against the server", { timeout: 120_000 }, async () => {
+    const readme = await fs.readFile('README.md', 'utf8')
+    const block = /<!-- walkthrough:start -->\n```sh\n([\s\S]*?)```\n<!-- walkthrough:end -->/.exec(
+      readme,
+    )?.[1]
+    expect(block).toMatch(/^BASE=.*\nKEY=.*\n/)
+    const db = await createTestDatabase()
+    cleanups.push(() => db.drop())
+    const server = await serve(['--database-url', db.url])
+    // The block as written, with the server's address and key in place of the placeholders.
+    const script = block!.replace(/^BASE=.*\nKEY=.*\n/, `BASE=${server.url}\nKEY=${server.apiKey}\n`)
+    const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn('bash', ['-euo', 'pipefail', '-c', script])
+      let stdout = ''
+      let stderr = ''
+      child.stdout.on('data', (d) => (stdout += d))
+      child.stderr.on('data', (d) => (stderr += d))
+      child.on('exit', (code) => resolve({ code, stdout, stderr }))
+    })
+    server.child.kill('SIGTERM')
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout.trim().split('\n')).toEqual([
+      expect.stringMatching(`^${server.url}/pay/pay_\\w+$`),
+      'succeeded',
+    ])
+  })
+
   it('--version, and --help for each command', async () => {
     const version = await runHere(['--version'])
     expect(version.stdout.trim()).toBe(JSON.parse(await fs.readFile('package.json', 'utf8')).version)
