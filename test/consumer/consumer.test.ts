@@ -27,14 +27,27 @@ const cleanEnv = Object.fromEntries(
   Object.entries(process.env).filter(([key]) => !key.toLowerCase().startsWith('npm_')),
 )
 
-async function npm(args: string[], cwd: string, timeout = 300_000): Promise<string> {
-  const { stdout } = await exec('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], {
-    cwd,
-    env: cleanEnv,
-    timeout,
-    maxBuffer: 64 * 1024 * 1024,
-  })
-  return stdout
+/** Generous: on a busy two-core machine the declaration build alone can take minutes. */
+async function npm(args: string[], cwd: string, timeout = 900_000): Promise<string> {
+  try {
+    const { stdout } = await exec('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], {
+      cwd,
+      env: cleanEnv,
+      timeout,
+      maxBuffer: 64 * 1024 * 1024,
+    })
+    return stdout
+  } catch (error) {
+    const { killed, stderr } = error as { killed?: boolean; stderr?: string }
+    const tail = (stderr ?? '')
+      .split('\n')
+      .filter((line) => /error|ERR!/i.test(line))
+      .slice(-15)
+      .join('\n')
+    throw new Error(
+      `npm ${args.join(' ')} in ${cwd} ${killed ? `timed out after ${timeout / 1000} s` : 'failed'}:\n${tail}`,
+    )
+  }
 }
 
 async function project(dir: string, dependencies: Record<string, string>): Promise<void> {
@@ -89,7 +102,7 @@ beforeAll(async () => {
     npm(['install', '--prefer-offline'], wallet),
     npm(['install', '--prefer-offline'], server),
   ])
-}, 600_000)
+}, 1_800_000)
 
 afterAll(async () => {
   if (work) await fs.rm(work, { recursive: true, force: true })

@@ -67,7 +67,7 @@ function serve(
   let out = ''
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve did not start:\n${out}`)), 60_000)
+    const timer = setTimeout(() => reject(new Error(`serve did not start:\n${out}`)), 180_000)
     const onData = (d: Buffer) => {
       out += d
       const url = /listening on (http:\/\/[^\s]+)/.exec(out)?.[1]
@@ -114,7 +114,7 @@ async function merchantAndPayment(url: string, apiKey: string) {
 describe('caipay CLI', () => {
   let pg: TestDatabase
   it('serve --database-url: prints the URL and a test key once; the key works', {
-    timeout: 120_000,
+    timeout: 240_000,
   }, async () => {
     pg = await createTestDatabase()
     cleanups.push(() => pg.drop())
@@ -169,7 +169,7 @@ describe('caipay CLI', () => {
   })
 
   it('keys create and apps create, human and --json; without --partner they use the only partner', {
-    timeout: 120_000,
+    timeout: 240_000,
   }, async () => {
     const [bootstrapPartner] = await pg.db.selectFrom('partners').select('id').execute()
     const live = await run(['keys', 'create', '--mode', 'live', '--json', '--database-url', pg.url])
@@ -230,7 +230,7 @@ describe('caipay CLI', () => {
     await pg.db.deleteFrom('partners').where('id', '=', extra).execute()
   })
 
-  it("the README's curl walkthrough runs against the server", { timeout: 120_000 }, async () => {
+  it("the README's curl walkthrough runs against the server", { timeout: 240_000 }, async () => {
     const readme = await fs.readFile('README.md', 'utf8')
     const block = /<!-- walkthrough:start -->\n```sh\n([\s\S]*?)```\n<!-- walkthrough:end -->/.exec(
       readme,
@@ -268,7 +268,7 @@ describe('caipay CLI', () => {
   })
 
   it('startup failures are one line and a non-zero exit: busy port, unreachable database', {
-    timeout: 120_000,
+    timeout: 240_000,
   }, async () => {
     const blocker = net.createServer()
     await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
@@ -354,7 +354,7 @@ describe('caipay CLI', () => {
   })
 
   it('serve --data-dir runs embedded PostgreSQL, shares it with keys create, and stops it on SIGTERM', {
-    timeout: 120_000,
+    timeout: 240_000,
   }, async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-cli-'))
     // Under root the cluster runs as the postgres OS user, which must be able to enter the parent.
