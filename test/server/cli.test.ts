@@ -313,7 +313,10 @@ describe('caipay CLI', () => {
     expect(row?.mode).toBe('test')
     const again = await runHere([...args, '--mode', 'live'])
     expect(again.code).toBe(1)
-    expect(again.stderr).toBe(`caipay: The app id ${projectId} is already registered.\n`)
+    // The first line says which partner was used (the only one); the last is the refusal.
+    expect(again.stderr).toBe(
+      `Using the only partner, ${JSON.parse(created.stdout).partnerId} (pass --partner to choose).\ncaipay: The app id ${projectId} is already registered.\n`,
+    )
     for (const bad of ['0123', projectId.toUpperCase(), `app_test_${projectId}`]) {
       const refused = await runHere([
         'apps',
