@@ -21,4 +21,6 @@ export default defineConfig({
   target: 'es2022',
   treeshake: true,
   splitting: true,
+  // import.meta.url in the CJS build (the CLI finds its package.json and entry point with it).
+  shims: true,
 })

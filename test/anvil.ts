@@ -4,8 +4,10 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { accessSync, constants } from 'node:fs'
 import { createRequire } from 'node:module'
 import { createServer, type Socket } from 'node:net'
+import path from 'node:path'
 import {
   type Address,
   type Chain,
@@ -63,14 +65,14 @@ export interface AnvilInstance {
   stop(): Promise<void>
 }
 
-const require = createRequire(import.meta.url)
-const anvilBinary = require.resolve('@foundry-rs/anvil-linux-amd64/bin/anvil')
+const anvilBinary = locateAnvil()
 const running = new Set<ChildProcess>()
 const portAttempts = 8
 const portsPerWorker = 400
 
 /** Starts a fresh Anvil node; retries on another port when the chosen one is taken. */
 export async function startAnvil(options: StartAnvilOptions = {}): Promise<AnvilInstance> {
+  if (anvilBinary === undefined) throw new Error(anvilMissing)
   const chainId = options.chainId ?? 31337
   let lastError: unknown
   for (let attempt = 0; attempt < (options.port ? 1 : portAttempts); attempt++) {
@@ -84,9 +86,47 @@ export async function startAnvil(options: StartAnvilOptions = {}): Promise<Anvil
   throw new Error(`Anvil did not start after ${portAttempts} attempts`, { cause: lastError })
 }
 
+/**
+ * Where Anvil comes from: the platform package that tools/anvil (a dev dependency) brings as an
+ * optional dependency where the registry has one (linux/x64), so `npm ci` works everywhere; else
+ * an `anvil` on PATH (Foundry installed by hand). `undefined` when neither exists.
+ */
+export function locateAnvil(
+  platform: string = process.platform,
+  arch: string = process.arch,
+  searchPath: string = process.env.PATH ?? '',
+): string | undefined {
+  const cpu = arch === 'x64' ? 'amd64' : arch
+  const executable = platform === 'win32' ? 'anvil.exe' : 'anvil'
+  const binary = `@foundry-rs/anvil-${platform}-${cpu}/bin/${executable}`
+  const require = createRequire(import.meta.url)
+  // Hoisted to the root node_modules by npm, or beside tools/anvil (the package that brings it).
+  for (const from of [import.meta.url, 'caipay-anvil/package.json']) {
+    try {
+      return createRequire(from === import.meta.url ? from : require.resolve(from)).resolve(binary)
+    } catch {
+      // Not there: try the next place, then PATH.
+    }
+  }
+  for (const dir of searchPath.split(path.delimiter)) {
+    if (!dir) continue
+    const candidate = path.join(dir, executable)
+    try {
+      accessSync(candidate, constants.X_OK)
+      return candidate
+    } catch {
+      // Not here.
+    }
+  }
+  return undefined
+}
+
+/** Why EVM tests cannot run here; one line, printed by the global setup and thrown by startAnvil. */
+export const anvilMissing = `Anvil not found: no @foundry-rs/anvil-* package for ${process.platform}/${process.arch} and no anvil on PATH. Install Foundry (anvil on PATH) to run the EVM tests.`
+
 async function launch(port: number, chainId: number, options: StartAnvilOptions): Promise<AnvilInstance> {
   const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(chainId), '--silent']
-  const child = spawn(anvilBinary, [...args, ...(options.args ?? [])], {
+  const child = spawn(anvilBinary as string, [...args, ...(options.args ?? [])], {
     stdio: ['ignore', 'ignore', 'pipe'],
   })
   track(child)

@@ -5,6 +5,7 @@ import type { TestProject } from 'vitest/node'
 import { createDb } from '../src/server/store/db.js'
 import { startEmbeddedPostgres } from '../src/server/store/embedded.js'
 import { migrate } from '../src/server/store/migrate.js'
+import { anvilMissing, locateAnvil } from './anvil.js'
 
 /**
  * One PostgreSQL for the whole run: `CAIPAY_TEST_DATABASE_URL` when set (any PostgreSQL 14+ whose
@@ -15,6 +16,7 @@ import { migrate } from '../src/server/store/migrate.js'
 export const templateDatabase = 'caipay_test_template'
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  if (locateAnvil() === undefined) process.stderr.write(`${anvilMissing}\n`)
   let adminUrl = process.env.CAIPAY_TEST_DATABASE_URL
   let stop = async () => {}
   let tempDir: string | undefined

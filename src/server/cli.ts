@@ -1,41 +1,97 @@
-import { realpathSync } from 'node:fs'
-import { pathToFileURL } from 'node:url'
+import { existsSync, readFileSync, realpathSync } from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
-import { createApiKey, createAppId, createPartner, partnerExists } from './accounts/accounts.js'
-import { readConfigFile, resolveConfig } from './config.js'
-import { isExternalAppId } from './ids.js'
-import { startServer } from './server.js'
-import { openDatabase } from './store/db.js'
 import type { KeyRole, Mode } from './store/schema.js'
 
-const usage = `Usage:
-  caipay serve [--port 8787] [--host 127.0.0.1] [--data-dir .caipay] [--database-url URL] [--config FILE]
-               [--api-only | --worker-only]
-  caipay keys create --mode test|live [--role partner|wallet] [--partner ID] [--json] [database options]
-  caipay apps create --mode test|live [--partner ID] [--external-id <32 hex>] [--json] [database options]
+// Server modules are imported inside the commands, not here: `caipay --help` and `--version` must
+// work where the server's dependencies (fastify, kysely, pg, ...) are not installed.
 
-Database options: --data-dir DIR (embedded PostgreSQL, default .caipay) or --database-url URL
-(default: the DATABASE_URL environment variable).
---api-only serves HTTP without running jobs; --worker-only runs jobs (live payments) and serves no HTTP.
-Any number of each may share one database.`
+const databaseHelp = `Database options:
+  --data-dir DIR       embedded PostgreSQL in DIR (default .caipay)
+  --database-url URL   an existing PostgreSQL 14+ (default: the DATABASE_URL environment variable)`
+
+const commands = {
+  serve: `Usage: caipay serve [options]
+
+Starts the payments server (merchant API, wallet gateway, hosted pages) and its job runner.
+
+Options:
+  --port N             default 8787; 0 picks a free port
+  --host ADDRESS       default 127.0.0.1; with 0.0.0.0 set publicBaseUrl in the config file
+  --config FILE        JSON configuration (chains, assets, publicBaseUrl, rate limits)
+  --api-only           serve HTTP without running jobs (run workers elsewhere)
+  --worker-only        run jobs (live payments, webhooks) and serve no HTTP
+                       any number of each may share one database
+${databaseHelp}`,
+  'keys create': `Usage: caipay keys create --mode test|live [options]
+
+Creates an API key (shown once). Without --partner it uses the only partner when exactly one
+exists, creates one when none does, and asks for --partner when there are several.
+
+Options:
+  --mode test|live     required
+  --role partner|wallet  default partner (merchant API); wallet keys call the gateway
+  --partner ID         the partner that owns the key
+  --json               print {"partnerId", "apiKey"}
+${databaseHelp}`,
+  'apps create': `Usage: caipay apps create --mode test|live [options]
+
+Creates a public app id for wallets (used with a Client-Id on the gateway). Without --partner it
+picks the partner like "keys create".
+
+Options:
+  --mode test|live     required
+  --partner ID         the partner that owns the app id
+  --external-id HEX    a WalletConnect project id (32 lowercase hex characters) to accept as this app id
+  --json               print {"partnerId", "appId", ...}
+${databaseHelp}`,
+} as const
+
+const usage = `Usage: caipay <command> [options]
+
+Commands:
+  serve          start the payments server
+  keys create    create an API key
+  apps create    create an app id for wallets
+
+caipay <command> --help shows a command's options; caipay --version prints the version.`
 
 class UsageError extends Error {}
 
 /** Runs a command; resolves to an exit code (serve resolves once listening and keeps running). */
 export async function main(argv: readonly string[]): Promise<number> {
   try {
-    const [command, sub] = argv
-    if (command === 'serve') return await serve(argv.slice(1))
-    if (command === 'keys' && sub === 'create') return await keysCreate(argv.slice(2))
-    if (command === 'apps' && sub === 'create') return await appsCreate(argv.slice(2))
-    if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
-      process.stdout.write(`${usage}\n`)
-      return command === undefined ? 1 : 0
+    const [first, second] = argv
+    if (first === '--version' || first === '-v' || first === 'version') {
+      process.stdout.write(`${version()}\n`)
+      return 0
     }
-    throw new UsageError(`Unknown command: ${argv.join(' ')}`)
+    if (first === undefined || first === '--help' || first === '-h' || first === 'help') {
+      process.stdout.write(`${usage}\n`)
+      return first === undefined ? 1 : 0
+    }
+    const name = first === 'serve' ? 'serve' : `${first} ${second}`
+    if (!(name in commands)) throw new UsageError(`Unknown command: ${argv.join(' ')}`)
+    const command = name as keyof typeof commands
+    const args = argv.slice(command === 'serve' ? 1 : 2)
+    if (args.includes('--help') || args.includes('-h')) {
+      process.stdout.write(`${commands[command]}\n`)
+      return 0
+    }
+    try {
+      if (command === 'serve') return await serve(args)
+      if (command === 'keys create') return await keysCreate(args)
+      return await appsCreate(args)
+    } catch (error) {
+      if ((error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS'))
+        throw new UsageError((error as Error).message, { cause: command })
+      throw error
+    }
   } catch (error) {
-    if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-      process.stderr.write(`${(error as Error).message}\n\n${usage}\n`)
+    if (error instanceof UsageError) {
+      const help = typeof error.cause === 'string' ? commands[error.cause as keyof typeof commands] : usage
+      process.stderr.write(`caipay: ${error.message}\n\n${help}\n`)
       return 2
     }
     process.stderr.write(`caipay: ${describe(error)}\n`)
@@ -62,13 +118,15 @@ async function serve(args: readonly string[]): Promise<number> {
     strict: true,
   })
   if (values['api-only'] && values['worker-only'])
-    throw new UsageError('--api-only and --worker-only exclude each other')
+    throw new UsageError('--api-only and --worker-only exclude each other', { cause: 'serve' })
   const role = values['api-only'] ? 'api' : values['worker-only'] ? 'worker' : 'all'
   const port = Number(values.port)
-  if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new UsageError(`Invalid --port ${values.port}`)
+  if (!/^\d+$/.test(values.port) || port > 65535)
+    throw new UsageError(`Invalid --port ${values.port}`, { cause: 'serve' })
+  const { readConfigFile, resolveConfig } = await import('./config.js')
   const file = values.config ? await readConfigFile(values.config) : {}
   const config = resolveConfig(file)
+  const { startServer, wildcardHosts } = await import('./server.js')
   const { pino } = await import('pino')
   // Asynchronous: a request does not wait for a write(2) of its log line; pino flushes what is
   // buffered when the process exits.
@@ -113,10 +171,17 @@ async function serve(args: readonly string[]): Promise<number> {
     await server.stop()
     process.exit(0)
   }
+  if (role !== 'worker' && wildcardHosts.has(values.host) && file.publicBaseUrl === undefined) {
+    process.stderr.write(
+      `caipay: warning: bound to ${values.host} without publicBaseUrl; payment links use ${server.config.publicBaseUrl}. ` +
+        'Set "publicBaseUrl" in the --config file to the URL customers reach (e.g. https://pay.example.com).\n',
+    )
+  }
+  const base = server.config.publicBaseUrl
   const lines = [
     role === 'worker'
       ? 'caipay worker running jobs (no HTTP)'
-      : `caipay listening on ${server.url} (API docs: ${server.url}/docs)${role === 'api' ? '; jobs run elsewhere' : ''}`,
+      : `caipay listening on ${server.url} (API docs: ${base}/docs)${role === 'api' ? '; jobs run elsewhere' : ''}`,
   ]
   if (server.bootstrap) {
     lines.push(
@@ -128,15 +193,19 @@ async function serve(args: readonly string[]): Promise<number> {
   return 0
 }
 
-function modeOf(value: string | undefined): Mode {
-  if (value !== 'test' && value !== 'live') throw new UsageError('--mode must be test or live')
+function modeOf(value: string | undefined, command: keyof typeof commands): Mode {
+  if (value !== 'test' && value !== 'live')
+    throw new UsageError('--mode must be test or live', { cause: command })
   return value
 }
 
+type Db = Awaited<ReturnType<typeof import('./store/db.js')['openDatabase']>>['db']
+
 async function withDatabase<T>(
   values: { 'data-dir'?: string | undefined; 'database-url'?: string | undefined },
-  fn: (db: Awaited<ReturnType<typeof openDatabase>>['db']) => Promise<T>,
+  fn: (db: Db) => Promise<T>,
 ): Promise<T> {
+  const { openDatabase } = await import('./store/db.js')
   const database = await openDatabase({
     databaseUrl: values['database-url'] || process.env.DATABASE_URL,
     dataDir: values['data-dir'],
@@ -149,13 +218,28 @@ async function withDatabase<T>(
   }
 }
 
-async function partnerFor(
-  db: Parameters<typeof partnerExists>[0],
-  partner: string | undefined,
-): Promise<string> {
-  if (partner === undefined) return createPartner(db)
-  if (!(await partnerExists(db, partner))) throw new Error(`Partner ${partner} not found.`)
-  return partner
+/** The partner a new key or app id belongs to; says on stderr which one was picked or created. */
+async function partnerFor(db: Db, partner: string | undefined): Promise<string> {
+  const { createPartner, partnerExists } = await import('./accounts/accounts.js')
+  if (partner !== undefined) {
+    if (!(await partnerExists(db, partner))) throw new Error(`Partner ${partner} not found.`)
+    return partner
+  }
+  const existing = await db.selectFrom('partners').select('id').orderBy('created_at').limit(6).execute()
+  if (existing.length === 1) {
+    const only = existing[0]!.id
+    process.stderr.write(`Using the only partner, ${only} (pass --partner to choose).\n`)
+    return only
+  }
+  if (existing.length > 1) {
+    const ids = existing.slice(0, 5).map((row) => row.id)
+    throw new Error(
+      `There are several partners (${ids.join(', ')}${existing.length > 5 ? ', ...' : ''}); pass --partner ID.`,
+    )
+  }
+  const created = await createPartner(db)
+  process.stderr.write(`Created partner ${created}.\n`)
+  return created
 }
 
 async function keysCreate(args: readonly string[]): Promise<number> {
@@ -170,10 +254,11 @@ async function keysCreate(args: readonly string[]): Promise<number> {
     },
     strict: true,
   })
-  const mode = modeOf(values.mode)
+  const mode = modeOf(values.mode, 'keys create')
   if (values.role !== 'partner' && values.role !== 'wallet')
-    throw new UsageError('--role must be partner or wallet')
+    throw new UsageError('--role must be partner or wallet', { cause: 'keys create' })
   const role: KeyRole = values.role
+  const { createApiKey } = await import('./accounts/accounts.js')
   const created = await withDatabase(values, async (db) => {
     const partnerId = await partnerFor(db, values.partner)
     return createApiKey(db, { partnerId, mode, role })
@@ -200,11 +285,15 @@ async function appsCreate(args: readonly string[]): Promise<number> {
     },
     strict: true,
   })
-  const mode = modeOf(values.mode)
+  const mode = modeOf(values.mode, 'apps create')
   const externalId = values['external-id']
+  const { isExternalAppId } = await import('./ids.js')
   if (externalId !== undefined && !isExternalAppId(externalId)) {
-    throw new UsageError('--external-id must be a WalletConnect project id: 32 lowercase hex characters')
+    throw new UsageError('--external-id must be a WalletConnect project id: 32 lowercase hex characters', {
+      cause: 'apps create',
+    })
   }
+  const { createAppId } = await import('./accounts/accounts.js')
   const created = await withDatabase(values, async (db) => {
     const partnerId = await partnerFor(db, values.partner)
     return createAppId(db, { partnerId, mode, ...(externalId !== undefined ? { externalId } : {}) })
@@ -217,10 +306,42 @@ async function appsCreate(args: readonly string[]): Promise<number> {
   return 0
 }
 
+/** One line for any failure: a missing server dependency names the install line, never a stack. */
 function describe(error: unknown): string {
   if (!(error instanceof Error)) return String(error)
+  const missing = missingPackage(error)
+  if (missing) {
+    return (
+      `the server needs the package "${missing}", which is not installed. ` +
+      'Install the server with `npm install caipay-server` (its dependencies included), then run `npx caipay serve`.'
+    )
+  }
   const cause = error.cause instanceof Error ? `: ${error.cause.message}` : ''
-  return `${error.message}${cause}`
+  return `${error.message}${cause}`.replace(/\s*\n\s*/g, ' ')
+}
+
+function missingPackage(error: Error): string | undefined {
+  const code = (error as { code?: string }).code
+  if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') return undefined
+  const name = /Cannot find (?:package|module) '([^']+)'/.exec(error.message)?.[1]
+  if (!name || name.startsWith('.') || path.isAbsolute(name)) return undefined
+  const parts = name.split('/')
+  return name.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]
+}
+
+/** The version of the caipay package this file belongs to (src/server or dist/server). */
+function version(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url))
+  for (;;) {
+    const file = path.join(dir, 'package.json')
+    if (existsSync(file)) {
+      const manifest = JSON.parse(readFileSync(file, 'utf8')) as { name?: string; version?: string }
+      if (manifest.name === 'caipay' && manifest.version) return manifest.version
+    }
+    const parent = path.dirname(dir)
+    if (parent === dir) return 'unknown'
+    dir = parent
+  }
 }
 
 function isEntryPoint(): boolean {

@@ -1,3 +1,4 @@
+import { networkInterfaces } from 'node:os'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import { sql } from 'kysely'
 import { createApiKey, createPartner } from './accounts/accounts.js'
@@ -88,9 +89,21 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
           ? { onError: (error) => log.warn({ error: String(error) }, 'Credential notifications interrupted') }
           : {}),
       })
-      const address = await app.listen({ port: options.port ?? 8787, host: options.host ?? '127.0.0.1' })
+      const host = options.host ?? '127.0.0.1'
+      const port = options.port ?? 8787
+      const address = await app.listen({ port, host }).catch((error: NodeJS.ErrnoException) => {
+        if (error.code === 'EADDRINUSE')
+          throw new Error(
+            `Port ${port} on ${host} is already in use; choose another with --port (0 picks a free one).`,
+          )
+        if (error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND')
+          throw new Error(`Cannot listen on ${host}: no such address on this machine.`)
+        if (error.code === 'EACCES')
+          throw new Error(`Not allowed to listen on port ${port} (ports below 1024 need privileges).`)
+        throw error
+      })
       url = address.replace('://[::1]', '://localhost')
-      if (options.publicBaseUrlFromListen) config.publicBaseUrl = url
+      if (options.publicBaseUrlFromListen) config.publicBaseUrl = linkBase(host, url)
     }
     if (role !== 'api') {
       jobs = startJobRunner({
@@ -146,6 +159,26 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
     await database.close().catch(() => {})
     throw error
   }
+}
+
+export const wildcardHosts = new Set(['0.0.0.0', '::', '[::]'])
+
+/**
+ * The base of payment links when no publicBaseUrl is configured: the address listened on, or, bound
+ * to every interface, this machine's first network address (never 0.0.0.0, which no browser reaches).
+ */
+export function linkBase(host: string, listenedUrl: string, interfaces = networkInterfaces()): string {
+  if (!wildcardHosts.has(host)) return listenedUrl
+  return `http://${reachableAddress(interfaces) ?? '127.0.0.1'}:${new URL(listenedUrl).port}`
+}
+
+function reachableAddress(interfaces: ReturnType<typeof networkInterfaces>): string | undefined {
+  for (const addresses of Object.values(interfaces)) {
+    for (const address of addresses ?? []) {
+      if (address.family === 'IPv4' && !address.internal) return address.address
+    }
+  }
+  return undefined
 }
 
 /** First start on an empty database: one partner and a test key. Serialised across instances. */

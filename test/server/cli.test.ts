@@ -1,10 +1,13 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import fs from 'node:fs/promises'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it, vi } from 'vitest'
+import { createPartner } from '../../src/server/accounts/accounts.js'
 import { main } from '../../src/server/cli.js'
+import { linkBase } from '../../src/server/server.js'
 import { createTestDatabase, type TestDatabase } from '../postgres.js'
 
 const bin = fileURLToPath(new URL('../../bin/caipay.js', import.meta.url))
@@ -64,7 +67,7 @@ function serve(
   let out = ''
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve did not start:\n${out}`)), 60_000)
+    const timer = setTimeout(() => reject(new Error(`serve did not start:\n${out}`)), 180_000)
     const onData = (d: Buffer) => {
       out += d
       const url = /listening on (http:\/\/[^\s]+)/.exec(out)?.[1]
@@ -110,7 +113,9 @@ async function merchantAndPayment(url: string, apiKey: string) {
 
 describe('caipay CLI', () => {
   let pg: TestDatabase
-  it('serve --database-url: prints the URL and a test key once; the key works', async () => {
+  it('serve --database-url: prints the URL and a test key once; the key works', {
+    timeout: 240_000,
+  }, async () => {
     pg = await createTestDatabase()
     cleanups.push(() => pg.drop())
     // The template has no partner: this is the empty database of a first start.
@@ -163,12 +168,16 @@ describe('caipay CLI', () => {
     expect(lines.at(-1)).toMatchObject({ msg: 'shutting down' })
   })
 
-  it('keys create and apps create, human and --json', async () => {
+  it('keys create and apps create, human and --json; without --partner they use the only partner', {
+    timeout: 240_000,
+  }, async () => {
+    const [bootstrapPartner] = await pg.db.selectFrom('partners').select('id').execute()
     const live = await run(['keys', 'create', '--mode', 'live', '--json', '--database-url', pg.url])
     expect(live.code, live.stderr).toBe(0)
     const created = JSON.parse(live.stdout)
     expect(created.apiKey).toMatch(/^svc_[A-Za-z0-9]{32,}$/)
-    expect(created.partnerId).toMatch(/^ptr_/)
+    expect(created.partnerId).toBe(bootstrapPartner!.id)
+    expect(live.stderr).toBe(`Using the only partner, ${created.partnerId} (pass --partner to choose).\n`)
     const wallet = await runHere([
       'keys',
       'create',
@@ -203,13 +212,92 @@ describe('caipay CLI', () => {
     })
     const human = await runHere(['keys', 'create', '--mode', 'test', '--database-url', pg.url])
     expect(human.stdout).toMatch(/svc_test_[A-Za-z0-9]+/)
-    const row = await pg.db
+    const rows = await pg.db
       .selectFrom('api_keys')
       .select('role')
       .where('partner_id', '=', created.partnerId)
       .where('mode', '=', 'test')
-      .executeTakeFirstOrThrow()
-    expect(row.role).toBe('wallet')
+      .execute()
+    // The first start's key, the wallet key and the human one: all of the one partner.
+    expect(rows.map((row) => row.role).sort()).toEqual(['partner', 'partner', 'wallet'])
+
+    const extra = await createPartner(pg.db)
+    const ambiguous = await runHere(['keys', 'create', '--mode', 'test', '--database-url', pg.url])
+    expect(ambiguous.code).toBe(1)
+    expect(ambiguous.stderr).toMatch(
+      /^caipay: There are several partners \(ptr_\w+, ptr_\w+\); pass --partner ID\.\n$/,
+    )
+    await pg.db.deleteFrom('partners').where('id', '=', extra).execute()
+  })
+
+  it("the README's curl walkthrough runs against the server", { timeout: 240_000 }, async () => {
+    const readme = await fs.readFile('README.md', 'utf8')
+    const block = /<!-- walkthrough:start -->\n```sh\n([\s\S]*?)```\n<!-- walkthrough:end -->/.exec(
+      readme,
+    )?.[1]
+    expect(block).toMatch(/^BASE=.*\nKEY=.*\n/)
+    const db = await createTestDatabase()
+    cleanups.push(() => db.drop())
+    const server = await serve(['--database-url', db.url])
+    // The block as written, with the server's address and key in place of the placeholders.
+    const script = block!.replace(/^BASE=.*\nKEY=.*\n/, `BASE=${server.url}\nKEY=${server.apiKey}\n`)
+    const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn('bash', ['-euo', 'pipefail', '-c', script])
+      let stdout = ''
+      let stderr = ''
+      child.stdout.on('data', (d) => (stdout += d))
+      child.stderr.on('data', (d) => (stderr += d))
+      child.on('exit', (code) => resolve({ code, stdout, stderr }))
+    })
+    server.child.kill('SIGTERM')
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout.trim().split('\n')).toEqual([
+      expect.stringMatching(`^${server.url}/pay/pay_\\w+$`),
+      'succeeded',
+    ])
+  })
+
+  it('--version, and --help for each command', async () => {
+    const version = await runHere(['--version'])
+    expect(version.stdout.trim()).toBe(JSON.parse(await fs.readFile('package.json', 'utf8')).version)
+    for (const command of [['serve'], ['keys', 'create'], ['apps', 'create']]) {
+      const help = await runHere([...command, '--help'])
+      expect(help.code).toBe(0)
+      expect(help.stdout).toMatch(new RegExp(`^Usage: caipay ${command.join(' ')} `))
+    }
+  })
+
+  it('startup failures are one line and a non-zero exit: busy port, unreachable database', {
+    timeout: 240_000,
+  }, async () => {
+    const blocker = net.createServer()
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+    const port = (blocker.address() as net.AddressInfo).port
+    try {
+      const busy = await run(['serve', '--port', String(port), '--database-url', pg.url])
+      expect(busy.code).toBe(1)
+      expect(busy.stderr).toBe(
+        `caipay: Port ${port} on 127.0.0.1 is already in use; choose another with --port (0 picks a free one).\n`,
+      )
+    } finally {
+      blocker.close()
+    }
+    // A port nothing listens on: taken, then released.
+    const closed = net.createServer()
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve))
+    const nobody = (closed.address() as net.AddressInfo).port
+    await new Promise((resolve) => closed.close(resolve))
+    const down = await run([
+      'serve',
+      '--port',
+      '0',
+      '--database-url',
+      `postgres://u:secret@127.0.0.1:${nobody}/db`,
+    ])
+    expect(down.code).toBe(1)
+    expect(down.stderr).toBe(
+      `caipay: Cannot use the database at 127.0.0.1:${nobody}/db: nothing listens there (ECONNREFUSED). Check --database-url or DATABASE_URL.\n`,
+    )
   })
 
   it('apps create --external-id registers a WalletConnect project id (32 hex) with its mode, once', async () => {
@@ -225,7 +313,10 @@ describe('caipay CLI', () => {
     expect(row?.mode).toBe('test')
     const again = await runHere([...args, '--mode', 'live'])
     expect(again.code).toBe(1)
-    expect(again.stderr).toBe(`caipay: The app id ${projectId} is already registered.\n`)
+    // The first line says which partner was used (the only one); the last is the refusal.
+    expect(again.stderr).toBe(
+      `Using the only partner, ${JSON.parse(created.stdout).partnerId} (pass --partner to choose).\ncaipay: The app id ${projectId} is already registered.\n`,
+    )
     for (const bad of ['0123', projectId.toUpperCase(), `app_test_${projectId}`]) {
       const refused = await runHere([
         'apps',
@@ -238,7 +329,7 @@ describe('caipay CLI', () => {
         pg.url,
       ])
       expect(refused.code, bad).toBe(2)
-      expect(refused.stderr).toMatch(/^--external-id must be a WalletConnect project id/)
+      expect(refused.stderr).toMatch(/^caipay: --external-id must be a WalletConnect project id/)
     }
   })
 
@@ -262,13 +353,15 @@ describe('caipay CLI', () => {
     ])
     expect(missing.code).toBe(1)
     expect(missing.stderr).toMatch(/not found/)
-    expect((await runHere(['--help'])).stdout).toMatch(/caipay serve/)
+    expect((await runHere(['--help'])).stdout).toMatch(/serve +start the payments server/)
     const badConfig = await runHere(['serve', '--config', '/nonexistent/caipay.json'])
     expect(badConfig.code).toBe(1)
     expect(badConfig.stderr).toMatch(/Cannot read config file/)
   })
 
-  it('serve --data-dir runs embedded PostgreSQL, shares it with keys create, and stops it on SIGTERM', async () => {
+  it('serve --data-dir runs embedded PostgreSQL, shares it with keys create, and stops it on SIGTERM', {
+    timeout: 240_000,
+  }, async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-cli-'))
     // Under root the cluster runs as the postgres OS user, which must be able to enter the parent.
     await fs.chmod(dir, 0o755)
@@ -286,5 +379,18 @@ describe('caipay CLI', () => {
     server.child.kill('SIGTERM')
     expect(await server.exited).toBe(0)
     await expect(fs.access(path.join(dataDir, 'postgres', 'postmaster.pid'))).rejects.toThrow()
+  })
+})
+
+describe('links when bound to every interface', () => {
+  const interfaces = {
+    lo: [{ address: '127.0.0.1', family: 'IPv4', internal: true }],
+    eth0: [{ address: '10.1.2.3', family: 'IPv4', internal: false }],
+  } as unknown as ReturnType<typeof os.networkInterfaces>
+  it('use the first network address, never 0.0.0.0; a specific host keeps its own URL', () => {
+    expect(linkBase('0.0.0.0', 'http://127.0.0.1:8787', interfaces)).toBe('http://10.1.2.3:8787')
+    expect(linkBase('::', 'http://[::1]:9000', interfaces)).toBe('http://10.1.2.3:9000')
+    expect(linkBase('0.0.0.0', 'http://127.0.0.1:8787', { lo: interfaces.lo })).toBe('http://127.0.0.1:8787')
+    expect(linkBase('127.0.0.1', 'http://127.0.0.1:8787', interfaces)).toBe('http://127.0.0.1:8787')
   })
 })

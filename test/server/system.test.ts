@@ -77,6 +77,12 @@ describe('system routes', () => {
     expect(res.body).not.toMatch(/<script[^>]+src=/)
   })
 
+  it('GET / sends a browser to the API docs, not a JSON 404', async () => {
+    const res = await t.request({ method: 'GET', url: '/' })
+    expect(res.statusCode).toBe(302)
+    expect(res.headers.location).toBe('/docs')
+  })
+
   it('every response carries a Request-Id', async () => {
     const res = await t.request({ method: 'GET', url: '/v1/merchants' })
     expect(res.headers['request-id']).toMatch(/^req_/)

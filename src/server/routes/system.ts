@@ -19,6 +19,9 @@ export async function systemRoutes(app: FastifyInstance): Promise<void> {
     return reply.type('text/html; charset=utf-8').send(docsHtml)
   })
 
+  // A person opening the server's address in a browser lands on the API reference.
+  app.get('/', { config: { rateLimit: false } }, async (_request, reply) => reply.redirect('/docs', 302))
+
   app.get('/healthz', { config: { rateLimit: false } }, async (_request, reply) => {
     try {
       await sql`SELECT 1`.execute(app.db)

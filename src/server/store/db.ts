@@ -47,7 +47,7 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<O
   } catch (error) {
     await db.destroy()
     await embedded?.stop()
-    throw error
+    throw unreachable(error, url) ?? error
   }
   return {
     db,
@@ -104,4 +104,33 @@ export function isDatabaseUnavailable(error: unknown): boolean {
     if (typeof message === 'string' && unavailableMessages.some((m) => message.includes(m))) return true
   }
   return false
+}
+
+/** A connection failure as one line naming the server (never the password) and what to check. */
+function unreachable(error: unknown, url: string): Error | undefined {
+  let code: string | undefined
+  for (let e = error as { code?: unknown; cause?: unknown } | undefined; e && !code; e = e.cause as typeof e)
+    if (typeof e.code === 'string') code = e.code
+  const reasons: Record<string, string> = {
+    ECONNREFUSED: 'nothing listens there',
+    ENOTFOUND: 'unknown host',
+    EAI_AGAIN: 'unknown host',
+    ETIMEDOUT: 'timed out',
+    EHOSTUNREACH: 'host unreachable',
+    '28P01': 'wrong password',
+    '28000': 'access refused',
+    '3D000': 'no such database',
+  }
+  const reason = code ? reasons[code] : undefined
+  if (!reason) return undefined
+  let where = 'the database'
+  try {
+    const parsed = new URL(url)
+    where = `${parsed.hostname}:${parsed.port || 5432}${parsed.pathname}`
+  } catch {
+    // Not a URL: keep the generic name.
+  }
+  return new Error(
+    `Cannot use the database at ${where}: ${reason} (${code}). Check --database-url or DATABASE_URL.`,
+  )
 }
