@@ -262,7 +262,7 @@ describe('no 500s', () => {
       ['GET', '/v1/nothing'],
       ['PATCH', '/v1/payments'],
       ['DELETE', '/v1/refunds'],
-      ['GET', '/'],
+      ['GET', '/nothing'],
     ] as const) {
       const res = await t.request({ method, url })
       expect(res.statusCode).toBe(404)

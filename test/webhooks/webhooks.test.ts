@@ -438,9 +438,20 @@ describe('delivery', () => {
     const paymentId = await createPayment()
     await r.waitFor(1)
     for (const [i, delay] of webhookRetryDelaysMs.entries()) {
-      await until(
+      const [delivery] = await until(
         () => deliveriesOf(endpoint.id),
         (d) => d[0]?.attempts === i + 1,
+      )
+      // The runner reschedules the job after the attempt is recorded: move the clock only once it
+      // has, or the next attempt would be scheduled from the moved clock and never come due.
+      await until(
+        () =>
+          server.db
+            .selectFrom('jobs')
+            .select('locked_until')
+            .where('delivery_id', '=', delivery!.id)
+            .execute(),
+        (jobs) => jobs.length === 1 && jobs[0]!.locked_until === null,
       )
       advance(delay)
       await r.waitFor(i + 2)
