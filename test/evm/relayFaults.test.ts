@@ -29,7 +29,10 @@ afterAll(async () => {
 })
 
 /** One runner at a time: the previous test's (other settings) is stopped first. */
-async function startRunner(chainOverrides: Record<string, unknown>) {
+async function startRunner(
+  chainOverrides: Record<string, unknown>,
+  runtimeOptions: { receiptTimeoutMs?: number } = {},
+) {
   await runner?.stop()
   const config = env.t.app.config
   const chains = Object.fromEntries(
@@ -39,6 +42,7 @@ async function startRunner(chainOverrides: Record<string, unknown>) {
     config: { ...config, chains } as ServerConfig,
     db: env.t.db,
     pollingIntervalMs: 25,
+    ...runtimeOptions,
   })
   runner = env.startRunner(runtime.jobHandlers)
   return runner
@@ -249,6 +253,54 @@ describe('EVM relay fee bumping', () => {
         return undefined
       }, 'the settlement')
       expect(await settled).toBe(true)
+    } finally {
+      await runner?.stop()
+      runner = undefined
+    }
+  }, 60_000)
+  it('with confirmations 3 a reorg that removes the mined relay before that depth leaves the payment processing; the same signed relay lands again and the payment succeeds with the buyer debited once', async () => {
+    const before = await env.balance(buyer.address)
+    const { paymentId } = await confirmGasless(env, buyer)
+    await startRunner({ confirmations: 3 }, { receiptTimeoutMs: 1_000 })
+    try {
+      const [relay, mined] = await until(async () => {
+        const [row] = await relayRows(paymentId)
+        if (!row) return undefined
+        const receipt = await env.publicClient
+          .getTransactionReceipt({ hash: row.hash as Hex })
+          .catch(() => undefined)
+        return receipt ? ([row, receipt] as const) : undefined
+      }, 'the relay to be mined')
+      const depth = (await control.blockNumber()) - mined.blockNumber + 1n
+      await control.reorg(Number(depth))
+      await expect(env.publicClient.getTransactionReceipt({ hash: relay.hash as Hex })).rejects.toThrow()
+      expect(await env.balance(buyer.address)).toBe(before)
+      const waiting = await env.t.db
+        .selectFrom('payments')
+        .select('status')
+        .where('id', '=', paymentId)
+        .executeTakeFirstOrThrow()
+      expect(waiting.status).toBe('processing')
+      // Blocks keep coming until the relay is back on chain and three deep.
+      const final = await until(
+        async () => {
+          const row = await env.t.db
+            .selectFrom('payments')
+            .select(['status', 'settlement_status'])
+            .where('id', '=', paymentId)
+            .executeTakeFirstOrThrow()
+          if (row.status !== 'processing' && row.settlement_status === 'succeeded') return row
+          await control.mine(1)
+          await new Promise((resolve) => setTimeout(resolve, 150))
+          return undefined
+        },
+        'the payment after the reorg',
+        40_000,
+      )
+      expect(final.status).toBe('succeeded')
+      const landed = (await relayRows(paymentId)).filter((r) => r.status === 'succeeded')
+      expect(landed.map((r) => r.hash)).toEqual([relay.hash])
+      expect(await env.balance(buyer.address)).toBe(before - usdc(10))
     } finally {
       await runner?.stop()
       runner = undefined
