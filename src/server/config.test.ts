@@ -47,6 +47,20 @@ describe('config', () => {
     expect(() => resolveConfig({ sanctioned: ['nope'] })).toThrow(/sanctioned/)
   })
 
+  it('a chain commitment is confirmed or finalized; processed is refused with its path', () => {
+    const finalized = resolveConfig(
+      { chains: { 'eip155:31337': { ...chain, commitment: 'finalized' } } },
+      { TEST_SIGNER: 'x' },
+    )
+    expect(finalized.chains['eip155:31337']!.commitment).toBe('finalized')
+    expect(() =>
+      resolveConfig(
+        { chains: { 'eip155:31337': { ...chain, commitment: 'processed' } } },
+        { TEST_SIGNER: 'x' },
+      ),
+    ).toThrow(/commitment/)
+  })
+
   it('rate limit: burst defaults to twice the rate; false disables', () => {
     expect(resolveConfig({ rateLimit: { perSecond: 5 } }).rateLimit).toEqual({ perSecond: 5, burst: 10 })
     expect(resolveConfig({ rateLimit: false }).rateLimit).toBe(false)

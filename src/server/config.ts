@@ -42,6 +42,11 @@ const ChainConfigSchema = z.strictObject({
    * settlement recorded (default 1).
    */
   confirmations: z.optional(z.int().check(z.minimum(1), z.maximum(1000))),
+  /**
+   * Solana: the commitment a transaction must reach before the payment is succeeded or its settlement
+   * recorded (default `confirmed`; `finalized` waits for a rooted block, about 13 s more on mainnet).
+   */
+  commitment: z.optional(z.enum(['confirmed', 'finalized'])),
   /** EVM: the highest max fee per gas a replacement may pay, in gwei (default 500). */
   maxFeePerGasGwei: z.optional(z.number().check(z.positive())),
 })

@@ -1,9 +1,11 @@
 import { TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID, unpackMint } from '@solana/spl-token'
-import { type Commitment, Connection, type Keypair, PublicKey } from '@solana/web3.js'
+import { Connection, type Keypair, PublicKey } from '@solana/web3.js'
 import { parseAssetId } from '../../../caip/caip.js'
 import type { AssetConfig } from '../types.js'
 
 /** What the driver and the jobs of one configured Solana cluster share. */
+export type SettledCommitment = 'confirmed' | 'finalized'
+
 export interface SolanaChain {
   /** `solana:<first 32 characters of the genesis hash>`. */
   readonly caip2: string
@@ -14,6 +16,8 @@ export interface SolanaChain {
   /** How long a job waits for a sent transaction before handing the job back for later. */
   readonly confirmTimeoutMs: number
   readonly pollMs: number
+  /** What a payment's or settlement's transaction must reach before it counts. */
+  readonly commitment: SettledCommitment
   /** The mint's token program (SPL Token or Token-2022), read once; checks the configured decimals. */
   mintInfo(asset: AssetConfig): Promise<MintInfo>
 }
@@ -30,7 +34,7 @@ export interface SolanaChainOptions {
   service: Keypair
   assets: readonly AssetConfig[]
   /** Default `confirmed`: final enough for a payment, and seconds sooner than `finalized`. */
-  commitment?: Commitment
+  commitment?: SettledCommitment
   confirmTimeoutMs?: number
   pollMs?: number
   /** Bring your own Connection (custom fetch, headers); `rpcUrl` is then ignored. */
@@ -81,6 +85,7 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
     assets: options.assets,
     confirmTimeoutMs: options.confirmTimeoutMs ?? 30_000,
     pollMs: options.pollMs ?? 200,
+    commitment: options.commitment ?? 'confirmed',
     mintInfo(asset) {
       let info = mints.get(asset.id)
       if (!info) {

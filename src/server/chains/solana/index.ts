@@ -50,6 +50,7 @@ export function createSolanaRuntime(options: SolanaRuntimeOptions): SolanaRuntim
         rpcUrl: chain.rpcUrl,
         service,
         assets: assets[caip2] ?? [],
+        ...(chain.commitment !== undefined ? { commitment: chain.commitment } : {}),
         ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
         ...(options.confirmTimeoutMs !== undefined ? { confirmTimeoutMs: options.confirmTimeoutMs } : {}),
       })

@@ -1,7 +1,7 @@
 import type { SignatureStatus } from '@solana/web3.js'
 import { RetryLater } from '../../jobs/runner.js'
 import type { Db } from '../../store/db.js'
-import type { SolanaChain } from './chain.js'
+import type { SettledCommitment, SolanaChain } from './chain.js'
 import type { SolanaTransactionRow } from './schema.js'
 import { markSent, markState } from './store.js'
 
@@ -64,7 +64,7 @@ export async function landTransaction(input: {
     if (signal.aborted) throw signal.reason ?? new Error('aborted')
     const status = await statusOf(chain, tx.signature)
     if (status?.err) return decided({ kind: 'failed', error: JSON.stringify(status.err) })
-    if (status && isConfirmed(status)) return decided({ kind: 'landed' })
+    if (status && reachedCommitment(status, chain.commitment)) return decided({ kind: 'landed' })
     if (status === null && Date.now() - lastValidity >= validityEveryMs) {
       lastValidity = Date.now()
       const valid = await blockhashValid(chain, tx.blockhash)
@@ -72,7 +72,7 @@ export async function landTransaction(input: {
         // The blockhash expired between the two reads only if the status appeared meanwhile: ask again.
         const last = await statusOf(chain, tx.signature)
         if (last?.err) return decided({ kind: 'failed', error: JSON.stringify(last.err) })
-        if (last && isConfirmed(last)) return decided({ kind: 'landed' })
+        if (last && reachedCommitment(last, chain.commitment)) return decided({ kind: 'landed' })
         if (last === null)
           return decided({ kind: 'dropped', error: lastError ?? 'blockhash expired before it landed' })
       }
@@ -83,7 +83,9 @@ export async function landTransaction(input: {
   }
 }
 
-function isConfirmed(status: SignatureStatus): boolean {
+/** A `finalized` chain counts only rooted blocks; `confirmed` counts either (a finalized one is confirmed too). */
+export function reachedCommitment(status: SignatureStatus, commitment: SettledCommitment): boolean {
+  if (commitment === 'finalized') return status.confirmationStatus === 'finalized'
   return status.confirmationStatus === 'confirmed' || status.confirmationStatus === 'finalized'
 }
 
