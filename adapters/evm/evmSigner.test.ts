@@ -212,12 +212,14 @@ describe('evmSigner with a local account', () => {
       createWalletClient({ account: privateKeyToAccount(key), chain, transport: http(anvil.rpcUrl) })
     // Gas is the wallet's to estimate, so the revert is staged on-chain: the signer's transfer passes
     // its estimate, then a higher-tipped transferFrom drains the balance first in the same block.
-    await wallet(payerKey).writeContract({
+    const approval = await wallet(payerKey).writeContract({
       address: token,
       abi: erc20Abi,
       functionName: 'approve',
       args: [relayer.address, balance],
     })
+    // Mined before automine goes off: the pending count below must be the signer's transfer alone.
+    await reader.waitForTransactionReceipt({ hash: approval })
     await rpc('evm_setAutomine', [false])
     try {
       const sending = signer.request({
