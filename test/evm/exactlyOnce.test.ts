@@ -3,20 +3,18 @@ import { createWalletClient, type Hash, http } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { anvilPrivateKeys } from '../anvil.js'
-import { type Buyer, confirmGasless, createEvmEnv, type EvmEnv, fastRuntime, usdc } from './support.js'
+import {
+  type Buyer,
+  confirmGasless,
+  createEvmEnv,
+  type EvmEnv,
+  fastRuntime,
+  relayRows,
+  usdc,
+} from './support.js'
 
 async function rpc(env: EvmEnv, method: string, params: unknown[] = []) {
   return env.publicClient.request({ method, params } as never)
-}
-
-async function relayRows(env: EvmEnv, paymentId: string) {
-  return env.t.db
-    .selectFrom('evm_transactions')
-    .selectAll()
-    .where('payment_id', '=', paymentId)
-    .where('purpose', '=', 'relay')
-    .orderBy('id')
-    .execute()
 }
 
 async function waitForRelayRow(env: EvmEnv, paymentId: string) {

@@ -5,7 +5,7 @@ import type { ServerConfig } from '../../src/server/config.js'
 import type { JobRunner } from '../../src/server/jobs/runner.js'
 import { type AnvilControl, anvilControl } from '../anvil.js'
 import { startFaultProxy } from '../rpcFaults.js'
-import { type Buyer, confirmGasless, createEvmEnv, type EvmEnv, usdc } from './support.js'
+import { type Buyer, confirmGasless, createEvmEnv, type EvmEnv, relayRows, usdc } from './support.js'
 
 /**
  * Relay faults on a real Anvil node. A relay that does not get mined: the executor replaces it (same nonce, higher fees) after
@@ -48,15 +48,6 @@ async function startRunner(
   return runner
 }
 
-const relayRows = (paymentId: string) =>
-  env.t.db
-    .selectFrom('evm_transactions')
-    .selectAll()
-    .where('payment_id', '=', paymentId)
-    .where('purpose', '=', 'relay')
-    .orderBy('id')
-    .execute()
-
 async function until<T>(check: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
@@ -80,12 +71,12 @@ describe('EVM relay fee bumping', () => {
     try {
       await startRunner({ feeBumpAfterMs: 1_000 })
       const [first] = await until(async () => {
-        const rows = await relayRows(paymentId)
+        const rows = await relayRows(env, paymentId)
         return rows.length > 0 ? rows : undefined
       }, 'the relay')
       const sentAt = first!.created_at.getTime()
       const rows = await until(async () => {
-        const all = await relayRows(paymentId)
+        const all = await relayRows(env, paymentId)
         return all.length > 1 ? all : undefined
       }, 'the replacement')
       const replacement = rows[1]!
@@ -105,7 +96,7 @@ describe('EVM relay fee bumping', () => {
     }
     const final = await env.waitFinal(paymentId)
     expect(final.status).toBe('succeeded')
-    const rows = await relayRows(paymentId)
+    const rows = await relayRows(env, paymentId)
     const mined = rows.filter((r) => r.status === 'succeeded')
     expect(mined).toHaveLength(1)
     const payment = await env.t.db
@@ -127,7 +118,7 @@ describe('EVM relay fee bumping', () => {
     await control.setAutomine(false)
     await startRunner({ feeBumpAfterMs: 1_000 })
     const [first] = await until(async () => {
-      const rows = await relayRows(paymentId)
+      const rows = await relayRows(env, paymentId)
       return rows.length > 0 ? rows : undefined
     }, 'the relay')
     // Fees jump past the relay's cap; the next block leaves it out and Anvil evicts it.
@@ -141,7 +132,7 @@ describe('EVM relay fee bumping', () => {
       `relay dropped for fees -> replacement mined: ${minedAfterMs} ms (feeBumpAfterMs 1000)\n`,
     )
     expect(final.status).toBe('succeeded')
-    const rows = await relayRows(paymentId)
+    const rows = await relayRows(env, paymentId)
     expect(rows.length).toBeGreaterThan(1)
     const mined = rows.find((r) => r.status === 'succeeded')!
     expect(mined.hash).not.toBe(first!.hash)
@@ -159,13 +150,13 @@ describe('EVM relay fee bumping', () => {
       const [first] = await (async () => {
         await startRunner({ feeBumpAfterMs: 1_000, maxFeePerGasGwei: 0.000001 })
         return until(async () => {
-          const rows = await relayRows(paymentId)
+          const rows = await relayRows(env, paymentId)
           return rows.length > 0 ? rows : undefined
         }, 'the relay')
       })()
       // Three bump periods: no replacement, since the cap is below what it already pays.
       await new Promise((resolve) => setTimeout(resolve, 3_500))
-      const rows = await relayRows(paymentId)
+      const rows = await relayRows(env, paymentId)
       expect(rows).toHaveLength(1)
       expect(fees(first!.raw).maxFeePerGas).toBeGreaterThan(parseGwei('0.000001'))
       const payment = await env.t.db
@@ -191,7 +182,7 @@ describe('EVM relay fee bumping', () => {
       await startRunner({ rpcUrl: proxy.url, feeBumpAfterMs: 1_000 })
       const a = await confirmGasless(env, buyer)
       const [lost] = await until(async () => {
-        const rows = await relayRows(a.paymentId)
+        const rows = await relayRows(env, a.paymentId)
         return rows.length > 0 ? rows : undefined
       }, 'the lost relay')
       // Recorded before it is sent: wait for the send the proxy swallows.
@@ -202,8 +193,8 @@ describe('EVM relay fee bumping', () => {
       const b = await confirmGasless(env, second)
       const [finalA, finalB] = await Promise.all([env.waitFinal(a.paymentId), env.waitFinal(b.paymentId)])
       expect([finalA.status, finalB.status]).toEqual(['succeeded', 'succeeded'])
-      const [rowA] = (await relayRows(a.paymentId)).filter((r) => r.status === 'succeeded')
-      const [rowB] = (await relayRows(b.paymentId)).filter((r) => r.status === 'succeeded')
+      const [rowA] = (await relayRows(env, a.paymentId)).filter((r) => r.status === 'succeeded')
+      const [rowB] = (await relayRows(env, b.paymentId)).filter((r) => r.status === 'succeeded')
       expect(rowA!.hash).toBe(lost!.hash)
       expect(rowB!.nonce).not.toBe(rowA!.nonce)
       expect(await env.balance(buyer.address)).toBe(before[0]! - usdc(10))
@@ -221,7 +212,7 @@ describe('EVM relay fee bumping', () => {
     await startRunner({ confirmations: 3 })
     try {
       const mined = await until(async () => {
-        const [row] = await relayRows(paymentId)
+        const [row] = await relayRows(env, paymentId)
         if (!row) return undefined
         const receipt = await env.publicClient
           .getTransactionReceipt({ hash: row.hash as Hex })
@@ -264,7 +255,7 @@ describe('EVM relay fee bumping', () => {
     await startRunner({ confirmations: 3 }, { receiptTimeoutMs: 1_000 })
     try {
       const [relay, mined] = await until(async () => {
-        const [row] = await relayRows(paymentId)
+        const [row] = await relayRows(env, paymentId)
         if (!row) return undefined
         const receipt = await env.publicClient
           .getTransactionReceipt({ hash: row.hash as Hex })
@@ -298,7 +289,7 @@ describe('EVM relay fee bumping', () => {
         40_000,
       )
       expect(final.status).toBe('succeeded')
-      const landed = (await relayRows(paymentId)).filter((r) => r.status === 'succeeded')
+      const landed = (await relayRows(env, paymentId)).filter((r) => r.status === 'succeeded')
       expect(landed.map((r) => r.hash)).toEqual([relay.hash])
       expect(await env.balance(buyer.address)).toBe(before - usdc(10))
     } finally {

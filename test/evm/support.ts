@@ -223,6 +223,17 @@ export async function createEvmEnv(
 }
 
 /** A runtime on the test server's database and config with test-friendly timings. */
+/** The relay transactions recorded for a payment, oldest first (replacements included). */
+export function relayRows(env: EvmEnv, paymentId: string) {
+  return env.t.db
+    .selectFrom('evm_transactions')
+    .selectAll()
+    .where('payment_id', '=', paymentId)
+    .where('purpose', '=', 'relay')
+    .orderBy('id')
+    .execute()
+}
+
 export function fastRuntime(env: EvmEnv, overrides: Partial<Parameters<typeof createEvmRuntime>[0]> = {}) {
   return createEvmRuntime({ config: env.t.app.config, db: env.t.db, pollingIntervalMs: 25, ...overrides })
 }

@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import net, { type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -16,6 +15,7 @@ import type { PaymentOption, WalletRpcAction } from '../../src/contract/gateway.
 import { createApiKey, createPartner } from '../../src/server/accounts/accounts.js'
 import { encodeBase58 } from '../../src/server/chains/solana/index.js'
 import { type AnvilInstance, anvilPrivateKeys, deployTestToken, mintTestToken, startAnvil } from '../anvil.js'
+import { freePort } from '../ports.js'
 import { createTestDatabase, type TestDatabase } from '../postgres.js'
 import { type FaultProxy, startFaultProxy } from '../rpcFaults.js'
 import {
@@ -62,17 +62,6 @@ function prng(s: number) {
 }
 const random = prng(seed)
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer()
-    probe.once('error', reject)
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo
-      probe.close(() => resolve(port))
-    })
-  })
-}
 
 // ---------------------------------------------------------------------------------------------------
 // The server as a child process that can be killed and started again on the same port and database.

@@ -1,10 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import net, { type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createApiKey, createPartner } from '../../src/server/accounts/accounts.js'
+import { freePort } from '../ports.js'
 import { createTestDatabase, type TestDatabase } from '../postgres.js'
 import { type Receiver, startReceiver, verifyWithStandardWebhooks } from './receiver.js'
 
@@ -18,17 +18,6 @@ import { type Receiver, startReceiver, verifyWithStandardWebhooks } from './rece
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer()
-    probe.once('error', reject)
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo
-      probe.close(() => resolve(port))
-    })
-  })
-}
 
 let pg: TestDatabase
 let receiver: Receiver
