@@ -1,8 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startWebhookDispatcher, type WebhookDispatcher } from '../../src/server/webhooks/dispatch.js'
 import { type Buyer, createEvmEnv, type EvmEnv, isKind } from '../evm/support.js'
-import { headers } from '../server/helpers.js'
-import { type Receiver, startReceiver, verifyWithStandardWebhooks } from './receiver.js'
+import { type Subscription, subscribeReceiver } from './receiver.js'
 
 /**
  * Live EVM payments on Anvil produce their webhook events: gasless (created, processing, succeeded with
@@ -12,44 +10,18 @@ import { type Receiver, startReceiver, verifyWithStandardWebhooks } from './rece
 
 let env: EvmEnv
 let buyer: Buyer
-let receiver: Receiver
-let secret: string
-let dispatcher: WebhookDispatcher
+let hooks: Subscription
 
 beforeAll(async () => {
   env = await createEvmEnv({ config: { webhooks: { allowPrivateUrls: true } } })
   buyer = await env.buyer(2)
   env.startRunner()
-  dispatcher = startWebhookDispatcher({ db: env.t.db, listenUrl: env.t.databaseUrl, intervalMs: 50 })
-  receiver = await startReceiver()
-  const res = await env.t.request({
-    method: 'POST',
-    url: '/v1/webhook-endpoints',
-    headers: headers(env.liveKey),
-    payload: { url: receiver.url },
-  })
-  expect(res.statusCode, res.body).toBe(201)
-  secret = res.json.secret
+  hooks = await subscribeReceiver(env.t, env.liveKey)
 })
 afterAll(async () => {
-  await dispatcher?.stop()
-  await receiver?.close()
+  await hooks?.close()
   await env?.close()
 })
-
-async function eventsOf(paymentId: string, count: number) {
-  const deadline = Date.now() + 20_000
-  for (;;) {
-    const mine = receiver.received.filter((x) => x.event.data.payment_id === paymentId)
-    if (mine.length >= count || Date.now() > deadline) {
-      expect(mine).toHaveLength(count)
-      return mine
-        .map((x) => verifyWithStandardWebhooks(secret, x))
-        .sort((a, b) => a.data.payment_state_version - b.data.payment_state_version)
-    }
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
-}
 
 async function confirm(paymentId: string, kind: 'eip3009' | 'transfer') {
   const options = await env.gw('POST', paymentId, '/options', { accounts: [buyer.account] })
@@ -64,7 +36,7 @@ describe('webhooks of live EVM payments', () => {
   it('gasless: created, processing, succeeded (relay hash), settled (settlement hash, amount)', async () => {
     const { paymentId } = await env.pay('1250')
     const option = await confirm(paymentId, 'eip3009')
-    const events = await eventsOf(paymentId, 4)
+    const events = await hooks.eventsOf(paymentId, 4)
     const view = await env.merchantView(paymentId)
     expect(events.map((e) => [e.type, e.data.payment_state_version])).toEqual([
       ['payment.created', 0],
@@ -111,7 +83,7 @@ describe('webhooks of live EVM payments', () => {
     const { paymentId } = await env.pay('300')
     await confirm(paymentId, 'transfer')
     const final = await env.waitFinal(paymentId)
-    const events = await eventsOf(paymentId, 3)
+    const events = await hooks.eventsOf(paymentId, 3)
     expect(events.map((e) => [e.type, e.data.payment_state_version])).toEqual([
       ['payment.created', 0],
       ['payment.processing', 1],
@@ -119,6 +91,6 @@ describe('webhooks of live EVM payments', () => {
     ])
     expect(events[2]!.data).toMatchObject({ live: true, success: { tx_id: final.txId }, settled: null })
     await new Promise((resolve) => setTimeout(resolve, 300))
-    expect(receiver.received.filter((x) => x.event.data.payment_id === paymentId)).toHaveLength(3)
+    expect(hooks.receiver.received.filter((x) => x.event.data.payment_id === paymentId)).toHaveLength(3)
   })
 })

@@ -1,9 +1,7 @@
 import { Keypair } from '@solana/web3.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startWebhookDispatcher, type WebhookDispatcher } from '../../src/server/webhooks/dispatch.js'
-import { headers } from '../server/helpers.js'
 import { confirmedPayment, type SolanaLive, startSolanaLive } from '../solana-live/live.js'
-import { type Receiver, startReceiver, verifyWithStandardWebhooks } from './receiver.js'
+import { type Subscription, subscribeReceiver } from './receiver.js'
 
 /**
  * A live Solana payment on the harness (litesvm behind a real JSON-RPC) produces created, processing,
@@ -11,27 +9,15 @@ import { type Receiver, startReceiver, verifyWithStandardWebhooks } from './rece
  */
 
 let live: SolanaLive
-let receiver: Receiver
-let secret: string
-let dispatcher: WebhookDispatcher
+let hooks: Subscription
 
 beforeAll(async () => {
   live = await startSolanaLive({ config: { webhooks: { allowPrivateUrls: true } } })
   live.startRunner()
-  dispatcher = startWebhookDispatcher({ db: live.t.db, listenUrl: live.t.databaseUrl, intervalMs: 50 })
-  receiver = await startReceiver()
-  const res = await live.t.request({
-    method: 'POST',
-    url: '/v1/webhook-endpoints',
-    headers: headers(live.liveKey),
-    payload: { url: receiver.url },
-  })
-  expect(res.statusCode, res.body).toBe(201)
-  secret = res.json.secret
+  hooks = await subscribeReceiver(live.t, live.liveKey)
 })
 afterAll(async () => {
-  await dispatcher?.stop()
-  await receiver?.close()
+  await hooks?.close()
   await live?.close()
 })
 
@@ -42,15 +28,7 @@ describe('webhooks of a live Solana payment', () => {
     const buyer = await live.newBuyer()
     const { paymentId, signature } = await confirmedPayment(live, buyer, merchantId)
     const view = await live.waitForPayment(paymentId, merchantId, (p) => p.settlement?.successful)
-    const deadline = Date.now() + 20_000
-    while (receiver.received.filter((x) => x.event.data.payment_id === paymentId).length < 4) {
-      if (Date.now() > deadline) throw new Error('events did not arrive')
-      await new Promise((resolve) => setTimeout(resolve, 25))
-    }
-    const events = receiver.received
-      .filter((x) => x.event.data.payment_id === paymentId)
-      .map((x) => verifyWithStandardWebhooks(secret, x))
-      .sort((a, b) => a.data.payment_state_version - b.data.payment_state_version)
+    const events = await hooks.eventsOf(paymentId, 4)
     expect(events.map((e) => [e.type, e.data.payment_state_version])).toEqual([
       ['payment.created', 0],
       ['payment.processing', 1],
