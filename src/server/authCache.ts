@@ -9,7 +9,7 @@ import type { MerchantRow, Mode } from './store/schema.js'
  * Only hits are cached (an unknown key or merchant always goes to the database). Revoking a key
  * (`revokeApiKey`) and updating or deleting a merchant through this process forget the entry at once in
  * every cache of the process; other instances forget it when the change commits, through the
- * `caipay_credentials` notification (`listenForCredentialChanges`; migration 007), or at the latest
+ * `caipay_credentials` notification (`listenForCredentialChanges`; migration 008), or at the latest
  * when their entry's TTL runs out should that connection be down.
  */
 
