@@ -227,8 +227,11 @@ export interface AnvilControl {
   /** Automine on (a block per transaction) or off (transactions wait in the pool until `mine`). */
   setAutomine(on: boolean): Promise<void>
   mine(blocks?: number): Promise<void>
-  /** Replaces the last `depth` blocks by empty ones: their transactions are gone from the chain. */
-  reorg(depth: number): Promise<void>
+  /**
+   * Replaces the last `depth` blocks by new ones: their transactions are gone from the chain. The new
+   * blocks are empty, or hold `transactions` (signed raw bytes, each with the index of its new block).
+   */
+  reorg(depth: number, transactions?: ReadonlyArray<readonly [raw: Hex, block: number]>): Promise<void>
   snapshot(): Promise<Hex>
   revert(id: Hex): Promise<void>
   blockNumber(): Promise<bigint>
@@ -252,7 +255,7 @@ export function anvilControl(rpcUrl: string): AnvilControl {
     setNextBaseFee: (wei) => call('anvil_setNextBlockBaseFeePerGas', [toHex(wei)]).then(() => {}),
     setAutomine: (on) => call('evm_setAutomine', [on]).then(() => {}),
     mine: (blocks = 1) => call('anvil_mine', [toHex(blocks)]).then(() => {}),
-    reorg: (depth) => call('anvil_reorg', [depth, []]).then(() => {}),
+    reorg: (depth, transactions = []) => call('anvil_reorg', [depth, transactions]).then(() => {}),
     snapshot: () => call<Hex>('evm_snapshot'),
     revert: (snapshotId) => call('evm_revert', [snapshotId]).then(() => {}),
     blockNumber: () => call<Hex>('eth_blockNumber').then(BigInt),

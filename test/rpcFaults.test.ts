@@ -82,6 +82,23 @@ describe('fault proxy in front of Anvil', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(140)
   })
 
+  it('a rewritten answer reaches the client in place of the node’s, and a lost answer leaves the node having acted unseen', async () => {
+    const { walletClient, publicClient, node } = clients()
+    proxy.inject(
+      'eth_blockNumber',
+      { kind: 'rewrite', fn: (answer) => ({ ...answer, result: '0x2a' }) },
+      { times: 1 },
+    )
+    expect(await publicClient.getBlockNumber({ cacheTime: 0 })).toBe(42n)
+    expect(await publicClient.getBlockNumber({ cacheTime: 0 })).not.toBe(42n)
+
+    const nonce = await node.getTransactionCount({ address: account.address })
+    proxy.inject('eth_sendRawTransaction', { kind: 'lostAnswer' }, { times: 1 })
+    await expect(walletClient.sendTransaction({ to, value: 1n, nonce })).rejects.toThrow()
+    // The node took it (Anvil mines it at once) although the caller saw only a network error.
+    expect(await node.getTransactionCount({ address: account.address })).toBe(nonce + 1)
+  })
+
   it('a raised base fee leaves a low-fee transaction unmined, and a reorg removes a mined one', async () => {
     const { walletClient, node } = clients()
     const control = anvilControl(anvil.rpcUrl)

@@ -12,6 +12,7 @@ import { type Hex, keccak256 } from 'viem'
  * proxy.inject('eth_sendRawTransaction', { kind: 'drop' }, { times: 1 }) // hash answered, never sent
  * proxy.inject('eth_getTransactionReceipt', { kind: 'withhold' })        // "not yet" until cleared
  * proxy.clear('eth_getTransactionReceipt')
+ * proxy.inject('getSignatureStatuses', { kind: 'rewrite', fn: (answer) => ({ ...answer, result: ... }) })
  * ```
  *
  * Chain-level faults (base fee raised, mining stopped, a reorg) are the node's own: see
@@ -32,6 +33,20 @@ export type Fault =
   | { kind: 'rateLimited' }
   /** "Not found yet": a receipt or transaction of `null`, or Solana signature statuses of `[null, ...]`. */
   | { kind: 'withhold' }
+  /**
+   * Forwarded, and the node's answer replaced by `fn(answer, params)` (a JSON-RPC response object): a node
+   * that reports another state than the truth, e.g. a Solana signature only `confirmed`.
+   */
+  | { kind: 'rewrite'; fn: (answer: JsonRpcResponse, params: unknown) => JsonRpcResponse }
+  /** Forwarded, and the connection cut before the answer: the node acted, the caller never learns it. */
+  | { kind: 'lostAnswer' }
+
+export interface JsonRpcResponse {
+  jsonrpc?: string
+  id?: unknown
+  result?: unknown
+  error?: { code: number; message: string; data?: unknown }
+}
 
 export interface FaultProxy {
   readonly url: string
@@ -85,7 +100,11 @@ export async function startFaultProxy(
   let held: Held[] = []
   const latency = () => (options.latencyMs ? sleep(Math.random() * options.latencyMs) : Promise.resolve())
 
-  async function forward(body: string, res: ServerResponse): Promise<void> {
+  async function forward(
+    body: string,
+    res: ServerResponse,
+    edit: (text: string) => string | undefined = (text) => text,
+  ): Promise<void> {
     try {
       await latency()
       const upstream = await fetch(target, {
@@ -93,8 +112,12 @@ export async function startFaultProxy(
         headers: { 'content-type': 'application/json' },
         body,
       })
-      const text = await upstream.text()
+      const text = edit(await upstream.text())
       await latency()
+      if (text === undefined) {
+        res.socket?.destroy()
+        return
+      }
       res.writeHead(upstream.status, { 'content-type': 'application/json' })
       res.end(text)
     } catch {
@@ -143,6 +166,12 @@ export async function startFaultProxy(
         return
       case 'withhold':
         return answer(res, request.id, { result: notFoundYet(request) })
+      case 'rewrite':
+        return forward(body, res, (text) =>
+          JSON.stringify(fault.fn(JSON.parse(text) as JsonRpcResponse, request.params)),
+        )
+      case 'lostAnswer':
+        return forward(body, res, () => undefined)
     }
   }
 

@@ -1,3 +1,4 @@
+import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createTestDatabase, type TestDatabase } from '../../../test/postgres.js'
 import { insertMerchant, insertPayment } from '../../../test/rows.js'
@@ -137,6 +138,47 @@ describe('startJobRunner', () => {
       result: null,
       last_error: null,
     })
+  })
+
+  it('a claim still waiting for the database when stop() begins hands its jobs back instead of running them, and stop() returns', async () => {
+    const id = await payment()
+    let started = 0
+    const runner = startJobRunner({
+      db: pg.db,
+      intervalMs: 20,
+      handlers: {
+        'test.late': {
+          async run(_job, ctx) {
+            started++
+            await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve))
+            throw new Error('stopped')
+          },
+        },
+      },
+    })
+    let stopping: Promise<void> | undefined
+    await pg.db.transaction().execute(async (trx) => {
+      // The next poll's claim waits for this lock, so it returns only after stop() has begun.
+      await sql`LOCK TABLE jobs IN EXCLUSIVE MODE`.execute(trx)
+      for (let waiting = 0; waiting === 0; ) {
+        await new Promise((resolve) => setTimeout(resolve, 10))
+        const blocked = await sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE jobs SET state = ''running''%'`.execute(
+          pg.db,
+        )
+        waiting = blocked.rows[0]!.n
+      }
+      await enqueueJob(trx, { kind: 'test.late', paymentId: id, runAt: new Date(0) })
+      stopping = runner.stop()
+    })
+    const outcome = await Promise.race([
+      stopping!.then(() => 'stopped'),
+      new Promise((resolve) => setTimeout(() => resolve('still waiting'), 5_000)),
+    ])
+    expect(outcome).toBe('stopped')
+    expect(started).toBe(0)
+    expect(await job(id, 'test.late')).toMatchObject({ state: 'pending', locked_until: null })
   })
 
   it('with listenUrl, starts a job as soon as its transaction commits (no poll needed)', async () => {

@@ -153,6 +153,12 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
     const room = concurrency - inFlight.size
     if (room <= 0 || controller.signal.aborted) return []
     const jobs = await claimJobs(db, { kinds, limit: room, leaseMs, now: now() })
+    // stop() began while this claim waited for the database: a step started now would never hear the
+    // stop (its abort has fired already) and stop() would wait it out. Hand the jobs back instead.
+    if (controller.signal.aborted) {
+      await Promise.all(jobs.map((job) => releaseJob(db, job.id)))
+      return []
+    }
     return jobs.map((job) => {
       const running = execute(job).catch((error: unknown) =>
         log.error({ jobId: job.id, error: String(error) }, 'Job bookkeeping failed'),

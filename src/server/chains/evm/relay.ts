@@ -8,7 +8,7 @@ import { type Authorization, authorizationFromJson } from './authorization.js'
 import type { EvmChain } from './chain.js'
 import { evmJobKinds, failPayment, type RelayPayload, type SettlePayload } from './outcome.js'
 import { merchantDestination } from './quote.js'
-import { hasSentTransaction, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
+import { retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
 import { hasTransfer, refuseOnRevert } from './transfers.js'
 
 /** The token refused the authorization (used nonce, expired, bad signature, balance short): final. */
@@ -39,22 +39,14 @@ export function relayJob(settings: JobSettings): JobHandler {
       const payment = await loadPayment(ctx.db, job.payment_id)
       if (payment.status !== 'processing') return { skipped: payment.status }
       const authorization = authorizationFromJson(payload.authorization)
-      const send = async () => {
-        try {
-          return await submitRelay(ctx.db, chain, job.payment_id, authorization, payload.signature)
-        } catch (error) {
-          if (error instanceof AuthorizationRefused) throw error
-          // Once a transaction may be out there, never give up on learning its fate.
-          if (await hasSentTransaction(ctx.db, job.payment_id, 'relay')) throw new RetryLater(String(error))
-          throw error
-        }
-      }
+      const send = () => submitRelay(ctx.db, chain, job.payment_id, authorization, payload.signature)
       let sent: Awaited<ReturnType<typeof sendAndWait>>
       try {
         sent = await sendAndWait(chain, send, { timeoutMs: settings.receiptTimeoutMs, signal: ctx.signal })
       } catch (error) {
-        if (!(error instanceof AuthorizationRefused)) throw error
-        return failPayment(ctx.db, ctx.log, job.payment_id, 'authorization_rejected', error.message)
+        if (error instanceof AuthorizationRefused)
+          return failPayment(ctx.db, ctx.log, job.payment_id, 'authorization_rejected', error.message)
+        throw await retryWhileInFlight(ctx.db, job.payment_id, 'relay', error)
       }
       const { hash, receipt } = sent
       ctx.log.info({ paymentId: job.payment_id, hash }, 'Relayed EIP-3009 authorization')

@@ -4,7 +4,7 @@ import { loadPayment, settlePayment } from '../../payments/lifecycle.js'
 import { eip3009Abi } from './abi.js'
 import type { SettlePayload } from './outcome.js'
 import { chainOf, type JobSettings } from './relay.js'
-import { sendAndWait, sendOnce, setTxStatus } from './transactions.js'
+import { retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
 import { hasTransfer, refuseOnRevert } from './transfers.js'
 
 /**
@@ -49,6 +49,8 @@ export function settleJob(settings: JobSettings): JobHandler {
       const { hash, receipt } = await sendAndWait(chain, send, {
         timeoutMs: settings.receiptTimeoutMs,
         signal: ctx.signal,
+      }).catch(async (error: unknown) => {
+        throw await retryWhileInFlight(ctx.db, job.payment_id, 'settle', error)
       })
       if (!receipt) throw new RetryLater(`Settlement transaction ${hash} has no receipt yet.`)
       const expected = {

@@ -9,6 +9,7 @@ import {
   type TransactionReceipt,
   TransactionReceiptNotFoundError,
 } from 'viem'
+import { RetryLater } from '../../jobs/runner.js'
 import type { Db } from '../../store/db.js'
 import type { EvmChain } from './chain.js'
 import type { EvmTransactionRow, EvmTxPurpose, EvmTxStatus } from './schema.js'
@@ -231,8 +232,18 @@ export async function sendAndWait(
   }
 }
 
-/** Rows still in flight for (payment, purpose): the chain decides what happened to them. */
-export async function hasSentTransaction(db: Db, paymentId: string, purpose: EvmTxPurpose): Promise<boolean> {
+/**
+ * What to throw for `error` from sending or watching (payment, purpose)'s transaction: once one may be out
+ * there (a row still `sent`), any failure (a lost send answer, receipts unreadable: timeouts, 429s,
+ * malformed answers) is `RetryLater`, so the job never gives up on a transaction that may land.
+ */
+export async function retryWhileInFlight(
+  db: Db,
+  paymentId: string,
+  purpose: EvmTxPurpose,
+  error: unknown,
+): Promise<unknown> {
+  if (error instanceof RetryLater) return error
   const row = await db
     .selectFrom('evm_transactions')
     .select('id')
@@ -240,7 +251,7 @@ export async function hasSentTransaction(db: Db, paymentId: string, purpose: Evm
     .where('purpose', '=', purpose)
     .where('status', '=', 'sent')
     .executeTakeFirst()
-  return row !== undefined
+  return row === undefined ? error : new RetryLater(String(error))
 }
 
 export async function setTxStatus(db: Db, hash: string, status: EvmTxStatus): Promise<void> {
