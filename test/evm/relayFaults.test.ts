@@ -1,9 +1,11 @@
-import { type Hex, parseGwei, parseTransaction } from 'viem'
+import { createWalletClient, encodeFunctionData, type Hex, http, parseGwei, parseTransaction } from 'viem'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { testUsdcAbi } from '../../fixtures/token/index.js'
 import { createEvmRuntime } from '../../src/server/chains/evm/index.js'
 import type { ServerConfig } from '../../src/server/config.js'
 import type { JobRunner } from '../../src/server/jobs/runner.js'
-import { type AnvilControl, anvilControl } from '../anvil.js'
+import { type AnvilControl, anvilChain, anvilControl, anvilPrivateKeys } from '../anvil.js'
 import { startFaultProxy } from '../rpcFaults.js'
 import { type Buyer, confirmGasless, createEvmEnv, type EvmEnv, relayRows, usdc } from './support.js'
 
@@ -298,3 +300,223 @@ describe('EVM relay fee bumping', () => {
     }
   }, 60_000)
 })
+
+/** The executor's key used by another process (a second service, an operator's script) on the same node. */
+function executorElsewhere() {
+  const account = privateKeyToAccount(anvilPrivateKeys[1])
+  return createWalletClient({
+    account,
+    chain: anvilChain(env.anvil.chainId, env.anvil.rpcUrl),
+    transport: http(env.anvil.rpcUrl),
+  })
+}
+
+async function jobOf(paymentId: string, kind: string) {
+  return env.t.db
+    .selectFrom('jobs')
+    .selectAll()
+    .where('payment_id', '=', paymentId)
+    .where('kind', '=', kind)
+    .executeTakeFirstOrThrow()
+}
+
+async function paymentRow(paymentId: string) {
+  return env.t.db.selectFrom('payments').selectAll().where('id', '=', paymentId).executeTakeFirstOrThrow()
+}
+
+describe('EVM relay answers the node refuses', () => {
+  it("a relay answered 'nonce too low' (another sender of the executor key took its nonce first) is re-signed on a fresh nonce and the payer is charged once", async () => {
+    const proxy = await startFaultProxy(env.anvil.rpcUrl)
+    try {
+      const before = await env.balance(buyer.address)
+      // The relay's send waits in the proxy while the other process uses that nonce on the node itself.
+      proxy.hold('eth_sendRawTransaction')
+      await startRunner({ rpcUrl: proxy.url })
+      const { paymentId } = await confirmGasless(env, buyer)
+      const [first] = await until(async () => {
+        const rows = await relayRows(env, paymentId)
+        return rows.length > 0 && proxy.held() > 0 ? rows : undefined
+      }, 'the held relay send')
+      const other = await executorElsewhere().sendTransaction({
+        to: env.collection,
+        value: 0n,
+        nonce: Number(first!.nonce),
+      })
+      expect((await env.publicClient.waitForTransactionReceipt({ hash: other })).status).toBe('success')
+      proxy.release('eth_sendRawTransaction')
+
+      const final = await env.waitFinal(paymentId)
+      expect(final.status).toBe('succeeded')
+      const rows = await relayRows(env, paymentId)
+      expect(rows.map((r) => r.status)).toEqual(['dropped', 'succeeded'])
+      expect(BigInt(rows[1]!.nonce)).toBeGreaterThan(BigInt(first!.nonce))
+      expect(final.txId).toBe(rows[1]!.hash)
+      expect((await jobOf(paymentId, 'evm.relay')).last_error).toMatch(/nonce too low/i)
+      expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
+      await env.waitJob(paymentId, 'evm.settle')
+    } finally {
+      await runner?.stop()
+      runner = undefined
+      await proxy.stop()
+    }
+  }, 60_000)
+
+  it("a fee bump answered 'replacement transaction underpriced' is bumped again on the next look; one of the nonce's transactions lands and the payer is charged once", async () => {
+    const proxy = await startFaultProxy(env.anvil.rpcUrl)
+    const before = await env.balance(buyer.address)
+    let paymentId = ''
+    await control.setAutomine(false)
+    try {
+      await startRunner({ rpcUrl: proxy.url, feeBumpAfterMs: 1_000 })
+      paymentId = (await confirmGasless(env, buyer)).paymentId
+      await until(async () => {
+        const rows = await relayRows(env, paymentId)
+        return rows.length > 0 && proxy.calls('eth_sendRawTransaction') > 0 ? true : undefined
+      }, 'the relay in the pool')
+      // The first replacement and its re-send are refused as too cheap (a node demanding a larger step).
+      proxy.inject(
+        'eth_sendRawTransaction',
+        { kind: 'error', code: -32000, message: 'replacement transaction underpriced' },
+        { times: 2 },
+      )
+      const rows = await until(async () => {
+        const all = await relayRows(env, paymentId)
+        return all.length >= 3 ? all : undefined
+      }, 'a second replacement')
+      expect(rows.every((r) => r.nonce === rows[0]!.nonce)).toBe(true)
+      for (let i = 1; i < rows.length; i++) {
+        expect(fees(rows[i]!.raw).maxFeePerGas).toBeGreaterThan(fees(rows[i - 1]!.raw).maxFeePerGas)
+      }
+      // The refused replacement never reached the node; the original was replaced by the next one.
+      const pending = await control.pending()
+      expect(pending).not.toContain(rows[1]!.hash)
+      expect(pending).not.toContain(rows[0]!.hash)
+    } finally {
+      await control.setAutomine(true)
+      await control.mine(1)
+    }
+    try {
+      const final = await env.waitFinal(paymentId)
+      expect(final.status).toBe('succeeded')
+      const rows = await relayRows(env, paymentId)
+      expect(rows.filter((r) => r.status === 'succeeded').map((r) => r.hash)).toEqual([final.txId])
+      expect(rows.filter((r) => r.status === 'sent')).toHaveLength(0)
+      expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
+      await env.waitJob(paymentId, 'evm.settle')
+    } finally {
+      await runner?.stop()
+      runner = undefined
+      await proxy.stop()
+    }
+  }, 60_000)
+})
+
+/**
+ * A relay mined but not yet `confirmations` deep, removed by a reorg: `rewrite` writes the new history
+ * (depth = blocks to replace). Returns the payment once final, with its relay rows.
+ */
+async function relayReorgedAway(payer: Buyer, rewrite: (depth: number, typed: Typed) => Promise<void>) {
+  const collected = await env.balance(env.collection)
+  const { paymentId, typed } = await confirmGasless(env, payer)
+  await startRunner({ confirmations: 3 }, { receiptTimeoutMs: 1_000 })
+  try {
+    const [relay, mined] = await until(async () => {
+      const [row] = await relayRows(env, paymentId)
+      if (!row) return undefined
+      const receipt = await env.publicClient
+        .getTransactionReceipt({ hash: row.hash as Hex })
+        .catch(() => undefined)
+      return receipt ? ([row, receipt] as const) : undefined
+    }, 'the relay to be mined')
+    expect(await env.balance(env.collection)).toBe(collected + usdc(10))
+    await rewrite(Number((await control.blockNumber()) - mined.blockNumber + 1n), typed)
+    await expect(env.publicClient.getTransactionReceipt({ hash: relay.hash as Hex })).rejects.toThrow()
+    expect(await env.balance(env.collection)).toBe(collected)
+    // Blocks keep coming until the payment is final.
+    await until(
+      async () => {
+        if ((await paymentRow(paymentId)).status !== 'processing') return true
+        await control.mine(1)
+        await new Promise((resolve) => setTimeout(resolve, 150))
+        return undefined
+      },
+      'the payment after the reorg',
+      40_000,
+    )
+    return { paymentId, relay, collected, rows: await relayRows(env, paymentId) }
+  } finally {
+    await runner?.stop()
+    runner = undefined
+  }
+}
+
+type Typed = Awaited<ReturnType<typeof confirmGasless>>['typed']
+
+async function expectFailedWithNothingMoved(outcome: Awaited<ReturnType<typeof relayReorgedAway>>) {
+  const { paymentId, relay, collected, rows } = outcome
+  const payment = await paymentRow(paymentId)
+  expect(payment.status).toBe('failed')
+  expect(payment.failure_code).toBe('relay_reverted')
+  expect(payment.settlement_status).toBeNull()
+  // The same signed relay went out again (never a second one signed) and reverted on the new history.
+  expect(rows.map((r) => [r.hash, r.status])).toEqual([[relay.hash, 'reverted']])
+  expect(await env.balance(env.collection)).toBe(collected)
+  const settle = await env.t.db
+    .selectFrom('jobs')
+    .select('id')
+    .where('payment_id', '=', paymentId)
+    .where('kind', '=', 'evm.settle')
+    .execute()
+  expect(settle).toHaveLength(0)
+  expect((await env.gw('GET', paymentId, '/status')).json.status).toBe('failed')
+}
+
+describe('EVM reorgs that leave the relay nothing to land on', () => {
+  it('with confirmations 3, a reorg that removes the counted relay and puts the payer’s spending of the funds first ends the payment failed, with no settlement and no tokens collected', async () => {
+    const payer = await env.buyer(4)
+    const funds = await env.balance(payer.address)
+    const sink = privateKeyToAccount(generatePrivateKey()).address
+    const wallet = createWalletClient({
+      account: privateKeyToAccount(payer.key),
+      chain: anvilChain(env.anvil.chainId, env.anvil.rpcUrl),
+      transport: http(env.anvil.rpcUrl),
+    })
+    const outcome = await relayReorgedAway(payer, async (depth) => {
+      // The payer's own transfer of everything, signed now and mined in the first block of the new history.
+      const spend = await wallet.signTransaction({
+        to: env.token,
+        data: encodeFunctionData({ abi: testUsdcAbi, functionName: 'transfer', args: [sink, funds] }),
+        nonce: await env.publicClient.getTransactionCount({ address: payer.address }),
+        gas: 100_000n,
+        maxFeePerGas: parseGwei('100'),
+        maxPriorityFeePerGas: parseGwei('1'),
+      })
+      await control.reorg(depth, [[spend, 0]])
+      expect(await env.balance(payer.address)).toBe(0n)
+    })
+    await expectFailedWithNothingMoved(outcome)
+    expect(await env.balance(sink)).toBe(funds)
+  }, 60_000)
+
+  it('with confirmations 3, a reorg that removes the counted relay until its authorization expired ends the payment failed, with no settlement and the payer not charged', async () => {
+    const payer = await env.buyer(5)
+    const funds = await env.balance(payer.address)
+    const outcome = await relayReorgedAway(payer, async (depth, typed) => {
+      // Mining stops with the reorg; the next block comes after validBefore (a long stall).
+      await control.setAutomine(false)
+      try {
+        await control.reorg(depth)
+        await rpcCall('evm_setNextBlockTimestamp', [Number(typed.message.validBefore) + 1])
+        await control.mine(1)
+      } finally {
+        await control.setAutomine(true)
+      }
+    })
+    await expectFailedWithNothingMoved(outcome)
+    expect(await env.balance(payer.address)).toBe(funds)
+  }, 60_000)
+})
+
+function rpcCall(method: string, params: unknown[]) {
+  return env.publicClient.request({ method, params } as never)
+}
