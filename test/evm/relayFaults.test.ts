@@ -411,6 +411,92 @@ describe('EVM relay answers the node refuses', () => {
   }, 60_000)
 })
 
+describe('EVM relay under a misbehaving RPC', () => {
+  it('a relay send whose answer is lost after the node took it is found on chain by its hash, never signed again: the payment succeeds with one relay transaction', async () => {
+    const proxy = await startFaultProxy(env.anvil.rpcUrl)
+    try {
+      const before = await env.balance(buyer.address)
+      // The client's own retries lose their answers too.
+      proxy.inject('eth_sendRawTransaction', { kind: 'lostAnswer' }, { times: 3 })
+      await startRunner({ rpcUrl: proxy.url })
+      const { paymentId } = await confirmGasless(env, buyer)
+      const final = await env.waitFinal(paymentId)
+      expect(final.status).toBe('succeeded')
+      const rows = await relayRows(env, paymentId)
+      expect(rows.map((r) => [r.hash, r.status])).toEqual([[final.txId, 'succeeded']])
+      const job = await jobOf(paymentId, 'evm.relay')
+      expect(job.attempts).toBeGreaterThanOrEqual(2)
+      expect(job.last_error).not.toBeNull()
+      expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
+      await env.waitJob(paymentId, 'evm.settle')
+    } finally {
+      await runner?.stop()
+      runner = undefined
+      await proxy.stop()
+    }
+  }, 60_000)
+
+  it('receipt reads answered 429, malformed JSON or never (timed out) keep the sent relay processing past the job’s attempt limit, never given up; once reads recover the payment succeeds with one transfer', async () => {
+    const proxy = await startFaultProxy(env.anvil.rpcUrl)
+    try {
+      const before = await env.balance(buyer.address)
+      const { paymentId } = await confirmGasless(env, buyer)
+      const failedAttempt = (atLeast: number) =>
+        until(async () => {
+          const job = await jobOf(paymentId, 'evm.relay')
+          expect(job.state, 'the relay job gave up').not.toBe('failed')
+          return job.state === 'pending' && job.attempts >= atLeast ? job : undefined
+        }, `relay attempt ${atLeast} to fail`)
+      /** The next attempt now, not after the runner's backoff (up to a minute). */
+      const dueNow = (attempts?: number) =>
+        env.t.db
+          .updateTable('jobs')
+          .set({ run_at: new Date(0), ...(attempts !== undefined ? { attempts } : {}) })
+          .where('payment_id', '=', paymentId)
+          .where('kind', '=', 'evm.relay')
+          .where('state', '=', 'pending')
+          .execute()
+      // Its first run is the handler's last allowed attempt (8): a counted failure would give up and fail
+      // the payment, although the relay it just sent lands.
+      await dueNow(7)
+      proxy.inject('eth_getTransactionReceipt', { kind: 'rateLimited' })
+      await startRunner({ rpcUrl: proxy.url })
+      await failedAttempt(8)
+      expect((await relayRows(env, paymentId)).map((r) => r.status)).toEqual(['sent'])
+      expect((await paymentRow(paymentId)).status).toBe('processing')
+
+      proxy.inject('eth_getTransactionReceipt', { kind: 'malformed' })
+      await dueNow()
+      await failedAttempt(9)
+      expect((await paymentRow(paymentId)).status).toBe('processing')
+
+      proxy.inject('eth_getTransactionReceipt', { kind: 'hang' })
+      await dueNow()
+      // Each hung read is cut (what a client timeout does), retries included.
+      await until(async () => {
+        proxy.cutHeld()
+        const job = await jobOf(paymentId, 'evm.relay')
+        return job.state === 'pending' && job.attempts >= 10 ? true : undefined
+      }, 'relay attempt 10 to fail')
+      expect((await paymentRow(paymentId)).status).toBe('processing')
+
+      proxy.clear()
+      await dueNow()
+      const final = await env.waitFinal(paymentId)
+      expect(final.status).toBe('succeeded')
+      expect((await relayRows(env, paymentId)).map((r) => [r.hash, r.status])).toEqual([
+        [final.txId, 'succeeded'],
+      ])
+      expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
+      await env.waitJob(paymentId, 'evm.settle')
+    } finally {
+      await runner?.stop()
+      runner = undefined
+      await proxy.stop()
+    }
+  }, 60_000)
+})
+
 /**
  * A relay mined but not yet `confirmations` deep, removed by a reorg: `rewrite` writes the new history
  * (depth = blocks to replace). Returns the payment once final, with its relay rows.
