@@ -145,6 +145,38 @@ describe('EVM relay fee bumping', () => {
     runner = undefined
   }, 60_000)
 
+  it('with the default settings (feeBumpAfterMs 20 s, receipts polled every second, 30 s per run) a relay dropped for its fees is replaced and mined once; prints the time from the base-fee jump to the replacement mined', async () => {
+    await runner?.stop()
+    const { paymentId } = await confirmGasless(env, buyer)
+    const before = await env.balance(buyer.address)
+    await control.setAutomine(false)
+    runner = env.startRunner(createEvmRuntime({ config: env.t.app.config, db: env.t.db }).jobHandlers)
+    const [first] = await until(async () => {
+      const rows = await relayRows(env, paymentId)
+      return rows.length > 0 ? rows : undefined
+    }, 'the relay')
+    await control.setNextBaseFee(fees(first!.raw).maxFeePerGas * 4n)
+    await control.mine(1)
+    const raisedAt = Date.now()
+    await control.setAutomine(true)
+    const final = await env.waitFinal(paymentId, 45_000)
+    const minedAfterMs = Date.now() - raisedAt
+    const sentToRaiseMs = raisedAt - first!.created_at.getTime()
+    process.stdout.write(
+      `default settings: base fee raised past the relay's cap -> replacement mined in ${minedAfterMs} ms (relay sent ${sentToRaiseMs} ms before the raise)\n`,
+    )
+    expect(final.status).toBe('succeeded')
+    const rows = await relayRows(env, paymentId)
+    const mined = rows.filter((r) => r.status === 'succeeded')
+    expect(mined).toHaveLength(1)
+    expect(mined[0]!.hash).not.toBe(first!.hash)
+    expect(fees(mined[0]!.raw).nonce).toBe(fees(first!.raw).nonce)
+    expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
+    await env.waitJob(paymentId, 'evm.settle')
+    await runner?.stop()
+    runner = undefined
+  }, 60_000)
+
   it('never bumps past maxFeePerGasGwei: at the cap the relay stays pending with its hash recorded, and lands when mining resumes', async () => {
     const { paymentId } = await confirmGasless(env, buyer)
     await control.setAutomine(false)
