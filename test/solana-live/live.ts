@@ -56,9 +56,9 @@ type GatewayResponse = { statusCode: number; json: Json; body: string }
 
 let sequence = 0
 
-/** `config`: more config-file keys for the server (the chain is configured here). */
+/** `config`: more config-file keys for the server (the chain is configured here); `chain`: more keys of the chain's. */
 export async function startSolanaLive(
-  options: { config?: Record<string, unknown> } = {},
+  options: { config?: Record<string, unknown>; chain?: Record<string, unknown> } = {},
 ): Promise<SolanaLive> {
   const validator = await startSolanaValidator({ backend: 'litesvm' })
   const proxy = await startFaultProxy(validator.rpcUrl)
@@ -88,6 +88,7 @@ export async function startSolanaLive(
           rpcUrl: proxy.url,
           signerKey: `env:${envName}`,
           assets: { [asset]: { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' } },
+          ...options.chain,
         },
       },
     },
