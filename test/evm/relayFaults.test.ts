@@ -468,6 +468,47 @@ describe('EVM relay under a misbehaving RPC', () => {
     }
   }, 60_000)
 
+  it('receipts withheld past receiptTimeoutMs and feeBumpAfterMs hand the job back with the payment processing and its one hash recorded; the mined relay is never replaced or sent again, and the payment succeeds once receipts are served', async () => {
+    const proxy = await startFaultProxy(env.anvil.rpcUrl)
+    try {
+      const before = await env.balance(buyer.address)
+      proxy.inject('eth_getTransactionReceipt', { kind: 'withhold' })
+      await startRunner({ rpcUrl: proxy.url, feeBumpAfterMs: 300 }, { receiptTimeoutMs: 500 })
+      const { paymentId } = await confirmGasless(env, buyer)
+      await until(async () => {
+        const job = await jobOf(paymentId, 'evm.relay')
+        return job.state === 'pending' && job.attempts >= 2 ? true : undefined
+      }, 'two runs without a receipt')
+      const [row] = await relayRows(env, paymentId)
+      // Mined on the node all along; the proxy hides only its receipt.
+      expect((await env.publicClient.getTransactionReceipt({ hash: row!.hash as Hex })).status).toBe(
+        'success',
+      )
+      expect((await paymentRow(paymentId)).status).toBe('processing')
+      expect((await relayRows(env, paymentId)).map((r) => r.status)).toEqual(['sent'])
+      expect(proxy.calls('eth_sendRawTransaction')).toBe(1)
+
+      proxy.clear()
+      await env.t.db
+        .updateTable('jobs')
+        .set({ run_at: new Date(0) })
+        .where('payment_id', '=', paymentId)
+        .where('state', '=', 'pending')
+        .execute()
+      const final = await env.waitFinal(paymentId)
+      expect(final.status).toBe('succeeded')
+      expect((await relayRows(env, paymentId)).map((r) => [r.hash, r.status])).toEqual([
+        [row!.hash, 'succeeded'],
+      ])
+      expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
+      await env.waitJob(paymentId, 'evm.settle')
+    } finally {
+      await runner?.stop()
+      runner = undefined
+      await proxy.stop()
+    }
+  }, 60_000)
+
   it('receipt reads answered 429, malformed JSON or never (timed out) keep the sent relay processing past the job’s attempt limit, never given up; once reads recover the payment succeeds with one transfer', async () => {
     const proxy = await startFaultProxy(env.anvil.rpcUrl)
     try {

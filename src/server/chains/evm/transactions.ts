@@ -308,16 +308,22 @@ async function findReceipt(chain: EvmChain, hash: Hash): Promise<TransactionRece
 
 async function chainState(chain: EvmChain, hash: Hash): Promise<'mined' | 'pending' | 'unknown'> {
   if (await findReceipt(chain, hash)) return 'mined'
-  return (await isKnownTransaction(chain, hash)) ? 'pending' : 'unknown'
+  const tx = await findTransaction(chain, hash)
+  if (!tx) return 'unknown'
+  // In a block although no receipt is served yet (a lagging or load-balanced RPC): never replace it.
+  return tx.blockNumber === null ? 'pending' : 'mined'
 }
 
 /** Whether the node has the transaction at all (mined or in its pool). */
 export async function isKnownTransaction(chain: EvmChain, hash: Hash): Promise<boolean> {
+  return (await findTransaction(chain, hash)) !== undefined
+}
+
+async function findTransaction(chain: EvmChain, hash: Hash) {
   try {
-    await chain.publicClient.getTransaction({ hash })
-    return true
+    return await chain.publicClient.getTransaction({ hash })
   } catch (error) {
-    if (error instanceof TransactionNotFoundError) return false
+    if (error instanceof TransactionNotFoundError) return undefined
     throw error
   }
 }
