@@ -1,6 +1,6 @@
 import { createWalletClient, encodeFunctionData, type Hex, http, parseGwei, parseTransaction } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { testUsdcAbi } from '../../fixtures/token/index.js'
 import { createEvmRuntime } from '../../src/server/chains/evm/index.js'
 import type { ServerConfig } from '../../src/server/config.js'
@@ -24,6 +24,10 @@ beforeAll(async () => {
   env = await createEvmEnv()
   buyer = await env.buyer(2)
   control = anvilControl(env.anvil.rpcUrl)
+})
+// Every test charges the buyer 10 USDC: top up before the balance no longer covers a payment.
+beforeEach(async () => {
+  if ((await env.balance(buyer.address)) < usdc(20)) buyer = await env.buyer(2)
 })
 afterAll(async () => {
   await runner?.stop()
