@@ -6,7 +6,7 @@ import { createEvmRuntime } from '../../src/server/chains/evm/index.js'
 import type { ServerConfig } from '../../src/server/config.js'
 import type { JobRunner } from '../../src/server/jobs/runner.js'
 import { type AnvilControl, anvilChain, anvilControl, anvilPrivateKeys } from '../anvil.js'
-import { startFaultProxy } from '../rpcFaults.js'
+import { type FaultProxy, startFaultProxy } from '../rpcFaults.js'
 import { type Buyer, confirmGasless, createEvmEnv, type EvmEnv, relayRows, usdc } from './support.js'
 
 /**
@@ -62,6 +62,18 @@ async function until<T>(check: () => Promise<T | undefined>, what: string, timeo
     if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`)
     await new Promise((resolve) => setTimeout(resolve, 25))
   }
+}
+
+/** The payment's first relay row once the node has its receipt, with the receipt. */
+function relayMined(paymentId: string) {
+  return until(async () => {
+    const [row] = await relayRows(env, paymentId)
+    if (!row) return undefined
+    const receipt = await env.publicClient
+      .getTransactionReceipt({ hash: row.hash as Hex })
+      .catch(() => undefined)
+    return receipt ? ([row, receipt] as const) : undefined
+  }, 'the relay to be mined')
 }
 
 const fees = (raw: string) => {
@@ -249,14 +261,7 @@ describe('EVM relay fee bumping', () => {
     const { paymentId } = await confirmGasless(env, buyer)
     await startRunner({ confirmations: 3 })
     try {
-      const mined = await until(async () => {
-        const [row] = await relayRows(env, paymentId)
-        if (!row) return undefined
-        const receipt = await env.publicClient
-          .getTransactionReceipt({ hash: row.hash as Hex })
-          .catch(() => undefined)
-        return receipt ?? undefined
-      }, 'the relay to be mined')
+      const [, mined] = await relayMined(paymentId)
       // Automine: no block comes without a transaction, so the relay stays under three confirmations.
       await new Promise((resolve) => setTimeout(resolve, 1_000))
       const waiting = await env.t.db
@@ -292,14 +297,7 @@ describe('EVM relay fee bumping', () => {
     const { paymentId } = await confirmGasless(env, buyer)
     await startRunner({ confirmations: 3 }, { receiptTimeoutMs: 1_000 })
     try {
-      const [relay, mined] = await until(async () => {
-        const [row] = await relayRows(env, paymentId)
-        if (!row) return undefined
-        const receipt = await env.publicClient
-          .getTransactionReceipt({ hash: row.hash as Hex })
-          .catch(() => undefined)
-        return receipt ? ([row, receipt] as const) : undefined
-      }, 'the relay to be mined')
+      const [relay, mined] = await relayMined(paymentId)
       const depth = (await control.blockNumber()) - mined.blockNumber + 1n
       await control.reorg(Number(depth))
       await expect(env.publicClient.getTransactionReceipt({ hash: relay.hash as Hex })).rejects.toThrow()
@@ -360,10 +358,57 @@ async function paymentRow(paymentId: string) {
   return env.t.db.selectFrom('payments').selectAll().where('id', '=', paymentId).executeTakeFirstOrThrow()
 }
 
+/** Runs `body` against a fault proxy in front of Anvil; stops the test's runner and the proxy after. */
+async function withProxy(body: (proxy: FaultProxy) => Promise<void>): Promise<void> {
+  const proxy = await startFaultProxy(env.anvil.rpcUrl)
+  try {
+    await body(proxy)
+  } finally {
+    await runner?.stop()
+    runner = undefined
+    await proxy.stop()
+  }
+}
+
+/**
+ * The payment succeeded with one relay transaction mined (any others dropped), the buyer was charged
+ * once, and the settlement ran. Returns the relay rows.
+ */
+async function paidOnce(paymentId: string, before: bigint) {
+  const final = await env.waitFinal(paymentId)
+  expect(final.status).toBe('succeeded')
+  const rows = await relayRows(env, paymentId)
+  expect(rows.filter((r) => r.status === 'succeeded').map((r) => r.hash)).toEqual([final.txId])
+  expect(rows.filter((r) => r.status === 'sent')).toHaveLength(0)
+  expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
+  await env.waitJob(paymentId, 'evm.settle')
+  return rows
+}
+
+/** The relay job's next attempt now rather than after the runner's backoff (up to a minute). */
+function relayDueNow(paymentId: string, attempts?: number) {
+  return env.t.db
+    .updateTable('jobs')
+    .set({ run_at: new Date(0), ...(attempts !== undefined ? { attempts } : {}) })
+    .where('payment_id', '=', paymentId)
+    .where('kind', '=', 'evm.relay')
+    .where('state', '=', 'pending')
+    .execute()
+}
+
+/** Waits until the relay job is back to pending after at least `attempts` claims (never given up). */
+function relayRetried(paymentId: string, attempts: number, meanwhile?: () => void) {
+  return until(async () => {
+    meanwhile?.()
+    const job = await jobOf(paymentId, 'evm.relay')
+    expect(job.state, 'the relay job gave up').not.toBe('failed')
+    return job.state === 'pending' && job.attempts >= attempts ? job : undefined
+  }, `relay attempt ${attempts} to be handed back`)
+}
+
 describe('EVM relay answers the node refuses', () => {
   it("a relay answered 'nonce too low' (another sender of the executor key took its nonce first) is re-signed on a fresh nonce and the payer is charged once", async () => {
-    const proxy = await startFaultProxy(env.anvil.rpcUrl)
-    try {
+    await withProxy(async (proxy) => {
       const before = await env.balance(buyer.address)
       // The relay's send waits in the proxy while the other process uses that nonce on the node itself.
       proxy.hold('eth_sendRawTransaction')
@@ -381,196 +426,116 @@ describe('EVM relay answers the node refuses', () => {
       expect((await env.publicClient.waitForTransactionReceipt({ hash: other })).status).toBe('success')
       proxy.release('eth_sendRawTransaction')
 
-      const final = await env.waitFinal(paymentId)
-      expect(final.status).toBe('succeeded')
-      const rows = await relayRows(env, paymentId)
+      const rows = await paidOnce(paymentId, before)
       expect(rows.map((r) => r.status)).toEqual(['dropped', 'succeeded'])
       expect(BigInt(rows[1]!.nonce)).toBeGreaterThan(BigInt(first!.nonce))
-      expect(final.txId).toBe(rows[1]!.hash)
       expect((await jobOf(paymentId, 'evm.relay')).last_error).toMatch(/nonce too low/i)
-      expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
-      await env.waitJob(paymentId, 'evm.settle')
-    } finally {
-      await runner?.stop()
-      runner = undefined
-      await proxy.stop()
-    }
+    })
   }, 60_000)
 
   it("a fee bump answered 'replacement transaction underpriced' is bumped again on the next look; one of the nonce's transactions lands and the payer is charged once", async () => {
-    const proxy = await startFaultProxy(env.anvil.rpcUrl)
-    const before = await env.balance(buyer.address)
-    let paymentId = ''
-    await control.setAutomine(false)
-    try {
-      await startRunner({ rpcUrl: proxy.url, feeBumpAfterMs: 1_000 })
-      paymentId = (await confirmGasless(env, buyer)).paymentId
-      await until(async () => {
-        const rows = await relayRows(env, paymentId)
-        return rows.length > 0 && proxy.calls('eth_sendRawTransaction') > 0 ? true : undefined
-      }, 'the relay in the pool')
-      // The first replacement and its re-send are refused as too cheap (a node demanding a larger step).
-      proxy.inject(
-        'eth_sendRawTransaction',
-        { kind: 'error', code: -32000, message: 'replacement transaction underpriced' },
-        { times: 2 },
-      )
-      const rows = await until(async () => {
-        const all = await relayRows(env, paymentId)
-        return all.length >= 3 ? all : undefined
-      }, 'a second replacement')
-      expect(rows.every((r) => r.nonce === rows[0]!.nonce)).toBe(true)
-      for (let i = 1; i < rows.length; i++) {
-        expect(fees(rows[i]!.raw).maxFeePerGas).toBeGreaterThan(fees(rows[i - 1]!.raw).maxFeePerGas)
+    await withProxy(async (proxy) => {
+      const before = await env.balance(buyer.address)
+      let paymentId = ''
+      await control.setAutomine(false)
+      try {
+        await startRunner({ rpcUrl: proxy.url, feeBumpAfterMs: 1_000 })
+        paymentId = (await confirmGasless(env, buyer)).paymentId
+        await until(async () => {
+          const rows = await relayRows(env, paymentId)
+          return rows.length > 0 && proxy.calls('eth_sendRawTransaction') > 0 ? true : undefined
+        }, 'the relay in the pool')
+        // The first replacement and its re-send are refused as too cheap (a node demanding a larger step).
+        proxy.inject(
+          'eth_sendRawTransaction',
+          { kind: 'error', code: -32000, message: 'replacement transaction underpriced' },
+          { times: 2 },
+        )
+        const rows = await until(async () => {
+          const all = await relayRows(env, paymentId)
+          return all.length >= 3 ? all : undefined
+        }, 'a second replacement')
+        expect(rows.every((r) => r.nonce === rows[0]!.nonce)).toBe(true)
+        for (let i = 1; i < rows.length; i++) {
+          expect(fees(rows[i]!.raw).maxFeePerGas).toBeGreaterThan(fees(rows[i - 1]!.raw).maxFeePerGas)
+        }
+        // The refused replacement never reached the node; the original was replaced by the next one.
+        const pending = await control.pending()
+        expect(pending).not.toContain(rows[1]!.hash)
+        expect(pending).not.toContain(rows[0]!.hash)
+      } finally {
+        await control.setAutomine(true)
+        await control.mine(1)
       }
-      // The refused replacement never reached the node; the original was replaced by the next one.
-      const pending = await control.pending()
-      expect(pending).not.toContain(rows[1]!.hash)
-      expect(pending).not.toContain(rows[0]!.hash)
-    } finally {
-      await control.setAutomine(true)
-      await control.mine(1)
-    }
-    try {
-      const final = await env.waitFinal(paymentId)
-      expect(final.status).toBe('succeeded')
-      const rows = await relayRows(env, paymentId)
-      expect(rows.filter((r) => r.status === 'succeeded').map((r) => r.hash)).toEqual([final.txId])
-      expect(rows.filter((r) => r.status === 'sent')).toHaveLength(0)
-      expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
-      await env.waitJob(paymentId, 'evm.settle')
-    } finally {
-      await runner?.stop()
-      runner = undefined
-      await proxy.stop()
-    }
+      await paidOnce(paymentId, before)
+    })
   }, 60_000)
 })
 
 describe('EVM relay under a misbehaving RPC', () => {
   it('a relay send whose answer is lost after the node took it is found on chain by its hash, never signed again: the payment succeeds with one relay transaction', async () => {
-    const proxy = await startFaultProxy(env.anvil.rpcUrl)
-    try {
+    await withProxy(async (proxy) => {
       const before = await env.balance(buyer.address)
       // The client's own retries lose their answers too.
       proxy.inject('eth_sendRawTransaction', { kind: 'lostAnswer' }, { times: 3 })
       await startRunner({ rpcUrl: proxy.url })
       const { paymentId } = await confirmGasless(env, buyer)
-      const final = await env.waitFinal(paymentId)
-      expect(final.status).toBe('succeeded')
-      const rows = await relayRows(env, paymentId)
-      expect(rows.map((r) => [r.hash, r.status])).toEqual([[final.txId, 'succeeded']])
+      expect((await paidOnce(paymentId, before)).map((r) => r.status)).toEqual(['succeeded'])
       const job = await jobOf(paymentId, 'evm.relay')
       expect(job.attempts).toBeGreaterThanOrEqual(2)
       expect(job.last_error).not.toBeNull()
-      expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
-      await env.waitJob(paymentId, 'evm.settle')
-    } finally {
-      await runner?.stop()
-      runner = undefined
-      await proxy.stop()
-    }
+    })
   }, 60_000)
 
   it('receipts withheld past receiptTimeoutMs and feeBumpAfterMs hand the job back with the payment processing and its one hash recorded; the mined relay is never replaced or sent again, and the payment succeeds once receipts are served', async () => {
-    const proxy = await startFaultProxy(env.anvil.rpcUrl)
-    try {
+    await withProxy(async (proxy) => {
       const before = await env.balance(buyer.address)
       proxy.inject('eth_getTransactionReceipt', { kind: 'withhold' })
       await startRunner({ rpcUrl: proxy.url, feeBumpAfterMs: 300 }, { receiptTimeoutMs: 500 })
       const { paymentId } = await confirmGasless(env, buyer)
-      await until(async () => {
-        const job = await jobOf(paymentId, 'evm.relay')
-        return job.state === 'pending' && job.attempts >= 2 ? true : undefined
-      }, 'two runs without a receipt')
+      await relayRetried(paymentId, 2)
       const [row] = await relayRows(env, paymentId)
       // Mined on the node all along; the proxy hides only its receipt.
-      expect((await env.publicClient.getTransactionReceipt({ hash: row!.hash as Hex })).status).toBe(
-        'success',
-      )
+      const receipt = await env.publicClient.getTransactionReceipt({ hash: row!.hash as Hex })
+      expect(receipt.status).toBe('success')
       expect((await paymentRow(paymentId)).status).toBe('processing')
       expect((await relayRows(env, paymentId)).map((r) => r.status)).toEqual(['sent'])
       expect(proxy.calls('eth_sendRawTransaction')).toBe(1)
 
       proxy.clear()
-      await env.t.db
-        .updateTable('jobs')
-        .set({ run_at: new Date(0) })
-        .where('payment_id', '=', paymentId)
-        .where('state', '=', 'pending')
-        .execute()
-      const final = await env.waitFinal(paymentId)
-      expect(final.status).toBe('succeeded')
-      expect((await relayRows(env, paymentId)).map((r) => [r.hash, r.status])).toEqual([
-        [row!.hash, 'succeeded'],
-      ])
-      expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
-      await env.waitJob(paymentId, 'evm.settle')
-    } finally {
-      await runner?.stop()
-      runner = undefined
-      await proxy.stop()
-    }
+      await relayDueNow(paymentId)
+      expect((await paidOnce(paymentId, before)).map((r) => r.hash)).toEqual([row!.hash])
+    })
   }, 60_000)
 
   it('receipt reads answered 429, malformed JSON or never (timed out) keep the sent relay processing past the job’s attempt limit, never given up; once reads recover the payment succeeds with one transfer', async () => {
-    const proxy = await startFaultProxy(env.anvil.rpcUrl)
-    try {
+    await withProxy(async (proxy) => {
       const before = await env.balance(buyer.address)
       const { paymentId } = await confirmGasless(env, buyer)
-      const failedAttempt = (atLeast: number) =>
-        until(async () => {
-          const job = await jobOf(paymentId, 'evm.relay')
-          expect(job.state, 'the relay job gave up').not.toBe('failed')
-          return job.state === 'pending' && job.attempts >= atLeast ? job : undefined
-        }, `relay attempt ${atLeast} to fail`)
-      /** The next attempt now, not after the runner's backoff (up to a minute). */
-      const dueNow = (attempts?: number) =>
-        env.t.db
-          .updateTable('jobs')
-          .set({ run_at: new Date(0), ...(attempts !== undefined ? { attempts } : {}) })
-          .where('payment_id', '=', paymentId)
-          .where('kind', '=', 'evm.relay')
-          .where('state', '=', 'pending')
-          .execute()
       // Its first run is the handler's last allowed attempt (8): a counted failure would give up and fail
       // the payment, although the relay it just sent lands.
-      await dueNow(7)
+      await relayDueNow(paymentId, 7)
       proxy.inject('eth_getTransactionReceipt', { kind: 'rateLimited' })
       await startRunner({ rpcUrl: proxy.url })
-      await failedAttempt(8)
+      await relayRetried(paymentId, 8)
       expect((await relayRows(env, paymentId)).map((r) => r.status)).toEqual(['sent'])
       expect((await paymentRow(paymentId)).status).toBe('processing')
 
       proxy.inject('eth_getTransactionReceipt', { kind: 'malformed' })
-      await dueNow()
-      await failedAttempt(9)
+      await relayDueNow(paymentId)
+      await relayRetried(paymentId, 9)
       expect((await paymentRow(paymentId)).status).toBe('processing')
 
       proxy.inject('eth_getTransactionReceipt', { kind: 'hang' })
-      await dueNow()
+      await relayDueNow(paymentId)
       // Each hung read is cut (what a client timeout does), retries included.
-      await until(async () => {
-        proxy.cutHeld()
-        const job = await jobOf(paymentId, 'evm.relay')
-        return job.state === 'pending' && job.attempts >= 10 ? true : undefined
-      }, 'relay attempt 10 to fail')
+      await relayRetried(paymentId, 10, () => proxy.cutHeld())
       expect((await paymentRow(paymentId)).status).toBe('processing')
 
       proxy.clear()
-      await dueNow()
-      const final = await env.waitFinal(paymentId)
-      expect(final.status).toBe('succeeded')
-      expect((await relayRows(env, paymentId)).map((r) => [r.hash, r.status])).toEqual([
-        [final.txId, 'succeeded'],
-      ])
-      expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
-      await env.waitJob(paymentId, 'evm.settle')
-    } finally {
-      await runner?.stop()
-      runner = undefined
-      await proxy.stop()
-    }
+      await relayDueNow(paymentId)
+      expect((await paidOnce(paymentId, before)).map((r) => r.status)).toEqual(['succeeded'])
+    })
   }, 60_000)
 })
 
@@ -583,14 +548,7 @@ async function relayReorgedAway(payer: Buyer, rewrite: (depth: number, typed: Ty
   const { paymentId, typed } = await confirmGasless(env, payer)
   await startRunner({ confirmations: 3 }, { receiptTimeoutMs: 1_000 })
   try {
-    const [relay, mined] = await until(async () => {
-      const [row] = await relayRows(env, paymentId)
-      if (!row) return undefined
-      const receipt = await env.publicClient
-        .getTransactionReceipt({ hash: row.hash as Hex })
-        .catch(() => undefined)
-      return receipt ? ([row, receipt] as const) : undefined
-    }, 'the relay to be mined')
+    const [relay, mined] = await relayMined(paymentId)
     expect(await env.balance(env.collection)).toBe(collected + usdc(10))
     await rewrite(Number((await control.blockNumber()) - mined.blockNumber + 1n), typed)
     await expect(env.publicClient.getTransactionReceipt({ hash: relay.hash as Hex })).rejects.toThrow()

@@ -2,7 +2,14 @@ import { Keypair } from '@solana/web3.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { solanaJobKinds } from '../../src/server/chains/solana/index.js'
 import type { Fault } from '../rpcFaults.js'
-import { confirmedPayment, type SolanaLive, startSolanaLive, until } from './live.js'
+import {
+  confirmedPayment,
+  onChain as onChainIn,
+  paymentRow as paymentRowIn,
+  type SolanaLive,
+  startSolanaLive,
+  until,
+} from './live.js'
 
 /**
  * Solana faults, one focused test each, on the litesvm cluster behind the fault proxy. The chain is
@@ -33,14 +40,8 @@ const onlyConfirmed: Fault = {
   },
 }
 
-async function onChain(signature: string): Promise<boolean> {
-  const { value } = await live.validator.connection.getSignatureStatuses([signature])
-  return value[0] !== null
-}
-
-async function paymentRow(paymentId: string) {
-  return live.t.db.selectFrom('payments').selectAll().where('id', '=', paymentId).executeTakeFirstOrThrow()
-}
+const onChain = (signature: string) => onChainIn(live, signature)
+const paymentRow = (paymentId: string) => paymentRowIn(live, paymentId)
 
 /** Lets the job read the (rewritten) status several more times. */
 async function statusReadsPass(reads = 5) {
@@ -102,14 +103,25 @@ describe('Solana commitment finalized', () => {
   })
 })
 
+/** A payment confirmed and waiting for its broadcast, with the counts before it. */
+async function confirmedForBroadcast() {
+  const buyer = await live.newBuyer()
+  const merchantId = await live.createMerchant()
+  const before = await live.balance(buyer.publicKey)
+  const confirmed = await confirmedPayment(live, buyer, merchantId)
+  return {
+    ...confirmed,
+    buyer,
+    merchantId,
+    before,
+    sends: live.proxy.calls('sendTransaction'),
+    executed: live.executed(),
+  }
+}
+
 describe('Solana dropped broadcasts', () => {
   it('a sendTransaction dropped after answering its signature is sent again while the blockhash is valid, and the payment lands once', async () => {
-    const buyer = await live.newBuyer()
-    const merchantId = await live.createMerchant()
-    const before = await live.balance(buyer.publicKey)
-    const { paymentId, signature } = await confirmedPayment(live, buyer, merchantId)
-    const sends = live.proxy.calls('sendTransaction')
-    const executed = live.executed()
+    const { buyer, merchantId, before, paymentId, signature, sends, executed } = await confirmedForBroadcast()
     live.proxy.inject('sendTransaction', { kind: 'drop' }, { times: 1 })
     const runner = live.startRunner()
     try {
@@ -125,12 +137,7 @@ describe('Solana dropped broadcasts', () => {
   })
 
   it('a sendTransaction dropped on every send until its blockhash expires ends the payment failed with nothing moved, and nothing is signed anew', async () => {
-    const buyer = await live.newBuyer()
-    const merchantId = await live.createMerchant()
-    const before = await live.balance(buyer.publicKey)
-    const { paymentId, signature } = await confirmedPayment(live, buyer, merchantId)
-    const sends = live.proxy.calls('sendTransaction')
-    const executed = live.executed()
+    const { buyer, merchantId, before, paymentId, signature, sends, executed } = await confirmedForBroadcast()
     live.proxy.inject('sendTransaction', { kind: 'drop' })
     const runner = live.startRunner()
     try {

@@ -247,3 +247,14 @@ export async function until(
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
 }
+
+/** Whether the cluster has the signature at all (asked directly, not through the proxy). */
+export async function onChain(live: SolanaLive, signature: string): Promise<boolean> {
+  const { value } = await live.validator.connection.getSignatureStatuses([signature])
+  return value[0] !== null
+}
+
+/** The payment's database row. */
+export function paymentRow(live: SolanaLive, paymentId: string) {
+  return live.t.db.selectFrom('payments').selectAll().where('id', '=', paymentId).executeTakeFirstOrThrow()
+}

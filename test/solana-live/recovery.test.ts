@@ -1,7 +1,14 @@
 import { Keypair } from '@solana/web3.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { solanaJobKinds } from '../../src/server/chains/solana/index.js'
-import { confirmedPayment, type SolanaLive, startSolanaLive, until } from './live.js'
+import {
+  confirmedPayment,
+  onChain as onChainIn,
+  paymentRow as paymentRowIn,
+  type SolanaLive,
+  startSolanaLive,
+  until,
+} from './live.js'
 
 const amount = 12_500_000n
 
@@ -15,14 +22,8 @@ afterAll(async () => {
   await live?.close()
 })
 
-async function onChain(signature: string): Promise<boolean> {
-  const { value } = await live.validator.connection.getSignatureStatuses([signature])
-  return value[0] !== null
-}
-
-async function paymentRow(paymentId: string) {
-  return live.t.db.selectFrom('payments').selectAll().where('id', '=', paymentId).executeTakeFirstOrThrow()
-}
+const onChain = (signature: string) => onChainIn(live, signature)
+const paymentRow = (paymentId: string) => paymentRowIn(live, paymentId)
 
 /**
  * A confirmed payment whose broadcast the node refused (so it never reached the chain), with the runner
