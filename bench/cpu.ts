@@ -2,7 +2,7 @@
  * CPU time by process from /proc (Linux): what a request costs in the server process, in PostgreSQL
  * (postmaster, backends, background workers, and reaped children) and in the load generator. A
  * sampling profiler cannot tell this: a process preempted inside a syscall keeps "using" its stack.
- * Elsewhere these return undefined and the breakdown is left out.
+ * Also the resident memory of a process. Elsewhere these return undefined and the figures are left out.
  */
 import { readdirSync, readFileSync } from 'node:fs'
 
@@ -58,4 +58,14 @@ export function treeCpuMs(root: number): number | undefined {
   }
   walk(top)
   return total
+}
+
+/** Resident set size of `pid` in bytes (VmRSS of /proc/PID/status). */
+export function residentBytes(pid: number): number | undefined {
+  try {
+    const kb = /^VmRSS:\s*(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]
+    return kb === undefined ? undefined : Number(kb) * 1024
+  } catch {
+    return undefined
+  }
 }

@@ -9,9 +9,9 @@
  *   timing) for the scale comparison, where autocannon's whole-millisecond histogram is too coarse.
  */
 import http from 'node:http'
-import net from 'node:net'
 import autocannon from 'autocannon'
 import { isJobChild, runJob, serveJob } from './child.js'
+import { Connection, headLines, requestBytes } from './wire.js'
 
 export interface LoadSpec {
   url: string
@@ -119,92 +119,52 @@ function cannon(spec: LoadSpec, durationS: number): Promise<autocannon.Result> {
  * `warmupS` seconds run at the same pace on the same sockets and are not recorded. It
  * speaks HTTP/1.1 on raw sockets (pre-built heads, Content-Length framing): node:http costs several
  * times more CPU per request, which on a small machine would take the server's share and measure
- * the generator.
+ * the generator (bench/wire.ts).
  */
 async function paced(spec: LoadSpec & { overallRate: number }) {
   const url = new URL(spec.url)
   const tag = `${process.pid}-${Date.now().toString(36)}-paced`
   const body = spec.body === undefined ? undefined : Buffer.from(spec.body)
-  const fixedHeads = Object.entries({
-    host: url.host,
-    connection: 'keep-alive',
-    ...spec.headers,
-    ...(body ? { 'content-type': 'application/json', 'content-length': String(body.length) } : {}),
-  })
-    .map(([name, value]) => `${name}: ${value}\r\n`)
-    .join('')
-  const requestBytes = (i: number) => {
+  const lines = headLines(url, spec.headers)
+  const bytesOf = (i: number) => {
     const key = spec.idempotencyKeys ? `idempotency-key: bench-${tag}-${i}\r\n` : ''
-    const head = `${spec.method} ${spec.paths[i % spec.paths.length]} HTTP/1.1\r\n${fixedHeads}${key}\r\n`
-    return body ? Buffer.concat([Buffer.from(head), body]) : Buffer.from(head)
+    return requestBytes(spec.method, spec.paths[i % spec.paths.length]!, `${lines}${key}`, body)
   }
 
   const latencies: number[] = []
   let ok = 0
   let non2xx = 0
-  let closing = false
   /** How late the generator itself dispatched each request: large values would void the figures. */
   const lags: number[] = []
   const queue: { i: number; due: bigint }[] = []
-  const idle: Connection[] = []
   let outstanding = 0
   let drained: (() => void) | undefined
+  let failure: Error | undefined
 
-  class Connection {
-    readonly socket: net.Socket
-    private buffer: Buffer = Buffer.alloc(0)
-    private current: { i: number; due: bigint } | undefined
-    constructor() {
-      this.socket = net.connect({ host: url.hostname, port: Number(url.port), noDelay: true })
-      this.socket.on('data', (chunk) => this.onData(chunk))
-      // The server never closes a keep-alive socket mid-run: a closed one means it failed, and so does the run.
-      const lost = (error?: Error) => {
-        throw new Error(`paced load: connection lost${error ? ` (${error.message})` : ''}`)
-      }
-      this.socket.on('error', lost)
-      this.socket.on('close', () => {
-        if (!closing) lost()
-      })
-    }
-    send(request: { i: number; due: bigint }) {
-      this.current = request
-      this.socket.write(requestBytes(request.i))
-    }
-    private onData(chunk: Buffer) {
-      this.buffer = this.buffer.length ? Buffer.concat([this.buffer, chunk]) : chunk
-      const headEnd = this.buffer.indexOf('\r\n\r\n')
-      if (headEnd === -1) return
-      const head = this.buffer.subarray(0, headEnd).toString('latin1')
-      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? Number.NaN)
-      if (Number.isNaN(length)) throw new Error(`paced load: an answer without Content-Length: ${head}`)
-      if (this.buffer.length < headEnd + 4 + length) return
-      this.buffer = this.buffer.subarray(headEnd + 4 + length)
-      finish(this, Number(head.slice(9, 12)))
-    }
-    take() {
-      const request = this.current!
-      this.current = undefined
-      return request
-    }
+  const send = (connection: Connection, request: { i: number; due: bigint }) => {
+    connection.send(bytesOf(request.i)).then(
+      (answer) => {
+        outstanding--
+        if (request.i >= warmup) {
+          latencies.push(Number(process.hrtime.bigint() - request.due) / 1e6)
+          if (answer.status >= 200 && answer.status < 300) ok++
+          else non2xx++
+        }
+        const next = queue.shift()
+        if (next) send(connection, next)
+        else idle.push(connection)
+        if (outstanding === 0) drained?.()
+      },
+      (error: Error) => {
+        failure ??= new Error(`paced load: ${error.message}`)
+        drained?.()
+      },
+    )
   }
 
-  const finish = (connection: Connection, status: number) => {
-    const { i, due } = connection.take()
-    outstanding--
-    if (i >= warmup) {
-      latencies.push(Number(process.hrtime.bigint() - due) / 1e6)
-      if (status >= 200 && status < 300) ok++
-      else non2xx++
-    }
-    const next = queue.shift()
-    if (next) connection.send(next)
-    else idle.push(connection)
-    if (outstanding === 0) drained?.()
-  }
-
-  const connections = Array.from({ length: spec.connections }, () => new Connection())
-  await Promise.all(connections.map((c) => new Promise((resolve) => c.socket.once('connect', resolve))))
-  idle.push(...connections)
+  const connections = Array.from({ length: spec.connections }, () => new Connection(url))
+  await Promise.all(connections.map((c) => c.ready))
+  const idle = [...connections]
 
   const warmup = Math.round(spec.overallRate * (spec.warmupS ?? 0))
   const total = warmup + Math.round(spec.overallRate * spec.durationS)
@@ -212,7 +172,7 @@ async function paced(spec: LoadSpec & { overallRate: number }) {
   const start = process.hrtime.bigint()
   const measuredFrom = start + BigInt(warmup) * intervalNs
   let sent = 0
-  while (sent < total) {
+  while (sent < total && !failure) {
     const dueNow = Math.min(total, Number((process.hrtime.bigint() - start) / intervalNs) + 1)
     const now = process.hrtime.bigint()
     for (; sent < dueNow; sent++) {
@@ -220,15 +180,15 @@ async function paced(spec: LoadSpec & { overallRate: number }) {
       if (sent >= warmup) lags.push(Number(now - request.due) / 1e6)
       outstanding++
       const connection = idle.pop()
-      if (connection) connection.send(request)
+      if (connection) send(connection, request)
       else queue.push(request)
     }
     await new Promise((resolve) => setTimeout(resolve, 1))
   }
-  if (outstanding > 0) await new Promise<void>((resolve) => (drained = resolve))
+  if (outstanding > 0 && !failure) await new Promise<void>((resolve) => (drained = resolve))
   const elapsedS = Number(process.hrtime.bigint() - measuredFrom) / 1e9
-  closing = true
-  for (const c of connections) c.socket.destroy()
+  for (const c of connections) c.close()
+  if (failure) throw failure
   const sorted = latencies.sort((a, b) => a - b)
   return {
     rps: ok / elapsedS,

@@ -28,6 +28,8 @@ export interface ScaleData {
   merchantIds: string[]
   /** Payment ids of the biggest merchant, sampled across the table. */
   sampleIds: string[]
+  /** Payments of the bench partner still awaiting payment (`requires_action`), up to 5,000. */
+  openIds: string[]
   cursors: {
     /** 90 % deep into the partner's list. */
     partnerDeep: string
@@ -165,6 +167,13 @@ export async function populate(url: string, rows: number): Promise<ScaleData> {
       .orderBy(sql`random()`)
       .limit(500)
       .execute()
+    const open = await db
+      .selectFrom('payments')
+      .select('id')
+      .where('partner_id', '=', partnerId)
+      .where('status', '=', 'requires_action')
+      .limit(5000)
+      .execute()
     const reference = await db
       .selectFrom('payments')
       .select('reference_id')
@@ -179,6 +188,7 @@ export async function populate(url: string, rows: number): Promise<ScaleData> {
       walletKey,
       merchantIds,
       sampleIds: sample.map((r) => r.id),
+      openIds: open.map((r) => r.id),
       cursors: {
         partnerDeep: await deepRow((q) => q),
         merchantDeep: await deepRow((q) => q.where('merchant_id', '=', merchantIds[0]!)),
@@ -189,6 +199,34 @@ export async function populate(url: string, rows: number): Promise<ScaleData> {
     }
   } finally {
     await database.close()
+  }
+}
+
+/**
+ * `count` new payments of one merchant awaiting payment, as `POST /v1/payments` writes them (an hour to
+ * expiry), in one statement: the payments the gateway flows of the mixed workload pay. Their ids.
+ */
+export async function insertOpenPayments(
+  url: string,
+  owner: { partnerId: string; merchantId: string },
+  count: number,
+): Promise<string[]> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    const { rows } = await client.query<{ id: string }>(
+      `INSERT INTO payments (id, partner_id, merchant_id, mode, reference_id, amount_unit, amount_value, status,
+         expires_at, created_at, updated_at)
+       SELECT 'pay_' || substr(md5($3 || g), 1, 24), $1, $2, 'test', 'flow-' || g, 'iso4217/USD', '1250',
+         'requires_action', now() + interval '1 hour', now(), now()
+       FROM generate_series(1, $4::int) AS g
+       RETURNING id`,
+      [owner.partnerId, owner.merchantId, `flow-${Date.now()}-`, count],
+    )
+    await client.query('ANALYZE payments')
+    return rows.map((r) => r.id)
+  } finally {
+    await client.end()
   }
 }
 
