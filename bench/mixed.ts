@@ -293,6 +293,8 @@ export interface MixedOutcome {
     /** The sample in the middle of the measured window: final - middle shows a trend. */
     middleBytes: number
     samples: number
+    /** Tenths of the measured window: the sample at the end of each (the shape of the curve). */
+    tenths: number[]
   }
 }
 
@@ -390,6 +392,10 @@ export async function runMixed(plan: MixedPlan): Promise<MixedOutcome> {
       finalBytes: memory.at(-1)?.bytes ?? Number.NaN,
       middleBytes: middle?.bytes ?? Number.NaN,
       samples: memory.length,
+      tenths: Array.from({ length: 10 }, (_, i) => {
+        const t = mixed.windowStart + ((i + 1) * (mixed.windowEnd - mixed.windowStart)) / 10
+        return [...memory].reverse().find((m) => m.t <= t)?.bytes ?? Number.NaN
+      }),
     },
   }
 }

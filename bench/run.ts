@@ -35,7 +35,7 @@ import { type BenchCluster, openBenchCluster } from './postgres.js'
 import { summariseProfile } from './profile.js'
 import { explainEndpoints, insertOpenPayments, populate, type ScaleData, scaleEndpoints } from './scale.js'
 import { createAccounts, createMerchant, createPayments } from './setup.js'
-import { spawnTarget, type Target } from './target.js'
+import { removeTargetFiles, spawnTarget, type Target } from './target.js'
 
 const { values: flags } = parseArgs({
   options: {
@@ -851,7 +851,7 @@ async function mixedPhase(cluster: BenchCluster): Promise<void> {
     log(
       `mixed    server RSS: ${mb(memory.startBytes).toFixed(0)} MB before, max ${mb(memory.maxBytes).toFixed(0)} MB, ` +
         `${mb(memory.middleBytes).toFixed(0)} MB mid-window, ${mb(memory.finalBytes).toFixed(0)} MB at the end ` +
-        `(${memory.samples} samples)`,
+        `(${memory.samples} samples); by tenth of the window: ${memory.tenths.map((x) => mb(x).toFixed(0)).join(', ')} MB`,
     )
     record('mixed.cpu.server', (total.serverMs / 1000 / total.windowS) * 100, '% of a core')
     record('mixed.cpu.postgres', (total.postgresMs / 1000 / total.windowS) * 100, '% of a core')
@@ -1021,6 +1021,7 @@ async function main(): Promise<void> {
     if (phases.has('bundle')) await bundlePhase()
   } finally {
     killChildren()
+    removeTargetFiles()
     await cluster.close()
   }
   const minutes = (Date.now() - started) / 60_000
@@ -1036,6 +1037,7 @@ let openCluster: BenchCluster | undefined
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     killChildren()
+    removeTargetFiles()
     void (openCluster?.close() ?? Promise.resolve()).finally(() => process.exit(130))
   })
 }

@@ -1,21 +1,24 @@
 /**
  * A server under test in its own process:
- * - `cli`: the server as it ships, `caipay serve` (src/server/cli.ts, through tsx) with its own pino
- *   logger at the level of `LOG_LEVEL` (default info), its output appended to a file as an operator's
- *   log collector would take it, and a config file that only turns the rate limit off;
+ * - `cli`: the server as it ships, `caipay serve` run by plain Node from src/server/cli.ts bundled the
+ *   way `npm run build` bundles it (esbuild, dependencies left to node_modules; tsx would add its
+ *   loader and some 70 MB of resident memory), with its own pino logger at the level of `LOG_LEVEL`
+ *   (default info), its output appended to a file as an operator's log collector would take it, and a
+ *   config file that only turns the rate limit off;
  * - `ceiling` (bench/ceiling.ts) and `server` (`startServer` in a bench child, rate limit off, no
  *   logger: the in-process figures kept alongside), which take IPC commands: the parent may ask for a
  *   CPU profile of a window (`profile(file, during)`: V8's profiler through node:inspector, so
  *   start-up is not in it), and sends `'stop'` to end it.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { openSync } from 'node:fs'
+import { openSync, rmSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import { Session } from 'node:inspector/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import { build } from 'esbuild'
 import { forkBench, trackChild, waitExit } from './child.js'
 
 export type TargetKind = 'ceiling' | 'server' | 'cli'
@@ -71,8 +74,47 @@ export interface CliTarget extends Target {
   logBytes(): Promise<number>
 }
 
+/** Directories to remove when the run ends, however it ends (`removeTargetFiles`). */
+const leftovers = new Set<string>()
+
+let builtCli: Promise<string> | undefined
+
+/**
+ * src/server/cli.ts as one ES module, built once per run inside node_modules/.cache (so its
+ * dependencies and the package's package.json resolve from there, as from dist/). Its path.
+ */
+function cliBundle(): Promise<string> {
+  builtCli ??= (async () => {
+    const root = fileURLToPath(new URL('..', import.meta.url))
+    const cache = path.join(root, 'node_modules', '.cache')
+    await fs.mkdir(cache, { recursive: true })
+    const dir = await fs.mkdtemp(path.join(cache, 'caipay-bench-cli-'))
+    leftovers.add(dir)
+    const outfile = path.join(dir, 'cli.js')
+    await build({
+      entryPoints: [path.join(root, 'src/server/cli.ts')],
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'es2022',
+      packages: 'external',
+      outfile,
+      logLevel: 'warning',
+    })
+    return outfile
+  })()
+  return builtCli
+}
+
+/** Removes the built CLI and the directories of CLI servers not stopped (an interrupted run). */
+export function removeTargetFiles(): void {
+  for (const dir of leftovers) rmSync(dir, { recursive: true, force: true })
+  leftovers.clear()
+}
+
 async function spawnCli(options: TargetOptions): Promise<CliTarget> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-bench-cli-'))
+  leftovers.add(dir)
   const configFile = path.join(dir, 'config.json')
   const logFile = path.join(dir, 'server.log')
   await fs.writeFile(configFile, JSON.stringify({ rateLimit: false }))
@@ -80,11 +122,9 @@ async function spawnCli(options: TargetOptions): Promise<CliTarget> {
   const env = { ...process.env }
   delete env.LOG_LEVEL
   if (options.logLevel) env.LOG_LEVEL = options.logLevel
-  const cli = fileURLToPath(new URL('../src/server/cli.ts', import.meta.url))
+  const cli = await cliBundle()
   const args = ['serve', '--port', '0', '--database-url', options.databaseUrl, '--config', configFile]
-  const child = trackChild(
-    spawn(process.execPath, ['--import', 'tsx', cli, ...args], { env, stdio: ['ignore', out, out] }),
-  )
+  const child = trackChild(spawn(process.execPath, [cli, ...args], { env, stdio: ['ignore', out, out] }))
   const url = await listeningUrl(child, logFile)
   return {
     kind: 'cli',
@@ -96,6 +136,7 @@ async function spawnCli(options: TargetOptions): Promise<CliTarget> {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
       await waitExit(child, 15_000)
       await fs.rm(dir, { recursive: true, force: true })
+      leftovers.delete(dir)
     },
   }
 }
