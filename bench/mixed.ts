@@ -20,8 +20,10 @@
  *   total x (alone_c x requests_c) / sum over classes (alone_k x requests_k),
  * per request alone_c x total / sum(alone_k x requests_k). The classes' shares then add up to what
  * the processes really spent in the mix, and `interference` (mixed total / sum of the alone figures
- * at the mixed counts) shows what running together costs on top of running apart. Background work of
- * the server (jobs, the webhook dispatcher) is in every figure, spread the same way.
+ * at the mixed counts) shows what running together costs on top of running apart: below 1, requests
+ * cost less together (fuller event-loop turns and fewer idle wake-ups per request on a busier server),
+ * above 1 they get in each other's way. Background work of the server (jobs, the webhook dispatcher) is
+ * in every figure, spread the same way.
  */
 import { randomBytes } from 'node:crypto'
 import { isJobChild, runJob, serveJob } from './child.js'
