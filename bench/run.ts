@@ -16,7 +16,8 @@
  *   6. library: flow overhead per payment on an in-process gateway, and bundle sizes.
  * Every server runs in its own process and every load generator in another (bench/child.ts); the
  * orchestrator only waits. PostgreSQL is embedded in a temporary directory unless DATABASE_URL is set.
- * Figures go to the terminal, bench/results.json and the `## Benchmarks` section of README.md.
+ * Figures and targets (each met or not) go to the terminal, bench/results.json (with the date, machine
+ * and command) and the `## Benchmarks` section of README.md.
  *
  * Flags: --quick (short runs, 250k-row scale table), --skip-scale, --cpu-prof (CPU profile of the
  * server process during each measured run: what dominates), --only=server,flow,burst,scale,mixed,library,
@@ -70,7 +71,7 @@ const settings = quick
       scaleRows: 250_000,
       probe: 150,
       library: 1000,
-      mixed: { warmupS: 3, durationS: 30, aloneWarmupS: 2, aloneDurationS: 6, memorySampleMs: 500 },
+      mixed: { warmupS: 3, durationS: 20, aloneWarmupS: 2, aloneDurationS: 5, memorySampleMs: 500 },
     }
   : {
       warmupS: 2,
@@ -795,6 +796,23 @@ async function mixedPhase(cluster: BenchCluster): Promise<void> {
       ...m,
       onMixed: () => log(`mixed    each class alone at its mixed rate, ${m.aloneDurationS} s each ...`),
     })
+    // The polls' own ceiling: the PK SELECT at the rate the wallets polled, on this database (a request
+    // costs more CPU at a moderate rate than at full load, so the full-load ceiling would flatter it).
+    const polls = outcome.classes.find((c) => c.mixed.name === 'wallets')!.mixed
+    const ceiling = await spawnTarget('ceiling', { databaseUrl: big.url })
+    const pollCeiling = await measure(
+      ceiling,
+      'mixed: ceiling select at the poll rate',
+      { method: 'GET', paths: big.openIds.map((id) => `/select/${id}`) },
+      Math.max(1, Math.round(polls.rps)),
+    ).finally(() => ceiling.stop())
+    log(
+      `mixed    ${`ceiling GET /select/:id at ${polls.rps.toFixed(0)} req/s`.padEnd(38)} ${fmt(pollCeiling)}`,
+    )
+    if (pollCeiling.cpu) {
+      record('mixed.ceiling.select_at_poll_rate.cpu.server', pollCeiling.cpu.server, 'µs/req')
+      record('mixed.ceiling.select_at_poll_rate.cpu.postgres', pollCeiling.cpu.postgres, 'µs/req')
+    }
     const select = ceilingCpu.select
     const insert = ceilingCpu.insert
     for (const c of outcome.classes) {
@@ -814,6 +832,7 @@ async function mixedPhase(cluster: BenchCluster): Promise<void> {
       )
       // The ceiling of a request: the PK SELECT; a merchant round is one INSERT and two reads.
       const ceilingOf = (side: keyof CpuBreakdown) => {
+        if (c.mixed.name === 'wallets') return pollCeiling.cpu?.[side] ?? null
         if (!select) return null
         if (c.mixed.name !== 'merchants') return select[side]
         return insert ? (insert[side] + 2 * select[side]) / 3 : null
@@ -886,8 +905,11 @@ async function mixedPhase(cluster: BenchCluster): Promise<void> {
         '(flows: per payment). CPU by class: each class then runs alone at its mixed rate on the same server ' +
         'and database, and the mixed totals of the server process and PostgreSQL are split in proportion to ' +
         'those figures (`*.alone`, whose ratio column is alone / in the mix); `mixed.interference.*` is the ' +
-        'mixed total over the sum of the classes alone. Ceilings: the PK SELECT per request (a merchant round ' +
-        'is one INSERT and two reads), per payment the SELECT times the requests of a payment. `mixed.rss.*`: ' +
+        'mixed total over the sum of the classes alone. Ceilings: for the polls the PK SELECT paced at the ' +
+        'poll rate on the same database (`mixed.ceiling.select_at_poll_rate`), for the others the full-load ' +
+        'ones (a merchant round is one INSERT and two reads; per payment the SELECT times the requests of a ' +
+        'payment), which a moderate rate does not reach: a request costs more CPU when fewer share each ' +
+        'event-loop turn. `mixed.rss.*`: ' +
         'VmRSS of the server process sampled during the run; the bound is the ceiling column.',
     )
   } finally {
@@ -959,7 +981,15 @@ function printTable(minutes: number): void {
 }
 
 async function writeResults(host: ReturnType<typeof machine>, pgVersion: string, minutes: number) {
-  await fs.writeFile(path.join(root, 'bench/results.json'), `${JSON.stringify(rows, null, 2)}\n`)
+  const results = {
+    measured: new Date().toISOString(),
+    command,
+    minutes: round(minutes),
+    machine: { ...host, postgres: pgVersion },
+    rows,
+    targets,
+  }
+  await fs.writeFile(path.join(root, 'bench/results.json'), `${JSON.stringify(results, null, 2)}\n`)
   const file = path.join(root, 'README.md')
   const text = await fs.readFile(file, 'utf8')
   const at = text.search(/^## Benchmarks[ \t]*$/m)
