@@ -994,8 +994,9 @@ async function writeResults(host: ReturnType<typeof machine>, pgVersion: string,
   const text = await fs.readFile(file, 'utf8')
   const at = text.search(/^## Benchmarks[ \t]*$/m)
   const before = at === -1 ? `${text.trimEnd()}\n\n` : text.slice(0, at)
-  // Anything after the section (a later `## ...`) stays where it is.
-  const rest = at === -1 ? '' : text.slice(at + 1).match(/\n## (?!Benchmarks)[\s\S]*$/)?.[0]
+  // Only the generated part is replaced: from the first heading after it (a hand-written `### ...` of
+  // the section, or the next `## ...`) everything stays where it is.
+  const rest = at === -1 ? '' : text.slice(at + 1).match(/\n##+ (?!Benchmarks)[\s\S]*$/)?.[0]
   const cell = (n: number | null) => (n === null ? '' : String(n))
   const section = [
     '## Benchmarks',
