@@ -821,9 +821,13 @@ async function mixedPhase(cluster: BenchCluster): Promise<void> {
       const kinds = Object.entries(c.mixed.kinds)
         .map(([kind, l]) => `${kind} p50 ${round(l.p50)} / p99 ${round(l.p99)} ms`)
         .join(', ')
+      // Per request for merchants; per poll (from when it was due) for wallets; per whole payment for flows.
+      const headline = c.mixed.name === 'merchants' ? c.mixed.latency : c.mixed.roundLatency
+      const per = { wallets: 'poll', merchants: 'request', flows: 'payment' }[c.mixed.name]
       log(
         `mixed    ${names[c.mixed.name].padEnd(13)} ${c.mixed.rps.toFixed(0)} req/s (${c.mixed.roundsPerS.toFixed(0)} ` +
-          `rounds/s), p50 ${round(c.mixed.latency.p50)} ms, p99 ${round(c.mixed.latency.p99)} ms; ${kinds}`,
+          `rounds/s), per ${per} p50 ${round(headline.p50)} ms, p99 ${round(headline.p99)} ms; ${kinds}` +
+          (c.mixed.lateS > 1 ? ` (its generator started ${c.mixed.lateS.toFixed(1)} s late)` : ''),
       )
       log(
         `${' '.repeat(23)}CPU per request in the mix: ${c.cpu.server.toFixed(0)} µs server, ` +
@@ -837,15 +841,10 @@ async function mixedPhase(cluster: BenchCluster): Promise<void> {
         if (c.mixed.name !== 'merchants') return select[side]
         return insert ? (insert[side] + 2 * select[side]) / 3 : null
       }
-      if (c.mixed.name === 'flows') {
-        record(`${key}`, c.mixed.roundsPerS, 'payments/s', isolatedFlowRate ?? null)
-        record(`${key}.p50`, c.mixed.roundLatency.p50, 'ms')
-        record(`${key}.p99`, c.mixed.roundLatency.p99, 'ms')
-      } else {
-        record(key, c.mixed.rps, 'req/s')
-        record(`${key}.p50`, c.mixed.latency.p50, 'ms')
-        record(`${key}.p99`, c.mixed.latency.p99, 'ms')
-      }
+      if (c.mixed.name === 'flows') record(key, c.mixed.roundsPerS, 'payments/s', isolatedFlowRate ?? null)
+      else record(key, c.mixed.rps, 'req/s')
+      record(`${key}.p50`, headline.p50, 'ms')
+      record(`${key}.p99`, headline.p99, 'ms')
       for (const [kind, l] of Object.entries(c.mixed.kinds)) {
         if (c.mixed.name === 'wallets') continue
         record(`${key}.${kind}.p50`, l.p50, 'ms')
@@ -902,7 +901,7 @@ async function mixedPhase(cluster: BenchCluster): Promise<void> {
         `pollInMs; ${mixedClients.merchants} merchant clients in a closed loop, each round POST /v1/payments ` +
         `(Idempotency-Key), its status and an older payment's status; ${mixedClients.flows} wallets in a closed ` +
         'loop paying payments through the gateway (options -> fetch -> confirm -> status). p50/p99 per request ' +
-        '(flows: per payment). CPU by class: each class then runs alone at its mixed rate on the same server ' +
+        '(polls: from when each was due; flows: per whole payment, and per step). CPU by class: each class then runs alone at its mixed rate on the same server ' +
         'and database, and the mixed totals of the server process and PostgreSQL are split in proportion to ' +
         'those figures (`*.alone`, whose ratio column is alone / in the mix); `mixed.interference.*` is the ' +
         'mixed total over the sum of the classes alone. Ceilings: for the polls the PK SELECT paced at the ' +
