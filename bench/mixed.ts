@@ -76,6 +76,8 @@ export interface ClassResult {
   kinds: Record<string, Latency>
   /** Payments of `ids` taken (flows), so a later run starts after them. */
   used: number
+  /** Flows: every payment of `ids` was taken before the window ended (the run stopped short). */
+  exhausted: boolean
   /** CPU milliseconds of this generator process within the window. */
   cpuMs: number
   /** Seconds the generator started after `startAt` (its warm-up is that much shorter). */
@@ -147,6 +149,7 @@ async function runClass(job: ClassJob): Promise<ClassResult> {
   }
 
   let used = 0
+  const exhausted = () => job.name === 'flows' && used >= job.ids.length
   /** One client's round (each client its own wallet account). */
   const client: () => () => Promise<void> = {
     merchants: () => {
@@ -206,7 +209,7 @@ async function runClass(job: ClassJob): Promise<ClassResult> {
     )
   } else if (job.rate) {
     const pending: Promise<void>[] = []
-    for (let i = 0; failures.length === 0; i++) {
+    for (let i = 0; failures.length === 0 && !exhausted(); i++) {
       const due = job.startAt + (i * 1000) / job.rate
       if (due >= windowEnd) break
       await sleepUntil(due)
@@ -218,7 +221,7 @@ async function runClass(job: ClassJob): Promise<ClassResult> {
     await Promise.all(
       Array.from({ length: job.actors }, async () => {
         const work = client()
-        while (clock() < windowEnd && failures.length === 0) await round(work)
+        while (clock() < windowEnd && failures.length === 0 && !exhausted()) await round(work)
       }),
     )
   }
@@ -248,6 +251,7 @@ async function runClass(job: ClassJob): Promise<ClassResult> {
     roundLatency: latency(rounds),
     kinds,
     used,
+    exhausted: exhausted() && clock() < windowEnd,
     cpuMs: (cpu.user + cpu.system) / 1000,
     lateS,
   }
