@@ -195,7 +195,9 @@ async function measure(
       `${label}: ${result.non2xx} non-2xx and ${result.errors} errors in ${result.requests} requests`,
     )
   }
-  const perRequest = (ms: number) => (ms * 1000) / result.requests
+  // A paced run warms up inside the same job, so its CPU window holds the warm-up requests too.
+  const sent = result.requests + (overallRate ? Math.round(overallRate * settings.warmupS) : 0)
+  const perRequest = (ms: number) => (ms * 1000) / sent
   const cpu =
     before.server !== undefined && after.server !== undefined && before.postgres && after.postgres
       ? {
