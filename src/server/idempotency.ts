@@ -76,7 +76,8 @@ function keyRecord(options: KeyScope) {
   /** Stores the answer unless a live one is already there; false when it was. */
   const store = async (executor: Db, status: number, body: string): Promise<boolean> => {
     const values = answer(status, body)
-    const stored = await executor
+    // A unique-key upsert: fixed plan, run prepared (store/prepared.ts).
+    const upsert = executor
       .insertInto('idempotency_keys')
       .values({ partner_id: auth.partnerId, mode: auth.mode, key, ...values })
       .onConflict((oc) =>
@@ -88,8 +89,7 @@ function keyRecord(options: KeyScope) {
           ),
       )
       .returning('key')
-      .executeTakeFirst()
-    return stored !== undefined
+    return (await executePrepared(executor, upsert.compile())).rows.length > 0
   }
 
   /** The live answer of the key, checked against this request, once another request stored it. */
@@ -147,11 +147,12 @@ export async function runIdempotent<T>(
     await trx.rollback().execute()
   }
   try {
-    const { rows } = await sql<RecordRead>`
+    const lockAndRead = sql<RecordRead>`
       SELECT l.locked, k.fingerprint, k.state, k.response_status, k.response_body, k.expires_at
       FROM (SELECT pg_try_advisory_xact_lock(hashtextextended(${record.lockName}, 0)) AS locked) l
       LEFT JOIN idempotency_keys k ON k.partner_id = ${auth.partnerId} AND k.mode = ${auth.mode} AND k.key = ${key}
-    `.execute(trx)
+    `
+    const { rows } = await executePrepared(trx, lockAndRead.compile(trx))
     const known = record.settle(rows[0]!)
     if (known) {
       await rollback()

@@ -1,9 +1,31 @@
-import { sql } from 'kysely'
+import { CompiledQuery, sql } from 'kysely'
 import type { Action, WalletRpcAction } from '../../contract/gateway.js'
 import type { JsonValue, StoredOption } from '../chains/types.js'
 import { unixSeconds } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
-import type { PaymentOptionRow } from './schema.js'
+import { executePrepared, preparedStatement } from '../store/prepared.js'
+import type { PaymentOptionRow, PaymentOptionsTable } from './schema.js'
+
+/** Named, never `*` (see store/prepared.ts: a prepared statement's result type must not change). */
+const optionColumnSet: Record<keyof PaymentOptionsTable, true> = {
+  id: true,
+  payment_id: true,
+  chain_id: true,
+  kind: true,
+  account: true,
+  asset: true,
+  amount: true,
+  eta_s: true,
+  actions: true,
+  state: true,
+  built: true,
+  expires_at: true,
+  collect_data_required: true,
+  collect_data_completed_at: true,
+  created_at: true,
+  updated_at: true,
+}
+const optionColumns = Object.keys(optionColumnSet) as (keyof PaymentOptionsTable)[]
 
 export function toStoredOption(row: PaymentOptionRow): StoredOption {
   return {
@@ -49,24 +71,41 @@ function quoteColumns(o: NewOption, now: Date) {
   }
 }
 
+/**
+ * Every option of one quote in one prepared statement, whatever their number: the columns go as arrays
+ * and `unnest` turns them into rows, so the text (and PostgreSQL's parse and plan of it) never changes.
+ */
+const insertOptionsSql = `INSERT INTO payment_options (id, payment_id, chain_id, kind, account, asset, amount, eta_s,
+    actions, state, built, expires_at, collect_data_required, collect_data_completed_at, created_at, updated_at)
+  SELECT o.id, $1, o.chain_id, o.kind, o.account, o.asset, o.amount::numeric, o.eta_s, o.actions::jsonb,
+    o.state::jsonb, NULL, o.expires_at, o.collect_data_required, NULL, $2, $2
+  FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[], $10::text[],
+    $11::text[], $12::timestamptz[], $13::boolean[])
+    AS o(id, chain_id, kind, account, asset, amount, eta_s, actions, state, expires_at, collect_data_required)`
+
 export async function insertOptions(db: Db, options: readonly NewOption[], now: Date): Promise<void> {
   if (options.length === 0) return
-  await db
-    .insertInto('payment_options')
-    .values(
-      options.map((o) => ({
-        id: o.id,
-        payment_id: o.paymentId,
-        chain_id: o.chainId,
-        kind: o.kind,
-        account: o.account,
-        asset: o.asset,
-        ...quoteColumns(o, now),
-        collect_data_completed_at: null,
-        created_at: now,
-      })),
-    )
-    .execute()
+  const paymentId = options[0]!.paymentId
+  if (options.some((o) => o.paymentId !== paymentId)) throw new Error('insertOptions: one payment at a time')
+  const column = <T>(pick: (o: NewOption) => T) => options.map(pick)
+  await executePrepared(
+    db,
+    CompiledQuery.raw(insertOptionsSql, [
+      paymentId,
+      now,
+      column((o) => o.id),
+      column((o) => o.chainId),
+      column((o) => o.kind),
+      column((o) => o.account),
+      column((o) => o.asset),
+      column((o) => o.tokenAmount.toString()),
+      column((o) => o.etaS),
+      column((o) => JSON.stringify(o.actions)),
+      column((o) => (o.state === undefined ? null : JSON.stringify(o.state))),
+      column((o) => new Date(o.expiresAt * 1000)),
+      column((o) => o.collectDataRequired),
+    ]),
+  )
 }
 
 /** A refresh keeps the option id (and any data the buyer already gave) but replaces the quote. */
@@ -74,13 +113,18 @@ export async function replaceQuote(db: Db, option: NewOption, now: Date): Promis
   await db.updateTable('payment_options').set(quoteColumns(option, now)).where('id', '=', option.id).execute()
 }
 
+/** By primary key alone, the payment checked on the row (see store/prepared.ts). */
+const selectOptionById = preparedStatement((db: Db, optionId: string) =>
+  db.selectFrom('payment_options').select(optionColumns).where('id', '=', optionId),
+)
+
 export async function findOption(
   db: Db,
   paymentId: string,
   optionId: string,
 ): Promise<PaymentOptionRow | undefined> {
-  const [row] = await findOptions(db, paymentId, [optionId])
-  return row
+  const [row] = (await selectOptionById(db, optionId)).rows
+  return row?.payment_id === paymentId ? row : undefined
 }
 
 export async function findOptions(
@@ -91,7 +135,7 @@ export async function findOptions(
   if (optionIds.length === 0) return []
   return db
     .selectFrom('payment_options')
-    .selectAll()
+    .select(optionColumns)
     .where('payment_id', '=', paymentId)
     .where('id', 'in', optionIds)
     .execute()

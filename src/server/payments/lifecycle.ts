@@ -4,6 +4,7 @@ import type { WebhookEventType } from '../../contract/webhooks.js'
 import { fail } from '../errors.js'
 import { enqueueJob } from '../jobs/queue.js'
 import { type Db, inTransaction } from '../store/db.js'
+import { executePrepared } from '../store/prepared.js'
 import { type Database, type PaymentRow, type PaymentUpdate, paymentColumns } from '../store/schema.js'
 
 /**
@@ -63,7 +64,9 @@ type PaymentUpdateQuery = UpdateQueryBuilder<Database, 'payments', 'payments', U
 /**
  * One state change in one statement: `UPDATE payments ... RETURNING` as a CTE, the event row inserted
  * from it, the changed rows returned. `where` narrows the rows (the state they must be in); nobody
- * matched -> no row, no event.
+ * matched -> no row, no event. `byId`: the WHERE starts with `id = ...`, so the primary key finds the row
+ * whatever the other conditions, and the statement runs prepared (PostgreSQL parses and plans each
+ * shape once per connection; a state change's text is fixed per call site).
  */
 async function changePayments(
   db: Db,
@@ -72,9 +75,10 @@ async function changePayments(
     set: PaymentUpdate
     where: (query: PaymentUpdateQuery) => PaymentUpdateQuery
     now: Date
+    byId?: boolean
   },
 ): Promise<PaymentRow[]> {
-  return db
+  const query = db
     .with('changed', (qb) =>
       change
         .where(
@@ -103,7 +107,8 @@ async function changePayments(
     )
     .selectFrom('changed')
     .selectAll()
-    .execute() as Promise<PaymentRow[]>
+  if (!change.byId) return query.execute() as Promise<PaymentRow[]>
+  return (await executePrepared(db, query.compile())).rows as PaymentRow[]
 }
 
 export interface TransitionPaymentParameters {
@@ -135,6 +140,7 @@ export async function transitionPayment(db: Db, params: TransitionPaymentParamet
   const [row] = await changePayments(db, {
     type: `payment.${to}`,
     set: { [reachedAtColumn[to]]: now, ...params.set, status: params.to },
+    byId: true,
     where: (query) => {
       const moving = query.where('id', '=', params.paymentId).where('status', 'in', from)
       return params.notExpiredAt ? moving.where('expires_at', '>', params.notExpiredAt) : moving
@@ -182,6 +188,7 @@ export async function succeedPayment(
         tx_id: params.txId,
         ...(settlement ? { settlement_status: 'pending' as const } : {}),
       },
+      byId: true,
       where: (query) => query.where('id', '=', params.paymentId).where('status', '=', 'processing'),
       now,
     })
@@ -201,6 +208,7 @@ export async function failPayment(
   const [row] = await changePayments(db, {
     type: 'payment.failed',
     set: { status: 'failed', failed_at: now, failure_code: params.failureCode },
+    byId: true,
     where: (query) => query.where('id', '=', params.paymentId).where('status', '=', 'processing'),
     now,
   })
@@ -225,6 +233,7 @@ export async function settlePayment(
       settlement_value: params.value,
       settled_at: now,
     },
+    byId: true,
     where: (query) => query.where('id', '=', params.paymentId).where('settlement_status', '=', 'pending'),
     now,
   })
@@ -239,6 +248,7 @@ export async function refundPayment(
   const [row] = await changePayments(db, {
     type: 'payment.refunded',
     set: { refunded_at: params.now },
+    byId: true,
     where: (query) =>
       query
         .where('id', '=', params.paymentId)
@@ -280,6 +290,7 @@ export async function withExpiryApplied(db: Db, row: PaymentRow, now: Date): Pro
   const [updated] = await changePayments(db, {
     type: 'payment.expired',
     set: { status: 'expired', expired_at: now },
+    byId: true,
     where: (query) =>
       query.where('id', '=', row.id).where('status', '=', 'requires_action').where('expires_at', '<=', now),
     now,

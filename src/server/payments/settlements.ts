@@ -1,5 +1,6 @@
 import { fail } from '../errors.js'
 import { type Db, inTransaction } from '../store/db.js'
+import { preparedStatement } from '../store/prepared.js'
 import type { CryptoSettlementRow, PaymentRow } from '../store/schema.js'
 import { foldAsset } from './assets.js'
 import { settlePayment, succeedPayment } from './lifecycle.js'
@@ -10,13 +11,27 @@ export async function settlementFor(
   merchantId: string,
   asset: string,
 ): Promise<CryptoSettlementRow | undefined> {
-  return db
-    .selectFrom('crypto_settlements')
-    .selectAll()
-    .where('merchant_id', '=', merchantId)
-    .where('asset_key', '=', foldAsset(asset))
-    .executeTakeFirst()
+  return (await selectSettlement(db, merchantId, foldAsset(asset))).rows[0]
 }
+
+/** By its unique key (merchant_id, asset_key): a fixed plan, so a prepared statement. */
+const selectSettlement = preparedStatement((db: Db, merchantId: string, assetKey: string) =>
+  db
+    .selectFrom('crypto_settlements')
+    .select([
+      'id',
+      'merchant_id',
+      'partner_id',
+      'mode',
+      'asset',
+      'asset_key',
+      'destination',
+      'created_at',
+      'updated_at',
+    ])
+    .where('merchant_id', '=', merchantId)
+    .where('asset_key', '=', assetKey),
+)
 
 /**
  * Test mode's success: nothing moves on a chain, so the payment succeeds with `test:<id>` and, when the

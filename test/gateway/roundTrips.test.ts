@@ -1,0 +1,74 @@
+import { randomBytes } from 'node:crypto'
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createGatewayEnv, type GatewayEnv } from './support.js'
+
+/**
+ * What one test-mode payment costs the database, step by step, as the bench's wallets run it
+ * (bench/gatewayFlow.ts): every query a pooled client sends is one round trip. The counts guard the
+ * flow's fixed-shape, few-statement design against a change that quietly adds statements per request.
+ */
+let env: GatewayEnv
+const sent: string[] = []
+const original = pg.Client.prototype.query
+beforeAll(async () => {
+  env = await createGatewayEnv()
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const first = args[0] as string | { name?: string; text?: string }
+    // A named statement is prepared (parsed and planned once per connection); a plain text is not.
+    sent.push(typeof first === 'string' ? first : first.name ? 'named' : String(first.text))
+    return (original as (...a: unknown[]) => unknown).apply(this, args)
+  } as typeof original
+})
+afterAll(async () => {
+  pg.Client.prototype.query = original
+  await env.t.close()
+})
+
+async function step<T>(run: () => Promise<T>): Promise<{ result: T; statements: string[] }> {
+  sent.length = 0
+  const result = await run()
+  return { result, statements: [...sent] }
+}
+
+describe('round trips of the test-mode gateway flow', () => {
+  it('options, fetch, confirm and status each take a fixed, small number of statements', async () => {
+    const account = `eip155:8453:0x${randomBytes(20).toString('hex')}`
+    // Warm the auth cache and the prepared statements, as a running server has them.
+    for (let i = 0; i < 2; i++) {
+      const id = await env.pay()
+      const options = await env.gw('POST', id, '/options', { accounts: [account] })
+      const optionId = options.json.options[0].id
+      await env.gw('POST', id, '/fetch', { optionId, data: '' })
+      const results = [`0x${randomBytes(65).toString('hex')}`]
+      await env.gw('POST', id, '/confirm', { optionId, results }, { 'idempotency-key': `warm-${id}` })
+    }
+    const id = await env.pay()
+    const options = await step(() => env.gw('POST', id, '/options', { accounts: [account] }))
+    expect(options.result.statusCode, options.result.body).toBe(200)
+    const optionId = options.result.json.options[0].id
+    const fetched = await step(() => env.gw('POST', id, '/fetch', { optionId, data: '' }))
+    expect(fetched.result.statusCode, fetched.result.body).toBe(200)
+    const results = fetched.result.json.actions.map(() => `0x${randomBytes(65).toString('hex')}`)
+    const confirm = await step(() =>
+      env.gw('POST', id, '/confirm', { optionId, results }, { 'idempotency-key': `flow-${id}` }),
+    )
+    expect(confirm.result.json).toEqual({ status: 'succeeded', isFinal: true, pollInMs: null })
+    const status = await step(() => env.gw('GET', id, '/status'))
+    expect(status.result.json).toMatchObject({ status: 'succeeded', isFinal: true })
+    const counts = {
+      options: options.statements.length,
+      fetch: fetched.statements.length,
+      confirm: confirm.statements.length,
+      status: status.statements.length,
+    }
+    // confirm: BEGIN, key lock + stored answer, payment, option, -> processing, settlement destination,
+    // -> succeeded, answer stored, COMMIT.
+    expect(counts).toEqual({ options: 2, fetch: 2, confirm: 9, status: 1 })
+    // Every statement but the transaction's own runs prepared.
+    const unprepared = [options, fetched, confirm, status]
+      .flatMap((s) => s.statements)
+      .filter((s) => s !== 'named')
+    expect(unprepared).toEqual(['begin', 'commit'])
+  })
+})
