@@ -120,6 +120,7 @@ export function startWebhookDispatcher(options: {
   log?: JobLogger
 }): WebhookDispatcher {
   const now = options.now ?? (() => new Date())
+  const batch = 200
   let running: Promise<number> | undefined
   let again = false
   let stopped = false
@@ -133,9 +134,11 @@ export function startWebhookDispatcher(options: {
       do {
         again = false
         for (;;) {
-          const handled = await dispatchPaymentEvents(options.db, { now: now() })
+          const handled = await dispatchPaymentEvents(options.db, { now: now(), limit: batch })
           total += handled
-          if (handled === 0 || stopped) break
+          // A short batch took all there was: no second transaction to find nothing (a wake-up that
+          // arrived meanwhile set `again`).
+          if (handled < batch || stopped) break
         }
       } while (again && !stopped)
       return total

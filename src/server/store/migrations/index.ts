@@ -8,6 +8,7 @@ import * as paymentEvents from './006_payment_events.js'
 import * as wcp from './007_wcp.js'
 import * as credentialNotify from './008_credential_notify.js'
 import * as webhooks from './009_webhooks.js'
+import * as eventNotifySubscribed from './010_event_notify_subscribed.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -23,4 +24,5 @@ export const migrations: Record<string, Migration> = {
   '007_wcp': wcp,
   '008_credential_notify': credentialNotify,
   '009_webhooks': webhooks,
+  '010_event_notify_subscribed': eventNotifySubscribed,
 }
