@@ -11,6 +11,7 @@ import type { DriverRegistry } from './drivers.js'
 import { signedActions, usableOption } from './option.js'
 import { assertPayable, driverPayment, type GatewayPaymentRow } from './payment.js'
 import { checkResults } from './results.js'
+import type { PaymentOptionRow } from './schema.js'
 import { toStoredOption } from './store.js'
 
 /**
@@ -24,6 +25,8 @@ export async function confirmPayment(input: {
   config: ServerConfig
   registry: DriverRegistry
   payment: GatewayPaymentRow
+  /** The option as read with the payment (findGatewayPaymentAndOption); else it is looked up. */
+  option?: { row: PaymentOptionRow | undefined }
   body: ConfirmBody
   now: Date
   /** Runs in the transaction that moves the payment to processing (e.g. to record what was confirmed). */
@@ -31,7 +34,15 @@ export async function confirmPayment(input: {
 }): Promise<ConfirmResponse> {
   const { db, config, registry, payment, body, now } = input
   assertPayable(payment)
-  const { row, driver, asset } = await usableOption(db, registry, payment, body.optionId, now, 'confirm')
+  const { row, driver, asset } = await usableOption(
+    db,
+    registry,
+    payment,
+    body.optionId,
+    now,
+    'confirm',
+    input.option,
+  )
   const actions = signedActions(row)
   if (!actions)
     fail('invalid_state', 'Fetch this option first: it has actions to build.', { optionId: row.id })

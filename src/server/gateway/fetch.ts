@@ -5,6 +5,7 @@ import type { Db } from '../store/db.js'
 import type { DriverRegistry } from './drivers.js'
 import { hasBuildActions, signedActions, usableOption } from './option.js'
 import { assertPayable, driverPayment, type GatewayPaymentRow } from './payment.js'
+import type { PaymentOptionRow } from './schema.js'
 import { saveBuilt, toStoredOption } from './store.js'
 
 /**
@@ -16,6 +17,8 @@ export async function fetchActions(input: {
   db: Db
   registry: DriverRegistry
   payment: GatewayPaymentRow
+  /** The option as read with the payment (findGatewayPaymentAndOption); else it is looked up. */
+  option?: { row: PaymentOptionRow | undefined }
   body: FetchBody
   now: Date
   /** The collected data comes with the confirm instead of through the hosted form first. */
@@ -24,7 +27,15 @@ export async function fetchActions(input: {
   const { db, registry, payment, body, now } = input
   assertPayable(payment)
   const purpose = input.dataAtConfirm ? 'fetchBeforeData' : 'fetch'
-  const { row, driver, asset } = await usableOption(db, registry, payment, body.optionId, now, purpose)
+  const { row, driver, asset } = await usableOption(
+    db,
+    registry,
+    payment,
+    body.optionId,
+    now,
+    purpose,
+    input.option,
+  )
   if (hasBuildActions(row) && !row.actions.some((a) => a.type === 'build' && a.build.data === body.data)) {
     throw paramsError('body.data', 'data is not the build data of this option.')
   }

@@ -32,8 +32,10 @@ export async function usableOption(
   optionId: string,
   now: Date,
   purpose: OptionPurpose = 'fetch',
+  /** The option already read with the payment (findGatewayPaymentAndOption): no second lookup. */
+  loaded?: { row: PaymentOptionRow | undefined },
 ): Promise<UsableOption> {
-  const row = await findOption(db, payment.id, optionId)
+  const row = loaded ? loaded.row : await findOption(db, payment.id, optionId)
   if (!row) throw paramsError('body.optionId', `Unknown option ${optionId} for this payment.`)
   // A wallet that broadcast its own transfer has already moved the funds: refusing its confirm for a late
   // quote would strand them. The driver still checks the transfer on-chain, and the payment's own expiry holds.

@@ -7,6 +7,8 @@ import { paymentAmount, unixSeconds } from '../payments/views.js'
 import type { Db } from '../store/db.js'
 import { preparedStatement } from '../store/prepared.js'
 import { type Mode, type PaymentRow, paymentColumns } from '../store/schema.js'
+import type { PaymentOptionRow } from './schema.js'
+import { optionColumns } from './store.js'
 
 export interface GatewayPaymentRow extends PaymentRow {
   merchant_name: string
@@ -24,6 +26,52 @@ const selectGatewayPayment = preparedStatement((db: Db, paymentId: string) =>
 )
 
 /**
+ * The payment and one option in one round trip (fetch and confirm need both): the option by its primary
+ * key alone, its payment checked on the row; its columns come back prefixed `option_`.
+ */
+const selectGatewayPaymentAndOption = preparedStatement((db: Db, optionId: string, paymentId: string) =>
+  db
+    .selectFrom('payments')
+    .innerJoin('merchants', 'merchants.id', 'payments.merchant_id')
+    .leftJoin('payment_options', (join) => join.on('payment_options.id', '=', optionId))
+    .select(paymentColumns.map((column) => `payments.${column}` as const))
+    .select(['merchants.name as merchant_name', 'merchants.icon_url as merchant_icon_url'])
+    .select(optionColumns.map((column) => `payment_options.${column} as option_${column}` as const))
+    .where('payments.id', '=', paymentId),
+)
+
+/** What fetch and confirm act on: the payment (as findGatewayPayment) and the option named, if it is this payment's. */
+export interface PaymentAndOption {
+  payment: GatewayPaymentRow
+  /** Looked up with the payment: undefined when there is no such option of this payment. */
+  option: { row: PaymentOptionRow | undefined }
+}
+
+export async function findGatewayPaymentAndOption(
+  db: Db,
+  paymentId: string,
+  optionId: string,
+  mode: Mode | null,
+  now: Date,
+): Promise<PaymentAndOption> {
+  const [joined] = (await selectGatewayPaymentAndOption(db, optionId, paymentId)).rows
+  const raw = (joined ?? {}) as Record<string, unknown>
+  const row =
+    joined &&
+    (Object.fromEntries(
+      [...paymentColumns, 'merchant_name', 'merchant_icon_url'].map((c) => [c, raw[c]]),
+    ) as unknown as GatewayPaymentRow)
+  const payment = await applyGatewayScope(db, paymentId, row, mode, now)
+  let option: PaymentOptionRow | undefined
+  if (raw.option_id !== null && raw.option_payment_id === paymentId) {
+    option = Object.fromEntries(
+      optionColumns.map((c) => [c, raw[`option_${c}`]]),
+    ) as unknown as PaymentOptionRow
+  }
+  return { payment, option: { row: option } }
+}
+
+/**
  * A payment as the gateway sees it, expiry applied. Wallets pay other partners' merchants (a payment
  * link reaches any compatible wallet), so the scope is the mode only: a test credential never sees a
  * live payment and the other way round; both are `404 payment_not_found`.
@@ -35,6 +83,16 @@ export async function findGatewayPayment(
   now: Date,
 ): Promise<GatewayPaymentRow> {
   const [row] = (await selectGatewayPayment(db, paymentId)).rows
+  return applyGatewayScope(db, paymentId, row, mode, now)
+}
+
+async function applyGatewayScope(
+  db: Db,
+  paymentId: string,
+  row: GatewayPaymentRow | undefined,
+  mode: Mode | null,
+  now: Date,
+): Promise<GatewayPaymentRow> {
   if (!row || (mode !== null && row.mode !== mode))
     fail('payment_not_found', 'Payment not found.', { paymentId })
   const current = await withExpiryApplied(db, row, now)

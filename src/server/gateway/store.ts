@@ -25,7 +25,7 @@ const optionColumnSet: Record<keyof PaymentOptionsTable, true> = {
   created_at: true,
   updated_at: true,
 }
-const optionColumns = Object.keys(optionColumnSet) as (keyof PaymentOptionsTable)[]
+export const optionColumns = Object.keys(optionColumnSet) as (keyof PaymentOptionsTable)[]
 
 export function toStoredOption(row: PaymentOptionRow): StoredOption {
   return {

@@ -9,7 +9,7 @@ import { confirmPayment } from '../gateway/confirm.js'
 import { createDriverRegistry } from '../gateway/drivers.js'
 import { fetchActions } from '../gateway/fetch.js'
 import { paymentOptions } from '../gateway/options.js'
-import { findGatewayPayment, gatewayPaymentJson } from '../gateway/payment.js'
+import { findGatewayPayment, findGatewayPaymentAndOption, gatewayPaymentJson } from '../gateway/payment.js'
 import { type ExpiryJob, startExpiryJob } from '../jobs/expiry.js'
 import { cancelPayment } from '../payments/cancel.js'
 import { statusJson } from '../payments/views.js'
@@ -43,8 +43,14 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
   })
 
   defineRoute(app, endpoints.gatewayFetch, async ({ db, auth, params, body, now }) => {
-    const payment = await findGatewayPayment(db, params.id, auth.mode, now)
-    return fetchActions({ db, registry, payment, body, now })
+    const { payment, option } = await findGatewayPaymentAndOption(
+      db,
+      params.id,
+      body.optionId,
+      auth.mode,
+      now,
+    )
+    return fetchActions({ db, registry, payment, option, body, now })
   })
 
   defineRoute(app, endpoints.gatewayCancel, async ({ db, auth, params, now }) => {
@@ -53,8 +59,14 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
   })
 
   defineRoute(app, endpoints.gatewayConfirm, async ({ db, auth, params, body, config, now }) => {
-    const payment = await findGatewayPayment(db, params.id, auth.mode, now)
-    return confirmPayment({ db, config, registry, payment, body, now })
+    const { payment, option } = await findGatewayPaymentAndOption(
+      db,
+      params.id,
+      body.optionId,
+      auth.mode,
+      now,
+    )
+    return confirmPayment({ db, config, registry, payment, option, body, now })
   })
 
   // The hosted form posts here from the buyer's browser, which holds no gateway credentials: the option id
