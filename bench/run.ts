@@ -1011,7 +1011,7 @@ async function writeResults(host: ReturnType<typeof machine>, pgVersion: string,
     '',
     `Measured ${new Date().toISOString().slice(0, 10)} with \`${command}\` (${minutes.toFixed(1)} min) on ` +
       `${host.cores} cores (${host.cpu}), ${host.memoryGb} GB memory, Node ${host.node}, PostgreSQL ${pgVersion}; ` +
-      `1-minute load average ${host.load.toFixed(1)} at the start (other work shared the machine). ` +
+      `1-minute load average ${host.load.toFixed(1)} at the start${host.load >= 1 ? ' (other work shared the machine)' : ''}. ` +
       '`server.*`, `flow.*`, `burst.*` and `mixed.*` are the server as it ships: `caipay serve` (the CLI as ' +
       '`npm run build` bundles it, plain Node) in its own process, default log level, log to a file, rate limit ' +
       'off in its config file; the `in-process` column is the same case on a server the bench starts without a ' +
