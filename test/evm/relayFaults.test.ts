@@ -6,7 +6,7 @@ import { createEvmRuntime } from '../../src/server/chains/evm/index.js'
 import type { ServerConfig } from '../../src/server/config.js'
 import type { JobRunner } from '../../src/server/jobs/runner.js'
 import { type AnvilControl, anvilChain, anvilControl, anvilPrivateKeys } from '../anvil.js'
-import { type FaultProxy, startFaultProxy } from '../rpcFaults.js'
+import { type FaultProxy, type JsonRpcResponse, startFaultProxy } from '../rpcFaults.js'
 import { type Buyer, confirmGasless, createEvmEnv, type EvmEnv, relayRows, usdc } from './support.js'
 
 /**
@@ -345,6 +345,38 @@ function executorElsewhere() {
   })
 }
 
+/** An eth_fillTransaction answer whose gas is 21,000: too little for any token call. */
+function lowGas(answer: JsonRpcResponse): JsonRpcResponse {
+  const result = answer.result as { tx: Record<string, unknown> }
+  return { ...answer, result: { ...result, tx: { ...result.tx, gas: '0x5208' } } }
+}
+
+function txRows(paymentId: string, purpose: 'relay' | 'settle') {
+  return env.t.db
+    .selectFrom('evm_transactions')
+    .selectAll()
+    .where('payment_id', '=', paymentId)
+    .where('purpose', '=', purpose)
+    .orderBy('id')
+    .execute()
+}
+
+/** Moves whatever earlier tests left at the collection address elsewhere: its balance is zero after. */
+async function emptyCollection() {
+  const held = await env.balance(env.collection)
+  if (held === 0n) return
+  const hash = await executorElsewhere().sendTransaction({
+    to: env.token,
+    data: encodeFunctionData({
+      abi: testUsdcAbi,
+      functionName: 'transfer',
+      args: [privateKeyToAccount(generatePrivateKey()).address, held],
+    }),
+  })
+  expect((await env.publicClient.waitForTransactionReceipt({ hash })).status).toBe('success')
+  expect(await env.balance(env.collection)).toBe(0n)
+}
+
 async function jobOf(paymentId: string, kind: string) {
   return env.t.db
     .selectFrom('jobs')
@@ -468,6 +500,79 @@ describe('EVM relay answers the node refuses', () => {
         await control.mine(1)
       }
       await paidOnce(paymentId, before)
+    })
+  }, 60_000)
+})
+
+describe('EVM relay gas', () => {
+  it('a relay estimated while the collection address held tokens and mined after a settlement emptied it (the balance going from zero to non-zero costs 17,100 gas more than estimated) succeeds with its one transaction: gas limits leave headroom', async () => {
+    await runner?.stop()
+    runner = undefined
+    await emptyCollection()
+    const before = await env.balance(buyer.address)
+    const first = await confirmGasless(env, buyer)
+    let second = ''
+    await withProxy(async (proxy) => {
+      await control.setAutomine(false)
+      try {
+        await startRunner({ rpcUrl: proxy.url }, { receiptTimeoutMs: 300 })
+        await until(
+          async () => ((await relayRows(env, first.paymentId)).length > 0 ? true : undefined),
+          'relay 1',
+        )
+        // The settlement's sends are lost until relay 2 is signed: the node estimates relay 2 on a chain
+        // where the first payment's tokens are still collected (a settlement in its pool would count).
+        proxy.inject('eth_sendRawTransaction', { kind: 'drop' })
+        await control.mine(1)
+        const settle = await until(
+          async () => (await txRows(first.paymentId, 'settle'))[0],
+          'the first payment’s settlement',
+        )
+        second = (await confirmGasless(env, buyer)).paymentId
+        const [relay] = await until(async () => {
+          const rows = await relayRows(env, second)
+          return rows.length > 0 ? rows : undefined
+        }, 'relay 2')
+        expect(await env.balance(env.collection)).toBe(usdc(10))
+        expect(BigInt(settle.nonce)).toBeLessThan(BigInt(relay!.nonce))
+        proxy.clear()
+        await until(async () => {
+          const pending = await control.pending()
+          return pending.includes(settle.hash as Hex) && pending.includes(relay!.hash as Hex)
+            ? true
+            : undefined
+        }, 'the settlement and relay 2 in the pool')
+      } finally {
+        await control.setAutomine(true)
+        await control.mine(1)
+      }
+      expect((await env.waitFinal(second)).status).toBe('succeeded')
+      await env.waitJob(second, 'evm.settle')
+    })
+    const rows = await relayRows(env, second)
+    expect(rows.map((r) => r.status)).toEqual(['succeeded'])
+    const receipt = await env.publicClient.getTransactionReceipt({ hash: rows[0]!.hash as Hex })
+    const limit = parseTransaction(rows[0]!.raw as Hex).gas!
+    const estimate = ((limit - 25_000n) * 10n) / 11n
+    expect(receipt.gasUsed - estimate).toBeGreaterThanOrEqual(17_000n)
+    expect((await env.balance(buyer.address)) - before).toBe(-usdc(20))
+  }, 60_000)
+
+  it('a relay that reverts with the authorization unused (an RPC under-estimated its gas: out of gas) is relayed again with a new transaction; the payment succeeds and the payer is charged once', async () => {
+    await withProxy(async (proxy) => {
+      const before = await env.balance(buyer.address)
+      // viem fills a local account's transaction (gas included) with one eth_fillTransaction.
+      proxy.inject('eth_fillTransaction', { kind: 'rewrite', fn: lowGas }, { times: 1 })
+      await startRunner({ rpcUrl: proxy.url })
+      const { paymentId } = await confirmGasless(env, buyer)
+      const rows = await paidOnce(paymentId, before)
+      expect(rows.map((r) => r.status)).toEqual(['reverted', 'succeeded'])
+      const reverted = await env.publicClient.getTransactionReceipt({ hash: rows[0]!.hash as Hex })
+      expect(reverted.status).toBe('reverted')
+      expect(reverted.gasUsed).toBe(parseTransaction(rows[0]!.raw as Hex).gas)
+      expect((await jobOf(paymentId, 'evm.relay')).last_error).toMatch(
+        /authorization unused; relaying it again/,
+      )
     })
   }, 60_000)
 })

@@ -59,7 +59,7 @@ export function relayJob(settings: JobSettings): JobHandler {
         ctx.log,
         job.payment_id,
         'chain_unavailable',
-        `Relay never reached the chain: ${String(error)}`,
+        `Relay did not land: ${String(error)}`,
       )
     },
   }
@@ -73,6 +73,20 @@ export async function submitRelay(
   authorization: Authorization,
   signature: `0x${string}`,
 ): Promise<Hash> {
+  const { hash } = await sendOnce({
+    db,
+    chain,
+    paymentId,
+    purpose: 'relay',
+    to: authorization.token,
+    data: encodeFunctionData(relayCall(authorization, signature)),
+    // The token's verdict before gas is spent: a used or expired authorization is refused by name.
+    beforeSign: () => simulateRelay(chain, authorization, signature),
+  })
+  return hash
+}
+
+function relayCall(authorization: Authorization, signature: `0x${string}`) {
   const functionName =
     authorization.kind === 'ReceiveWithAuthorization'
       ? 'receiveWithAuthorization'
@@ -86,27 +100,33 @@ export async function submitRelay(
     authorization.nonce,
     signature,
   ] as const
-  const { hash } = await sendOnce({
-    db,
-    chain,
-    paymentId,
-    purpose: 'relay',
-    to: authorization.token,
-    data: encodeFunctionData({ abi: eip3009Abi, functionName, args }),
-    // The token's verdict before gas is spent: a used or expired authorization is refused by name.
-    beforeSign: () =>
-      refuseOnRevert(
-        chain.publicClient.simulateContract({
-          account: chain.executor,
-          address: authorization.token,
-          abi: eip3009Abi,
-          functionName,
-          args,
-        }),
-        (reason) => new AuthorizationRefused(`The token refused the authorization: ${reason}`),
-      ),
-  })
-  return hash
+  return { abi: eip3009Abi, functionName, args } as const
+}
+
+/** Throws AuthorizationRefused when the token would refuse the relay now. */
+function simulateRelay(chain: EvmChain, authorization: Authorization, signature: `0x${string}`) {
+  return refuseOnRevert(
+    chain.publicClient.simulateContract({
+      account: chain.executor,
+      address: authorization.token,
+      ...relayCall(authorization, signature),
+    }),
+    (reason) => new AuthorizationRefused(`The token refused the authorization: ${reason}`),
+  )
+}
+
+async function authorizationUsable(
+  chain: EvmChain,
+  authorization: Authorization,
+  signature: `0x${string}`,
+): Promise<boolean> {
+  try {
+    await simulateRelay(chain, authorization, signature)
+    return true
+  } catch (error) {
+    if (error instanceof AuthorizationRefused) return false
+    throw error
+  }
 }
 
 async function finishRelay(
@@ -121,6 +141,11 @@ async function finishRelay(
   const hash = receipt.transactionHash
   await setTxStatus(ctx.db, hash, receipt.status === 'success' ? 'succeeded' : 'reverted')
   if (receipt.status !== 'success') {
+    // A revert that did not use the authorization (out of gas, say) leaves it to be relayed again: the
+    // next attempt signs a new transaction, after the token's verdict (a used or expired one fails the
+    // payment there). The token accepts an authorization once, so a second relay cannot charge twice.
+    if (await authorizationUsable(chain, authorization, payload.signature))
+      throw new Error(`Relay transaction ${hash} reverted with the authorization unused; relaying it again.`)
     return failPayment(
       ctx.db,
       ctx.log,

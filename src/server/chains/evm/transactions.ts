@@ -87,7 +87,7 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
       data: p.data,
       nonce,
     })
-    const raw = await chain.walletClient.signTransaction(request)
+    const raw = await chain.walletClient.signTransaction({ ...request, gas: withGasHeadroom(request.gas) })
     const hash = keccak256(raw)
     const now = new Date()
     const row = await db
@@ -149,6 +149,14 @@ function feesTooLow(error: unknown): boolean {
     String(error),
   )
 }
+
+/**
+ * The gas limit for an estimate. The estimate is of the chain as it is now; the transaction runs on the
+ * chain as it is when mined, and that can cost more: a token balance going from zero to non-zero costs
+ * 17,100 gas more than the non-zero balance the estimate saw (a settlement that emptied the collection
+ * address was mined first, and a relay estimated before it ran out of gas). Unused gas is not charged.
+ */
+export const withGasHeadroom = (estimate: bigint) => estimate + estimate / 10n + 25_000n
 
 /** Nodes accept a replacement only with both fees at least 10 % higher; 12.5 % is geth's own step. */
 const bump = (fee: bigint) => (fee * 1125n) / 1000n + 1n
