@@ -57,6 +57,8 @@ export class CaipayProcess {
     this.#exited = new Promise((resolve) => child.once('exit', () => resolve()))
     const deadline = Date.now() + timeoutMs
     for (;;) {
+      // SIGKILLed while starting: the killer did it, and starts it again itself.
+      if (child.signalCode === 'SIGKILL') return
       if (child.exitCode !== null) throw new Error(`${this.name} exited (${child.exitCode}):\n${this.log}`)
       if (this.role === 'worker' && ready) return
       if (this.role === 'api') {
