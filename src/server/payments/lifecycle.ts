@@ -285,7 +285,11 @@ export async function expireDuePayments(
 }
 
 /** A read that shows the truth: a waiting payment past its expiry is expired first. */
-export async function withExpiryApplied(db: Db, row: PaymentRow, now: Date): Promise<PaymentRow> {
+export async function withExpiryApplied<R extends Pick<PaymentRow, 'id' | 'status' | 'expires_at'>>(
+  db: Db,
+  row: R,
+  now: Date,
+): Promise<R | PaymentRow> {
   if (row.status !== 'requires_action' || row.expires_at.getTime() > now.getTime()) return row
   const [updated] = await changePayments(db, {
     type: 'payment.expired',

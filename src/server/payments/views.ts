@@ -34,7 +34,7 @@ export function paymentAmount(row: PaymentRow, config: ServerConfig) {
   return toAmount(row.amount_unit, row.amount_value, config)
 }
 
-export function statusJson(row: PaymentRow): StatusResponse {
+export function statusJson(row: Pick<PaymentRow, 'status' | 'tx_id'>): StatusResponse {
   return {
     status: row.status,
     isFinal: isFinalStatus(row.status),
@@ -111,6 +111,35 @@ export function listItemJson(row: PaymentRow, config: ServerConfig): PaymentList
 const selectPaymentById = preparedStatement((db: Db, paymentId: string) =>
   db.selectFrom('payments').select(paymentColumns).where('id', '=', paymentId),
 )
+
+/** What the status reads need of a payment, and no more: every column read is parsed, dates cost most. */
+const statusColumns = ['id', 'merchant_id', 'mode', 'status', 'tx_id', 'expires_at'] as const
+type StatusRow = Pick<PaymentRow, (typeof statusColumns)[number]>
+
+/** By primary key alone, like selectPaymentById; the owner or mode is checked on the row. */
+const selectPaymentStatus = preparedStatement((db: Db, paymentId: string) =>
+  db.selectFrom('payments').select(statusColumns).where('id', '=', paymentId),
+)
+
+/**
+ * A payment's status (expiry applied) for its merchant (`merchantId`) or for the gateway (`mode`: a test
+ * credential never sees a live payment, and the other way round); else `404 payment_not_found`.
+ */
+export async function findPaymentStatus(
+  db: Db,
+  paymentId: string,
+  scope: { merchantId: string } | { mode: PaymentRow['mode'] | null },
+  now: Date,
+): Promise<StatusResponse> {
+  const [row] = (await selectPaymentStatus(db, paymentId)).rows as StatusRow[]
+  const visible =
+    row !== undefined &&
+    ('merchantId' in scope
+      ? row.merchant_id === scope.merchantId
+      : scope.mode === null || row.mode === scope.mode)
+  if (!visible) fail('payment_not_found', 'Payment not found.', { paymentId })
+  return statusJson(await withExpiryApplied(db, row, now))
+}
 
 /** A payment of this merchant (expiry applied), else `404 payment_not_found`. */
 export async function findMerchantPayment(

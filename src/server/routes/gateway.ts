@@ -12,7 +12,7 @@ import { paymentOptions } from '../gateway/options.js'
 import { findGatewayPayment, findGatewayPaymentAndOption, gatewayPaymentJson } from '../gateway/payment.js'
 import { type ExpiryJob, startExpiryJob } from '../jobs/expiry.js'
 import { cancelPayment } from '../payments/cancel.js'
-import { statusJson } from '../payments/views.js'
+import { findPaymentStatus } from '../payments/views.js'
 import { defineRoute } from '../route.js'
 
 declare module 'fastify' {
@@ -34,7 +34,7 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
   })
 
   defineRoute(app, endpoints.gatewayGetStatus, async ({ db, auth, params, now }) => {
-    return statusJson(await findGatewayPayment(db, params.id, auth.mode, now))
+    return findPaymentStatus(db, params.id, { mode: auth.mode }, now)
   })
 
   defineRoute(app, endpoints.gatewayOptions, async ({ db, auth, params, body, config, now }) => {

@@ -6,7 +6,7 @@ import { findMerchant } from '../auth.js'
 import { cancelPayment } from '../payments/cancel.js'
 import { paymentInsertPlan } from '../payments/create.js'
 import { listPayments } from '../payments/list.js'
-import { findMerchantPayment, paymentJson, statusJson } from '../payments/views.js'
+import { findMerchantPayment, findPaymentStatus, paymentJson } from '../payments/views.js'
 import { defineInsertRoute, defineRoute } from '../route.js'
 
 export async function paymentRoutes(app: FastifyInstance): Promise<void> {
@@ -24,7 +24,7 @@ export async function paymentRoutes(app: FastifyInstance): Promise<void> {
   })
 
   defineRoute(app, endpoints.getPaymentStatus, async ({ db, merchant, params, now }) => {
-    return statusJson(await findMerchantPayment(db, merchant.id, params.id, now))
+    return findPaymentStatus(db, params.id, { merchantId: merchant.id }, now)
   })
 
   defineRoute(app, endpoints.listPayments, async ({ db, auth, query, config, now }) => {
