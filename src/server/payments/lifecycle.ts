@@ -1,11 +1,11 @@
-import { type RawBuilder, sql, type UpdateQueryBuilder, type UpdateResult } from 'kysely'
+import { CompiledQuery, type RawBuilder, sql } from 'kysely'
 import type { PaymentStatus } from '../../contract/common.js'
 import type { WebhookEventType } from '../../contract/webhooks.js'
 import { fail } from '../errors.js'
 import { enqueueJob } from '../jobs/queue.js'
 import { type Db, inTransaction } from '../store/db.js'
 import { executePrepared } from '../store/prepared.js'
-import { type Database, type PaymentRow, type PaymentUpdate, paymentColumns } from '../store/schema.js'
+import { type PaymentRow, type PaymentUpdate, paymentColumns } from '../store/schema.js'
 
 /**
  * The payments domain layer: the only code that changes a payment's state. Every change is one
@@ -59,36 +59,85 @@ export function createdEventInsert(): RawBuilder<unknown> {
     SELECT id, 'payment.created', payment_state_version, ${snapshotOf('inserted')}, created_at FROM inserted`
 }
 
-type PaymentUpdateQuery = UpdateQueryBuilder<Database, 'payments', 'payments', UpdateResult>
+/** One condition of a state change's WHERE, as kysely's `where(column, operator, value)`. */
+type Condition = readonly [
+  column: keyof PaymentRow & string,
+  operator: '=' | '>' | '<=' | 'in' | 'is',
+  value: unknown,
+]
 
 /**
  * One state change in one statement: `UPDATE payments ... RETURNING` as a CTE, the event row inserted
  * from it, the changed rows returned. `where` narrows the rows (the state they must be in); nobody
- * matched -> no row, no event. `byId`: the WHERE starts with `id = ...`, so the primary key finds the row
- * whatever the other conditions, and the statement runs prepared (PostgreSQL parses and plans each
- * shape once per connection; a state change's text is fixed per call site).
+ * matched -> no row, no event. A change whose WHERE starts with `id =` finds its row by the primary key
+ * whatever the other conditions, and runs prepared (PostgreSQL parses and plans each shape once per
+ * connection); its text is built by kysely once per shape (the event type, the columns set, the
+ * conditions) and reused with the new values, since building it is most of the statement's cost here.
  */
 async function changePayments(
   db: Db,
-  change: {
-    type: PaymentEventType
-    set: PaymentUpdate
-    where: (query: PaymentUpdateQuery) => PaymentUpdateQuery
-    now: Date
-    byId?: boolean
-  },
+  change: { type: PaymentEventType; set: PaymentUpdate; where: readonly Condition[]; now: Date },
 ): Promise<PaymentRow[]> {
-  const query = db
-    .with('changed', (qb) =>
-      change
-        .where(
-          qb
-            .updateTable('payments')
-            .set({ ...change.set, updated_at: change.now })
-            .set((eb) => ({ payment_state_version: eb('payment_state_version', '+', 1) })),
-        )
-        .returning(paymentColumns),
-    )
+  const set: PaymentUpdate = { ...change.set, updated_at: change.now }
+  const byId = change.where[0]?.[0] === 'id' && change.where[0][1] === '='
+  if (!byId)
+    return buildChange(db, change.type, set, change.where, change.now).execute() as Promise<PaymentRow[]>
+  const shape = changeShape(change.type, set, change.where)
+  const parameters = changeParameters(set, change.where, change.now)
+  let text = changeTexts.get(shape)
+  if (text === undefined) {
+    const compiled = buildChange(db, change.type, set, change.where, change.now).compile()
+    const same =
+      compiled.parameters.length === parameters.length &&
+      compiled.parameters.every((value, i) => value === parameters[i])
+    // Kept only when the values line up with kysely's own: a shape this does not foresee is built each time.
+    if (!same) return (await executePrepared(db, compiled)).rows as PaymentRow[]
+    text = compiled.sql
+    changeTexts.set(shape, text)
+  }
+  return (await executePrepared(db, CompiledQuery.raw(text, parameters))).rows as PaymentRow[]
+}
+
+const changeTexts = new Map<string, string>()
+
+function changeShape(type: string, set: PaymentUpdate, where: readonly Condition[]): string {
+  const columns = Object.keys(set).filter((c) => set[c as keyof PaymentUpdate] !== undefined)
+  const conditions = where.map(([column, operator, value]) =>
+    operator === 'in'
+      ? `${column} in ${(value as unknown[]).length}`
+      : `${column} ${operator}${operator === 'is' ? ` ${value}` : ''}`,
+  )
+  return `${type}|${columns.join(',')}|${conditions.join('&')}`
+}
+
+/** The statement's values in kysely's order: SET values, the version step, WHERE values, the event's time. */
+function changeParameters(set: PaymentUpdate, where: readonly Condition[], now: Date): unknown[] {
+  const values: unknown[] = Object.values(set).filter((v) => v !== undefined)
+  values.push(1)
+  for (const [, operator, value] of where) {
+    if (operator === 'in') values.push(...(value as unknown[]))
+    else if (operator !== 'is') values.push(value)
+  }
+  values.push(now)
+  return values
+}
+
+function buildChange(
+  db: Db,
+  type: PaymentEventType,
+  set: PaymentUpdate,
+  where: readonly Condition[],
+  now: Date,
+) {
+  return db
+    .with('changed', (qb) => {
+      let update = qb
+        .updateTable('payments')
+        .set(set)
+        .set((eb) => ({ payment_state_version: eb('payment_state_version', '+', 1) }))
+      for (const [column, operator, value] of where) update = update.where(column, operator, value as never)
+      return update.returning(paymentColumns)
+    })
     .with('event', (qb) =>
       qb
         .insertInto('payment_events')
@@ -98,17 +147,15 @@ async function changePayments(
             .selectFrom('changed')
             .select([
               'changed.id',
-              sql.lit(change.type).as('type'),
+              sql.lit(type).as('type'),
               'changed.payment_state_version',
               snapshotOf('changed').as('snapshot'),
-              sql<Date>`${change.now}::timestamptz`.as('created_at'),
+              sql<Date>`${now}::timestamptz`.as('created_at'),
             ]),
         ),
     )
     .selectFrom('changed')
     .selectAll()
-  if (!change.byId) return query.execute() as Promise<PaymentRow[]>
-  return (await executePrepared(db, query.compile())).rows as PaymentRow[]
 }
 
 export interface TransitionPaymentParameters {
@@ -140,11 +187,11 @@ export async function transitionPayment(db: Db, params: TransitionPaymentParamet
   const [row] = await changePayments(db, {
     type: `payment.${to}`,
     set: { [reachedAtColumn[to]]: now, ...params.set, status: params.to },
-    byId: true,
-    where: (query) => {
-      const moving = query.where('id', '=', params.paymentId).where('status', 'in', from)
-      return params.notExpiredAt ? moving.where('expires_at', '>', params.notExpiredAt) : moving
-    },
+    where: [
+      ['id', '=', params.paymentId],
+      ['status', 'in', from],
+      ...(params.notExpiredAt ? [['expires_at', '>', params.notExpiredAt] as const] : []),
+    ],
     now,
   })
   if (row) return row
@@ -188,8 +235,10 @@ export async function succeedPayment(
         tx_id: params.txId,
         ...(settlement ? { settlement_status: 'pending' as const } : {}),
       },
-      byId: true,
-      where: (query) => query.where('id', '=', params.paymentId).where('status', '=', 'processing'),
+      where: [
+        ['id', '=', params.paymentId],
+        ['status', '=', 'processing'],
+      ],
       now,
     })
     if (row && settlement?.job) {
@@ -208,8 +257,10 @@ export async function failPayment(
   const [row] = await changePayments(db, {
     type: 'payment.failed',
     set: { status: 'failed', failed_at: now, failure_code: params.failureCode },
-    byId: true,
-    where: (query) => query.where('id', '=', params.paymentId).where('status', '=', 'processing'),
+    where: [
+      ['id', '=', params.paymentId],
+      ['status', '=', 'processing'],
+    ],
     now,
   })
   return row
@@ -233,8 +284,10 @@ export async function settlePayment(
       settlement_value: params.value,
       settled_at: now,
     },
-    byId: true,
-    where: (query) => query.where('id', '=', params.paymentId).where('settlement_status', '=', 'pending'),
+    where: [
+      ['id', '=', params.paymentId],
+      ['settlement_status', '=', 'pending'],
+    ],
     now,
   })
   return row
@@ -248,13 +301,12 @@ export async function refundPayment(
   const [row] = await changePayments(db, {
     type: 'payment.refunded',
     set: { refunded_at: params.now },
-    byId: true,
-    where: (query) =>
-      query
-        .where('id', '=', params.paymentId)
-        .where('merchant_id', '=', params.merchantId)
-        .where('status', '=', 'succeeded')
-        .where('refunded_at', 'is', null),
+    where: [
+      ['id', '=', params.paymentId],
+      ['merchant_id', '=', params.merchantId],
+      ['status', '=', 'succeeded'],
+      ['refunded_at', 'is', null],
+    ],
     now: params.now,
   })
   return row
@@ -271,14 +323,14 @@ export async function expireDuePayments(
   const rows = await changePayments(db, {
     type: 'payment.expired',
     set: { status: 'expired', expired_at: options.now },
-    where: (query) => {
-      let q = query.where('status', '=', 'requires_action').where('expires_at', '<=', options.now)
-      if (options.partnerId) q = q.where('partner_id', '=', options.partnerId)
-      if (options.mode) q = q.where('mode', '=', options.mode)
-      if (options.merchantId) q = q.where('merchant_id', '=', options.merchantId)
-      if (options.paymentId) q = q.where('id', '=', options.paymentId)
-      return q
-    },
+    where: [
+      ['status', '=', 'requires_action'],
+      ['expires_at', '<=', options.now],
+      ...(options.partnerId ? [['partner_id', '=', options.partnerId] as const] : []),
+      ...(options.mode ? [['mode', '=', options.mode] as const] : []),
+      ...(options.merchantId ? [['merchant_id', '=', options.merchantId] as const] : []),
+      ...(options.paymentId ? [['id', '=', options.paymentId] as const] : []),
+    ],
     now: options.now,
   })
   return rows.map((r) => r.id)
@@ -294,9 +346,11 @@ export async function withExpiryApplied<R extends Pick<PaymentRow, 'id' | 'statu
   const [updated] = await changePayments(db, {
     type: 'payment.expired',
     set: { status: 'expired', expired_at: now },
-    byId: true,
-    where: (query) =>
-      query.where('id', '=', row.id).where('status', '=', 'requires_action').where('expires_at', '<=', now),
+    where: [
+      ['id', '=', row.id],
+      ['status', '=', 'requires_action'],
+      ['expires_at', '<=', now],
+    ],
     now,
   })
   if (updated) return updated
