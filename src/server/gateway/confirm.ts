@@ -26,7 +26,7 @@ export async function confirmPayment(input: {
   registry: DriverRegistry
   payment: GatewayPaymentRow
   /** The option as read with the payment (findGatewayPaymentAndOption); else it is looked up. */
-  option?: { row: PaymentOptionRow | undefined }
+  option?: { row: PaymentOptionRow | undefined; settlementAsset?: string | null }
   body: ConfirmBody
   now: Date
   /** Runs in the transaction that moves the payment to processing (e.g. to record what was confirmed). */
@@ -86,6 +86,9 @@ export async function confirmPayment(input: {
         asset: row.asset,
         value: row.amount,
         txId: outcome.txId,
+        ...(input.option?.settlementAsset !== undefined
+          ? { settlementAsset: input.option.settlementAsset }
+          : {}),
         now,
       })
     }

@@ -1,3 +1,4 @@
+import { sql } from 'kysely'
 import type { GatewayPayment } from '../../contract/gateway.js'
 import type { DriverPayment } from '../chains/types.js'
 import type { ServerConfig } from '../config.js'
@@ -34,17 +35,32 @@ const selectGatewayPaymentAndOption = preparedStatement((db: Db, optionId: strin
     .selectFrom('payments')
     .innerJoin('merchants', 'merchants.id', 'payments.merchant_id')
     .leftJoin('payment_options', (join) => join.on('payment_options.id', '=', optionId))
+    // The merchant's crypto settlement for the option's asset, by its unique key: test mode's confirm
+    // settles at once and needs it. The key is the asset folded as foldAsset (payments/assets.ts) does.
+    .leftJoin('crypto_settlements', (join) =>
+      join
+        .onRef('crypto_settlements.merchant_id', '=', 'payments.merchant_id')
+        .on(
+          'crypto_settlements.asset_key',
+          '=',
+          sql<string>`CASE WHEN payment_options.asset LIKE 'eip155:%' THEN lower(payment_options.asset) ELSE payment_options.asset END`,
+        ),
+    )
     .select(paymentColumns.map((column) => `payments.${column}` as const))
     .select(['merchants.name as merchant_name', 'merchants.icon_url as merchant_icon_url'])
     .select(optionColumns.map((column) => `payment_options.${column} as option_${column}` as const))
+    .select('crypto_settlements.asset as settlement_asset_of_option')
     .where('payments.id', '=', paymentId),
 )
 
 /** What fetch and confirm act on: the payment (as findGatewayPayment) and the option named, if it is this payment's. */
 export interface PaymentAndOption {
   payment: GatewayPaymentRow
-  /** Looked up with the payment: undefined when there is no such option of this payment. */
-  option: { row: PaymentOptionRow | undefined }
+  /**
+   * Looked up with the payment: undefined when there is no such option of this payment; with it, the
+   * asset of the merchant's crypto settlement for the option's asset (null: none).
+   */
+  option: { row: PaymentOptionRow | undefined; settlementAsset?: string | null }
 }
 
 export async function findGatewayPaymentAndOption(
@@ -62,13 +78,15 @@ export async function findGatewayPaymentAndOption(
       [...paymentColumns, 'merchant_name', 'merchant_icon_url'].map((c) => [c, raw[c]]),
     ) as unknown as GatewayPaymentRow)
   const payment = await applyGatewayScope(db, paymentId, row, mode, now)
-  let option: PaymentOptionRow | undefined
-  if (raw.option_id !== null && raw.option_payment_id === paymentId) {
-    option = Object.fromEntries(
-      optionColumns.map((c) => [c, raw[`option_${c}`]]),
-    ) as unknown as PaymentOptionRow
+  if (raw.option_id === null || raw.option_payment_id !== paymentId)
+    return { payment, option: { row: undefined } }
+  const option = Object.fromEntries(
+    optionColumns.map((c) => [c, raw[`option_${c}`]]),
+  ) as unknown as PaymentOptionRow
+  return {
+    payment,
+    option: { row: option, settlementAsset: (raw.settlement_asset_of_option as string | null) ?? null },
   }
-  return { payment, option: { row: option } }
 }
 
 /**

@@ -46,34 +46,37 @@ export async function succeedTestPayment(
     /** Token minor units paid (what a settlement forwards). */
     value: string
     txId?: string
+    /** The asset of the merchant's crypto settlement for `asset`, when already read (null: none). */
+    settlementAsset?: string | null
     now: Date
   },
 ): Promise<PaymentRow> {
-  const { payment, asset, now } = params
-  return inTransaction(db, (trx) => succeedInTestMode(trx, payment, asset, params.value, params.txId, now))
+  return inTransaction(db, (trx) => succeedInTestMode(trx, params))
 }
 
 async function succeedInTestMode(
   db: Db,
-  payment: Pick<PaymentRow, 'id' | 'merchant_id'>,
-  asset: string | undefined,
-  value: string,
-  txId: string | undefined,
-  now: Date,
+  params: Parameters<typeof succeedTestPayment>[1],
 ): Promise<PaymentRow> {
-  const settlement = asset ? await settlementFor(db, payment.merchant_id, asset) : undefined
+  const { payment, asset, value, txId, now } = params
+  const settlementAsset =
+    params.settlementAsset !== undefined
+      ? params.settlementAsset
+      : asset
+        ? ((await settlementFor(db, payment.merchant_id, asset))?.asset ?? null)
+        : null
   const succeeded = await succeedPayment(db, {
     paymentId: payment.id,
     txId: txId ?? `test:${payment.id}`,
     now,
-    settlement: settlement ? {} : undefined,
+    settlement: settlementAsset === null ? undefined : {},
   })
   if (!succeeded) fail('invalid_state', 'The payment is no longer processing.', { paymentId: payment.id })
-  if (!settlement) return succeeded
+  if (settlementAsset === null) return succeeded
   const settled = await settlePayment(db, {
     paymentId: payment.id,
     txId: `test:${payment.id}:settlement`,
-    assetId: settlement.asset,
+    assetId: settlementAsset,
     value,
     now,
   })
