@@ -4,7 +4,7 @@ import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import { toAmount } from '../payments/assets.js'
 import { succeedPayment, transitionPayment } from '../payments/lifecycle.js'
-import { succeedTestPayment } from '../payments/settlements.js'
+import { confirmTestPayment } from '../payments/settlements.js'
 import { statusJson, unixSeconds } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { DriverRegistry } from './drivers.js'
@@ -59,17 +59,43 @@ export async function confirmPayment(input: {
   await driver.verify?.({ ...base, db })
 
   const optionAmount = toAmount(`caip19/${row.asset}`, row.amount, config)
+  const confirmed = {
+    selected_option_id: row.id,
+    buyer: row.account,
+    option_amount: JSON.stringify(optionAmount),
+  }
+  // Test mode's driver decides at once and writes nothing: a success is then one statement, all steps.
+  const decided = payment.mode === 'test' ? await driver.confirm({ ...base, db }) : undefined
+  if (decided?.status === 'succeeded') {
+    const final = await inTransaction(db, async (trx) => {
+      const paid = await confirmTestPayment(trx, {
+        payment,
+        confirmed,
+        asset: row.asset,
+        value: row.amount,
+        txId: decided.txId,
+        ...(input.option?.settlementAsset !== undefined
+          ? { settlementAsset: input.option.settlementAsset }
+          : {}),
+        now,
+      })
+      await input.onProcessing?.(trx)
+      return paid
+    })
+    const { status, isFinal, pollInMs } = statusJson(final)
+    return { status, isFinal, pollInMs }
+  }
   const final = await inTransaction(db, async (trx) => {
     const processing = await transitionPayment(trx, {
       paymentId: payment.id,
       from: 'requires_action',
       to: 'processing',
-      set: { selected_option_id: row.id, buyer: row.account, option_amount: JSON.stringify(optionAmount) },
+      set: confirmed,
       notExpiredAt: now,
       now,
     })
     await input.onProcessing?.(trx)
-    const outcome = await driver.confirm({ ...base, db: trx })
+    const outcome = decided ?? (await driver.confirm({ ...base, db: trx }))
     if (outcome.status === 'processing') return processing
     if (outcome.status === 'failed') {
       return transitionPayment(trx, {
@@ -77,18 +103,6 @@ export async function confirmPayment(input: {
         from: 'processing',
         to: 'failed',
         set: { failure_code: outcome.failureCode },
-        now,
-      })
-    }
-    if (payment.mode === 'test') {
-      return succeedTestPayment(trx, {
-        payment,
-        asset: row.asset,
-        value: row.amount,
-        txId: outcome.txId,
-        ...(input.option?.settlementAsset !== undefined
-          ? { settlementAsset: input.option.settlementAsset }
-          : {}),
         now,
       })
     }

@@ -5,8 +5,12 @@ import { type PaymentStatus, paymentStatuses } from '../../contract/common.js'
 import { isPayError } from '../../errors/PayError.js'
 import {
   canTransition,
+  changePaymentInSteps,
   expireDuePayments,
+  type PaymentStep,
   paymentTransitions,
+  settlePayment,
+  succeedPayment,
   transitionPayment,
   withExpiryApplied,
 } from './lifecycle.js'
@@ -126,5 +130,145 @@ describe('expiry', () => {
     const id = await payment('requires_action', new Date(now.getTime() - 1000))
     const row = await pg.db.selectFrom('payments').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
     expect((await withExpiryApplied(pg.db, row, now)).status).toBe('expired')
+  })
+})
+
+describe('changePaymentInSteps', () => {
+  const confirmed = {
+    selected_option_id: 'opt_1',
+    buyer: 'eip155:1:0xabc',
+    option_amount: '{"unit":"x","value":"5"}',
+  }
+  const steps = (settled: boolean): PaymentStep[] => [
+    { type: 'payment.processing', set: { processing_at: now, ...confirmed, status: 'processing' } },
+    {
+      type: 'payment.succeeded',
+      set: {
+        status: 'succeeded',
+        succeeded_at: now,
+        tx_id: 'tx',
+        ...(settled ? { settlement_status: 'pending' as const } : {}),
+      },
+    },
+    ...(settled
+      ? [
+          {
+            type: 'payment.settled' as const,
+            set: {
+              settlement_status: 'succeeded' as const,
+              settlement_tx_id: 'tx-settlement',
+              settlement_unit: 'caip19/eip155:1/erc20:0xabc',
+              settlement_value: '123456789012345678901234567890',
+              settled_at: now,
+            },
+          },
+        ]
+      : []),
+  ]
+
+  async function eventsOf(paymentId: string) {
+    const rows = await pg.db
+      .selectFrom('payment_events')
+      .select(['type', 'payment_state_version', 'snapshot', 'created_at'])
+      .where('payment_id', '=', paymentId)
+      .orderBy('payment_state_version')
+      .execute()
+    return rows.map((r) => ({ ...r, snapshot: { ...(r.snapshot as object), id: 'the payment' } }))
+  }
+
+  it('writes the row and every step’s event exactly as the changes made one after another do', async () => {
+    for (const settled of [false, true]) {
+      const expiresAt = new Date(now.getTime() + 60_000)
+      const oneByOne = await payment('requires_action', expiresAt)
+      const atOnce = await payment('requires_action', expiresAt)
+      await transitionPayment(pg.db, {
+        paymentId: oneByOne,
+        from: 'requires_action',
+        to: 'processing',
+        set: confirmed,
+        notExpiredAt: now,
+        now,
+      })
+      await succeedPayment(pg.db, {
+        paymentId: oneByOne,
+        txId: 'tx',
+        now,
+        settlement: settled ? {} : undefined,
+      })
+      if (settled) {
+        await settlePayment(pg.db, {
+          paymentId: oneByOne,
+          txId: 'tx-settlement',
+          assetId: 'eip155:1/erc20:0xabc',
+          value: '123456789012345678901234567890',
+          now,
+        })
+      }
+      const row = await changePaymentInSteps(pg.db, {
+        paymentId: atOnce,
+        from: 'requires_action',
+        notExpiredAt: now,
+        steps: steps(settled),
+        now,
+      })
+      expect(row.status).toBe('succeeded')
+      expect(row.payment_state_version).toBe(settled ? 3 : 2)
+      const [a, b] = await Promise.all([eventsOf(oneByOne), eventsOf(atOnce)])
+      expect(b.map((e) => e.type)).toEqual([
+        'payment.processing',
+        'payment.succeeded',
+        ...(settled ? ['payment.settled'] : []),
+      ])
+      expect(b).toEqual(a)
+      const final = (id: string) =>
+        pg.db.selectFrom('payments').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
+      expect({ ...(await final(atOnce)), id: '' }).toEqual({ ...(await final(oneByOne)), id: '' })
+    }
+  })
+
+  it('moves nothing and refuses like transitionPayment when the payment is not in the state, or expired', async () => {
+    const processing = await payment('processing')
+    const refused = changePaymentInSteps(pg.db, {
+      paymentId: processing,
+      from: 'requires_action',
+      steps: steps(false),
+      now,
+    })
+    await expect(refused).rejects.toMatchObject({ code: 'invalid_state' })
+    const expired = await payment('requires_action', now)
+    await expect(
+      changePaymentInSteps(pg.db, {
+        paymentId: expired,
+        from: 'requires_action',
+        notExpiredAt: now,
+        steps: steps(false),
+        now,
+      }),
+    ).rejects.toMatchObject({ code: 'invalid_state' })
+    await expect(
+      changePaymentInSteps(pg.db, {
+        paymentId: 'pay_missing',
+        from: 'requires_action',
+        steps: steps(false),
+        now,
+      }),
+    ).rejects.toMatchObject({ code: 'payment_not_found' })
+    for (const id of [processing, expired]) {
+      expect(
+        await pg.db.selectFrom('payment_events').select('id').where('payment_id', '=', id).execute(),
+      ).toEqual([])
+    }
+  })
+
+  it('refuses an illegal chain of steps in code', async () => {
+    const id = await payment('requires_action')
+    await expect(
+      changePaymentInSteps(pg.db, {
+        paymentId: id,
+        from: 'requires_action',
+        steps: [{ type: 'payment.succeeded', set: { status: 'succeeded' } }],
+        now,
+      }),
+    ).rejects.toThrow(/Illegal payment transition/)
   })
 })

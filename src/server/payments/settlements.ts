@@ -1,9 +1,9 @@
 import { fail } from '../errors.js'
 import { type Db, inTransaction } from '../store/db.js'
 import { preparedStatement } from '../store/prepared.js'
-import type { CryptoSettlementRow, PaymentRow } from '../store/schema.js'
+import type { CryptoSettlementRow, PaymentRow, PaymentUpdate } from '../store/schema.js'
 import { foldAsset } from './assets.js'
-import { settlePayment, succeedPayment } from './lifecycle.js'
+import { changePaymentInSteps, type PaymentStep, settlePayment, succeedPayment } from './lifecycle.js'
 
 /** The settlement destination of a merchant for an asset, if any (for the settlement step). */
 export async function settlementFor(
@@ -46,8 +46,6 @@ export async function succeedTestPayment(
     /** Token minor units paid (what a settlement forwards). */
     value: string
     txId?: string
-    /** The asset of the merchant's crypto settlement for `asset`, when already read (null: none). */
-    settlementAsset?: string | null
     now: Date
   },
 ): Promise<PaymentRow> {
@@ -59,12 +57,9 @@ async function succeedInTestMode(
   params: Parameters<typeof succeedTestPayment>[1],
 ): Promise<PaymentRow> {
   const { payment, asset, value, txId, now } = params
-  const settlementAsset =
-    params.settlementAsset !== undefined
-      ? params.settlementAsset
-      : asset
-        ? ((await settlementFor(db, payment.merchant_id, asset))?.asset ?? null)
-        : null
+  const settlementAsset = asset
+    ? ((await settlementFor(db, payment.merchant_id, asset))?.asset ?? null)
+    : null
   const succeeded = await succeedPayment(db, {
     paymentId: payment.id,
     txId: txId ?? `test:${payment.id}`,
@@ -81,4 +76,64 @@ async function succeedInTestMode(
     now,
   })
   return settled ?? succeeded
+}
+
+/**
+ * Test mode's whole confirm in one statement (changePaymentInSteps): `requires_action -> processing` with
+ * what was confirmed (`confirmed`), unless expired at `now`; `succeeded` with `txId`; and settled at once
+ * when the merchant settles `asset`. Each step writes the event it would have written on its own.
+ */
+export async function confirmTestPayment(
+  db: Db,
+  params: {
+    payment: Pick<PaymentRow, 'id' | 'merchant_id'>
+    confirmed: Pick<PaymentUpdate, 'selected_option_id' | 'buyer' | 'option_amount'>
+    asset: string
+    /** Token minor units paid (what a settlement forwards). */
+    value: string
+    txId: string
+    /** The asset of the merchant's crypto settlement for `asset`, when already read (null: none). */
+    settlementAsset?: string | null
+    now: Date
+  },
+): Promise<PaymentRow> {
+  const { payment, now } = params
+  const settlementAsset =
+    params.settlementAsset !== undefined
+      ? params.settlementAsset
+      : ((await settlementFor(db, payment.merchant_id, params.asset))?.asset ?? null)
+  const steps: PaymentStep[] = [
+    {
+      type: 'payment.processing',
+      set: { processing_at: now, ...params.confirmed, status: 'processing' },
+    },
+    {
+      type: 'payment.succeeded',
+      set: {
+        status: 'succeeded',
+        succeeded_at: now,
+        tx_id: params.txId,
+        ...(settlementAsset === null ? {} : { settlement_status: 'pending' as const }),
+      },
+    },
+  ]
+  if (settlementAsset !== null) {
+    steps.push({
+      type: 'payment.settled',
+      set: {
+        settlement_status: 'succeeded',
+        settlement_tx_id: `test:${payment.id}:settlement`,
+        settlement_unit: `caip19/${settlementAsset}`,
+        settlement_value: params.value,
+        settled_at: now,
+      },
+    })
+  }
+  return changePaymentInSteps(db, {
+    paymentId: payment.id,
+    from: 'requires_action',
+    notExpiredAt: now,
+    steps,
+    now,
+  })
 }

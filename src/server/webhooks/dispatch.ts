@@ -25,7 +25,9 @@ export async function dispatchPaymentEvents(db: Db, options: { now: Date; limit?
       .selectFrom('payment_events')
       .select(['id', 'payment_id', 'type', 'created_at', 'snapshot'])
       .where('dispatched_at', 'is', null)
+      // One change's steps share a time (test mode's confirm: processing, succeeded, settled): in order.
       .orderBy('created_at')
+      .orderBy('payment_state_version')
       .limit(options.limit ?? 200)
       .forUpdate()
       .skipLocked()
