@@ -292,7 +292,7 @@ export async function changePaymentInSteps(
     SELECT * FROM changed`
   const [row] = (await executePrepared(db, query.compile(db))).rows
   if (row) return row
-  return refuseTransition(db, params.paymentId, status)
+  return refuseTransition(db, params.paymentId, steps.find((step) => step.set.status)?.set.status ?? status)
 }
 
 /** Shown as text in snapshots (snapshotOf): JSON numbers would lose digits. */
