@@ -66,26 +66,20 @@ export async function confirmPayment(input: {
   }
   // Test mode's driver decides at once and writes nothing: a success is then one statement, all steps.
   const decided = payment.mode === 'test' ? await driver.confirm({ ...base, db }) : undefined
-  if (decided?.status === 'succeeded') {
-    const final = await inTransaction(db, async (trx) => {
+  const final = await inTransaction(db, async (trx) => {
+    if (decided?.status === 'succeeded') {
       const paid = await confirmTestPayment(trx, {
         payment,
         confirmed,
         asset: row.asset,
         value: row.amount,
         txId: decided.txId,
-        ...(input.option?.settlementAsset !== undefined
-          ? { settlementAsset: input.option.settlementAsset }
-          : {}),
+        settlementAsset: input.option?.settlementAsset,
         now,
       })
       await input.onProcessing?.(trx)
       return paid
-    })
-    const { status, isFinal, pollInMs } = statusJson(final)
-    return { status, isFinal, pollInMs }
-  }
-  const final = await inTransaction(db, async (trx) => {
+    }
     const processing = await transitionPayment(trx, {
       paymentId: payment.id,
       from: 'requires_action',

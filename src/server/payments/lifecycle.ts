@@ -45,10 +45,15 @@ export function canTransition(from: PaymentStatus, to: PaymentStatus): boolean {
  * columns as strings (JSON numbers would lose digits of a 78-digit amount).
  */
 export function snapshotOf(alias: string): RawBuilder<string> {
-  const row = sql.table(alias)
-  return sql<string>`to_jsonb(${row}) || jsonb_build_object('amount_value', ${sql.ref(`${alias}.amount_value`)}::text,
-    'settlement_value', ${sql.ref(`${alias}.settlement_value`)}::text)`
+  const asText = numericColumns.flatMap((column) => [
+    sql.lit(column),
+    sql`${sql.ref(`${alias}.${column}`)}::text`,
+  ])
+  return sql<string>`to_jsonb(${sql.table(alias)}) || jsonb_build_object(${sql.join(asText)})`
 }
+
+/** The numeric columns, shown as text in snapshots. */
+const numericColumns = ['amount_value', 'settlement_value'] as const satisfies readonly (keyof PaymentRow)[]
 
 /**
  * The event of a payment row just inserted as the CTE `inserted` (payment creation's single statement,
@@ -261,7 +266,10 @@ export async function changePaymentInSteps(
         const at = setAt(column, k)
         if (at === -1) {
           const old = sql.ref(`old.${column}`)
-          return [sql.lit(column), numericColumns.has(column) ? sql`${old}::text` : old]
+          return [
+            sql.lit(column),
+            (numericColumns as readonly string[]).includes(column) ? sql`${old}::text` : old,
+          ]
         }
         const value = steps[at]!.set[column]
         if (typeof value !== 'string') throw new Error(`Step column ${column} set twice must be text.`)
@@ -294,9 +302,6 @@ export async function changePaymentInSteps(
   if (row) return row
   return refuseTransition(db, params.paymentId, steps.find((step) => step.set.status)?.set.status ?? status)
 }
-
-/** Shown as text in snapshots (snapshotOf): JSON numbers would lose digits. */
-const numericColumns = new Set<string>(['amount_value', 'settlement_value'])
 
 /**
  * The one success path of every executor (test mode, live EVM, live Solana): `processing -> succeeded`

@@ -1,9 +1,8 @@
-import { fail } from '../errors.js'
-import { type Db, inTransaction } from '../store/db.js'
+import type { Db } from '../store/db.js'
 import { preparedStatement } from '../store/prepared.js'
 import type { CryptoSettlementRow, PaymentRow, PaymentUpdate } from '../store/schema.js'
 import { foldAsset } from './assets.js'
-import { changePaymentInSteps, type PaymentStep, settlePayment, succeedPayment } from './lifecycle.js'
+import { changePaymentInSteps, type PaymentStep } from './lifecycle.js'
 
 /** The settlement destination of a merchant for an asset, if any (for the settlement step). */
 export async function settlementFor(
@@ -36,7 +35,8 @@ const selectSettlement = preparedStatement((db: Db, merchantId: string, assetKey
 /**
  * Test mode's success: nothing moves on a chain, so the payment succeeds with `test:<id>` and, when the
  * merchant has a crypto settlement for the paid asset, settles at once (`test:<id>:settlement`), each
- * its own state change and event. `asset` undefined: the payment was never quoted in a token.
+ * step its own event, in one statement (changePaymentInSteps). `asset` undefined: the payment was never
+ * quoted in a token.
  */
 export async function succeedTestPayment(
   db: Db,
@@ -49,39 +49,19 @@ export async function succeedTestPayment(
     now: Date
   },
 ): Promise<PaymentRow> {
-  return inTransaction(db, (trx) => succeedInTestMode(trx, params))
-}
-
-async function succeedInTestMode(
-  db: Db,
-  params: Parameters<typeof succeedTestPayment>[1],
-): Promise<PaymentRow> {
-  const { payment, asset, value, txId, now } = params
-  const settlementAsset = asset
-    ? ((await settlementFor(db, payment.merchant_id, asset))?.asset ?? null)
-    : null
-  const succeeded = await succeedPayment(db, {
+  const { payment, asset, now } = params
+  const settlementAsset = asset ? await settlementAssetFor(db, payment, asset) : null
+  return changePaymentInSteps(db, {
     paymentId: payment.id,
-    txId: txId ?? `test:${payment.id}`,
-    now,
-    settlement: settlementAsset === null ? undefined : {},
-  })
-  if (!succeeded) fail('invalid_state', 'The payment is no longer processing.', { paymentId: payment.id })
-  if (settlementAsset === null) return succeeded
-  const settled = await settlePayment(db, {
-    paymentId: payment.id,
-    txId: `test:${payment.id}:settlement`,
-    assetId: settlementAsset,
-    value,
+    from: 'processing',
+    steps: testSuccessSteps({ ...params, txId: params.txId ?? `test:${payment.id}`, settlementAsset }),
     now,
   })
-  return settled ?? succeeded
 }
 
 /**
- * Test mode's whole confirm in one statement (changePaymentInSteps): `requires_action -> processing` with
- * what was confirmed (`confirmed`), unless expired at `now`; `succeeded` with `txId`; and settled at once
- * when the merchant settles `asset`. Each step writes the event it would have written on its own.
+ * Test mode's whole confirm in one statement: `requires_action -> processing` with what was confirmed
+ * (`confirmed`), unless expired at `now`; then as succeedTestPayment.
  */
 export async function confirmTestPayment(
   db: Db,
@@ -93,7 +73,7 @@ export async function confirmTestPayment(
     value: string
     txId: string
     /** The asset of the merchant's crypto settlement for `asset`, when already read (null: none). */
-    settlementAsset?: string | null
+    settlementAsset?: string | null | undefined
     now: Date
   },
 ): Promise<PaymentRow> {
@@ -101,24 +81,49 @@ export async function confirmTestPayment(
   const settlementAsset =
     params.settlementAsset !== undefined
       ? params.settlementAsset
-      : ((await settlementFor(db, payment.merchant_id, params.asset))?.asset ?? null)
-  const steps: PaymentStep[] = [
-    {
-      type: 'payment.processing',
-      set: { processing_at: now, ...params.confirmed, status: 'processing' },
+      : await settlementAssetFor(db, payment, params.asset)
+  return changePaymentInSteps(db, {
+    paymentId: payment.id,
+    from: 'requires_action',
+    notExpiredAt: now,
+    steps: [
+      { type: 'payment.processing', set: { processing_at: now, ...params.confirmed, status: 'processing' } },
+      ...testSuccessSteps({ ...params, settlementAsset }),
+    ],
+    now,
+  })
+}
+
+async function settlementAssetFor(
+  db: Db,
+  payment: Pick<PaymentRow, 'merchant_id'>,
+  asset: string,
+): Promise<string | null> {
+  return (await settlementFor(db, payment.merchant_id, asset))?.asset ?? null
+}
+
+/** `processing -> succeeded`, then settled at once when the merchant settles that asset. */
+function testSuccessSteps(params: {
+  payment: Pick<PaymentRow, 'id'>
+  value: string
+  txId: string
+  settlementAsset: string | null
+  now: Date
+}): PaymentStep[] {
+  const { payment, settlementAsset, now } = params
+  const succeeded: PaymentStep = {
+    type: 'payment.succeeded',
+    set: {
+      status: 'succeeded',
+      succeeded_at: now,
+      tx_id: params.txId,
+      ...(settlementAsset === null ? {} : { settlement_status: 'pending' as const }),
     },
+  }
+  if (settlementAsset === null) return [succeeded]
+  return [
+    succeeded,
     {
-      type: 'payment.succeeded',
-      set: {
-        status: 'succeeded',
-        succeeded_at: now,
-        tx_id: params.txId,
-        ...(settlementAsset === null ? {} : { settlement_status: 'pending' as const }),
-      },
-    },
-  ]
-  if (settlementAsset !== null) {
-    steps.push({
       type: 'payment.settled',
       set: {
         settlement_status: 'succeeded',
@@ -127,13 +132,6 @@ export async function confirmTestPayment(
         settlement_value: params.value,
         settled_at: now,
       },
-    })
-  }
-  return changePaymentInSteps(db, {
-    paymentId: payment.id,
-    from: 'requires_action',
-    notExpiredAt: now,
-    steps,
-    now,
-  })
+    },
+  ]
 }

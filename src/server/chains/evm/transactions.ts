@@ -156,7 +156,7 @@ function feesTooLow(error: unknown): boolean {
  * 17,100 gas more than the non-zero balance the estimate saw (a settlement that emptied the collection
  * address was mined first, and a relay estimated before it ran out of gas). Unused gas is not charged.
  */
-export const withGasHeadroom = (estimate: bigint) => estimate + estimate / 10n + 25_000n
+const withGasHeadroom = (estimate: bigint) => estimate + estimate / 10n + 25_000n
 
 /** Nodes accept a replacement only with both fees at least 10 % higher; 12.5 % is geth's own step. */
 const bump = (fee: bigint) => (fee * 1125n) / 1000n + 1n
