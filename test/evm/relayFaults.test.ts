@@ -491,8 +491,13 @@ describe('EVM relay answers the node refuses', () => {
         for (let i = 1; i < rows.length; i++) {
           expect(fees(rows[i]!.raw).maxFeePerGas).toBeGreaterThan(fees(rows[i - 1]!.raw).maxFeePerGas)
         }
-        // The refused replacement never reached the node; the original was replaced by the next one.
-        const pending = await control.pending()
+        // The refused replacement never reached the node; the original was replaced by the next one
+        // (recorded before it is broadcast: wait for the node to hold it).
+        const pending = await until(async () => {
+          const later = (await relayRows(env, paymentId)).slice(2).map((r) => r.hash)
+          const held = await control.pending()
+          return held.some((hash) => later.includes(hash)) ? held : undefined
+        }, 'a later replacement in the pool')
         expect(pending).not.toContain(rows[1]!.hash)
         expect(pending).not.toContain(rows[0]!.hash)
       } finally {
