@@ -521,10 +521,11 @@ describe('EVM relay gas', () => {
       await control.setAutomine(false)
       try {
         await startRunner({ rpcUrl: proxy.url }, { receiptTimeoutMs: 300 })
-        await until(
-          async () => ((await relayRows(env, first.paymentId)).length > 0 ? true : undefined),
-          'relay 1',
-        )
+        // In the pool, not only recorded (a row is written before its broadcast).
+        await until(async () => {
+          const [relay] = await relayRows(env, first.paymentId)
+          return relay && (await control.pending()).includes(relay.hash as Hex) ? true : undefined
+        }, 'relay 1 in the pool')
         // The settlement's sends are lost until relay 2 is signed: the node estimates relay 2 on a chain
         // where the first payment's tokens are still collected (a settlement in its pool would count).
         proxy.inject('eth_sendRawTransaction', { kind: 'drop' })
