@@ -231,6 +231,50 @@ function insertCtes(plan: PlannedInsert<unknown>, from: RawBuilder<unknown> | un
   return sql`inserted AS (${insert})${plan.follow ? sql`, followed AS (${plan.follow})` : sql``}`
 }
 
+/**
+ * A write of one statement, decided before it runs, with the response it yields: a planned insert, or
+ * any other write whose guard the statement itself can check (say, a payment's row locked in the state
+ * a change needs). Under an Idempotency-Key it runs in the statement that stores the key's answer
+ * (storeUnderLock), so the write and its answer commit together or not at all, with no transaction.
+ */
+export interface PlannedWrite<T> {
+  /** CTEs the guard reads, `name AS (...)`, run first (a row lock taken here is held to the end). */
+  before?: RawBuilder<unknown>
+  /** Whether the write may run, as the statement sees it; when false nothing is written and `refuse` answers. */
+  holds: RawBuilder<boolean>
+  /** The write's CTEs, which write nothing unless the CTE `gate` holds a row. */
+  write: (gate: RawBuilder<unknown>) => RawBuilder<unknown>
+  /** Throws the answer for a guard that did not hold. */
+  refuse: () => Promise<never>
+  /** Called once the write is committed (not on a replay or a refusal). */
+  afterWrite?: () => void
+  result: T
+}
+
+/** A planned insert as a planned write: its row and its follow-up insert, run when `gate` holds a row. */
+function insertWrite<T>(plan: PlannedInsert<T>): PlannedWrite<T> {
+  return {
+    holds: plan.guard ? plan.guard.holds : sql<boolean>`true`,
+    write: (gate) => insertCtes(plan, gate),
+    refuse: async () => plan.guard!.refuse(),
+    ...(plan.afterInsert ? { afterWrite: plan.afterInsert } : {}),
+    result: plan.result,
+  }
+}
+
+/** Runs a planned write without an Idempotency-Key: one statement, or the guard's refusal. */
+export async function writePlanned<T>(db: Db, plan: PlannedWrite<T>): Promise<T> {
+  const statement = sql<{
+    written: boolean
+  }>`WITH ${plan.before ? sql`${plan.before}, ` : sql``}permitted AS (
+      SELECT 1 WHERE ${plan.holds}
+    ), ${plan.write(sql`permitted`)}
+    SELECT EXISTS (SELECT 1 FROM permitted) AS written`
+  if (!(await executePrepared(db, statement.compile(db))).rows[0]!.written) await plan.refuse()
+  plan.afterWrite?.()
+  return plan.result
+}
+
 /** Runs a planned insert without an Idempotency-Key. */
 export async function insertPlanned<T>(db: Db, plan: PlannedInsert<T>): Promise<T> {
   let inserted: boolean
@@ -252,11 +296,33 @@ export async function insertPlanned<T>(db: Db, plan: PlannedInsert<T>): Promise<
 
 /**
  * Runs a planned insert under an Idempotency-Key in one statement, so one round trip and one commit
- * instead of a transaction's five (see storeUnderLock). A refusal, whether `plan` throws it or the
- * guard finds it, is stored the same way, so every answer is given under the key's lock.
+ * instead of a transaction's five (see storeUnderLock).
  */
-export async function runIdempotentInsert<T>(
+export function runIdempotentInsert<T>(
   options: KeyScope & { successStatus: number; plan: () => PlannedInsert<T> },
+): Promise<IdempotentOutcome<T>> {
+  return runIdempotentPlan({ ...options, plan: async () => ({ write: insertWrite(options.plan()) }) })
+}
+
+/**
+ * What a route decides once it has read what it needs: one planned write, or work that needs a
+ * transaction (`run`, given the transaction that also stores the key's answer; see runIdempotent).
+ */
+export type RoutePlan<T> = { write: PlannedWrite<T> } | { run: (trx: Db) => Promise<T> }
+
+/** Runs a route's plan without an Idempotency-Key. */
+export function runRoutePlan<T>(db: Db, plan: RoutePlan<T>): Promise<T> {
+  return 'write' in plan ? writePlanned(db, plan.write) : plan.run(db)
+}
+
+/**
+ * Runs a route's plan under an Idempotency-Key. A planned write is one statement with the key's answer;
+ * a refusal, whether planning throws it or the write's guard finds it, is stored the same way, so every
+ * answer is given under the key's lock, and a request that repeats a finished one gets that one's
+ * answer even though its own checks would now refuse it.
+ */
+export async function runIdempotentPlan<T>(
+  options: KeyScope & { successStatus: number; plan: () => Promise<RoutePlan<T>> },
 ): Promise<IdempotentOutcome<T>> {
   const record = keyRecord(options)
   const refuse = async (error: unknown): Promise<IdempotentOutcome<never>> => {
@@ -266,23 +332,31 @@ export async function runIdempotentInsert<T>(
     return record.settle(read) ?? record.storedAnswer()
   }
 
-  let plan: PlannedInsert<T>
+  let plan: RoutePlan<T>
   try {
-    plan = options.plan()
+    plan = await options.plan()
   } catch (error) {
     return refuse(error)
   }
-  const read = await storeUnderLock(options, record, options.successStatus, JSON.stringify(plan.result), plan)
+  if ('run' in plan) return runIdempotent({ ...options, handler: plan.run })
+  const { write } = plan
+  const read = await storeUnderLock(
+    options,
+    record,
+    options.successStatus,
+    JSON.stringify(write.result),
+    write,
+  )
   if (read.stored) {
-    plan.afterInsert?.()
-    return { replayed: false, status: options.successStatus, result: plan.result }
+    write.afterWrite?.()
+    return { replayed: false, status: options.successStatus, result: write.result }
   }
   // The record as it was when the statement began: a live answer there is this request's answer.
   const known = record.settle(read)
   if (known) return known
   if (!read.allowed) {
     try {
-      plan.guard!.refuse()
+      await write.refuse()
     } catch (error) {
       return refuse(error)
     }
@@ -296,8 +370,8 @@ type LockedStore = RecordRead & { allowed: boolean; stored: boolean }
 /**
  * One statement: takes the key's advisory lock, reads the stored record, stores this answer (only over
  * a record with no live answer: expired, or left `in_flight` by this same request), and, given a plan,
- * inserts its row only when the answer was stored, so the row and its answer commit together or not at
- * all. The lock is held for the statement, so a request holding the key elsewhere makes it store
+ * writes only when its guard held and the answer was stored, so the write and its answer commit together
+ * or not at all. The lock is held for the statement, so a request holding the key elsewhere makes it store
  * nothing (`locked` false). The read shows the record as it was when the statement began; a record
  * committed after that is still seen by ON CONFLICT, which then stores nothing.
  */
@@ -306,14 +380,14 @@ async function storeUnderLock(
   record: ReturnType<typeof keyRecord>,
   status: number,
   body: string,
-  plan?: PlannedInsert<unknown>,
+  plan?: PlannedWrite<unknown>,
 ): Promise<LockedStore> {
   const { db, auth, key, now } = options
   const answer = record.answer(status, body)
   const statement = sql<LockedStore>`
-    WITH attempt AS (
+    WITH ${plan?.before ? sql`${plan.before}, ` : sql``}attempt AS (
       SELECT pg_try_advisory_xact_lock(hashtextextended(${record.lockName}, 0)) AS locked,
-        ${plan?.guard ? plan.guard.holds : sql`true`} AS allowed
+        ${plan ? plan.holds : sql`true`} AS allowed
     ), stored AS (
       INSERT INTO idempotency_keys (partner_id, mode, key, fingerprint, state, response_status, response_body,
         locked_until, created_at, expires_at)
@@ -329,7 +403,7 @@ async function storeUnderLock(
       WHERE idempotency_keys.expires_at <= ${now}
         OR (idempotency_keys.state <> 'done' AND idempotency_keys.fingerprint = EXCLUDED.fingerprint)
       RETURNING 1
-    )${plan ? sql`, ${insertCtes(plan, sql`stored`)}` : sql``}
+    )${plan ? sql`, ${plan.write(sql`stored`)}` : sql``}
     SELECT a.locked, a.allowed, EXISTS (SELECT 1 FROM stored) AS stored,
       k.fingerprint, k.state, k.response_status, k.response_body, k.expires_at
     FROM attempt a

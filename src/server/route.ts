@@ -13,8 +13,11 @@ import {
   type IdempotentOutcome,
   insertPlanned,
   type PlannedInsert,
+  type RoutePlan,
   runIdempotent,
   runIdempotentInsert,
+  runIdempotentPlan,
+  runRoutePlan,
 } from './idempotency.js'
 import type { Db } from './store/db.js'
 import type { MerchantRow } from './store/schema.js'
@@ -103,6 +106,29 @@ export function defineInsertRoute<E extends Endpoint>(
   registerRoute(app, endpoint, options, async (request, reply, ctx, key) => {
     if (key === undefined) return reply.code(endpoint.status).send(await insertPlanned(ctx.db, plan(ctx)))
     const outcome = await runIdempotentInsert({
+      ...keyScope(app, endpoint, request, ctx, key),
+      successStatus: endpoint.status,
+      plan: () => plan(ctx),
+    })
+    return sendOutcome(reply, outcome)
+  })
+}
+
+/**
+ * Registers an endpoint that reads and checks first, outside any transaction, and then decides how to
+ * write (see RoutePlan): a planned write is a single statement with or without an Idempotency-Key (test
+ * mode's confirm); other work runs in a transaction as defineRoute's does.
+ */
+export function definePlannedRoute<E extends Endpoint>(
+  app: FastifyInstance,
+  endpoint: E,
+  plan: (ctx: RouteContext<E>) => Promise<RoutePlan<z.output<E['response']>>>,
+): void {
+  registerRoute(app, endpoint, {}, async (request, reply, ctx, key) => {
+    if (key === undefined) {
+      return reply.code(endpoint.status).send(await runRoutePlan(ctx.db, await plan(ctx)))
+    }
+    const outcome = await runIdempotentPlan({
       ...keyScope(app, endpoint, request, ctx, key),
       successStatus: endpoint.status,
       plan: () => plan(ctx),

@@ -252,6 +252,104 @@ describe('POST /v1/gateway/payment/:id/confirm (row 23)', () => {
   })
 })
 
+describe("test mode's confirm as one statement, under an Idempotency-Key or none", () => {
+  const events = async (paymentId: string) =>
+    (
+      await env.t.db
+        .selectFrom('payment_events')
+        .select('type')
+        .where('payment_id', '=', paymentId)
+        .orderBy('payment_state_version')
+        .execute()
+    ).map((e) => e.type)
+
+  it('the same key with another body is 409 idempotency_conflict, and the payment moved once', async () => {
+    const paymentId = await env.pay()
+    const { option, results } = await env.prepare(paymentId, buyer, isBaseOption)
+    const headers = { 'idempotency-key': `confirm-other-${paymentId}` }
+    const first = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results }, headers)
+    expect(first.json.status, first.body).toBe('succeeded')
+    const other = await env.gw(
+      'POST',
+      paymentId,
+      '/confirm',
+      { optionId: option.id, results: [`0x${'cd'.repeat(65)}`] },
+      headers,
+    )
+    expectError(other, 409, 'idempotency_conflict')
+    expect(await events(paymentId)).toEqual(['payment.created', 'payment.processing', 'payment.succeeded'])
+  })
+
+  it('a refusal is the answer of its key, and nothing moved', async () => {
+    const paymentId = await env.pay()
+    const { option, results } = await env.prepare(paymentId, buyer, isBaseOption)
+    const headers = { 'idempotency-key': `confirm-refused-${paymentId}` }
+    const wrong = { optionId: option.id, results: [...results, results[0]] }
+    const refused = await env.gw('POST', paymentId, '/confirm', wrong, headers)
+    expect(refused.statusCode, refused.body).toBe(400)
+    const again = await env.gw('POST', paymentId, '/confirm', wrong, headers)
+    expect([again.statusCode, again.json, again.headers['idempotent-replayed']]).toEqual([
+      400,
+      refused.json,
+      'true',
+    ])
+    expect(await events(paymentId)).toEqual(['payment.created'])
+  })
+
+  it('20 confirms racing with one key: one success written, every other answer a replay of it or 409', async () => {
+    const paymentId = await env.pay()
+    const { option, results } = await env.prepare(paymentId, buyer, isBaseOption)
+    const headers = { 'idempotency-key': `confirm-race-${paymentId}` }
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        env.gw('POST', paymentId, '/confirm', { optionId: option.id, results }, headers),
+      ),
+    )
+    const fresh = answers.filter(
+      (r) => r.statusCode === 200 && r.headers['idempotent-replayed'] === undefined,
+    )
+    expect(fresh).toHaveLength(1)
+    for (const r of answers) {
+      if (r.statusCode === 200) expect(r.json).toEqual(fresh[0]!.json)
+      else expectError(r, 409, 'idempotency_conflict')
+    }
+    expect(await events(paymentId)).toEqual(['payment.created', 'payment.processing', 'payment.succeeded'])
+  })
+
+  it('20 confirms racing with their own keys: one succeeds, each other key keeps its 409 invalid_state', async () => {
+    const paymentId = await env.pay()
+    const { option, results } = await env.prepare(paymentId, buyer, isBaseOption)
+    const key = (i: number) => ({ 'idempotency-key': `confirm-keys-${paymentId}-${i}` })
+    const confirm = (i: number) =>
+      env.gw('POST', paymentId, '/confirm', { optionId: option.id, results }, key(i))
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => confirm(i)))
+    const won = answers.flatMap((r, i) => (r.statusCode === 200 ? [i] : []))
+    expect(won, answers.map((r) => r.body).join('\n')).toHaveLength(1)
+    for (const [i, r] of answers.entries()) if (i !== won[0]) expectError(r, 409, 'invalid_state')
+    const loser = won[0] === 0 ? 1 : 0
+    const replay = await confirm(loser)
+    expect([replay.statusCode, replay.json, replay.headers['idempotent-replayed']]).toEqual([
+      409,
+      answers[loser]!.json,
+      'true',
+    ])
+    expect(await events(paymentId)).toEqual(['payment.created', 'payment.processing', 'payment.succeeded'])
+  })
+
+  it('without a key, of 20 racing confirms one succeeds and the rest are 409 invalid_state', async () => {
+    const paymentId = await env.pay()
+    const { option, results } = await env.prepare(paymentId, buyer, isBaseOption)
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        env.gw('POST', paymentId, '/confirm', { optionId: option.id, results }),
+      ),
+    )
+    expect(answers.filter((r) => r.statusCode === 200)).toHaveLength(1)
+    for (const r of answers) if (r.statusCode !== 200) expectError(r, 409, 'invalid_state')
+    expect(await events(paymentId)).toEqual(['payment.created', 'payment.processing', 'payment.succeeded'])
+  })
+})
+
 describe('POST /v1/gateway/payment/:id/cancel (row 22)', () => {
   it('cancels a waiting payment as cancelled_by_user; a second cancel is 409 invalid_state', async () => {
     const paymentId = await env.pay()

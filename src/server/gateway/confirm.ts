@@ -2,11 +2,18 @@ import type { ConfirmBody, ConfirmResponse } from '../../contract/gateway.js'
 import type { ConfirmContext } from '../chains/types.js'
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
+import { type RoutePlan, runRoutePlan } from '../idempotency.js'
 import { toAmount } from '../payments/assets.js'
-import { succeedPayment, transitionPayment } from '../payments/lifecycle.js'
-import { confirmTestPayment } from '../payments/settlements.js'
+import {
+  changePaymentInSteps,
+  paymentStepsWrite,
+  succeedPayment,
+  transitionPayment,
+} from '../payments/lifecycle.js'
+import { testConfirmSteps } from '../payments/settlements.js'
 import { statusJson, unixSeconds } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
+import type { PaymentRow } from '../store/schema.js'
 import type { DriverRegistry } from './drivers.js'
 import { signedActions, usableOption } from './option.js'
 import { assertPayable, driverPayment, type GatewayPaymentRow } from './payment.js'
@@ -14,13 +21,7 @@ import { checkResults } from './results.js'
 import type { PaymentOptionRow } from './schema.js'
 import { toStoredOption } from './store.js'
 
-/**
- * Spec row 23. Every check that needs no state change runs first; then one transaction moves the payment
- * `requires_action -> processing` with a conditional UPDATE (so of racing confirms, cancels and the
- * expiry sweep exactly one wins; the others get `409 invalid_state`), lets the driver execute, and for a
- * synchronous outcome (test mode) moves on to `succeeded` or `failed` before committing.
- */
-export async function confirmPayment(input: {
+export interface ConfirmInput {
   db: Db
   config: ServerConfig
   registry: DriverRegistry
@@ -31,7 +32,22 @@ export async function confirmPayment(input: {
   now: Date
   /** Runs in the transaction that moves the payment to processing (e.g. to record what was confirmed). */
   onProcessing?: (trx: Db) => Promise<void>
-}): Promise<ConfirmResponse> {
+}
+
+/** Spec row 23, checked and written at once (see planConfirm). */
+export async function confirmPayment(input: ConfirmInput): Promise<ConfirmResponse> {
+  return runRoutePlan(input.db, await planConfirm(input))
+}
+
+/**
+ * Spec row 23. Every check that needs no state change runs first, on what was read before any write.
+ * Test mode's driver decides at once and writes nothing, so its success is one planned statement (all
+ * steps, and under an Idempotency-Key the key's answer too: paymentStepsWrite). Otherwise one transaction
+ * moves the payment `requires_action -> processing` with a conditional UPDATE (so of racing confirms,
+ * cancels and the expiry sweep exactly one wins; the others get `409 invalid_state`), lets the driver
+ * execute, and for a synchronous outcome moves on to `succeeded` or `failed` before committing.
+ */
+export async function planConfirm(input: ConfirmInput): Promise<RoutePlan<ConfirmResponse>> {
   const { db, config, registry, payment, body, now } = input
   assertPayable(payment)
   const { row, driver, asset } = await usableOption(
@@ -64,45 +80,60 @@ export async function confirmPayment(input: {
     buyer: row.account,
     option_amount: JSON.stringify(optionAmount),
   }
-  // Test mode's driver decides at once and writes nothing: a success is then one statement, all steps.
   const decided = payment.mode === 'test' ? await driver.confirm({ ...base, db }) : undefined
-  const final = await inTransaction(db, async (trx) => {
-    if (decided?.status === 'succeeded') {
-      const paid = await confirmTestPayment(trx, {
-        payment,
-        confirmed,
-        asset: row.asset,
-        value: row.amount,
-        txId: decided.txId,
-        settlementAsset: input.option?.settlementAsset,
-        now,
+  const txId = decided?.status === 'succeeded' ? decided.txId : undefined
+  const testSuccess =
+    txId === undefined
+      ? undefined
+      : await testConfirmSteps(db, {
+          payment,
+          confirmed,
+          asset: row.asset,
+          value: row.amount,
+          txId,
+          settlementAsset: input.option?.settlementAsset,
+          now,
+        })
+  // A success's answer is known before it is written.
+  if (testSuccess && !input.onProcessing)
+    return { write: paymentStepsWrite(db, testSuccess, answer({ status: 'succeeded', tx_id: txId! })) }
+  return {
+    run: async (db) => {
+      const final = await inTransaction(db, async (trx) => {
+        if (testSuccess) {
+          const paid = await changePaymentInSteps(trx, testSuccess)
+          await input.onProcessing?.(trx)
+          return paid
+        }
+        const processing = await transitionPayment(trx, {
+          paymentId: payment.id,
+          from: 'requires_action',
+          to: 'processing',
+          set: confirmed,
+          notExpiredAt: now,
+          now,
+        })
+        await input.onProcessing?.(trx)
+        const outcome = decided ?? (await driver.confirm({ ...base, db: trx }))
+        if (outcome.status === 'processing') return processing
+        if (outcome.status === 'failed') {
+          return transitionPayment(trx, {
+            paymentId: payment.id,
+            from: 'processing',
+            to: 'failed',
+            set: { failure_code: outcome.failureCode },
+            now,
+          })
+        }
+        const succeeded = await succeedPayment(trx, { paymentId: payment.id, txId: outcome.txId, now })
+        return succeeded ?? processing
       })
-      await input.onProcessing?.(trx)
-      return paid
-    }
-    const processing = await transitionPayment(trx, {
-      paymentId: payment.id,
-      from: 'requires_action',
-      to: 'processing',
-      set: confirmed,
-      notExpiredAt: now,
-      now,
-    })
-    await input.onProcessing?.(trx)
-    const outcome = decided ?? (await driver.confirm({ ...base, db: trx }))
-    if (outcome.status === 'processing') return processing
-    if (outcome.status === 'failed') {
-      return transitionPayment(trx, {
-        paymentId: payment.id,
-        from: 'processing',
-        to: 'failed',
-        set: { failure_code: outcome.failureCode },
-        now,
-      })
-    }
-    const succeeded = await succeedPayment(trx, { paymentId: payment.id, txId: outcome.txId, now })
-    return succeeded ?? processing
-  })
-  const { status, isFinal, pollInMs } = statusJson(final)
+      return answer(final)
+    },
+  }
+}
+
+function answer(row: Pick<PaymentRow, 'status' | 'tx_id'>): ConfirmResponse {
+  const { status, isFinal, pollInMs } = statusJson(row)
   return { status, isFinal, pollInMs }
 }

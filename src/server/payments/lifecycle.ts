@@ -2,6 +2,7 @@ import { CompiledQuery, type RawBuilder, sql } from 'kysely'
 import type { PaymentStatus } from '../../contract/common.js'
 import type { WebhookEventType } from '../../contract/webhooks.js'
 import { fail } from '../errors.js'
+import type { PlannedWrite } from '../idempotency.js'
 import { enqueueJob } from '../jobs/queue.js'
 import { type Db, inTransaction } from '../store/db.js'
 import { executePrepared } from '../store/prepared.js'
@@ -223,6 +224,14 @@ export interface PaymentStep {
   set: PaymentUpdate
 }
 
+export interface PaymentStepsParams {
+  paymentId: string
+  from: PaymentStatus
+  notExpiredAt?: Date
+  steps: readonly PaymentStep[]
+  now: Date
+}
+
 /**
  * Consecutive state changes of one payment in ONE statement, each with its own event, as if made one
  * after another: the row, locked in state `from` (and unexpired at `notExpiredAt`), is updated once to
@@ -232,16 +241,39 @@ export interface PaymentStep {
  * A column set by more than one step must be text (status, settlement_status). Nothing matched: as
  * transitionPayment (404 or 409).
  */
-export async function changePaymentInSteps(
-  db: Db,
-  params: {
-    paymentId: string
-    from: PaymentStatus
-    notExpiredAt?: Date
-    steps: readonly PaymentStep[]
-    now: Date
-  },
-): Promise<PaymentRow> {
+export async function changePaymentInSteps(db: Db, params: PaymentStepsParams): Promise<PaymentRow> {
+  const plan = planPaymentSteps(params)
+  const query = sql<PaymentRow>`WITH ${plan.lock}, ${plan.write()} SELECT * FROM changed`
+  const [row] = (await executePrepared(db, query.compile(db))).rows
+  if (row) return row
+  return plan.refuse(db)
+}
+
+/**
+ * changePaymentInSteps as a planned write (idempotency.ts), so an Idempotency-Key's answer is stored by
+ * the same statement. Its guard is the row, locked in the state the steps start from.
+ */
+export function paymentStepsWrite<T>(db: Db, params: PaymentStepsParams, result: T): PlannedWrite<T> {
+  const plan = planPaymentSteps(params)
+  return {
+    before: plan.lock,
+    holds: sql<boolean>`EXISTS (SELECT 1 FROM old)`,
+    write: (gate) => plan.write(sql<boolean>`EXISTS (SELECT 1 FROM ${gate})`),
+    refuse: () => plan.refuse(db),
+    result,
+  }
+}
+
+/**
+ * changePaymentInSteps in parts: `lock` is the CTE `old`, the row locked in its state (empty when it is
+ * not in that state); `write(when)` the CTEs `changed` and `event`, which change the row only when `when`
+ * (a condition on earlier CTEs) holds; `refuse` the answer when `old` was empty.
+ */
+function planPaymentSteps(params: PaymentStepsParams): {
+  lock: RawBuilder<unknown>
+  write: (when?: RawBuilder<boolean>) => RawBuilder<unknown>
+  refuse: (db: Db) => Promise<never>
+} {
   const { steps, now } = params
   let status = params.from
   for (const step of steps) {
@@ -283,24 +315,24 @@ export async function changePaymentInSteps(
     return sql`SELECT changed.id, ${sql.lit(step.type)}, ${version}, ${snapshot}, ${now}::timestamptz FROM changed CROSS JOIN old`
   })
   const returned = sql.join(paymentColumns.map((column) => sql.ref(`payments.${column}`)))
-  const query = sql<PaymentRow>`WITH old AS (
+  const lock = sql`old AS (
       SELECT ${sql.join(paymentColumns.map((column) => sql.ref(column)))} FROM payments
       WHERE id = ${params.paymentId} AND status = ${params.from}
       ${params.notExpiredAt ? sql`AND expires_at > ${params.notExpiredAt}` : sql``}
       FOR UPDATE
-    ), changed AS (
+    )`
+  const write = (when?: RawBuilder<boolean>) => sql`changed AS (
       UPDATE payments SET ${sql.join(columns.map((column) => sql`${sql.ref(column)} = ${merged[column]}`))},
         updated_at = ${now}, payment_state_version = old.payment_state_version + ${sql.lit(steps.length)}
-      FROM old WHERE payments.id = old.id
+      FROM old WHERE payments.id = old.id${when ? sql` AND ${when}` : sql``}
       RETURNING ${returned}
     ), event AS (
       INSERT INTO payment_events (payment_id, type, payment_state_version, snapshot, created_at)
       ${sql.join(events, sql` UNION ALL `)}
-    )
-    SELECT * FROM changed`
-  const [row] = (await executePrepared(db, query.compile(db))).rows
-  if (row) return row
-  return refuseTransition(db, params.paymentId, steps.find((step) => step.set.status)?.set.status ?? status)
+    )`
+  const refuse = (db: Db) =>
+    refuseTransition(db, params.paymentId, steps.find((step) => step.set.status)?.set.status ?? status)
+  return { lock, write, refuse }
 }
 
 /**

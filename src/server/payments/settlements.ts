@@ -2,7 +2,7 @@ import type { Db } from '../store/db.js'
 import { preparedStatement } from '../store/prepared.js'
 import type { CryptoSettlementRow, PaymentRow, PaymentUpdate } from '../store/schema.js'
 import { foldAsset } from './assets.js'
-import { changePaymentInSteps, type PaymentStep } from './lifecycle.js'
+import { changePaymentInSteps, type PaymentStep, type PaymentStepsParams } from './lifecycle.js'
 
 /** The settlement destination of a merchant for an asset, if any (for the settlement step). */
 export async function settlementFor(
@@ -61,9 +61,10 @@ export async function succeedTestPayment(
 
 /**
  * Test mode's whole confirm in one statement: `requires_action -> processing` with what was confirmed
- * (`confirmed`), unless expired at `now`; then as succeedTestPayment.
+ * (`confirmed`), unless expired at `now`; then as succeedTestPayment. The steps are also run as a planned
+ * write (paymentStepsWrite) under an Idempotency-Key.
  */
-export async function confirmTestPayment(
+export async function testConfirmSteps(
   db: Db,
   params: {
     payment: Pick<PaymentRow, 'id' | 'merchant_id'>
@@ -76,13 +77,13 @@ export async function confirmTestPayment(
     settlementAsset?: string | null | undefined
     now: Date
   },
-): Promise<PaymentRow> {
+): Promise<PaymentStepsParams> {
   const { payment, now } = params
   const settlementAsset =
     params.settlementAsset !== undefined
       ? params.settlementAsset
       : await settlementAssetFor(db, payment, params.asset)
-  return changePaymentInSteps(db, {
+  return {
     paymentId: payment.id,
     from: 'requires_action',
     notExpiredAt: now,
@@ -91,7 +92,7 @@ export async function confirmTestPayment(
       ...testSuccessSteps({ ...params, settlementAsset }),
     ],
     now,
-  })
+  }
 }
 
 async function settlementAssetFor(

@@ -5,7 +5,7 @@ import { PaymentIdParams } from '../../contract/status.js'
 import type { ChainDriver } from '../chains/types.js'
 import { validationError } from '../errors.js'
 import { submitCollectedData } from '../gateway/collectSubmit.js'
-import { confirmPayment } from '../gateway/confirm.js'
+import { planConfirm } from '../gateway/confirm.js'
 import { createDriverRegistry } from '../gateway/drivers.js'
 import { fetchActions } from '../gateway/fetch.js'
 import { paymentOptions } from '../gateway/options.js'
@@ -13,7 +13,7 @@ import { findGatewayPayment, findGatewayPaymentAndOption, gatewayPaymentJson } f
 import { type ExpiryJob, startExpiryJob } from '../jobs/expiry.js'
 import { cancelPayment } from '../payments/cancel.js'
 import { findPaymentStatus } from '../payments/views.js'
-import { defineRoute } from '../route.js'
+import { definePlannedRoute, defineRoute } from '../route.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -58,7 +58,7 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
     return cancelPayment(db, { paymentId: payment.id, reason: 'cancelled_by_user', now })
   })
 
-  defineRoute(app, endpoints.gatewayConfirm, async ({ db, auth, params, body, config, now }) => {
+  definePlannedRoute(app, endpoints.gatewayConfirm, async ({ db, auth, params, body, config, now }) => {
     const { payment, option } = await findGatewayPaymentAndOption(
       db,
       params.id,
@@ -66,7 +66,7 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
       auth.mode,
       now,
     )
-    return confirmPayment({ db, config, registry, payment, option, body, now })
+    return planConfirm({ db, config, registry, payment, option, body, now })
   })
 
   // The hosted form posts here from the buyer's browser, which holds no gateway credentials: the option id
