@@ -137,7 +137,7 @@ describe('caipay CLI', () => {
     expect(await again.exited).toBe(0)
   })
 
-  it('serve at the default log level: one line per request, all of it written by exit', async () => {
+  it('serve at the default log level: one line per request, written within a second and all of it by exit', async () => {
     const own = await createTestDatabase()
     cleanups.push(() => own.drop())
     const server = await serve(['--database-url', own.url], {})
@@ -150,6 +150,11 @@ describe('caipay CLI', () => {
       })
       expect(read.status).toBe(200)
     }
+    // Lines are written in batches, but none waits for more than about a second while the server runs.
+    const written = () => server.output().split('\n').filter((line) => line.includes(`"url":"${path}"`))
+    const deadline = Date.now() + 5000
+    while (written().length < reads && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100))
+    expect(written()).toHaveLength(reads)
     server.child.kill('SIGTERM')
     expect(await server.exited).toBe(0)
     const lines = server
