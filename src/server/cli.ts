@@ -132,9 +132,8 @@ async function serve(args: readonly string[]): Promise<number> {
   // lines go out 4 KiB at a time (each write is a thread-pool hand-off: one per line cost more than the
   // line itself). A timer writes whatever waits at least once a second; pino writes the rest on exit.
   const destination = pino.destination({ dest: 1, sync: false, minLength: 4096 })
-  setInterval(() => {
-    if (!destination.destroyed) destination.flush()
-  }, 1000).unref()
+  const flushing = setInterval(() => destination.flush(), 1000).unref()
+  destination.on('close', () => clearInterval(flushing))
   const logger = pino({ level: process.env.LOG_LEVEL ?? 'info' }, destination)
 
   // Signals are handled from the start: one during startup stops the server once it is up.

@@ -175,4 +175,57 @@ describe('payment events (transactional outbox)', () => {
       expect((await events(id)).map((e) => e.type)).toEqual(['payment.created', 'payment.expired'])
     }
   })
+
+  it('an event no endpoint receives is written dispatched; one an endpoint receives waits for the dispatcher', async () => {
+    const buyer = createBuyer()
+    const pay = async () => {
+      const paymentId = await env.pay()
+      const { option, results } = await env.prepare(paymentId, buyer, isBaseOption)
+      const confirm = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })
+      expect(confirm.json.status, confirm.body).toBe('succeeded')
+      return paymentId
+    }
+    const dispatched = async (paymentId: string) =>
+      (
+        await env.t.db
+          .selectFrom('payment_events')
+          .select(['type', 'created_at', 'dispatched_at'])
+          .where('payment_id', '=', paymentId)
+          .orderBy('payment_state_version')
+          .execute()
+      ).map((e) => [
+        e.type,
+        e.dispatched_at?.getTime() === e.created_at.getTime() ? 'at once' : e.dispatched_at,
+      ])
+
+    const unheard = await pay()
+    const endpoint = await env.t.request({
+      method: 'POST',
+      url: '/v1/webhook-endpoints',
+      headers: headers(env.apiKey),
+      payload: { url: 'http://127.0.0.1:9/hooks', enabledEvents: ['payment.succeeded'] },
+    })
+    expect(endpoint.statusCode, endpoint.body).toBe(201)
+    try {
+      const heard = await pay()
+      expect(await dispatched(unheard)).toEqual([
+        ['payment.created', 'at once'],
+        ['payment.processing', 'at once'],
+        ['payment.succeeded', 'at once'],
+        ['payment.settled', 'at once'],
+      ])
+      expect(await dispatched(heard)).toEqual([
+        ['payment.created', 'at once'],
+        ['payment.processing', 'at once'],
+        ['payment.succeeded', null],
+        ['payment.settled', 'at once'],
+      ])
+    } finally {
+      await env.t.request({
+        method: 'DELETE',
+        url: `/v1/webhook-endpoints/${endpoint.json.id}`,
+        headers: headers(env.apiKey),
+      })
+    }
+  })
 })
