@@ -206,8 +206,10 @@ export type PlannedInsert<T> = {
      * `inserted` is the CTE holding the inserted row, every column.
      */
     follow?: RawBuilder<unknown>
+    /** A condition the statement reads back once it wrote (from `inserted`, `followed`), for afterInsert. */
+    report?: RawBuilder<boolean>
     /** Called once the row is committed (not on a replay or a refusal). */
-    afterInsert?: () => void
+    afterInsert?: (reported: boolean) => void
     result: T
   }
 }[keyof Database]
@@ -247,7 +249,9 @@ export interface PlannedWrite<T> {
   /** Throws the answer for a guard that did not hold. */
   refuse: () => Promise<never>
   /** Called once the write is committed (not on a replay or a refusal). */
-  afterWrite?: () => void
+  afterWrite?: (reported: boolean) => void
+  /** A condition the statement reads back once it wrote (from the write's CTEs), for afterWrite. */
+  report?: RawBuilder<boolean>
   result: T
 }
 
@@ -258,6 +262,7 @@ function insertWrite<T>(plan: PlannedInsert<T>): PlannedWrite<T> {
     write: (gate) => insertCtes(plan, gate),
     refuse: async () => plan.guard!.refuse(),
     ...(plan.afterInsert ? { afterWrite: plan.afterInsert } : {}),
+    ...(plan.report ? { report: plan.report } : {}),
     result: plan.result,
   }
 }
@@ -266,22 +271,25 @@ function insertWrite<T>(plan: PlannedInsert<T>): PlannedWrite<T> {
 export async function writePlanned<T>(db: Db, plan: PlannedWrite<T>): Promise<T> {
   const statement = sql<{
     written: boolean
+    reported: boolean
   }>`WITH ${plan.before ? sql`${plan.before}, ` : sql``}permitted AS (
       SELECT 1 WHERE ${plan.holds}
     ), ${plan.write(sql`permitted`)}
-    SELECT EXISTS (SELECT 1 FROM permitted) AS written`
-  if (!(await executePrepared(db, statement.compile(db))).rows[0]!.written) await plan.refuse()
-  plan.afterWrite?.()
+    SELECT EXISTS (SELECT 1 FROM permitted) AS written, ${plan.report ?? sql`false`} AS reported`
+  const { written, reported } = (await executePrepared(db, statement.compile(db))).rows[0]!
+  if (!written) await plan.refuse()
+  plan.afterWrite?.(reported)
   return plan.result
 }
 
 /** Runs a planned insert without an Idempotency-Key. */
 export async function insertPlanned<T>(db: Db, plan: PlannedInsert<T>): Promise<T> {
   let inserted: boolean
-  if (plan.follow) {
-    const statement = sql<{ inserted: boolean }>`WITH ${insertCtes(plan, undefined)}
-      SELECT EXISTS (SELECT 1 FROM inserted) AS inserted`
-    inserted = (await executePrepared(db, statement.compile(db))).rows[0]!.inserted
+  let reported = false
+  if (plan.follow || plan.report) {
+    const statement = sql<{ inserted: boolean; reported: boolean }>`WITH ${insertCtes(plan, undefined)}
+      SELECT EXISTS (SELECT 1 FROM inserted) AS inserted, ${plan.report ?? sql`false`} AS reported`
+    ;({ inserted, reported } = (await executePrepared(db, statement.compile(db))).rows[0]!)
   } else {
     const { numAffectedRows } = await executePrepared(
       db,
@@ -290,7 +298,7 @@ export async function insertPlanned<T>(db: Db, plan: PlannedInsert<T>): Promise<
     inserted = numAffectedRows !== 0n
   }
   if (!inserted) plan.guard!.refuse()
-  plan.afterInsert?.()
+  plan.afterInsert?.(reported)
   return plan.result
 }
 
@@ -348,7 +356,7 @@ export async function runIdempotentPlan<T>(
     write,
   )
   if (read.stored) {
-    write.afterWrite?.()
+    write.afterWrite?.(read.reported)
     return { replayed: false, status: options.successStatus, result: write.result }
   }
   // The record as it was when the statement began: a live answer there is this request's answer.
@@ -365,7 +373,7 @@ export async function runIdempotentPlan<T>(
   return record.storedAnswer()
 }
 
-type LockedStore = RecordRead & { allowed: boolean; stored: boolean }
+type LockedStore = RecordRead & { allowed: boolean; stored: boolean; reported: boolean }
 
 /**
  * One statement: takes the key's advisory lock, reads the stored record, stores this answer (only over
@@ -404,7 +412,7 @@ async function storeUnderLock(
         OR (idempotency_keys.state <> 'done' AND idempotency_keys.fingerprint = EXCLUDED.fingerprint)
       RETURNING 1
     )${plan ? sql`, ${plan.write(sql`stored`)}` : sql``}
-    SELECT a.locked, a.allowed, EXISTS (SELECT 1 FROM stored) AS stored,
+    SELECT a.locked, a.allowed, EXISTS (SELECT 1 FROM stored) AS stored, ${plan?.report ?? sql`false`} AS reported,
       k.fingerprint, k.state, k.response_status, k.response_body, k.expires_at
     FROM attempt a
     LEFT JOIN idempotency_keys k ON k.partner_id = ${auth.partnerId} AND k.mode = ${auth.mode} AND k.key = ${key}

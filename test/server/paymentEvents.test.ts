@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { onWake } from '../../src/server/jobs/wake.js'
 import { createBuyer, createGatewayEnv, type GatewayEnv, isBaseOption, usdc } from '../gateway/support.js'
 import { createMerchant, headers } from './helpers.js'
 
@@ -226,6 +227,44 @@ describe('payment events (transactional outbox)', () => {
         url: `/v1/webhook-endpoints/${endpoint.json.id}`,
         headers: headers(env.apiKey),
       })
+    }
+  })
+
+  it("creation wakes this process's dispatcher only for an event somebody receives", async () => {
+    let wakes = 0
+    const stop = onWake(() => {
+      wakes += 1
+    })
+    const create = async (key: string) => {
+      const res = await env.t.request({
+        method: 'POST',
+        url: '/v1/payments',
+        headers: headers(env.apiKey, env.merchantId, key ? { 'idempotency-key': key } : {}),
+        payload: { referenceId: `wake-${key}`, amount: { unit: 'iso4217/USD', value: '500' } },
+      })
+      expect(res.statusCode, res.body).toBe(201)
+    }
+    await create('')
+    await create('wake-unheard')
+    expect(wakes).toBe(0)
+    const endpoint = await env.t.request({
+      method: 'POST',
+      url: '/v1/webhook-endpoints',
+      headers: headers(env.apiKey),
+      payload: { url: 'http://127.0.0.1:9/hooks', enabledEvents: ['payment.created'] },
+    })
+    try {
+      expect(endpoint.statusCode, endpoint.body).toBe(201)
+      await create('')
+      await create('wake-heard')
+      expect(wakes).toBe(2)
+    } finally {
+      await env.t.request({
+        method: 'DELETE',
+        url: `/v1/webhook-endpoints/${endpoint.json.id}`,
+        headers: headers(env.apiKey),
+      })
+      stop()
     }
   })
 })

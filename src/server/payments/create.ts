@@ -68,8 +68,12 @@ export function paymentInsertPlan(input: {
       refuse: () => fail('merchant_not_found', 'Merchant not found.', { merchantId: merchant.id }),
     },
     follow: createdEventInsert(),
-    // The event committed with the payment: wake this process's webhook dispatcher now.
-    afterInsert: wake,
+    // The event committed with the payment and waits for an endpoint (not written dispatched, as an
+    // event nobody receives is): wake this process's webhook dispatcher now.
+    report: sql<boolean>`EXISTS (SELECT 1 FROM followed WHERE dispatched_at IS NULL)`,
+    afterInsert: (pending) => {
+      if (pending) wake()
+    },
     result: createdJson({ id, status: 'requires_action', expires_at: expiresAt }, config),
   }
 }

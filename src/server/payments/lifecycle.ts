@@ -58,11 +58,13 @@ const numericColumns = ['amount_value', 'settlement_value'] as const satisfies r
 
 /**
  * The event of a payment row just inserted as the CTE `inserted` (payment creation's single statement,
- * see paymentInsertPlan): an INSERT ... SELECT that writes nothing when the payment was not inserted.
+ * see paymentInsertPlan): an INSERT ... SELECT that writes nothing when the payment was not inserted,
+ * returning whether the event was written dispatched (nobody receives it: migration 011).
  */
 export function createdEventInsert(): RawBuilder<unknown> {
   return sql`INSERT INTO payment_events (payment_id, type, payment_state_version, snapshot, created_at)
-    SELECT id, 'payment.created', payment_state_version, ${snapshotOf('inserted')}, created_at FROM inserted`
+    SELECT id, 'payment.created', payment_state_version, ${snapshotOf('inserted')}, created_at FROM inserted
+    RETURNING dispatched_at`
 }
 
 /** One condition of a state change's WHERE, as kysely's `where(column, operator, value)`. */
