@@ -21,8 +21,9 @@ import type { Database } from './store/schema.js'
  * seen there; the final write only replaces a record that has no live answer, and when it finds one the
  * handler's work is rolled back and that answer is used instead.
  *
- * A route whose only write is one INSERT it can describe up front (payment creation) does all of that
- * in a single statement instead (runIdempotentInsert), with the same answers.
+ * A route whose write is one statement it can decide before writing (payment creation's INSERT, test
+ * mode's confirm) does all of that in a single statement instead (runIdempotentInsert,
+ * runIdempotentPlan), with the same answers.
  */
 
 export interface StoredResponse {
