@@ -151,7 +151,11 @@ describe('caipay CLI', () => {
       expect(read.status).toBe(200)
     }
     // Lines are written in batches, but none waits for more than about a second while the server runs.
-    const written = () => server.output().split('\n').filter((line) => line.includes(`"url":"${path}"`))
+    const written = () =>
+      server
+        .output()
+        .split('\n')
+        .filter((line) => line.includes(`"url":"${path}"`))
     const deadline = Date.now() + 5000
     while (written().length < reads && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100))
     expect(written()).toHaveLength(reads)

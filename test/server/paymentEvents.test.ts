@@ -14,7 +14,7 @@ afterAll(() => env.t.close())
 async function events(paymentId: string) {
   return env.t.db
     .selectFrom('payment_events')
-    .select(['type', 'payment_state_version', 'snapshot'])
+    .select(['type', 'payment_state_version', 'snapshot', 'created_at', 'dispatched_at'])
     .where('payment_id', '=', paymentId)
     .orderBy('payment_state_version')
     .execute()
@@ -187,14 +187,7 @@ describe('payment events (transactional outbox)', () => {
       return paymentId
     }
     const dispatched = async (paymentId: string) =>
-      (
-        await env.t.db
-          .selectFrom('payment_events')
-          .select(['type', 'created_at', 'dispatched_at'])
-          .where('payment_id', '=', paymentId)
-          .orderBy('payment_state_version')
-          .execute()
-      ).map((e) => [
+      (await events(paymentId)).map((e) => [
         e.type,
         e.dispatched_at?.getTime() === e.created_at.getTime() ? 'at once' : e.dispatched_at,
       ])
