@@ -130,10 +130,9 @@ async function serve(args: readonly string[]): Promise<number> {
   const { pino } = await import('pino')
   // Asynchronous and batched: a request does not wait for a write(2) of its log line, and under load
   // lines go out 4 KiB at a time (each write is a thread-pool hand-off: one per line cost more than the
-  // line itself). A timer writes whatever waits at least once a second; pino writes the rest on exit.
-  const destination = pino.destination({ dest: 1, sync: false, minLength: 4096 })
-  const flushing = setInterval(() => destination.flush(), 1000).unref()
-  destination.on('close', () => clearInterval(flushing))
+  // line itself). Whatever waits is written at least once a second, and by pino on exit; a SIGKILL or
+  // a native crash loses at most that last second.
+  const destination = pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 1000 })
   const logger = pino({ level: process.env.LOG_LEVEL ?? 'info' }, destination)
 
   // Signals are handled from the start: one during startup stops the server once it is up.

@@ -39,6 +39,8 @@ export interface RouteContext<E extends Endpoint> {
   /**
    * Use this, not `app.db`: under an Idempotency-Key it is the transaction that also stores the
    * response. Open nested work with `inTransaction(ctx.db, fn)` (store/db.ts), never `db.transaction()`.
+   * A planned route's `plan` gets the pool: it reads, and writes nothing that a replay or a refusal
+   * should undo (its write is the plan's).
    */
   db: Db
   config: ServerConfig

@@ -296,6 +296,26 @@ describe("test mode's confirm as one statement, under an Idempotency-Key or none
     expect(await events(paymentId)).toEqual(['payment.created'])
   })
 
+  it('a valid confirm under a key that already holds a refusal is 409 idempotency_conflict; nothing moves', async () => {
+    const paymentId = await env.pay()
+    const { option, results } = await env.prepare(paymentId, buyer, isBaseOption)
+    const headers = { 'idempotency-key': `confirm-after-refusal-${paymentId}` }
+    const refused = await env.gw(
+      'POST',
+      paymentId,
+      '/confirm',
+      { optionId: option.id, results: [...results, results[0]] },
+      headers,
+    )
+    expect(refused.statusCode, refused.body).toBe(400)
+    // Every check passes for this body: only the key's stored answer keeps the statement from moving it.
+    const valid = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results }, headers)
+    expectError(valid, 409, 'idempotency_conflict')
+    expect(await events(paymentId)).toEqual(['payment.created'])
+    const status = await env.gw('GET', paymentId, '/status')
+    expect(status.json.status).toBe('requires_action')
+  })
+
   it('20 confirms racing with one key: one success written, every other answer a replay of it or 409', async () => {
     const paymentId = await env.pay()
     const { option, results } = await env.prepare(paymentId, buyer, isBaseOption)

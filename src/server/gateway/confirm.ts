@@ -94,9 +94,11 @@ export async function planConfirm(input: ConfirmInput): Promise<RoutePlan<Confir
           settlementAsset: input.option?.settlementAsset,
           now,
         })
-  // A success's answer is known before it is written.
-  if (testSuccess && !input.onProcessing)
-    return { write: paymentStepsWrite(db, testSuccess, answer({ status: 'succeeded', tx_id: txId! })) }
+  // A success's answer is known before it is written: the status its last step sets.
+  if (testSuccess && !input.onProcessing) {
+    const status = testSuccess.steps.findLast((step) => step.set.status)!.set.status!
+    return { write: paymentStepsWrite(db, testSuccess, answer({ status, tx_id: txId! })) }
+  }
   return {
     run: async (db) => {
       const final = await inTransaction(db, async (trx) => {
