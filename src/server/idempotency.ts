@@ -22,8 +22,8 @@ import type { Database } from './store/schema.js'
  * handler's work is rolled back and that answer is used instead.
  *
  * A route whose write is one statement it can decide before writing (payment creation's INSERT, test
- * mode's confirm) does all of that in a single statement instead (runIdempotentInsert,
- * runIdempotentPlan), with the same answers.
+ * mode's confirm) does all of that in a single statement instead (runIdempotentPlan with a
+ * PlannedWrite), with the same answers.
  */
 
 export interface StoredResponse {
@@ -188,9 +188,8 @@ export async function runIdempotent<T>(
 }
 
 /**
- * A write that is one INSERT known in full before it runs, with the response it yields. Such a write
- * needs no transaction: with or without an Idempotency-Key it is a single statement (insertPlanned,
- * runIdempotentInsert).
+ * A write that is one INSERT known in full before it runs, with the response it yields: run as a planned
+ * write (plannedInsertWrite), so with or without an Idempotency-Key it is a single statement.
  */
 export type PlannedInsert<T> = {
   [K in keyof Database]: {
@@ -215,22 +214,11 @@ export type PlannedInsert<T> = {
   }
 }[keyof Database]
 
-function insertSql(
-  plan: PlannedInsert<unknown>,
-  from: RawBuilder<unknown> | undefined,
-  where: RawBuilder<unknown> | undefined,
-) {
-  const columns = Object.keys(plan.row)
-  const values = Object.values(plan.row)
-  return sql`INSERT INTO ${sql.table(plan.table)} (${sql.join(columns.map((c) => sql.ref(c)))})
-    SELECT ${sql.join(values)}${from ? sql` FROM ${from}` : sql``}${where ? sql` WHERE ${where}` : sql``}${
-      plan.follow ? sql` RETURNING *` : sql``
-    }`
-}
-
-/** The planned insert as the CTE `inserted`, and its follow-up insert (if any) after it. */
-function insertCtes(plan: PlannedInsert<unknown>, from: RawBuilder<unknown> | undefined) {
-  const insert = insertSql(plan, from, from ? undefined : plan.guard?.holds)
+/** The planned insert as the CTE `inserted` (a row only when `gate` has one), then its follow-up insert. */
+function insertCtes(plan: PlannedInsert<unknown>, gate: RawBuilder<unknown>) {
+  const columns = sql.join(Object.keys(plan.row).map((c) => sql.ref(c)))
+  const insert = sql`INSERT INTO ${sql.table(plan.table)} (${columns})
+    SELECT ${sql.join(Object.values(plan.row))} FROM ${gate}${plan.follow ? sql` RETURNING *` : sql``}`
   return sql`inserted AS (${insert})${plan.follow ? sql`, followed AS (${plan.follow})` : sql``}`
 }
 
@@ -257,7 +245,7 @@ export interface PlannedWrite<T> {
 }
 
 /** A planned insert as a planned write: its row and its follow-up insert, run when `gate` holds a row. */
-function insertWrite<T>(plan: PlannedInsert<T>): PlannedWrite<T> {
+export function plannedInsertWrite<T>(plan: PlannedInsert<T>): PlannedWrite<T> {
   return {
     holds: plan.guard ? plan.guard.holds : sql<boolean>`true`,
     write: (gate) => insertCtes(plan, gate),
@@ -281,36 +269,6 @@ export async function writePlanned<T>(db: Db, plan: PlannedWrite<T>): Promise<T>
   if (!written) await plan.refuse()
   plan.afterWrite?.(reported)
   return plan.result
-}
-
-/** Runs a planned insert without an Idempotency-Key. */
-export async function insertPlanned<T>(db: Db, plan: PlannedInsert<T>): Promise<T> {
-  let inserted: boolean
-  let reported = false
-  if (plan.follow || plan.report) {
-    const statement = sql<{ inserted: boolean; reported: boolean }>`WITH ${insertCtes(plan, undefined)}
-      SELECT EXISTS (SELECT 1 FROM inserted) AS inserted, ${plan.report ?? sql`false`} AS reported`
-    ;({ inserted, reported } = (await executePrepared(db, statement.compile(db))).rows[0]!)
-  } else {
-    const { numAffectedRows } = await executePrepared(
-      db,
-      insertSql(plan, undefined, plan.guard?.holds).compile(db),
-    )
-    inserted = numAffectedRows !== 0n
-  }
-  if (!inserted) plan.guard!.refuse()
-  plan.afterInsert?.(reported)
-  return plan.result
-}
-
-/**
- * Runs a planned insert under an Idempotency-Key in one statement, so one round trip and one commit
- * instead of a transaction's five (see storeUnderLock).
- */
-export function runIdempotentInsert<T>(
-  options: KeyScope & { successStatus: number; plan: () => PlannedInsert<T> },
-): Promise<IdempotentOutcome<T>> {
-  return runIdempotentPlan({ ...options, plan: async () => ({ write: insertWrite(options.plan()) }) })
 }
 
 /**

@@ -11,11 +11,10 @@ import {
   checkIdempotencyKey,
   fingerprint,
   type IdempotentOutcome,
-  insertPlanned,
   type PlannedInsert,
+  plannedInsertWrite,
   type RoutePlan,
   runIdempotent,
-  runIdempotentInsert,
   runIdempotentPlan,
   runRoutePlan,
 } from './idempotency.js'
@@ -95,9 +94,9 @@ export function defineRoute<E extends Endpoint>(
 /**
  * Registers an endpoint whose only write is one INSERT it can describe before running (payment
  * creation): `plan` is synchronous and only validates and computes the row and the response; what
- * the database must confirm goes into the plan's guard. With or without an Idempotency-Key the write
- * is then a single statement (see runIdempotentInsert), which keeps the hottest write nearly as cheap
- * under a key as without one.
+ * the database must confirm goes into the plan's guard. It runs as a planned write (definePlannedRoute),
+ * so with or without an Idempotency-Key the write is a single statement, which keeps the hottest write
+ * nearly as cheap under a key as without one.
  */
 export function defineInsertRoute<E extends Endpoint>(
   app: FastifyInstance,
@@ -105,31 +104,23 @@ export function defineInsertRoute<E extends Endpoint>(
   plan: (ctx: RouteContext<E>) => PlannedInsert<z.output<E['response']>>,
   options: DefineRouteOptions = {},
 ): void {
-  registerRoute(app, endpoint, options, async (request, reply, ctx, key) => {
-    if (key === undefined) return reply.code(endpoint.status).send(await insertPlanned(ctx.db, plan(ctx)))
-    const outcome = await runIdempotentInsert({
-      ...keyScope(app, endpoint, request, ctx, key),
-      successStatus: endpoint.status,
-      plan: () => plan(ctx),
-    })
-    return sendOutcome(reply, outcome)
-  })
+  definePlannedRoute(app, endpoint, async (ctx) => ({ write: plannedInsertWrite(plan(ctx)) }), options)
 }
 
 /**
  * Registers an endpoint that reads and checks first, outside any transaction, and then decides how to
  * write (see RoutePlan): a planned write is a single statement with or without an Idempotency-Key (test
- * mode's confirm); other work runs in a transaction as defineRoute's does.
+ * mode's confirm, payment creation); other work runs in a transaction as defineRoute's does.
  */
 export function definePlannedRoute<E extends Endpoint>(
   app: FastifyInstance,
   endpoint: E,
   plan: (ctx: RouteContext<E>) => Promise<RoutePlan<z.output<E['response']>>>,
+  options: DefineRouteOptions = {},
 ): void {
-  registerRoute(app, endpoint, {}, async (request, reply, ctx, key) => {
-    if (key === undefined) {
+  registerRoute(app, endpoint, options, async (request, reply, ctx, key) => {
+    if (key === undefined)
       return reply.code(endpoint.status).send(await runRoutePlan(ctx.db, await plan(ctx)))
-    }
     const outcome = await runIdempotentPlan({
       ...keyScope(app, endpoint, request, ctx, key),
       successStatus: endpoint.status,
