@@ -1,11 +1,11 @@
-import { CompiledQuery, type RawBuilder, sql } from 'kysely'
+import { type RawBuilder, sql } from 'kysely'
 import type { PaymentStatus } from '../../contract/common.js'
 import type { WebhookEventType } from '../../contract/webhooks.js'
 import { fail } from '../errors.js'
 import type { PlannedWrite } from '../idempotency.js'
 import { enqueueJob } from '../jobs/queue.js'
 import { type Db, inTransaction } from '../store/db.js'
-import { executePrepared } from '../store/prepared.js'
+import { executePrepared, executeShaped } from '../store/prepared.js'
 import { type PaymentRow, type PaymentUpdate, paymentColumns } from '../store/schema.js'
 
 /**
@@ -80,7 +80,8 @@ type Condition = readonly [
  * matched -> no row, no event. A change whose WHERE starts with `id =` finds its row by the primary key
  * whatever the other conditions, and runs prepared (PostgreSQL parses and plans each shape once per
  * connection); its text is built by kysely once per shape (the event type, the columns set, the
- * conditions) and reused with the new values, since building it is most of the statement's cost here.
+ * conditions: executeShaped) and reused with the new values, since building it is most of the
+ * statement's cost here.
  */
 async function changePayments(
   db: Db,
@@ -90,23 +91,15 @@ async function changePayments(
   const byId = change.where[0]?.[0] === 'id' && change.where[0][1] === '='
   if (!byId)
     return buildChange(db, change.type, set, change.where, change.now).execute() as Promise<PaymentRow[]>
-  const shape = changeShape(change.type, set, change.where)
-  const parameters = changeParameters(set, change.where, change.now)
-  let text = changeTexts.get(shape)
-  if (text === undefined) {
-    const compiled = buildChange(db, change.type, set, change.where, change.now).compile()
-    const same =
-      compiled.parameters.length === parameters.length &&
-      compiled.parameters.every((value, i) => value === parameters[i])
-    // Kept only when the values line up with kysely's own: a shape this does not foresee is built each time.
-    if (!same) return (await executePrepared(db, compiled)).rows as PaymentRow[]
-    text = compiled.sql
-    changeTexts.set(shape, text)
-  }
-  return (await executePrepared(db, CompiledQuery.raw(text, parameters))).rows as PaymentRow[]
+  return (
+    await executeShaped(
+      db,
+      changeShape(change.type, set, change.where),
+      changeParameters(set, change.where, change.now),
+      () => buildChange(db, change.type, set, change.where, change.now),
+    )
+  ).rows as PaymentRow[]
 }
-
-const changeTexts = new Map<string, string>()
 
 function changeShape(type: string, set: PaymentUpdate, where: readonly Condition[]): string {
   const columns = Object.keys(set).filter((c) => set[c as keyof PaymentUpdate] !== undefined)

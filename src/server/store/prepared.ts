@@ -39,16 +39,34 @@ export function executePrepared<R>(db: Db, query: CompiledQuery<R>): Promise<Que
 export function preparedStatement<A extends unknown[], R>(
   build: (db: Db, ...args: A) => { compile(): CompiledQuery<R> },
 ): (db: Db, ...args: A) => Promise<QueryResult<R>> {
-  let text: string | undefined
-  return async (db, ...args) => {
-    if (text !== undefined) return executePrepared(db, CompiledQuery.raw(text, args) as CompiledQuery<R>)
-    const compiled = build(db, ...args).compile()
-    if (compiled.parameters.length !== args.length || compiled.parameters.some((p, i) => p !== args[i])) {
-      throw new Error('preparedStatement: build must use each argument once, in order, as a parameter')
-    }
-    text = compiled.sql
-    return executePrepared(db, compiled)
-  }
+  const shape = `preparedStatement ${++preparedStatements}`
+  return (db, ...args) => executeShaped(db, shape, args, () => build(db, ...args))
+}
+
+let preparedStatements = 0
+const texts = new Map<string, string>()
+
+/**
+ * Runs a statement whose text kysely builds once per `shape`, a key naming everything that changes
+ * the text: later calls of that shape only bind `parameters` to it. The first build's parameters must
+ * be `parameters`, in order (checked), so a caller that foresees them wrongly fails at once.
+ */
+export async function executeShaped<R>(
+  db: Db,
+  shape: string,
+  parameters: readonly unknown[],
+  build: () => { compile(): CompiledQuery<R> },
+): Promise<QueryResult<R>> {
+  const text = texts.get(shape)
+  if (text !== undefined)
+    return executePrepared(db, CompiledQuery.raw(text, [...parameters]) as CompiledQuery<R>)
+  const compiled = build().compile()
+  const same =
+    compiled.parameters.length === parameters.length &&
+    compiled.parameters.every((p, i) => p === parameters[i])
+  if (!same) throw new Error(`${shape}: build must use each argument once, in order, as a parameter`)
+  texts.set(shape, compiled.sql)
+  return executePrepared(db, compiled)
 }
 
 /** The pg pool as kysely sees it: statements marked by executePrepared run by name. */
