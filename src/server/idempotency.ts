@@ -126,6 +126,21 @@ function inProgress(): never {
 }
 
 /**
+ * Stores a refusal as the key's answer, under the key's lock, and throws it; when the key already has a
+ * live answer (or another request holds it), that answer (or `409`) instead.
+ */
+async function keepRefusal(
+  options: KeyScope,
+  record: ReturnType<typeof keyRecord>,
+  error: unknown,
+): Promise<IdempotentOutcome<never>> {
+  const refusal = refusalOf(error)
+  const read = await storeUnderLock(options, record, refusal.status, refusal.body)
+  if (read.stored) throw error
+  return record.settle(read) ?? record.storedAnswer()
+}
+
+/**
  * A refusal is the outcome of the key too: the `{status, body}` to store for a client error; anything
  * else (a bug, the database gone) is rethrown and stores nothing.
  */
@@ -166,9 +181,7 @@ export async function runIdempotent<T>(
     } catch (error) {
       // Undo the handler's writes, keep the answer (unless another request's answer is there already).
       await rollback()
-      const refusal = refusalOf(error)
-      if (await record.store(db, refusal.status, refusal.body)) throw error
-      return record.storedAnswer()
+      return keepRefusal(options, record, error)
     }
     if (!(await record.store(trx, options.successStatus, JSON.stringify(result)))) {
       // Another request with this key finished between our read and our lock: its answer stands.
@@ -292,12 +305,7 @@ export async function runIdempotentPlan<T>(
   options: KeyScope & { successStatus: number; plan: () => Promise<RoutePlan<T>> },
 ): Promise<IdempotentOutcome<T>> {
   const record = keyRecord(options)
-  const refuse = async (error: unknown): Promise<IdempotentOutcome<never>> => {
-    const refusal = refusalOf(error)
-    const read = await storeUnderLock(options, record, refusal.status, refusal.body)
-    if (read.stored) throw error
-    return record.settle(read) ?? record.storedAnswer()
-  }
+  const refuse = (error: unknown) => keepRefusal(options, record, error)
 
   let plan: RoutePlan<T>
   try {

@@ -548,6 +548,26 @@ describe('POST /v1/refunds (row 17)', () => {
     expect(replay.statusCode).toBe(200)
     expect(replay.headers['idempotent-replayed']).toBe('true')
   })
+
+  it('a refusal under a key is its answer, replayed even once the payment could be refunded', async () => {
+    const id = await createPayment(t, key, merchantId)
+    const k = idem()
+    const refused = await refund(id, { 'idempotency-key': k })
+    expect([refused.statusCode, refused.json.code]).toEqual([400, 'payment_not_succeeded'])
+    await succeedPayment(t, id)
+    const replay = await refund(id, { 'idempotency-key': k })
+    expect([replay.statusCode, replay.headers['idempotent-replayed'], replay.body]).toEqual([
+      400,
+      'true',
+      refused.body,
+    ])
+    const row = await t.db
+      .selectFrom('payments')
+      .select('refunded_at')
+      .where('id', '=', id)
+      .executeTakeFirst()
+    expect(row?.refunded_at).toBeNull()
+  })
 })
 
 // Last in the file: its last case moves the clock a day on.
