@@ -4,6 +4,7 @@ import type { AuthContext } from './context.js'
 import { fail, renderError } from './errors.js'
 import { sha256Hex } from './ids.js'
 import type { Db } from './store/db.js'
+import { identifier } from './store/identifiers.js'
 import { executePrepared } from './store/prepared.js'
 import type { Database } from './store/schema.js'
 
@@ -229,7 +230,7 @@ export type PlannedInsert<T> = {
 
 /** The planned insert as the CTE `inserted` (a row only when `gate` has one), then its follow-up insert. */
 function insertCtes(plan: PlannedInsert<unknown>, gate: RawBuilder<unknown>) {
-  const columns = sql.join(Object.keys(plan.row).map((c) => sql.ref(c)))
+  const columns = sql.join(Object.keys(plan.row).map((column) => identifier(column)))
   const insert = sql`INSERT INTO ${sql.table(plan.table)} (${columns})
     SELECT ${sql.join(Object.values(plan.row))} FROM ${gate}${plan.follow ? sql` RETURNING *` : sql``}`
   return sql`inserted AS (${insert})${plan.follow ? sql`, followed AS (${plan.follow})` : sql``}`

@@ -5,6 +5,7 @@ import { fail } from '../errors.js'
 import type { PlannedWrite } from '../idempotency.js'
 import { enqueueJob } from '../jobs/queue.js'
 import { type Db, inTransaction } from '../store/db.js'
+import { columnList, fixedFragment, identifier, nameLiteral, quotedIdentifier } from '../store/identifiers.js'
 import { executePrepared, executeShaped } from '../store/prepared.js'
 import { type PaymentRow, type PaymentUpdate, paymentColumns } from '../store/schema.js'
 
@@ -46,11 +47,11 @@ export function canTransition(from: PaymentStatus, to: PaymentStatus): boolean {
  * columns as strings (JSON numbers would lose digits of a 78-digit amount).
  */
 export function snapshotOf(alias: string): RawBuilder<string> {
-  const asText = numericColumns.flatMap((column) => [
-    sql.lit(column),
-    sql`${sql.ref(`${alias}.${column}`)}::text`,
-  ])
-  return sql<string>`to_jsonb(${sql.table(alias)}) || jsonb_build_object(${sql.join(asText)})`
+  return fixedFragment(`snapshot ${alias}`, () => {
+    const table = quotedIdentifier(alias)
+    const asText = numericColumns.map((column) => `'${column}', ${table}.${quotedIdentifier(column)}::text`)
+    return `to_jsonb(${table}) || jsonb_build_object(${asText.join(', ')})`
+  })
 }
 
 /** The numeric columns, shown as text in snapshots. */
@@ -292,32 +293,32 @@ function planPaymentSteps(params: PaymentStepsParams): {
       .flatMap((column) => {
         const at = setAt(column, k)
         if (at === -1) {
-          const old = sql.ref(`old.${column}`)
+          const old = identifier('old', column)
           return [
-            sql.lit(column),
+            nameLiteral(column),
             (numericColumns as readonly string[]).includes(column) ? sql`${old}::text` : old,
           ]
         }
         const value = steps[at]!.set[column]
         if (typeof value !== 'string') throw new Error(`Step column ${column} set twice must be text.`)
-        return [sql.lit(column), sql`${value}::text`]
+        return [nameLiteral(column), sql`${value}::text`]
       })
     const version = sql`old.payment_state_version + ${sql.lit(k + 1)}`
     const snapshot =
       k === steps.length - 1
         ? snapshotOf('changed')
-        : sql`${snapshotOf('changed')} || jsonb_build_object(${sql.join([...overrides, sql.lit('payment_state_version'), version])})`
+        : sql`${snapshotOf('changed')} || jsonb_build_object(${sql.join([...overrides, nameLiteral('payment_state_version'), version])})`
     return sql`SELECT changed.id, ${sql.lit(step.type)}, ${version}, ${snapshot}, ${now}::timestamptz FROM changed CROSS JOIN old`
   })
-  const returned = sql.join(paymentColumns.map((column) => sql.ref(`payments.${column}`)))
+  const returned = columnList(paymentColumns, 'payments')
   const lock = sql`old AS (
-      SELECT ${sql.join(paymentColumns.map((column) => sql.ref(column)))} FROM payments
+      SELECT ${columnList(paymentColumns)} FROM payments
       WHERE id = ${params.paymentId} AND status = ${params.from}
       ${params.notExpiredAt ? sql`AND expires_at > ${params.notExpiredAt}` : sql``}
       FOR UPDATE
     )`
   const write = (when?: RawBuilder<boolean>) => sql`changed AS (
-      UPDATE payments SET ${sql.join(columns.map((column) => sql`${sql.ref(column)} = ${merged[column]}`))},
+      UPDATE payments SET ${sql.join(columns.map((column) => sql`${identifier(column)} = ${merged[column]}`))},
         updated_at = ${now}, payment_state_version = old.payment_state_version + ${sql.lit(steps.length)}
       FROM old WHERE payments.id = old.id${when ? sql` AND ${when}` : sql``}
       RETURNING ${returned}
