@@ -107,7 +107,24 @@ describe('payment events (transactional outbox)', () => {
       ['payment.succeeded', 2],
       ['payment.settled', 3],
     ])
+    // One statement wrote all three; each snapshot shows the payment as its own step left it.
+    expect(rows[1]!.snapshot).toMatchObject({
+      status: 'processing',
+      payment_state_version: 1,
+      tx_id: null,
+      settlement_status: null,
+      settled_at: null,
+      selected_option_id: option.id,
+    })
+    expect(rows[2]!.snapshot).toMatchObject({
+      status: 'succeeded',
+      payment_state_version: 2,
+      tx_id: `test:${paymentId}`,
+      settlement_status: 'pending',
+      settled_at: null,
+    })
     expect(rows[3]!.snapshot).toMatchObject({
+      payment_state_version: 3,
       status: 'succeeded',
       tx_id: `test:${paymentId}`,
       settlement_status: 'succeeded',

@@ -4,6 +4,7 @@ import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import { type RoutePlan, runRoutePlan } from '../idempotency.js'
 import { toAmount } from '../payments/assets.js'
+import { rememberFinal } from '../payments/finalStatuses.js'
 import {
   changePaymentInSteps,
   paymentStepsWrite,
@@ -97,7 +98,13 @@ export async function planConfirm(input: ConfirmInput): Promise<RoutePlan<Confir
   // A success's answer is known before it is written: the status its last step sets.
   if (testSuccess && !input.onProcessing) {
     const status = testSuccess.steps.findLast((step) => step.set.status)!.set.status!
-    return { write: paymentStepsWrite(db, testSuccess, answer({ status, tx_id: txId! })) }
+    const write = paymentStepsWrite(db, testSuccess, answer({ status, tx_id: txId! }))
+    const final = {
+      merchantId: payment.merchant_id,
+      mode: payment.mode,
+      answer: statusJson({ status, tx_id: txId! }),
+    }
+    return { write: { ...write, afterWrite: () => rememberFinal(db, payment.id, final) } }
   }
   return {
     run: async (db) => {

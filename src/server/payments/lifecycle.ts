@@ -262,8 +262,9 @@ export function paymentStepsWrite<T>(db: Db, params: PaymentStepsParams, result:
 
 /**
  * changePaymentInSteps in parts: `lock` is the CTE `old`, the row locked in its state (empty when it is
- * not in that state); `write(when)` the CTEs `changed` and `event`, which change the row only when `when`
- * (a condition on earlier CTEs) holds; `refuse` the answer when `old` was empty.
+ * not in that state); `write(when)` the CTEs `changed`, `snapshot` (the changed row as JSON, built once
+ * for all the events) and `event`, which change the row only when `when` (a condition on earlier CTEs)
+ * holds; `refuse` the answer when `old` was empty.
  */
 function planPaymentSteps(params: PaymentStepsParams): {
   lock: RawBuilder<unknown>
@@ -306,9 +307,10 @@ function planPaymentSteps(params: PaymentStepsParams): {
     const version = sql`old.payment_state_version + ${sql.lit(k + 1)}`
     const snapshot =
       k === steps.length - 1
-        ? snapshotOf('changed')
-        : sql`${snapshotOf('changed')} || jsonb_build_object(${sql.join([...overrides, nameLiteral('payment_state_version'), version])})`
-    return sql`SELECT changed.id, ${sql.lit(step.type)}, ${version}, ${snapshot}, ${now}::timestamptz FROM changed CROSS JOIN old`
+        ? sql`snapshot.document`
+        : sql`snapshot.document || jsonb_build_object(${sql.join([...overrides, nameLiteral('payment_state_version'), version])})`
+    return sql`SELECT changed.id, ${sql.lit(step.type)}, ${version}, ${snapshot}, ${now}::timestamptz
+      FROM changed CROSS JOIN old CROSS JOIN snapshot`
   })
   const returned = columnList(paymentColumns, 'payments')
   const lock = sql`old AS (
@@ -322,6 +324,8 @@ function planPaymentSteps(params: PaymentStepsParams): {
         updated_at = ${now}, payment_state_version = old.payment_state_version + ${sql.lit(steps.length)}
       FROM old WHERE payments.id = old.id${when ? sql` AND ${when}` : sql``}
       RETURNING ${returned}
+    ), snapshot AS (
+      SELECT ${snapshotOf('changed')} AS document FROM changed
     ), event AS (
       INSERT INTO payment_events (payment_id, type, payment_state_version, snapshot, created_at)
       ${sql.join(events, sql` UNION ALL `)}

@@ -12,6 +12,7 @@ import type { Db } from '../store/db.js'
 import { preparedStatement } from '../store/prepared.js'
 import { type PaymentRow, paymentColumns } from '../store/schema.js'
 import { toAmount } from './assets.js'
+import { knownFinal, rememberFinal } from './finalStatuses.js'
 import { withExpiryApplied } from './lifecycle.js'
 
 /** Row -> wire shapes of a payment, shared by the merchant API and the gateway. */
@@ -131,14 +132,22 @@ export async function findPaymentStatus(
   scope: { merchantId: string } | { mode: PaymentRow['mode'] | null },
   now: Date,
 ): Promise<StatusResponse> {
-  const [row] = (await selectPaymentStatus(db, paymentId)).rows as StatusRow[]
-  const visible =
-    row !== undefined &&
+  const visible = (owner: { merchantId: string; mode: PaymentRow['mode'] } | undefined) =>
+    owner !== undefined &&
     ('merchantId' in scope
-      ? row.merchant_id === scope.merchantId
-      : scope.mode === null || row.mode === scope.mode)
-  if (!visible) fail('payment_not_found', 'Payment not found.', { paymentId })
-  return statusJson(await withExpiryApplied(db, row, now))
+      ? owner.merchantId === scope.merchantId
+      : scope.mode === null || owner.mode === scope.mode)
+  const known = knownFinal(db, paymentId)
+  if (known) {
+    if (!visible(known)) fail('payment_not_found', 'Payment not found.', { paymentId })
+    return known.answer
+  }
+  const [row] = (await selectPaymentStatus(db, paymentId)).rows as StatusRow[]
+  const owner = row && { merchantId: row.merchant_id, mode: row.mode }
+  if (!row || !visible(owner)) fail('payment_not_found', 'Payment not found.', { paymentId })
+  const answer = statusJson(await withExpiryApplied(db, row, now))
+  rememberFinal(db, paymentId, { ...owner!, answer })
+  return answer
 }
 
 /** A payment of this merchant (expiry applied), else `404 payment_not_found`. */

@@ -1,0 +1,36 @@
+import { isFinalStatus } from '../../contract/common.js'
+import type { StatusResponse } from '../../contract/payment.js'
+import type { Db } from '../store/db.js'
+import type { PaymentRow } from '../store/schema.js'
+
+/**
+ * The status answers of final payments this process has seen, per database. A final payment never moves
+ * again (paymentTransitions has no move out of a final state) and its tx id is written with its success,
+ * so its answer stays the same for good: a wallet's poll after a confirm that finished the payment (test
+ * mode's does), and every later poll, is answered without a round trip. Only what a status read checks is
+ * kept with it: the merchant and the mode. Bounded: past `limit` entries the oldest goes.
+ */
+export interface KnownFinal {
+  merchantId: string
+  mode: PaymentRow['mode']
+  answer: StatusResponse
+}
+
+const limit = 20_000
+const byDatabase = new WeakMap<Db, Map<string, KnownFinal>>()
+
+export function knownFinal(db: Db, paymentId: string): KnownFinal | undefined {
+  return byDatabase.get(db)?.get(paymentId)
+}
+
+/** Keeps `known` when its answer is final (anything else may still change, and is not kept). */
+export function rememberFinal(db: Db, paymentId: string, known: KnownFinal): void {
+  if (!isFinalStatus(known.answer.status)) return
+  let finals = byDatabase.get(db)
+  if (!finals) {
+    finals = new Map()
+    byDatabase.set(db, finals)
+  }
+  if (finals.size >= limit && !finals.has(paymentId)) finals.delete(finals.keys().next().value!)
+  finals.set(paymentId, known)
+}
