@@ -1,5 +1,6 @@
 import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { sweepIdempotencyKeys } from '../../src/server/idempotency.js'
 import { createTestServer, type TestServer } from './harness.js'
 import { createMerchant, createPayment, headers, idem, succeedPayment } from './helpers.js'
 
@@ -592,6 +593,20 @@ describe('POST /v1/payments under an Idempotency-Key (one statement)', () => {
       first.body,
     ])
     expect(await rowsOf('one-statement')).toEqual([{ id: first.json.paymentId }])
+  })
+
+  it('the sweep deletes the expired answers and keeps the live ones (BRIN index on expires_at)', async () => {
+    const index = await sql<{ indexdef: string }>`
+      SELECT indexdef FROM pg_indexes WHERE indexname = 'idempotency_keys_expiry'`.execute(t.db)
+    expect(index.rows[0]!.indexdef).toContain('USING brin (expires_at)')
+    const k = idem()
+    expect((await create(body('swept'), { 'idempotency-key': k })).statusCode).toBe(201)
+    const { expires_at } = await record(k)
+    await sweepIdempotencyKeys(t.db, new Date(expires_at.getTime() - 1000))
+    expect((await record(k)).key).toBe(k)
+    expect(await sweepIdempotencyKeys(t.db, new Date(expires_at.getTime() + 1000))).toBeGreaterThanOrEqual(1)
+    const left = await t.db.selectFrom('idempotency_keys').select('key').where('key', '=', k).execute()
+    expect(left).toEqual([])
   })
 
   it('a merchant deleted behind the cache: 404 stored under the key, nothing inserted', async () => {
