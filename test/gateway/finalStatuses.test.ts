@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { knownFinal, rememberFinal } from '../../src/server/payments/finalStatuses.js'
+import { finalStatusLimit, knownFinal, rememberFinal } from '../../src/server/payments/finalStatuses.js'
 import type { Db } from '../../src/server/store/db.js'
 import { createMerchant, headers } from '../server/helpers.js'
 import { type Buyer, createBuyer, createGatewayEnv, type GatewayEnv, isBaseOption } from './support.js'
@@ -71,20 +71,24 @@ describe('final status answers kept by the process', () => {
     expect(knownFinal(env.t.db, open)?.answer).toEqual({ status: 'cancelled', isFinal: true, pollInMs: null })
   })
 
-  it('keeps at most 20,000 answers per database, dropping the oldest', () => {
+  it('keeps a bounded number of answers per database, dropping the oldest', () => {
     const db = {} as Db
     const answer = { status: 'succeeded', isFinal: true, pollInMs: null } as const
-    for (let i = 0; i <= 20_000; i++)
+    for (let i = 0; i <= finalStatusLimit; i++)
       rememberFinal(db, `pay_${i}`, { merchantId: 'mer', mode: 'test', answer })
     expect(knownFinal(db, 'pay_0')).toBeUndefined()
     expect(knownFinal(db, 'pay_1')).toBeDefined()
-    expect(knownFinal(db, 'pay_20000')).toBeDefined()
+    expect(knownFinal(db, `pay_${finalStatusLimit}`)?.answer).toEqual(answer)
+    expect(Object.isFrozen(knownFinal(db, 'pay_1')!.answer)).toBe(true)
     rememberFinal(db, 'pay_open', {
       merchantId: 'mer',
       mode: 'test',
       answer: { status: 'processing', isFinal: false, pollInMs: 1000 },
     })
     expect(knownFinal(db, 'pay_open')).toBeUndefined()
+    const transaction = { isTransaction: true } as Db
+    rememberFinal(transaction, 'pay_uncommitted', { merchantId: 'mer', mode: 'test', answer })
+    expect(knownFinal(transaction, 'pay_uncommitted')).toBeUndefined()
     expect(knownFinal({} as Db, 'pay_1')).toBeUndefined()
   })
 })

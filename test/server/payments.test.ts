@@ -595,10 +595,7 @@ describe('POST /v1/payments under an Idempotency-Key (one statement)', () => {
     expect(await rowsOf('one-statement')).toEqual([{ id: first.json.paymentId }])
   })
 
-  it('the sweep deletes the expired answers and keeps the live ones (BRIN index on expires_at)', async () => {
-    const index = await sql<{ indexdef: string }>`
-      SELECT indexdef FROM pg_indexes WHERE indexname = 'idempotency_keys_expiry'`.execute(t.db)
-    expect(index.rows[0]!.indexdef).toContain('USING brin (expires_at)')
+  it('the sweep deletes an answer once it has expired, not before', async () => {
     const k = idem()
     expect((await create(body('swept'), { 'idempotency-key': k })).statusCode).toBe(201)
     const { expires_at } = await record(k)

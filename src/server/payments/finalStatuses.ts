@@ -8,7 +8,9 @@ import type { PaymentRow } from '../store/schema.js'
  * again (paymentTransitions has no move out of a final state) and its tx id is written with its success,
  * so its answer stays the same for good: a wallet's poll after a confirm that finished the payment (test
  * mode's does), and every later poll, is answered without a round trip. Only what a status read checks is
- * kept with it: the merchant and the mode. Bounded: past `limit` entries the oldest goes.
+ * kept with it: the merchant and the mode. Bounded: past `finalStatusLimit` entries the oldest goes.
+ * A payment changed by hand in the database (or a restored backup) is seen by a process that kept its
+ * answer only once it restarts.
  */
 export interface KnownFinal {
   merchantId: string
@@ -16,21 +18,24 @@ export interface KnownFinal {
   answer: StatusResponse
 }
 
-const limit = 20_000
+export const finalStatusLimit = 20_000
 const byDatabase = new WeakMap<Db, Map<string, KnownFinal>>()
 
 export function knownFinal(db: Db, paymentId: string): KnownFinal | undefined {
   return byDatabase.get(db)?.get(paymentId)
 }
 
-/** Keeps `known` when its answer is final (anything else may still change, and is not kept). */
+/**
+ * Keeps `known` when its answer is final (anything else may still change, and is not kept). Inside a
+ * transaction nothing is kept: it is not committed yet.
+ */
 export function rememberFinal(db: Db, paymentId: string, known: KnownFinal): void {
-  if (!isFinalStatus(known.answer.status)) return
+  if (!isFinalStatus(known.answer.status) || db.isTransaction) return
   let finals = byDatabase.get(db)
   if (!finals) {
     finals = new Map()
     byDatabase.set(db, finals)
   }
-  if (finals.size >= limit && !finals.has(paymentId)) finals.delete(finals.keys().next().value!)
-  finals.set(paymentId, known)
+  if (finals.size >= finalStatusLimit && !finals.has(paymentId)) finals.delete(finals.keys().next().value!)
+  finals.set(paymentId, Object.freeze({ ...known, answer: Object.freeze({ ...known.answer }) }))
 }

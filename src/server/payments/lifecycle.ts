@@ -5,7 +5,7 @@ import { fail } from '../errors.js'
 import type { PlannedWrite } from '../idempotency.js'
 import { enqueueJob } from '../jobs/queue.js'
 import { type Db, inTransaction } from '../store/db.js'
-import { columnList, fixedFragment, identifier, nameLiteral, quotedIdentifier } from '../store/identifiers.js'
+import { columnList, identifier, nameLiteral, quotedIdentifier } from '../store/identifiers.js'
 import { executePrepared, executeShaped } from '../store/prepared.js'
 import { type PaymentRow, type PaymentUpdate, paymentColumns } from '../store/schema.js'
 
@@ -47,12 +47,18 @@ export function canTransition(from: PaymentStatus, to: PaymentStatus): boolean {
  * columns as strings (JSON numbers would lose digits of a 78-digit amount).
  */
 export function snapshotOf(alias: string): RawBuilder<string> {
-  return fixedFragment(`snapshot ${alias}`, () => {
+  let snapshot = snapshots.get(alias)
+  if (!snapshot) {
     const table = quotedIdentifier(alias)
     const asText = numericColumns.map((column) => `'${column}', ${table}.${quotedIdentifier(column)}::text`)
-    return `to_jsonb(${table}) || jsonb_build_object(${asText.join(', ')})`
-  })
+    snapshot = sql.raw<string>(`to_jsonb(${table}) || jsonb_build_object(${asText.join(', ')})`)
+    snapshots.set(alias, snapshot)
+  }
+  return snapshot
 }
+
+/** Each alias's snapshot expression, built once (store/identifiers.ts says why). */
+const snapshots = new Map<string, RawBuilder<string>>()
 
 /** The numeric columns, shown as text in snapshots. */
 const numericColumns = ['amount_value', 'settlement_value'] as const satisfies readonly (keyof PaymentRow)[]

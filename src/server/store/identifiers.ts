@@ -2,56 +2,59 @@ import { type RawBuilder, sql } from 'kysely'
 
 /**
  * The fixed parts of hot statements (column lists, qualified columns, jsonb keys), built once as raw
- * text of our own identifiers. Building them with kysely's `sql.ref` / `sql.lit` on every request was
- * most of test mode's confirm statement's server CPU: 342 -> 110 µs per confirm once they were built once.
- * Only code constants go through here; a name that is not a plain lower-case identifier throws.
+ * text of our own identifiers. Built with kysely's `sql.ref` / `sql.lit` on every request, they were most
+ * of the server CPU that building test mode's confirm statement took (`npx tsx bench/statementBuild.ts`).
+ * Only code constants go through here; a name that is not a plain lower-case identifier throws, checked
+ * on every call (before any cached fragment is returned).
  */
-const built = new Map<string, RawBuilder<unknown>>()
 
-function once(key: string, text: () => string): RawBuilder<unknown> {
-  let fragment = built.get(key)
-  if (!fragment) {
-    fragment = sql.raw(text())
-    built.set(key, fragment)
-  }
-  return fragment
-}
-
-function quoted(name: string): string {
+/** `name` quoted, once it is known to be a plain lower-case identifier. */
+export function quotedIdentifier(name: string): string {
   if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`Not a plain identifier: ${name}`)
   return `"${name}"`
 }
 
+const identifiers = new Map<string, RawBuilder<unknown>>()
+
 /** `"table"."column"`, or `"column"`. */
 export function identifier(...parts: string[]): RawBuilder<unknown> {
-  return once(`i ${parts.join('.')}`, () => parts.map(quoted).join('.'))
+  const text = parts.map(quotedIdentifier).join('.')
+  let fragment = identifiers.get(text)
+  if (!fragment) {
+    fragment = sql.raw(text)
+    identifiers.set(text, fragment)
+  }
+  return fragment
 }
+
+const nameLiterals = new Map<string, RawBuilder<unknown>>()
 
 /** A column's name as a string literal (a jsonb key). */
 export function nameLiteral(name: string): RawBuilder<unknown> {
-  return once(`l ${name}`, () => `'${quoted(name).slice(1, -1)}'`)
+  quotedIdentifier(name)
+  let fragment = nameLiterals.get(name)
+  if (!fragment) {
+    fragment = sql.raw(`'${name}'`)
+    nameLiterals.set(name, fragment)
+  }
+  return fragment
 }
 
-/** `"a", "b", ...`, each qualified by `alias` when given (`columns` is a constant list). */
+/** Per constant column list (by identity: a key built from 30 names would cost what the cache saves), per alias. */
+const columnLists = new WeakMap<readonly string[], Map<string, RawBuilder<unknown>>>()
+
+/** `"a", "b", ...`, each qualified by `alias` when given; `columns` is a constant list. */
 export function columnList(columns: readonly string[], alias = ''): RawBuilder<unknown> {
-  let byAlias = lists.get(columns)
+  let byAlias = columnLists.get(columns)
   if (!byAlias) {
     byAlias = new Map()
-    lists.set(columns, byAlias)
+    columnLists.set(columns, byAlias)
   }
   let list = byAlias.get(alias)
   if (!list) {
-    const prefix = alias ? `${quoted(alias)}.` : ''
-    list = sql.raw(columns.map((c) => prefix + quoted(c)).join(', '))
+    const prefix = alias ? `${quotedIdentifier(alias)}.` : ''
+    list = sql.raw(columns.map((c) => prefix + quotedIdentifier(c)).join(', '))
     byAlias.set(alias, list)
   }
   return list
 }
-const lists = new WeakMap<readonly string[], Map<string, RawBuilder<unknown>>>()
-
-/** A fixed expression written once by `text` (from identifiers only), kept under `key`. */
-export function fixedFragment<T>(key: string, text: () => string): RawBuilder<T> {
-  return once(`f ${key}`, text) as RawBuilder<T>
-}
-
-export { quoted as quotedIdentifier }
