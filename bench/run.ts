@@ -228,6 +228,31 @@ async function measure(
   return { ...result, ...(cpu ? { cpu } : {}) }
 }
 
+type Measured = Awaited<ReturnType<typeof measure>>
+
+/**
+ * Rounds of one case as one figure: the best throughput, and the least CPU per request each process
+ * needed in any round. A moment when the shared machine is busy lowers one run and only ever adds CPU,
+ * alike for a ceiling and the server measured in turn with it.
+ */
+function combineRounds(runs: readonly Measured[]): Measured {
+  const best = runs.reduce((a, b) => (b.rps > a.rps ? b : a))
+  const cpus = runs.flatMap((r) => (r.cpu ? [r.cpu] : []))
+  if (!cpus.length) return best
+  const least = (part: keyof CpuBreakdown) => Math.min(...cpus.map((cpu) => cpu[part]))
+  return { ...best, cpu: { server: least('server'), postgres: least('postgres'), loadgen: least('loadgen') } }
+}
+
+/** Every round of every case, for the notes: req/s, then µs of CPU per request (server + PostgreSQL). */
+function roundsText(rounds: ReadonlyMap<string, readonly Measured[]>): string {
+  const each = (f: (r: Measured) => string) =>
+    [...rounds].map(([name, runs]) => `${name} ${runs.map(f).join(' / ')}`).join(', ')
+  return (
+    `all runs in req/s: ${each((r) => r.rps.toFixed(0))}; in µs of CPU per request, server + PostgreSQL: ` +
+    each((r) => (r.cpu ? `${r.cpu.server.toFixed(0)}+${r.cpu.postgres.toFixed(0)}` : '-'))
+  )
+}
+
 const cpuText = (cpu: CpuBreakdown | undefined) =>
   cpu
     ? `CPU per request: ${cpu.server.toFixed(0)} µs server process, ${cpu.postgres.toFixed(0)} µs PostgreSQL, ` +
@@ -328,15 +353,8 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
     // the least each process needed in any round: a moment when the shared machine is busy lowers one run
     // and only ever adds CPU, and alike for the ceiling and the server (run to run, a case's CPU per
     // request moved by up to a third with two rounds).
-    type Measured = Awaited<ReturnType<typeof measure>>
-    const best = new Map<string, Measured>()
-    const all = new Map<string, number[]>()
-    const cpus = new Map<string, CpuBreakdown[]>()
-    const keep = (name: string, r: Measured) => {
-      all.set(name, [...(all.get(name) ?? []), r.rps])
-      if (r.cpu) cpus.set(name, [...(cpus.get(name) ?? []), r.cpu])
-      if (!best.has(name) || r.rps > best.get(name)!.rps) best.set(name, r)
-    }
+    const rounds = new Map<string, Measured[]>()
+    const keep = (name: string, r: Measured) => rounds.set(name, [...(rounds.get(name) ?? []), r])
     const serverScenarios = phases.has('server') ? scenarios : []
     for (const round of phases.has('server') ? [1, 2, 3] : [1]) {
       for (const c of ceilings) {
@@ -350,13 +368,7 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
         keep(s.name, r)
       }
     }
-    for (const [name, runs] of cpus) {
-      const least = (part: keyof CpuBreakdown) => Math.min(...runs.map((cpu) => cpu[part]))
-      best.set(name, {
-        ...best.get(name)!,
-        cpu: { server: least('server'), postgres: least('postgres'), loadgen: least('loadgen') },
-      })
-    }
+    const best = new Map([...rounds].map(([name, runs]) => [name, combineRounds(runs)]))
     // One run each of the secondary figures: in-process, and the reads without per-request log lines.
     const secondary = new Map<string, Measured>()
     const quietScenarios = new Set(['server.status', 'server.gateway_status'])
@@ -408,15 +420,8 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
     if (measured.length) {
       notes.push(
         'Throughput figures are the best of three rounds (ceiling and server in turn), CPU per request the ' +
-          'least of each process in any round; all runs in req/s: ' +
-          [...all].map(([name, runs]) => `${name} ${runs.map((r) => r.toFixed(0)).join(' / ')}`).join(', ') +
-          '; in µs of CPU per request, server + PostgreSQL: ' +
-          [...cpus]
-            .map(
-              ([name, runs]) =>
-                `${name} ${runs.map((c) => `${c.server.toFixed(0)}+${c.postgres.toFixed(0)}`).join(' / ')}`,
-            )
-            .join(', ') +
+          'least of each process in any round; ' +
+          roundsText(rounds) +
           '.',
       )
     }
@@ -649,8 +654,19 @@ async function burstPhase(cluster: BenchCluster): Promise<void> {
     for (const r of reads) {
       await runLoad({ url: server.url, connections, durationS: settings.warmupS * 2, ...r.scenario })
     }
-    const before = []
-    for (const r of reads) before.push(await measure(server, `burst: ${r.label} before`, r.scenario))
+    // Three rounds before and after, as the server cases (combineRounds).
+    const roundsOf = async (when: string) => {
+      const runs = new Map<string, Measured[]>()
+      for (let round = 1; round <= 3; round++)
+        for (const r of reads)
+          runs.set(r.name, [
+            ...(runs.get(r.name) ?? []),
+            await measure(server, `burst: ${r.label} ${when}`, r.scenario),
+          ])
+      return runs
+    }
+    const beforeRounds = await roundsOf('before')
+    const before = reads.map((r) => combineRounds(beforeRounds.get(r.name)!))
     const burst = await runLoad({
       url: server.url,
       method: 'POST',
@@ -666,14 +682,27 @@ async function burstPhase(cluster: BenchCluster): Promise<void> {
     log(
       `burst    POST /v1/payments: ${burst.requests} payments of one merchant in ${burst.durationS.toFixed(1)} s`,
     )
-    const afters = []
-    for (const r of reads) afters.push(await measure(server, `burst: ${r.label} after`, r.scenario))
-    // The ceiling on the same database in the same state: one primary-key SELECT per read.
+    // The ceiling on the same database in the same state: one primary-key SELECT per read, in turn with
+    // the reads.
     const ceiling = await spawnTarget('ceiling', { databaseUrl: url })
-    const select = await measure(ceiling, 'burst: ceiling select after', {
-      method: 'GET',
-      paths: ids.map((id) => `/select/${id}`),
-    }).finally(() => ceiling.stop())
+    const afterRounds = new Map<string, Measured[]>()
+    try {
+      for (let round = 1; round <= 3; round++) {
+        for (const r of [...reads, { name: 'ceiling', label: 'ceiling select', scenario: undefined }]) {
+          const measured = r.scenario
+            ? await measure(server, `burst: ${r.label} after`, r.scenario)
+            : await measure(ceiling, 'burst: ceiling select after', {
+                method: 'GET',
+                paths: ids.map((id) => `/select/${id}`),
+              })
+          afterRounds.set(r.name, [...(afterRounds.get(r.name) ?? []), measured])
+        }
+      }
+    } finally {
+      await ceiling.stop()
+    }
+    const afters = reads.map((r) => combineRounds(afterRounds.get(r.name)!))
+    const select = combineRounds(afterRounds.get('ceiling')!)
     log(`burst    ${'ceiling GET /select/:id after'.padEnd(44)} ${fmt(select)}`)
     if (select.cpu) {
       record('burst.ceiling.select.cpu.server', select.cpu.server, 'µs/req')
@@ -720,7 +749,8 @@ async function burstPhase(cluster: BenchCluster): Promise<void> {
       `burst.*: \`caipay serve\` on a new database; status reads of one merchant's payments, then ` +
         `${burst.requests} POST /v1/payments for that merchant as fast as they go, then the same reads; the ` +
         'ceiling column is the figure before the burst, and for `*.vs_ceiling` the ceiling select measured ' +
-        'after the burst on that database.',
+        'after the burst on that database, in turn with the reads. Three rounds each, combined as the server ' +
+        `cases' (best throughput, least CPU): before, ${roundsText(beforeRounds)}; after, ${roundsText(afterRounds)}.`,
     )
   } finally {
     await server.stop()
