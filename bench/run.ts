@@ -243,6 +243,31 @@ function combineRounds(runs: readonly Measured[]): Measured {
   return { ...best, cpu: { server: least('server'), postgres: least('postgres'), loadgen: least('loadgen') } }
 }
 
+/**
+ * `count` rounds of the cases, each round every case in turn (so a ceiling and the server it is compared
+ * with share the machine's moments): every run of each case, by name, for combineRounds and roundsText.
+ */
+async function measureRounds(
+  cases: readonly {
+    name: string
+    target: Target
+    label: string
+    scenario: Scenario
+    log?: (r: Measured, round: number) => void
+  }[],
+  count: number,
+): Promise<Map<string, Measured[]>> {
+  const runs = new Map<string, Measured[]>()
+  for (let round = 1; round <= count; round++) {
+    for (const c of cases) {
+      const r = await measure(c.target, c.label, c.scenario)
+      c.log?.(r, round)
+      runs.set(c.name, [...(runs.get(c.name) ?? []), r])
+    }
+  }
+  return runs
+}
+
 /** Every round of every case, for the notes: req/s, then µs of CPU per request (server + PostgreSQL). */
 function roundsText(rounds: ReadonlyMap<string, readonly Measured[]>): string {
   const each = (f: (r: Measured) => string) =>
@@ -353,21 +378,28 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
     // the least each process needed in any round: a moment when the shared machine is busy lowers one run
     // and only ever adds CPU, and alike for the ceiling and the server (run to run, a case's CPU per
     // request moved by up to a third with two rounds).
-    const rounds = new Map<string, Measured[]>()
-    const keep = (name: string, r: Measured) => rounds.set(name, [...(rounds.get(name) ?? []), r])
     const serverScenarios = phases.has('server') ? scenarios : []
-    for (const round of phases.has('server') ? [1, 2, 3] : [1]) {
-      for (const c of ceilings) {
-        const r = await measure(ceiling, `ceiling ${c.name}`, c.scenario)
-        log(`ceiling  ${c.label.padEnd(38)} ${fmt(r)}${round > 1 ? ` (round ${round})` : ''}`)
-        keep(c.name, r)
-      }
-      for (const s of serverScenarios) {
-        const r = await measure(server, s.label, s.scenario)
-        log(`server   ${s.label.padEnd(38)} ${fmt(r)}${round > 1 ? ` (round ${round})` : ''}`)
-        keep(s.name, r)
-      }
-    }
+    const roundLog = (kind: string, label: string) => (r: Measured, round: number) =>
+      log(`${kind.padEnd(9)}${label.padEnd(38)} ${fmt(r)}${round > 1 ? ` (round ${round})` : ''}`)
+    const rounds = await measureRounds(
+      [
+        ...ceilings.map((c) => ({
+          name: c.name,
+          target: ceiling,
+          label: `ceiling ${c.name}`,
+          scenario: c.scenario,
+          log: roundLog('ceiling', c.label),
+        })),
+        ...serverScenarios.map((s) => ({
+          name: s.name,
+          target: server,
+          label: s.label,
+          scenario: s.scenario,
+          log: roundLog('server', s.label),
+        })),
+      ],
+      phases.has('server') ? 3 : 1,
+    )
     const best = new Map([...rounds].map(([name, runs]) => [name, combineRounds(runs)]))
     // One run each of the secondary figures: in-process, and the reads without per-request log lines.
     const secondary = new Map<string, Measured>()
@@ -655,17 +687,14 @@ async function burstPhase(cluster: BenchCluster): Promise<void> {
       await runLoad({ url: server.url, connections, durationS: settings.warmupS * 2, ...r.scenario })
     }
     // Three rounds before and after, as the server cases (combineRounds).
-    const roundsOf = async (when: string) => {
-      const runs = new Map<string, Measured[]>()
-      for (let round = 1; round <= 3; round++)
-        for (const r of reads)
-          runs.set(r.name, [
-            ...(runs.get(r.name) ?? []),
-            await measure(server, `burst: ${r.label} ${when}`, r.scenario),
-          ])
-      return runs
-    }
-    const beforeRounds = await roundsOf('before')
+    const readCases = (when: string) =>
+      reads.map((r) => ({
+        name: r.name,
+        target: server,
+        label: `burst: ${r.label} ${when}`,
+        scenario: r.scenario,
+      }))
+    const beforeRounds = await measureRounds(readCases('before'), 3)
     const before = reads.map((r) => combineRounds(beforeRounds.get(r.name)!))
     const burst = await runLoad({
       url: server.url,
@@ -685,22 +714,18 @@ async function burstPhase(cluster: BenchCluster): Promise<void> {
     // The ceiling on the same database in the same state: one primary-key SELECT per read, in turn with
     // the reads.
     const ceiling = await spawnTarget('ceiling', { databaseUrl: url })
-    const afterRounds = new Map<string, Measured[]>()
-    try {
-      for (let round = 1; round <= 3; round++) {
-        for (const r of [...reads, { name: 'ceiling', label: 'ceiling select', scenario: undefined }]) {
-          const measured = r.scenario
-            ? await measure(server, `burst: ${r.label} after`, r.scenario)
-            : await measure(ceiling, 'burst: ceiling select after', {
-                method: 'GET',
-                paths: ids.map((id) => `/select/${id}`),
-              })
-          afterRounds.set(r.name, [...(afterRounds.get(r.name) ?? []), measured])
-        }
-      }
-    } finally {
-      await ceiling.stop()
-    }
+    const afterRounds = await measureRounds(
+      [
+        ...readCases('after'),
+        {
+          name: 'ceiling',
+          target: ceiling,
+          label: 'burst: ceiling select after',
+          scenario: { method: 'GET', paths: ids.map((id) => `/select/${id}`) },
+        },
+      ],
+      3,
+    ).finally(() => ceiling.stop())
     const afters = reads.map((r) => combineRounds(afterRounds.get(r.name)!))
     const select = combineRounds(afterRounds.get('ceiling')!)
     log(`burst    ${'ceiling GET /select/:id after'.padEnd(44)} ${fmt(select)}`)

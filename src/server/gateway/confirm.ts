@@ -98,13 +98,25 @@ export async function planConfirm(input: ConfirmInput): Promise<RoutePlan<Confir
   // A success's answer is known before it is written: the status its last step sets.
   if (testSuccess && !input.onProcessing) {
     const status = testSuccess.steps.findLast((step) => step.set.status)!.set.status!
-    const write = paymentStepsWrite(db, testSuccess, answer({ status, tx_id: txId! }))
-    const final = {
-      merchantId: payment.merchant_id,
-      mode: payment.mode,
-      answer: statusJson({ status, tx_id: txId! }),
+    const paid = { status, tx_id: txId! }
+    const write = paymentStepsWrite(db, testSuccess, answer(paid))
+    const { afterWrite } = write
+    // Once committed, the payment's final answer is known: its next status poll needs no read.
+    const remember = () =>
+      rememberFinal(db, payment.id, {
+        merchantId: payment.merchant_id,
+        mode: payment.mode,
+        answer: statusJson(paid),
+      })
+    return {
+      write: {
+        ...write,
+        afterWrite: (reported) => {
+          afterWrite?.(reported)
+          remember()
+        },
+      },
     }
-    return { write: { ...write, afterWrite: () => rememberFinal(db, payment.id, final) } }
   }
   return {
     run: async (db) => {

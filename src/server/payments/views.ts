@@ -12,7 +12,7 @@ import type { Db } from '../store/db.js'
 import { preparedStatement } from '../store/prepared.js'
 import { type PaymentRow, paymentColumns } from '../store/schema.js'
 import { toAmount } from './assets.js'
-import { knownFinal, rememberFinal } from './finalStatuses.js'
+import { type KnownFinal, knownFinal, rememberFinal } from './finalStatuses.js'
 import { withExpiryApplied } from './lifecycle.js'
 
 /** Row -> wire shapes of a payment, shared by the merchant API and the gateway. */
@@ -132,22 +132,28 @@ export async function findPaymentStatus(
   scope: { merchantId: string } | { mode: PaymentRow['mode'] | null },
   now: Date,
 ): Promise<StatusResponse> {
-  const visible = (owner: { merchantId: string; mode: PaymentRow['mode'] } | undefined) =>
+  const known = knownFinal(db, paymentId)
+  if (known) return visibleTo(scope, paymentId, known).answer
+  const [row] = (await selectPaymentStatus(db, paymentId)).rows as StatusRow[]
+  const owner = visibleTo(scope, paymentId, row && { merchantId: row.merchant_id, mode: row.mode })
+  const answer = statusJson(await withExpiryApplied(db, row!, now))
+  rememberFinal(db, paymentId, { ...owner, answer })
+  return answer
+}
+
+/** `owner` when the scope may see its payment; else `404 payment_not_found`. */
+function visibleTo<O extends Pick<KnownFinal, 'merchantId' | 'mode'>>(
+  scope: { merchantId: string } | { mode: PaymentRow['mode'] | null },
+  paymentId: string,
+  owner: O | undefined,
+): O {
+  const visible =
     owner !== undefined &&
     ('merchantId' in scope
       ? owner.merchantId === scope.merchantId
       : scope.mode === null || owner.mode === scope.mode)
-  const known = knownFinal(db, paymentId)
-  if (known) {
-    if (!visible(known)) fail('payment_not_found', 'Payment not found.', { paymentId })
-    return known.answer
-  }
-  const [row] = (await selectPaymentStatus(db, paymentId)).rows as StatusRow[]
-  const owner = row && { merchantId: row.merchant_id, mode: row.mode }
-  if (!row || !visible(owner)) fail('payment_not_found', 'Payment not found.', { paymentId })
-  const answer = statusJson(await withExpiryApplied(db, row, now))
-  rememberFinal(db, paymentId, { ...owner!, answer })
-  return answer
+  if (!visible) fail('payment_not_found', 'Payment not found.', { paymentId })
+  return owner
 }
 
 /** A payment of this merchant (expiry applied), else `404 payment_not_found`. */
