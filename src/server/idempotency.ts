@@ -270,6 +270,18 @@ export function plannedInsertWrite<T>(plan: PlannedInsert<T>): PlannedWrite<T> {
   }
 }
 
+/**
+ * What a planned write's `refuse` throws when its plan was made on what an earlier request read and the
+ * statement found the database no longer so: nothing was written and nothing stored under the key (it is
+ * not a refusal of the request), and the route plans again on fresh reads (definePlannedRoute).
+ */
+export class StalePlan extends Error {
+  constructor() {
+    super('The plan was made on a read the database no longer matches.')
+    this.name = 'StalePlan'
+  }
+}
+
 /** Runs a planned write without an Idempotency-Key: one statement, or the guard's refusal. */
 export async function writePlanned<T>(db: Db, plan: PlannedWrite<T>): Promise<T> {
   const statement = sql<{

@@ -17,6 +17,7 @@ import {
   runIdempotent,
   runIdempotentPlan,
   runRoutePlan,
+  StalePlan,
 } from './idempotency.js'
 import type { Db } from './store/db.js'
 import type { MerchantRow } from './store/schema.js'
@@ -110,23 +111,33 @@ export function defineInsertRoute<E extends Endpoint>(
 /**
  * Registers an endpoint that reads and checks first, outside any transaction, and then decides how to
  * write (see RoutePlan): a planned write is a single statement with or without an Idempotency-Key (test
- * mode's confirm, payment creation); other work runs in a transaction as defineRoute's does.
+ * mode's confirm, payment creation); other work runs in a transaction as defineRoute's does. A plan made
+ * on what an earlier request read (`fresh` false) may find the database changed (StalePlan): the request
+ * is then planned once more, on fresh reads only.
  */
 export function definePlannedRoute<E extends Endpoint>(
   app: FastifyInstance,
   endpoint: E,
-  plan: (ctx: RouteContext<E>) => Promise<RoutePlan<z.output<E['response']>>>,
+  plan: (ctx: RouteContext<E>, reads: { fresh: boolean }) => Promise<RoutePlan<z.output<E['response']>>>,
   options: DefineRouteOptions = {},
 ): void {
   registerRoute(app, endpoint, options, async (request, reply, ctx, key) => {
-    if (key === undefined)
-      return reply.code(endpoint.status).send(await runRoutePlan(ctx.db, await plan(ctx)))
-    const outcome = await runIdempotentPlan({
-      ...keyScope(app, endpoint, request, ctx, key),
-      successStatus: endpoint.status,
-      plan: () => plan(ctx),
-    })
-    return sendOutcome(reply, outcome)
+    const attempt = async (reads: { fresh: boolean }) => {
+      if (key === undefined)
+        return reply.code(endpoint.status).send(await runRoutePlan(ctx.db, await plan(ctx, reads)))
+      const outcome = await runIdempotentPlan({
+        ...keyScope(app, endpoint, request, ctx, key),
+        successStatus: endpoint.status,
+        plan: () => plan(ctx, reads),
+      })
+      return sendOutcome(reply, outcome)
+    }
+    try {
+      return await attempt({ fresh: false })
+    } catch (error) {
+      if (!(error instanceof StalePlan)) throw error
+      return attempt({ fresh: true })
+    }
   })
 }
 

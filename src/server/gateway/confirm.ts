@@ -1,8 +1,10 @@
+import { type RawBuilder, sql } from 'kysely'
 import type { ConfirmBody, ConfirmResponse } from '../../contract/gateway.js'
+import { PayError } from '../../errors/PayError.js'
 import type { ConfirmContext } from '../chains/types.js'
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
-import { type RoutePlan, runRoutePlan } from '../idempotency.js'
+import { type RoutePlan, runRoutePlan, StalePlan } from '../idempotency.js'
 import { toAmount } from '../payments/assets.js'
 import { rememberFinal } from '../payments/finalStatuses.js'
 import {
@@ -16,10 +18,10 @@ import { statusJson, unixSeconds } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { PaymentRow } from '../store/schema.js'
 import type { DriverRegistry } from './drivers.js'
+import { type FetchedRead, stillAsFetched } from './fetchedReads.js'
 import { signedActions, usableOption } from './option.js'
-import { assertPayable, driverPayment, type GatewayPaymentRow } from './payment.js'
+import { assertPayable, driverPayment, type GatewayPaymentRow, type OptionRead } from './payment.js'
 import { checkResults } from './results.js'
-import type { PaymentOptionRow } from './schema.js'
 import { toStoredOption } from './store.js'
 
 export interface ConfirmInput {
@@ -28,7 +30,12 @@ export interface ConfirmInput {
   registry: DriverRegistry
   payment: GatewayPaymentRow
   /** The option as read with the payment (findGatewayPaymentAndOption); else it is looked up. */
-  option?: { row: PaymentOptionRow | undefined; settlementAsset?: string | null }
+  option?: OptionRead
+  /**
+   * Payment and option come from a read an earlier request made: the write holds only where this
+   * condition still does, and otherwise throws StalePlan (see planConfirmOnFetched).
+   */
+  stillAsRead?: RawBuilder<boolean>
   body: ConfirmBody
   now: Date
   /** Runs in the transaction that moves the payment to processing (e.g. to record what was confirmed). */
@@ -99,7 +106,15 @@ export async function planConfirm(input: ConfirmInput): Promise<RoutePlan<Confir
   if (testSuccess && !input.onProcessing) {
     const status = testSuccess.steps.findLast((step) => step.set.status)!.set.status!
     const paid = { status, tx_id: txId! }
-    const write = paymentStepsWrite(db, testSuccess, answer(paid))
+    const steps = paymentStepsWrite(db, testSuccess, answer(paid))
+    const { stillAsRead } = input
+    const write = stillAsRead
+      ? {
+          ...steps,
+          holds: sql<boolean>`(${steps.holds}) AND (${stillAsRead})`,
+          refuse: () => Promise.reject(new StalePlan()),
+        }
+      : steps
     const { afterWrite } = write
     // Once committed, the payment's final answer is known: its next status poll needs no read.
     const remember = () =>
@@ -151,6 +166,29 @@ export async function planConfirm(input: ConfirmInput): Promise<RoutePlan<Confir
       })
       return answer(final)
     },
+  }
+}
+
+/**
+ * planConfirm on the read the option's fetch kept (gateway/fetchedReads.ts), so that test mode's confirm
+ * is one statement. Only its single guarded write is taken from such a plan: a refusal, or work that
+ * needs a transaction, is undefined here, and the caller plans on a fresh read.
+ */
+export async function planConfirmOnFetched(
+  input: Omit<ConfirmInput, 'payment' | 'option' | 'stillAsRead'> & { fetched: FetchedRead },
+): Promise<RoutePlan<ConfirmResponse> | undefined> {
+  const { fetched, ...rest } = input
+  try {
+    const plan = await planConfirm({
+      ...rest,
+      payment: fetched.payment,
+      option: fetched.option,
+      stillAsRead: stillAsFetched(fetched),
+    })
+    return 'write' in plan ? plan : undefined
+  } catch (error) {
+    if (error instanceof PayError) return undefined
+    throw error
   }
 }
 

@@ -50,17 +50,26 @@ const selectGatewayPaymentAndOption = preparedStatement((db: Db, optionId: strin
     .select(['merchants.name as merchant_name', 'merchants.icon_url as merchant_icon_url'])
     .select(optionColumns.map((column) => `payment_options.${column} as option_${column}` as const))
     .select('crypto_settlements.asset as settlement_asset_of_option')
+    // The option row's version, for a confirm planned on what this read saw (gateway/fetchedReads.ts).
+    .select(sql<string>`payment_options.xmin::text`.as('option_row_version'))
     .where('payments.id', '=', paymentId),
 )
+
+/**
+ * The option named, looked up with its payment: `row` undefined when there is no such option of this
+ * payment; with it, the asset of the merchant's crypto settlement for the option's asset (null: none)
+ * and the row's version (see gateway/fetchedReads.ts).
+ */
+export interface OptionRead {
+  row: PaymentOptionRow | undefined
+  settlementAsset?: string | null
+  version?: string
+}
 
 /** What fetch and confirm act on: the payment (as findGatewayPayment) and the option named, if it is this payment's. */
 export interface PaymentAndOption {
   payment: GatewayPaymentRow
-  /**
-   * Looked up with the payment: undefined when there is no such option of this payment; with it, the
-   * asset of the merchant's crypto settlement for the option's asset (null: none).
-   */
-  option: { row: PaymentOptionRow | undefined; settlementAsset?: string | null }
+  option: OptionRead
 }
 
 export async function findGatewayPaymentAndOption(
@@ -85,7 +94,11 @@ export async function findGatewayPaymentAndOption(
   ) as unknown as PaymentOptionRow
   return {
     payment,
-    option: { row: option, settlementAsset: (raw.settlement_asset_of_option as string | null) ?? null },
+    option: {
+      row: option,
+      settlementAsset: (raw.settlement_asset_of_option as string | null) ?? null,
+      version: raw.option_row_version as string,
+    },
   }
 }
 

@@ -1,6 +1,7 @@
 import { isFinalStatus } from '../../contract/common.js'
 import type { StatusResponse } from '../../contract/payment.js'
 import type { Db } from '../store/db.js'
+import { processMemo } from '../store/processMemo.js'
 import type { PaymentRow } from '../store/schema.js'
 
 /**
@@ -19,10 +20,10 @@ export interface KnownFinal {
 }
 
 export const finalStatusLimit = 20_000
-const byDatabase = new WeakMap<Db, Map<string, KnownFinal>>()
+const finals = processMemo<KnownFinal>(finalStatusLimit)
 
 export function knownFinal(db: Db, paymentId: string): KnownFinal | undefined {
-  return byDatabase.get(db)?.get(paymentId)
+  return finals.get(db, paymentId)
 }
 
 /**
@@ -30,12 +31,6 @@ export function knownFinal(db: Db, paymentId: string): KnownFinal | undefined {
  * transaction nothing is kept: it is not committed yet.
  */
 export function rememberFinal(db: Db, paymentId: string, known: KnownFinal): void {
-  if (!isFinalStatus(known.answer.status) || db.isTransaction) return
-  let finals = byDatabase.get(db)
-  if (!finals) {
-    finals = new Map()
-    byDatabase.set(db, finals)
-  }
-  if (finals.size >= finalStatusLimit && !finals.has(paymentId)) finals.delete(finals.keys().next().value!)
-  finals.set(paymentId, Object.freeze({ ...known, answer: Object.freeze({ ...known.answer }) }))
+  if (!isFinalStatus(known.answer.status)) return
+  finals.set(db, paymentId, Object.freeze({ ...known, answer: Object.freeze({ ...known.answer }) }))
 }

@@ -5,9 +5,10 @@ import { PaymentIdParams } from '../../contract/status.js'
 import type { ChainDriver } from '../chains/types.js'
 import { validationError } from '../errors.js'
 import { submitCollectedData } from '../gateway/collectSubmit.js'
-import { planConfirm } from '../gateway/confirm.js'
+import { planConfirm, planConfirmOnFetched } from '../gateway/confirm.js'
 import { createDriverRegistry } from '../gateway/drivers.js'
 import { fetchActions } from '../gateway/fetch.js'
+import { takeFetched } from '../gateway/fetchedReads.js'
 import { paymentOptions } from '../gateway/options.js'
 import { findGatewayPayment, findGatewayPaymentAndOption, gatewayPaymentJson } from '../gateway/payment.js'
 import { type ExpiryJob, startExpiryJob } from '../jobs/expiry.js'
@@ -58,7 +59,11 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
     return cancelPayment(db, { paymentId: payment.id, reason: 'cancelled_by_user', now })
   })
 
-  definePlannedRoute(app, endpoints.gatewayConfirm, async ({ db, auth, params, body, config, now }) => {
+  definePlannedRoute(app, endpoints.gatewayConfirm, async ({ db, auth, params, body, config, now }, reads) => {
+    const fetched = reads.fresh ? undefined : takeFetched(db, params.id, body.optionId, auth.mode)
+    const planned =
+      fetched && (await planConfirmOnFetched({ db, config, registry, fetched, body, now }))
+    if (planned) return planned
     const { payment, option } = await findGatewayPaymentAndOption(
       db,
       params.id,
