@@ -72,6 +72,7 @@ const cases: Record<string, (i: number, now: Date) => RoutePlan<unknown>> = {
   'create (Idempotency-Key)': (i, now) => ({
     write: plannedInsertWrite(
       paymentInsertPlan({
+        db,
         auth,
         merchant: { id: 'mer_bench' },
         body: { referenceId: `r${i}`, amount: { unit: 'iso4217/USD', value: '1000' } },

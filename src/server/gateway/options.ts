@@ -5,13 +5,15 @@ import type { ServerConfig } from '../config.js'
 import { fail, paramsError } from '../errors.js'
 import { newId } from '../ids.js'
 import { toAmount } from '../payments/assets.js'
+import { knownPaymentFacts, type PaymentFacts } from '../payments/paymentFacts.js'
 import { unixSeconds } from '../payments/views.js'
 import type { Db } from '../store/db.js'
+import type { Mode } from '../store/schema.js'
 import { collectDataSchema, collectDataUrl } from './collectData.js'
 import type { DriverRegistry } from './drivers.js'
 import { driverPayment, type GatewayPaymentRow, gatewayPaymentJson } from './payment.js'
 import { quoteExpiry, tokenAmountFor, usdMinorOf } from './quote.js'
-import { findOptions, insertOptions, type NewOption, replaceQuote } from './store.js'
+import { findOptions, insertOptions, insertOptionsIfPayable, type NewOption, replaceQuote } from './store.js'
 
 export interface OptionsInput {
   db: Db
@@ -25,7 +27,7 @@ export interface OptionsInput {
 /** Spec row 20: fresh quotes for the wallet's accounts, or re-quotes of the options named in `refresh`. */
 export async function paymentOptions(input: OptionsInput): Promise<OptionsResponse> {
   const { config, payment, body } = input
-  const sanctioned = body.accounts.find((a) => config.sanctioned.some((s) => sameCaip(s, a)))
+  const sanctioned = sanctionedAccount(config, body)
   if (sanctioned) fail('sanctioned_user', 'This account cannot make payments.', { account: sanctioned })
   const info = gatewayPaymentJson(payment, config)
   if (payment.status === 'expired')
@@ -37,17 +39,63 @@ export async function paymentOptions(input: OptionsInput): Promise<OptionsRespon
         : {}
     return { options: [], info, ...resultInfo }
   }
-  const accounts = dedupe(body.accounts).map((id): WalletAccount => ({ ...parseAccountId(id), id }))
-  const options = body.refresh?.length ? await requote(input, accounts) : await quoteAll(input, accounts)
-  return { options, info }
+  const accounts = walletAccounts(body)
+  if (body.refresh?.length) return { options: await requote(input, accounts), info }
+  const drafts = await quoteAll(input, accounts)
+  await insertOptions(input.db, drafts, input.now)
+  return { options: drafts.map((o) => optionJson(config, o)), info }
+}
+
+/**
+ * paymentOptions in one statement, for a payment whose facts this process knows (payments/paymentFacts.ts):
+ * the quotes are made from the facts, and one statement reads the payment and stores them, only while
+ * the payment is payable and its facts are as known. Undefined for anything else (a refresh, facts not
+ * known, a payment not payable, no quote at all): the caller reads the payment and calls paymentOptions,
+ * so every refusal is decided on a fresh read.
+ */
+export async function optionsOnKnownFacts(input: {
+  db: Db
+  config: ServerConfig
+  registry: DriverRegistry
+  paymentId: string
+  /** The credential's mode (null: any). */
+  mode: Mode | null
+  body: OptionsBody
+  now: Date
+}): Promise<OptionsResponse | undefined> {
+  const { db, config, body, now } = input
+  if (body.refresh?.length || sanctionedAccount(config, body)) return undefined
+  const payment = knownPaymentFacts(db, input.paymentId)
+  if (!payment || (input.mode !== null && payment.mode !== input.mode)) return undefined
+  const drafts = await quoteAll({ ...input, payment }, walletAccounts(body))
+  if (drafts.length === 0) return undefined
+  const read = await insertOptionsIfPayable(db, drafts, payment, now)
+  if (!read?.stored) return undefined
+  return { options: drafts.map((o) => optionJson(config, o)), info: gatewayPaymentJson(read.payment, config) }
+}
+
+/** What quoting needs: the payment's facts, never its state. */
+interface QuoteInput {
+  config: ServerConfig
+  registry: DriverRegistry
+  payment: PaymentFacts
+  now: Date
+}
+
+function sanctionedAccount(config: ServerConfig, body: OptionsBody): string | undefined {
+  return body.accounts.find((a) => config.sanctioned.some((s) => sameCaip(s, a)))
+}
+
+function walletAccounts(body: OptionsBody): WalletAccount[] {
+  return dedupe(body.accounts).map((id): WalletAccount => ({ ...parseAccountId(id), id }))
 }
 
 function dedupe(accounts: readonly string[]): string[] {
   return accounts.filter((a, i) => accounts.findIndex((b) => sameCaip(a, b)) === i)
 }
 
-async function quoteAll(input: OptionsInput, accounts: readonly WalletAccount[]): Promise<PaymentOption[]> {
-  const { registry, payment, now } = input
+async function quoteAll(input: QuoteInput, accounts: readonly WalletAccount[]): Promise<NewOption[]> {
+  const { registry, payment } = input
   const drafts: NewOption[] = []
   for (const account of accounts) {
     const driver = registry.driver(payment.mode, account.chainId)
@@ -56,8 +104,7 @@ async function quoteAll(input: OptionsInput, accounts: readonly WalletAccount[])
     for (const asset of driver.assets)
       drafts.push(...(await quoteOne(input, driver, account, accounts, asset)))
   }
-  await insertOptions(input.db, drafts, now)
-  return drafts.map((o) => optionJson(input, o))
+  return drafts
 }
 
 async function requote(input: OptionsInput, accounts: readonly WalletAccount[]): Promise<PaymentOption[]> {
@@ -86,13 +133,13 @@ async function requote(input: OptionsInput, accounts: readonly WalletAccount[]):
     if (!fresh) continue
     const replaced = { ...fresh, id: row.id }
     await replaceQuote(input.db, replaced, now)
-    out.push(optionJson(input, replaced))
+    out.push(optionJson(input.config, replaced))
   }
   return out
 }
 
 async function quoteOne(
-  input: OptionsInput,
+  input: QuoteInput,
   driver: ChainDriver,
   account: WalletAccount,
   accounts: readonly WalletAccount[],
@@ -132,7 +179,7 @@ async function quoteOne(
 export function collectDataRequired(input: {
   config: ServerConfig
   registry: DriverRegistry
-  payment: GatewayPaymentRow
+  payment: PaymentFacts
 }): boolean {
   const threshold = input.config.collectDataAtMinor
   if (threshold === null) return false
@@ -141,18 +188,18 @@ export function collectDataRequired(input: {
   return usd !== null && usd >= BigInt(threshold)
 }
 
-function optionJson(input: OptionsInput, o: NewOption): PaymentOption {
+function optionJson(config: ServerConfig, o: NewOption): PaymentOption {
   return {
     id: o.id,
     account: o.account,
-    amount: toAmount(`caip19/${o.asset}`, o.tokenAmount.toString(), input.config),
+    amount: toAmount(`caip19/${o.asset}`, o.tokenAmount.toString(), config),
     etaS: o.etaS,
     expiresAt: o.expiresAt,
     actions: o.actions,
     ...(o.collectDataRequired
       ? {
           collectData: {
-            url: collectDataUrl(input.config.publicBaseUrl, o.paymentId, o.id),
+            url: collectDataUrl(config.publicBaseUrl, o.paymentId, o.id),
             schema: collectDataSchema,
           },
         }

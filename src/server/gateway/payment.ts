@@ -4,6 +4,7 @@ import type { DriverPayment } from '../chains/types.js'
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import { withExpiryApplied } from '../payments/lifecycle.js'
+import { type PaymentFacts, rememberPaymentFacts } from '../payments/paymentFacts.js'
 import { paymentAmount, unixSeconds } from '../payments/views.js'
 import type { Db } from '../store/db.js'
 import { preparedStatement } from '../store/prepared.js'
@@ -126,6 +127,7 @@ async function applyGatewayScope(
 ): Promise<GatewayPaymentRow> {
   if (!row || (mode !== null && row.mode !== mode))
     fail('payment_not_found', 'Payment not found.', { paymentId })
+  rememberPaymentFacts(db, row)
   const current = await withExpiryApplied(db, row, now)
   return { ...current, merchant_name: row.merchant_name, merchant_icon_url: row.merchant_icon_url }
 }
@@ -148,7 +150,7 @@ export function gatewayPaymentJson(row: GatewayPaymentRow, config: ServerConfig)
   }
 }
 
-export function driverPayment(row: PaymentRow): DriverPayment {
+export function driverPayment(row: PaymentFacts): DriverPayment {
   return {
     id: row.id,
     mode: row.mode,

@@ -1,9 +1,13 @@
 import { CompiledQuery, sql } from 'kysely'
 import type { Action, WalletRpcAction } from '../../contract/gateway.js'
 import type { JsonValue, StoredOption } from '../chains/types.js'
+import type { PaymentFacts } from '../payments/paymentFacts.js'
 import { unixSeconds } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
+import { quotedIdentifier } from '../store/identifiers.js'
 import { executePrepared, preparedStatement } from '../store/prepared.js'
+import { paymentColumns } from '../store/schema.js'
+import type { GatewayPaymentRow } from './payment.js'
 import type { PaymentOptionRow, PaymentOptionsTable } from './schema.js'
 
 /** Named, never `*` (see store/prepared.ts: a prepared statement's result type must not change). */
@@ -85,27 +89,69 @@ const insertOptionsSql = `INSERT INTO payment_options (id, payment_id, chain_id,
 
 export async function insertOptions(db: Db, options: readonly NewOption[], now: Date): Promise<void> {
   if (options.length === 0) return
+  await executePrepared(db, CompiledQuery.raw(insertOptionsSql, insertOptionsParameters(options, now)))
+}
+
+/**
+ * insertOptions for a payment the statement itself reads (with its merchant, as findGatewayPayment): the
+ * options are stored only while the payment is payable at `now` and its facts are those they were quoted
+ * from. Returns the payment as read, and whether the options were stored; undefined when there is no
+ * such payment.
+ */
+const insertOptionsIfPayableSql = `WITH payment AS (
+    SELECT ${paymentColumns.map((column) => `payments.${quotedIdentifier(column)}`).join(', ')},
+      merchants.name AS merchant_name, merchants.icon_url AS merchant_icon_url
+    FROM payments JOIN merchants ON merchants.id = payments.merchant_id
+    WHERE payments.id = $1
+  ), stored AS (
+    ${insertOptionsSql}
+    WHERE EXISTS (
+      SELECT 1 FROM payment WHERE status = 'requires_action' AND expires_at > $2 AND mode = $14
+        AND amount_unit = $15 AND amount_value = $16::numeric AND expires_at = $17
+    )
+    RETURNING 1
+  )
+  SELECT payment.*, EXISTS (SELECT 1 FROM stored) AS stored FROM payment`
+
+export async function insertOptionsIfPayable(
+  db: Db,
+  options: readonly NewOption[],
+  payment: PaymentFacts,
+  now: Date,
+): Promise<{ payment: GatewayPaymentRow; stored: boolean } | undefined> {
+  const parameters = [
+    ...insertOptionsParameters(options, now),
+    payment.mode,
+    payment.amount_unit,
+    payment.amount_value,
+    payment.expires_at,
+  ]
+  const query = CompiledQuery.raw(insertOptionsIfPayableSql, parameters)
+  const [row] = (await executePrepared(db, query)).rows as (GatewayPaymentRow & { stored: boolean })[]
+  if (!row) return undefined
+  const { stored, ...read } = row
+  return { payment: read, stored }
+}
+
+function insertOptionsParameters(options: readonly NewOption[], now: Date): unknown[] {
   const paymentId = options[0]!.paymentId
   if (options.some((o) => o.paymentId !== paymentId)) throw new Error('insertOptions: one payment at a time')
   const column = <T>(pick: (o: NewOption) => T) => options.map(pick)
-  await executePrepared(
-    db,
-    CompiledQuery.raw(insertOptionsSql, [
-      paymentId,
-      now,
-      column((o) => o.id),
-      column((o) => o.chainId),
-      column((o) => o.kind),
-      column((o) => o.account),
-      column((o) => o.asset),
-      column((o) => o.tokenAmount.toString()),
-      column((o) => o.etaS),
-      column((o) => JSON.stringify(o.actions)),
-      column((o) => (o.state === undefined ? null : JSON.stringify(o.state))),
-      column((o) => new Date(o.expiresAt * 1000)),
-      column((o) => o.collectDataRequired),
-    ]),
-  )
+  return [
+    paymentId,
+    now,
+    column((o) => o.id),
+    column((o) => o.chainId),
+    column((o) => o.kind),
+    column((o) => o.account),
+    column((o) => o.asset),
+    column((o) => o.tokenAmount.toString()),
+    column((o) => o.etaS),
+    column((o) => JSON.stringify(o.actions)),
+    column((o) => (o.state === undefined ? null : JSON.stringify(o.state))),
+    column((o) => new Date(o.expiresAt * 1000)),
+    column((o) => o.collectDataRequired),
+  ]
 }
 
 /** A refresh keeps the option id (and any data the buyer already gave) but replaces the quote. */

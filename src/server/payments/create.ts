@@ -6,9 +6,11 @@ import { fail, validationError } from '../errors.js'
 import type { PlannedInsert } from '../idempotency.js'
 import { newId } from '../ids.js'
 import { wake } from '../jobs/wake.js'
+import type { Db } from '../store/db.js'
 import type { MerchantRow } from '../store/schema.js'
 import { unitDisplay } from './assets.js'
 import { createdEventInsert } from './lifecycle.js'
+import { rememberPaymentFacts } from './paymentFacts.js'
 import { createdJson, unixSeconds } from './views.js'
 
 /** The furthest a merchant may push a payment's expiry. */
@@ -20,6 +22,7 @@ const maxPaymentLifetimeSeconds = 30 * 24 * 60 * 60
  * statement only when the payment is.
  */
 export function paymentInsertPlan(input: {
+  db: Db
   auth: AuthContext
   merchant: Pick<MerchantRow, 'id'>
   /** Stable bodies have no `checkout`; the preview schema (which has it) validated preview calls. */
@@ -27,7 +30,7 @@ export function paymentInsertPlan(input: {
   config: ServerConfig
   now: Date
 }): PlannedInsert<PaymentCreateResponse> {
-  const { auth, merchant, body, config, now } = input
+  const { db, auth, merchant, body, config, now } = input
   const display = unitDisplay(body.amount.unit, config)
   if (!display) {
     throw validationError([{ path: 'body.amount.unit', message: `Unsupported unit ${body.amount.unit}.` }])
@@ -73,6 +76,15 @@ export function paymentInsertPlan(input: {
     report: sql<boolean>`EXISTS (SELECT 1 FROM followed WHERE dispatched_at IS NULL)`,
     afterInsert: (pending) => {
       if (pending) wake()
+      // The wallet's options call usually follows: it can quote without reading the payment first.
+      rememberPaymentFacts(db, {
+        id,
+        mode: auth.mode,
+        merchant_id: merchant.id,
+        amount_unit: body.amount.unit,
+        amount_value: body.amount.value,
+        expires_at: expiresAt,
+      })
     },
     result: createdJson({ id, status: 'requires_action', expires_at: expiresAt }, config),
   }

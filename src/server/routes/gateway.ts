@@ -9,7 +9,7 @@ import { planConfirm, planConfirmOnFetched } from '../gateway/confirm.js'
 import { createDriverRegistry } from '../gateway/drivers.js'
 import { fetchActions } from '../gateway/fetch.js'
 import { takeFetched } from '../gateway/fetchedReads.js'
-import { paymentOptions } from '../gateway/options.js'
+import { optionsOnKnownFacts, paymentOptions } from '../gateway/options.js'
 import { findGatewayPayment, findGatewayPaymentAndOption, gatewayPaymentJson } from '../gateway/payment.js'
 import { type ExpiryJob, startExpiryJob } from '../jobs/expiry.js'
 import { cancelPayment } from '../payments/cancel.js'
@@ -39,6 +39,16 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
   })
 
   defineRoute(app, endpoints.gatewayOptions, async ({ db, auth, params, body, config, now }) => {
+    const quoted = await optionsOnKnownFacts({
+      db,
+      config,
+      registry,
+      paymentId: params.id,
+      mode: auth.mode,
+      body,
+      now,
+    })
+    if (quoted) return quoted
     const payment = await findGatewayPayment(db, params.id, auth.mode, now)
     return paymentOptions({ db, config, registry, payment, body, now })
   })
@@ -59,20 +69,23 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
     return cancelPayment(db, { paymentId: payment.id, reason: 'cancelled_by_user', now })
   })
 
-  definePlannedRoute(app, endpoints.gatewayConfirm, async ({ db, auth, params, body, config, now }, reads) => {
-    const fetched = reads.fresh ? undefined : takeFetched(db, params.id, body.optionId, auth.mode)
-    const planned =
-      fetched && (await planConfirmOnFetched({ db, config, registry, fetched, body, now }))
-    if (planned) return planned
-    const { payment, option } = await findGatewayPaymentAndOption(
-      db,
-      params.id,
-      body.optionId,
-      auth.mode,
-      now,
-    )
-    return planConfirm({ db, config, registry, payment, option, body, now })
-  })
+  definePlannedRoute(
+    app,
+    endpoints.gatewayConfirm,
+    async ({ db, auth, params, body, config, now }, reads) => {
+      const fetched = reads.fresh ? undefined : takeFetched(db, params.id, body.optionId, auth.mode)
+      const planned = fetched && (await planConfirmOnFetched({ db, config, registry, fetched, body, now }))
+      if (planned) return planned
+      const { payment, option } = await findGatewayPaymentAndOption(
+        db,
+        params.id,
+        body.optionId,
+        auth.mode,
+        now,
+      )
+      return planConfirm({ db, config, registry, payment, option, body, now })
+    },
+  )
 
   // The hosted form posts here from the buyer's browser, which holds no gateway credentials: the option id
   // in its URL is the credential (see gateway/collectSubmit.ts).

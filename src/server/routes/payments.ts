@@ -14,8 +14,8 @@ export async function paymentRoutes(app: FastifyInstance): Promise<void> {
     app,
     endpoints.createPayment,
     // Stable bodies have no `checkout`; the preview schema (which has it) validated preview calls.
-    ({ auth, merchant, config, now, body }) =>
-      paymentInsertPlan({ auth, merchant, body: body as PaymentCreateBodyPreview, config, now }),
+    ({ db, auth, merchant, config, now, body }) =>
+      paymentInsertPlan({ db, auth, merchant, body: body as PaymentCreateBodyPreview, config, now }),
     { bodyByVersion: { '2026-02-19.preview': PreviewBody } },
   )
 

@@ -2,13 +2,21 @@ import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { PaymentOption } from '../../src/contract/gateway.js'
 import { createMerchant, createPayment, headers, idem } from '../server/helpers.js'
-import { type Buyer, createBuyer, createGatewayEnv, type GatewayEnv, isBaseOption, pick, usdc } from './support.js'
+import {
+  type Buyer,
+  createBuyer,
+  createGatewayEnv,
+  type GatewayEnv,
+  isBaseOption,
+  pick,
+  usdc,
+} from './support.js'
 
 /**
- * A confirm after a fetch is planned on what the fetch read (gateway/fetchedReads.ts). Whatever changed
- * in between, its answer is the one a fresh read gives: the write holds only while the option row and
- * the merchant's settlement are as read and the payment is payable, and every refusal is decided on a
- * fresh read.
+ * What the process keeps from earlier requests to spare a read: a payment's facts for its options call
+ * (payments/paymentFacts.ts), and a fetch's read for the confirm that follows (gateway/fetchedReads.ts).
+ * Whatever changed in between, the answer is the one a fresh read gives: the write holds only while what
+ * it was planned on is still so, and every refusal is decided on a fresh read.
  */
 let env: GatewayEnv
 let buyer: Buyer
@@ -48,7 +56,9 @@ describe('a confirm planned on what its fetch read', () => {
     const paymentId = await env.pay()
     const { option, results } = await fetched(paymentId)
     // Another process changed the option (here: a second action to sign), so the read is stale.
-    await sql`UPDATE payment_options SET actions = actions || actions WHERE id = ${option.id}`.execute(env.t.db)
+    await sql`UPDATE payment_options SET actions = actions || actions WHERE id = ${option.id}`.execute(
+      env.t.db,
+    )
     const res = await confirm(paymentId, { optionId: option.id, results })
     expect(res.statusCode, res.body).toBe(400)
     expect(res.json.code).toBe('params_validation')
@@ -104,7 +114,11 @@ describe('a confirm planned on what its fetch read', () => {
       confirm(paymentId, { optionId: option.id, results }),
     ])
     expect(answers.map((a) => a.statusCode).sort()).toEqual([200, 409])
-    expect(await eventTypes(paymentId)).toEqual(['payment.created', 'payment.processing', 'payment.succeeded'])
+    expect(await eventTypes(paymentId)).toEqual([
+      'payment.created',
+      'payment.processing',
+      'payment.succeeded',
+    ])
   })
 
   it('shows a live-mode wallet nothing of what a test-mode fetch read: 404', async () => {
@@ -141,5 +155,75 @@ describe('a confirm planned on what its fetch read', () => {
       'payment.succeeded',
       'payment.settled',
     ])
+  })
+})
+
+describe('options quoted on the payment facts the process kept', () => {
+  const options = (paymentId: string, headersOf = headers(env.walletKey)) =>
+    env.t.request({
+      method: 'POST',
+      url: `/v1/gateway/payment/${paymentId}/options`,
+      headers: headersOf,
+      payload: { accounts: [buyer.accounts.base] },
+    })
+  const storedOptions = async (paymentId: string) =>
+    (await env.t.db.selectFrom('payment_options').select('id').where('payment_id', '=', paymentId).execute())
+      .length
+
+  it('quotes the amount the payment has now, not the one kept', async () => {
+    const paymentId = await env.pay('1250')
+    // Changed by hand (nothing in caipay changes an amount): the kept facts no longer hold.
+    await sql`UPDATE payments SET amount_value = 2000 WHERE id = ${paymentId}`.execute(env.t.db)
+    const res = await options(paymentId)
+    expect(res.statusCode, res.body).toBe(200)
+    expect(res.json.info.amount.value).toBe('2000')
+    expect(pick(res.json.options, isBaseOption).amount.value).toBe('20000000')
+    expect(await storedOptions(paymentId)).toBe(res.json.options.length)
+  })
+
+  it('answers a payment cancelled since its creation as a fresh read does, and stores no quote', async () => {
+    const paymentId = await env.pay()
+    const cancel = await env.t.request({
+      method: 'POST',
+      url: `/v1/payments/${paymentId}/cancel`,
+      headers: headers(env.apiKey, env.merchantId),
+    })
+    expect(cancel.statusCode, cancel.body).toBe(200)
+    const res = await options(paymentId)
+    expect(res.statusCode, res.body).toBe(200)
+    expect(res.json).toMatchObject({ options: [], info: { status: 'cancelled' } })
+    expect(await storedOptions(paymentId)).toBe(0)
+  })
+
+  it('answers 410 for a payment that expired since, and stores no quote', async () => {
+    const paymentId = await env.pay('1250', 'iso4217/USD', { expiresAt: env.nowS() + 60 })
+    env.t.advanceTime(61_000)
+    const res = await options(paymentId)
+    expect(res.statusCode, res.body).toBe(410)
+    expect(res.json.code).toBe('payment_expired')
+    expect(await storedOptions(paymentId)).toBe(0)
+  })
+
+  it('shows a live-mode wallet nothing: 404, and stores no quote', async () => {
+    const paymentId = await env.pay()
+    const { apiKey: liveWallet } = await env.t.createKey('live', 'wallet', await env.t.createPartner())
+    const res = await options(paymentId, headers(liveWallet))
+    expect(res.statusCode, res.body).toBe(404)
+    expect(res.json.code).toBe('payment_not_found')
+    expect(await storedOptions(paymentId)).toBe(0)
+  })
+
+  it("shows the merchant's name as it is now", async () => {
+    const merchantId = await createMerchant(env.t, env.apiKey)
+    const paymentId = await createPayment(env.t, env.apiKey, merchantId)
+    const renamed = await env.t.request({
+      method: 'PATCH',
+      url: `/v1/merchants/${merchantId}`,
+      headers: headers(env.apiKey, undefined, { 'idempotency-key': idem() }),
+      payload: { merchantName: 'Tea House' },
+    })
+    expect(renamed.statusCode, renamed.body).toBe(200)
+    const res = await options(paymentId)
+    expect(res.json.info.merchant.name).toBe('Tea House')
   })
 })
