@@ -9,6 +9,7 @@ import {
   type GatewayEnv,
   isBaseOption,
   pick,
+  statementsOf,
   usdc,
 } from './support.js'
 
@@ -97,7 +98,7 @@ describe('a confirm planned on what its fetch read', () => {
     expect(await eventTypes(paymentId)).toEqual(['payment.created', 'payment.cancelled'])
   })
 
-  it('answers 410 for a payment that expired after the fetch', async () => {
+  it('answers 410 for a payment that expired after the fetch (its quote with it)', async () => {
     const paymentId = await env.pay('1250', 'iso4217/USD', { expiresAt: env.nowS() + 90 })
     const { option, results } = await fetched(paymentId)
     env.t.advanceTime(91_000)
@@ -133,7 +134,10 @@ describe('a confirm planned on what its fetch read', () => {
     })
     expect(res.statusCode, res.body).toBe(404)
     expect(res.json.code).toBe('payment_not_found')
-    expect((await confirm(paymentId, { optionId: option.id, results })).json.status).toBe('succeeded')
+    // The test-mode wallet's confirm still finds the kept read: one statement, no read.
+    const paid = await statementsOf(() => confirm(paymentId, { optionId: option.id, results }))
+    expect(paid.result.json.status).toBe('succeeded')
+    expect(paid.statements).toHaveLength(1)
   })
 
   it('settles with a crypto settlement the merchant added after the fetch', async () => {
@@ -169,6 +173,31 @@ describe('options quoted on the payment facts the process kept', () => {
   const storedOptions = async (paymentId: string) =>
     (await env.t.db.selectFrom('payment_options').select('id').where('payment_id', '=', paymentId).execute())
       .length
+
+  it('quotes a payment this process created in one statement, and one on no served chain too', async () => {
+    const paymentId = await env.pay()
+    const quoted = await statementsOf(() => options(paymentId))
+    expect(quoted.result.statusCode, quoted.result.body).toBe(200)
+    expect(quoted.statements).toHaveLength(1)
+    expect(await storedOptions(paymentId)).toBe(quoted.result.json.options.length)
+    const unserved = await statementsOf(() =>
+      env.gw('POST', paymentId, '/options', { accounts: [`eip155:424242:0x${'7'.repeat(40)}`] }),
+    )
+    expect(unserved.result.json).toMatchObject({ options: [], info: { status: 'requires_action' } })
+    expect(unserved.statements).toHaveLength(1)
+  })
+
+  it('answers a payment it paid as a fresh read does: no options, and what was paid', async () => {
+    const paymentId = await env.pay()
+    const { option, results } = await fetched(paymentId)
+    expect((await confirm(paymentId, { optionId: option.id, results })).json.status).toBe('succeeded')
+    const res = await options(paymentId)
+    expect(res.json).toMatchObject({
+      options: [],
+      info: { status: 'succeeded' },
+      resultInfo: { txId: `test:${paymentId}` },
+    })
+  })
 
   it('quotes the amount the payment has now, not the one kept', async () => {
     const paymentId = await env.pay('1250')

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createGatewayEnv, type GatewayEnv } from './support.js'
+import { createGatewayEnv, type GatewayEnv, statementsOf } from './support.js'
 
 /**
  * What one test-mode payment costs the database, step by step, as the bench's wallets run it
@@ -9,27 +8,10 @@ import { createGatewayEnv, type GatewayEnv } from './support.js'
  * flow's fixed-shape, few-statement design against a change that quietly adds statements per request.
  */
 let env: GatewayEnv
-const sent: string[] = []
-const original = pg.Client.prototype.query
 beforeAll(async () => {
   env = await createGatewayEnv()
-  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const first = args[0] as string | { name?: string; text?: string }
-    // A named statement is prepared (parsed and planned once per connection); a plain text is not.
-    sent.push(typeof first === 'string' ? first : first.name ? 'named' : String(first.text))
-    return (original as (...a: unknown[]) => unknown).apply(this, args)
-  } as typeof original
 })
-afterAll(async () => {
-  pg.Client.prototype.query = original
-  await env.t.close()
-})
-
-async function step<T>(run: () => Promise<T>): Promise<{ result: T; statements: string[] }> {
-  sent.length = 0
-  const result = await run()
-  return { result, statements: [...sent] }
-}
+afterAll(() => env.t.close())
 
 describe('round trips of the test-mode gateway flow', () => {
   it('options, fetch, confirm and status each take a fixed, small number of statements', async () => {
@@ -44,17 +26,17 @@ describe('round trips of the test-mode gateway flow', () => {
       await env.gw('POST', id, '/confirm', { optionId, results }, { 'idempotency-key': `warm-${id}` })
     }
     const id = await env.pay()
-    const options = await step(() => env.gw('POST', id, '/options', { accounts: [account] }))
+    const options = await statementsOf(() => env.gw('POST', id, '/options', { accounts: [account] }))
     expect(options.result.statusCode, options.result.body).toBe(200)
     const optionId = options.result.json.options[0].id
-    const fetched = await step(() => env.gw('POST', id, '/fetch', { optionId, data: '' }))
+    const fetched = await statementsOf(() => env.gw('POST', id, '/fetch', { optionId, data: '' }))
     expect(fetched.result.statusCode, fetched.result.body).toBe(200)
     const results = fetched.result.json.actions.map(() => `0x${randomBytes(65).toString('hex')}`)
-    const confirm = await step(() =>
+    const confirm = await statementsOf(() =>
       env.gw('POST', id, '/confirm', { optionId, results }, { 'idempotency-key': `flow-${id}` }),
     )
     expect(confirm.result.json).toEqual({ status: 'succeeded', isFinal: true, pollInMs: null })
-    const status = await step(() => env.gw('GET', id, '/status'))
+    const status = await statementsOf(() => env.gw('GET', id, '/status'))
     expect(status.result.json).toMatchObject({ status: 'succeeded', isFinal: true })
     const counts = {
       options: options.statements.length,
@@ -73,7 +55,7 @@ describe('round trips of the test-mode gateway flow', () => {
     // (payments/finalStatuses.ts); a payment still open is read (below).
     expect(counts).toEqual({ options: 1, fetch: 1, confirm: 1, status: 0 })
     const open = await env.pay()
-    const openStatus = await step(() => env.gw('GET', open, '/status'))
+    const openStatus = await statementsOf(() => env.gw('GET', open, '/status'))
     expect(openStatus.result.json).toMatchObject({ status: 'requires_action', isFinal: false })
     expect(openStatus.statements).toEqual(['named'])
     // Every statement runs prepared, and none opens a transaction.

@@ -1,4 +1,5 @@
 import { Keypair, Transaction } from '@solana/web3.js'
+import pg from 'pg'
 import type { Hex, PrivateKeyAccount } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { expect } from 'vitest'
@@ -156,4 +157,23 @@ export function pick(options: readonly PaymentOption[], pred: (o: PaymentOption)
   const option = options.find(pred)
   if (!option) throw new Error(`no such option among ${options.map((o) => o.account).join(', ')}`)
   return option
+}
+
+/**
+ * The statements `run` sends PostgreSQL through any pooled client, one round trip each: `named` for a
+ * prepared one (parsed and planned once per connection), else its text.
+ */
+export async function statementsOf<T>(run: () => Promise<T>): Promise<{ result: T; statements: string[] }> {
+  const statements: string[] = []
+  const original = pg.Client.prototype.query
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const first = args[0] as string | { name?: string; text?: string }
+    statements.push(typeof first === 'string' ? first : first.name ? 'named' : String(first.text))
+    return (original as (...a: unknown[]) => unknown).apply(this, args)
+  } as typeof original
+  try {
+    return { result: await run(), statements }
+  } finally {
+    pg.Client.prototype.query = original
+  }
 }

@@ -30,8 +30,12 @@ export interface FetchedRead {
 export const fetchedReadLimit = 5_000
 const fetched = processMemo<FetchedRead>(fetchedReadLimit)
 
+/**
+ * Test mode's reads only: a live payment's confirm executes on a chain in a transaction, never as one
+ * planned write, so a kept read would only run its checks twice.
+ */
 export function rememberFetched(db: Db, read: FetchedRead): void {
-  fetched.set(db, read.option.row.id, read)
+  if (read.payment.mode === 'test') fetched.set(db, read.option.row.id, read)
 }
 
 /** The read kept for this payment's option, when `mode` (null: any) may see it; a confirm uses it once. */
@@ -41,9 +45,11 @@ export function takeFetched(
   optionId: string,
   mode: Mode | null,
 ): FetchedRead | undefined {
-  const read = fetched.take(db, optionId)
+  const read = fetched.get(db, optionId)
   if (!read || read.payment.id !== paymentId || read.option.row.payment_id !== paymentId) return undefined
-  return mode === null || read.payment.mode === mode ? read : undefined
+  if (mode !== null && read.payment.mode !== mode) return undefined
+  fetched.delete(db, optionId)
+  return read
 }
 
 /** Whether the option row and the merchant's settlement for its asset are still as `read` saw them. */

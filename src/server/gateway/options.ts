@@ -5,6 +5,7 @@ import type { ServerConfig } from '../config.js'
 import { fail, paramsError } from '../errors.js'
 import { newId } from '../ids.js'
 import { toAmount } from '../payments/assets.js'
+import { knownFinal } from '../payments/finalStatuses.js'
 import { knownPaymentFacts, type PaymentFacts } from '../payments/paymentFacts.js'
 import { unixSeconds } from '../payments/views.js'
 import type { Db } from '../store/db.js'
@@ -50,8 +51,8 @@ export async function paymentOptions(input: OptionsInput): Promise<OptionsRespon
  * paymentOptions in one statement, for a payment whose facts this process knows (payments/paymentFacts.ts):
  * the quotes are made from the facts, and one statement reads the payment and stores them, only while
  * the payment is payable and its facts are as known. Undefined for anything else (a refresh, facts not
- * known, a payment not payable, no quote at all): the caller reads the payment and calls paymentOptions,
- * so every refusal is decided on a fresh read.
+ * known, a payment not payable): the caller reads the payment and calls paymentOptions, so every refusal
+ * is decided on a fresh read.
  */
 export async function optionsOnKnownFacts(input: {
   db: Db
@@ -67,10 +68,11 @@ export async function optionsOnKnownFacts(input: {
   if (body.refresh?.length || sanctionedAccount(config, body)) return undefined
   const payment = knownPaymentFacts(db, input.paymentId)
   if (!payment || (input.mode !== null && payment.mode !== input.mode)) return undefined
+  // Not worth quoting (live mode's quotes ask the chain): a payment this process knows is final or expired.
+  if (payment.expires_at.getTime() <= now.getTime() || knownFinal(db, payment.id)) return undefined
   const drafts = await quoteAll({ ...input, payment }, walletAccounts(body))
-  if (drafts.length === 0) return undefined
   const read = await insertOptionsIfPayable(db, drafts, payment, now)
-  if (!read?.stored) return undefined
+  if (!read?.payable) return undefined
   return { options: drafts.map((o) => optionJson(config, o)), info: gatewayPaymentJson(read.payment, config) }
 }
 

@@ -89,52 +89,51 @@ const insertOptionsSql = `INSERT INTO payment_options (id, payment_id, chain_id,
 
 export async function insertOptions(db: Db, options: readonly NewOption[], now: Date): Promise<void> {
   if (options.length === 0) return
-  await executePrepared(db, CompiledQuery.raw(insertOptionsSql, insertOptionsParameters(options, now)))
+  const parameters = insertOptionsParameters(options[0]!.paymentId, options, now)
+  await executePrepared(db, CompiledQuery.raw(insertOptionsSql, parameters))
 }
 
 /**
  * insertOptions for a payment the statement itself reads (with its merchant, as findGatewayPayment): the
  * options are stored only while the payment is payable at `now` and its facts are those they were quoted
- * from. Returns the payment as read, and whether the options were stored; undefined when there is no
- * such payment.
+ * from. Returns the payment as read, and whether it was so (`payable`: the options, if any, are stored);
+ * undefined when there is no such payment.
  */
 const insertOptionsIfPayableSql = `WITH payment AS (
     SELECT ${paymentColumns.map((column) => `payments.${quotedIdentifier(column)}`).join(', ')},
       merchants.name AS merchant_name, merchants.icon_url AS merchant_icon_url
     FROM payments JOIN merchants ON merchants.id = payments.merchant_id
     WHERE payments.id = $1
+  ), payable AS (
+    SELECT 1 FROM payment WHERE status = 'requires_action' AND expires_at > $2 AND mode = $14
+      AND amount_unit = $15 AND amount_value = $16::numeric AND expires_at = $17
   ), stored AS (
     ${insertOptionsSql}
-    WHERE EXISTS (
-      SELECT 1 FROM payment WHERE status = 'requires_action' AND expires_at > $2 AND mode = $14
-        AND amount_unit = $15 AND amount_value = $16::numeric AND expires_at = $17
-    )
-    RETURNING 1
+    WHERE EXISTS (SELECT 1 FROM payable)
   )
-  SELECT payment.*, EXISTS (SELECT 1 FROM stored) AS stored FROM payment`
+  SELECT payment.*, EXISTS (SELECT 1 FROM payable) AS payable FROM payment`
 
 export async function insertOptionsIfPayable(
   db: Db,
   options: readonly NewOption[],
   payment: PaymentFacts,
   now: Date,
-): Promise<{ payment: GatewayPaymentRow; stored: boolean } | undefined> {
+): Promise<{ payment: GatewayPaymentRow; payable: boolean } | undefined> {
   const parameters = [
-    ...insertOptionsParameters(options, now),
+    ...insertOptionsParameters(payment.id, options, now),
     payment.mode,
     payment.amount_unit,
     payment.amount_value,
     payment.expires_at,
   ]
   const query = CompiledQuery.raw(insertOptionsIfPayableSql, parameters)
-  const [row] = (await executePrepared(db, query)).rows as (GatewayPaymentRow & { stored: boolean })[]
+  const [row] = (await executePrepared(db, query)).rows as (GatewayPaymentRow & { payable: boolean })[]
   if (!row) return undefined
-  const { stored, ...read } = row
-  return { payment: read, stored }
+  const { payable, ...read } = row
+  return { payment: read, payable }
 }
 
-function insertOptionsParameters(options: readonly NewOption[], now: Date): unknown[] {
-  const paymentId = options[0]!.paymentId
+function insertOptionsParameters(paymentId: string, options: readonly NewOption[], now: Date): unknown[] {
   if (options.some((o) => o.paymentId !== paymentId)) throw new Error('insertOptions: one payment at a time')
   const column = <T>(pick: (o: NewOption) => T) => options.map(pick)
   return [

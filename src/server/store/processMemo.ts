@@ -7,8 +7,7 @@ import type { Db } from './db.js'
  */
 export interface ProcessMemo<V> {
   get(db: Db, key: string): V | undefined
-  /** The entry, removed: for what is used once. */
-  take(db: Db, key: string): V | undefined
+  /** Keeps `value` as the newest entry (the last to go). */
   set(db: Db, key: string, value: V): void
   delete(db: Db, key: string): void
 }
@@ -17,12 +16,6 @@ export function processMemo<V>(limit: number): ProcessMemo<V> {
   const byDatabase = new WeakMap<Db, Map<string, V>>()
   return {
     get: (db, key) => byDatabase.get(db)?.get(key),
-    take(db, key) {
-      const entries = byDatabase.get(db)
-      const value = entries?.get(key)
-      entries?.delete(key)
-      return value
-    },
     set(db, key, value) {
       if (db.isTransaction) return
       let entries = byDatabase.get(db)
@@ -30,7 +23,7 @@ export function processMemo<V>(limit: number): ProcessMemo<V> {
         entries = new Map()
         byDatabase.set(db, entries)
       }
-      if (entries.size >= limit && !entries.has(key)) entries.delete(entries.keys().next().value!)
+      if (!entries.delete(key) && entries.size >= limit) entries.delete(entries.keys().next().value!)
       entries.set(key, value)
     },
     delete: (db, key) => void byDatabase.get(db)?.delete(key),
