@@ -264,6 +264,16 @@ function pairedCpu(
   return { ...median, ratios: pairs.map((p) => p.ratio) }
 }
 
+/**
+ * A case's throughput as a share of its ceiling's in the same round, median of the rounds: the machine's
+ * speed drifts between rounds (in one run the burst's reads and their ceiling all ran a quarter faster in
+ * one round than in the next), and a ceiling measured in turn with the case drifts with it.
+ */
+function medianShare(runs: readonly Measured[], ceilingRuns: readonly Measured[]) {
+  const shares = runs.map((run, i) => run.rps / ceilingRuns[i]!.rps)
+  return { median: [...shares].sort((a, b) => a - b)[(shares.length - 1) >> 1]!, shares }
+}
+
 const ratiosText = (ratios: readonly number[]) => ratios.map((r) => `${r.toFixed(2)}x`).join(' / ')
 
 /**
@@ -701,15 +711,28 @@ async function burstPhase(cluster: BenchCluster): Promise<void> {
     for (const r of reads) {
       await runLoad({ url: server.url, connections, durationS: settings.warmupS * 2, ...r.scenario })
     }
+    // The ceiling on the same database in the same state (one primary-key SELECT per read), in turn with
+    // the reads before the burst and after it.
+    const ceiling = await spawnTarget('ceiling', { databaseUrl: url })
     // Three rounds before and after, as the server cases (combineRounds).
-    const readCases = (when: string) =>
-      reads.map((r) => ({
+    const readCases = (when: string) => [
+      ...reads.map((r) => ({
         name: r.name,
         target: server,
         label: `burst: ${r.label} ${when}`,
         scenario: r.scenario,
-      }))
-    const beforeRounds = await measureRounds(readCases('before'), 3)
+      })),
+      {
+        name: 'ceiling',
+        target: ceiling,
+        label: `burst: ceiling select ${when}`,
+        scenario: { method: 'GET', paths: ids.map((id) => `/select/${id}`) } as Scenario,
+      },
+    ]
+    const beforeRounds = await measureRounds(readCases('before'), 3).catch(async (error) => {
+      await ceiling.stop()
+      throw error
+    })
     const before = reads.map((r) => combineRounds(beforeRounds.get(r.name)!))
     const burst = await runLoad({
       url: server.url,
@@ -726,21 +749,7 @@ async function burstPhase(cluster: BenchCluster): Promise<void> {
     log(
       `burst    POST /v1/payments: ${burst.requests} payments of one merchant in ${burst.durationS.toFixed(1)} s`,
     )
-    // The ceiling on the same database in the same state: one primary-key SELECT per read, in turn with
-    // the reads.
-    const ceiling = await spawnTarget('ceiling', { databaseUrl: url })
-    const afterRounds = await measureRounds(
-      [
-        ...readCases('after'),
-        {
-          name: 'ceiling',
-          target: ceiling,
-          label: 'burst: ceiling select after',
-          scenario: { method: 'GET', paths: ids.map((id) => `/select/${id}`) },
-        },
-      ],
-      3,
-    ).finally(() => ceiling.stop())
+    const afterRounds = await measureRounds(readCases('after'), 3).finally(() => ceiling.stop())
     const afters = reads.map((r) => combineRounds(afterRounds.get(r.name)!))
     const select = combineRounds(afterRounds.get('ceiling')!)
     log(`burst    ${'ceiling GET /select/:id after'.padEnd(44)} ${fmt(select)}`)
@@ -775,11 +784,19 @@ async function burstPhase(cluster: BenchCluster): Promise<void> {
           })
         }
       }
+      const shareBefore = medianShare(beforeRounds.get(r.name)!, beforeRounds.get('ceiling')!)
+      const shareAfter = medianShare(afterRounds.get(r.name)!, afterRounds.get('ceiling')!)
+      record(`burst.${r.name}.of_ceiling`, shareAfter.median, 'share', shareBefore.median)
       targets.push({
-        what: `${r.label} after ${burst.requests} payments created: within 10 % of its throughput before`,
-        met: after.rps >= was.rps * 0.9,
+        what:
+          `${r.label} after ${burst.requests} payments created: within 10 % of its throughput before, ` +
+          "each as a share of the ceiling select's measured in the same round (median of three)",
+        met: shareAfter.median >= shareBefore.median * 0.9,
         detail:
-          `${after.rps.toFixed(0)} / ${was.rps.toFixed(0)} req/s` +
+          `${pct(shareAfter.median)} of the ceiling after (rounds ${shareAfter.shares.map(pct).join(' / ')}), ` +
+          `${pct(shareBefore.median)} before (rounds ${shareBefore.shares.map(pct).join(' / ')}): ` +
+          `${(shareAfter.median / shareBefore.median).toFixed(2)}x; best rounds ${after.rps.toFixed(0)} / ` +
+          `${was.rps.toFixed(0)} req/s` +
           (after.cpu && was.cpu
             ? `; PostgreSQL CPU ${after.cpu.postgres.toFixed(0)} / ${was.cpu.postgres.toFixed(0)} µs per read`
             : ''),
@@ -789,7 +806,9 @@ async function burstPhase(cluster: BenchCluster): Promise<void> {
       `burst.*: \`caipay serve\` on a new database; status reads of one merchant's payments, then ` +
         `${burst.requests} POST /v1/payments for that merchant as fast as they go, then the same reads; the ` +
         'ceiling column is the figure before the burst, and for `*.vs_ceiling` the ceiling select measured ' +
-        'after the burst on that database, in turn with the reads. Three rounds each, combined as the server ' +
+        'after the burst on that database, in turn with the reads (it runs in turn with them before the burst ' +
+        "too: `*.of_ceiling` is each read's throughput as a share of the ceiling's in the same round, median " +
+        'of three, after against before). Three rounds each, combined as the server ' +
         `cases' (best throughput, least CPU; against the ceiling, the round with the median ratio): before, ${roundsText(beforeRounds)}; after, ${roundsText(afterRounds)}.`,
     )
   } finally {
