@@ -87,7 +87,7 @@ const settings = quick
   : {
       warmupS: 2,
       durationS: 8,
-      flowPayments: 1500,
+      flowPayments: 3000,
       flowWarmup: 200,
       burstPayments: 6000,
       scaleRows: 1_000_000,
@@ -250,18 +250,19 @@ function combineRounds(runs: readonly Measured[]): Measured {
  * cases'; the least of each side across rounds then paired moments that were never measured together).
  * The figure is the round with the median ratio.
  */
-function pairedCpu(
-  runs: readonly Measured[],
-  ceilingRuns: readonly Measured[],
-  part: 'server' | 'postgres',
-): { value: number; ceiling: number; ratio: number; ratios: number[] } | undefined {
+function pairedCpu(runs: readonly Measured[], ceilingRuns: readonly Measured[], part: 'server' | 'postgres') {
   const pairs = runs.flatMap((run, i) => {
-    const [own, ceiling] = [run.cpu?.[part], ceilingRuns[i]?.cpu?.[part]]
-    return own !== undefined && ceiling ? [{ value: own, ceiling, ratio: own / ceiling }] : []
+    const [value, ceiling] = [run.cpu?.[part], ceilingRuns[i]?.cpu?.[part]]
+    return value !== undefined && ceiling ? [{ value, ceiling }] : []
   })
-  if (!pairs.length) return undefined
-  const median = [...pairs].sort((a, b) => a.ratio - b.ratio)[(pairs.length - 1) >> 1]!
-  return { ...median, ratios: pairs.map((p) => p.ratio) }
+  return pairs.length ? medianRatio(pairs) : undefined
+}
+
+/** The pair (a round's figure and its ceiling's) whose ratio is the median, with every pair's ratio. */
+function medianRatio(pairs: readonly { value: number; ceiling: number }[]) {
+  const withRatio = pairs.map((pair) => ({ ...pair, ratio: pair.value / pair.ceiling }))
+  const median = [...withRatio].sort((a, b) => a.ratio - b.ratio)[(withRatio.length - 1) >> 1]!
+  return { ...median, ratios: withRatio.map((pair) => pair.ratio) }
 }
 
 /**
@@ -270,8 +271,7 @@ function pairedCpu(
  * one round than in the next), and a ceiling measured in turn with the case drifts with it.
  */
 function medianShare(runs: readonly Measured[], ceilingRuns: readonly Measured[]) {
-  const shares = runs.map((run, i) => run.rps / ceilingRuns[i]!.rps)
-  return { median: [...shares].sort((a, b) => a - b)[(shares.length - 1) >> 1]!, shares }
+  return medianRatio(runs.map((run, i) => ({ value: run.rps, ceiling: ceilingRuns[i]!.rps })))
 }
 
 const ratiosText = (ratios: readonly number[]) => ratios.map((r) => `${r.toFixed(2)}x`).join(' / ')
@@ -547,7 +547,17 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
       // Three rounds like the cases above (one under --cpu-prof): the best throughput, and the least CPU
       // per payment each process needed, each round on payments created just before it.
       const rounds = flags['cpu-prof'] ? 1 : 3
-      const runs: { flow: GatewayFlowResult; serverUs?: number; postgresUs?: number }[] = []
+      // Unmeasured, as measure's warm-up run: every pooled connection has planned the flow's statements and
+      // the server's code is optimised before the first round (that round used to cost a third more).
+      await runGatewayFlow({
+        url: flowServer.url,
+        walletKey: accounts.walletKey,
+        wallets,
+        paymentIds: await createPayments(server.url, accounts.apiKey, merchantId, settings.flowWarmup * 3),
+        warmup: 0,
+      })
+      const runs: { flow: GatewayFlowResult; ceiling: Measured; serverUs?: number; postgresUs?: number }[] =
+        []
       for (let round = 1; round <= rounds; round++) {
         const paymentIds = await createPayments(
           server.url,
@@ -555,6 +565,8 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
           merchantId,
           settings.flowWarmup + Math.ceil(settings.flowPayments / rounds),
         )
+        // The flow's ceiling, measured in turn with it, round by round (as the server cases').
+        const ceilingRun = await measure(ceiling, 'ceiling select (flow round)', selectScenario)
         const run = () =>
           runGatewayFlow({
             url: flowServer.url,
@@ -585,6 +597,7 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
           before.server !== undefined && after.server !== undefined && before.postgres && after.postgres
         runs.push({
           flow,
+          ceiling: ceilingRun,
           ...(measuredCpu
             ? {
                 serverUs: ((after.server! - before.server!) * 1000) / paymentIds.length,
@@ -610,62 +623,60 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
       }
       const flow = runs.reduce((a, b) => (b.flow.paymentsPerSecond > a.flow.paymentsPerSecond ? b : a)).flow
       isolatedFlowRate = flow.paymentsPerSecond
-      record('flow.gateway', flow.paymentsPerSecond, 'payments/s', select.rps / flow.requestsPerPayment)
+      const perPayment = flow.requestsPerPayment
+      // Each round against the ceiling measured just before it; the figure is the round with the median ratio.
+      const rate = medianRatio(
+        runs.map((r) => ({ value: r.flow.paymentsPerSecond, ceiling: r.ceiling.rps / perPayment })),
+      )
+      record('flow.gateway', rate.value, 'payments/s', rate.ceiling)
+      record('flow.gateway.best_round', flow.paymentsPerSecond, 'payments/s', select.rps / perPayment)
       record('flow.gateway.p50', flow.p50, 'ms')
       record('flow.gateway.p99', flow.p99, 'ms')
-      const withCpu = runs.filter((r) => r.serverUs !== undefined && r.postgresUs !== undefined)
-      if (withCpu.length) {
-        const serverUs = Math.min(...withCpu.map((r) => r.serverUs!))
-        const postgresUs = Math.min(...withCpu.map((r) => r.postgresUs!))
-        record(
-          'flow.gateway.cpu.server',
-          serverUs,
-          'µs/payment',
-          select.cpu ? select.cpu.server * flow.requestsPerPayment : null,
-        )
-        record(
-          'flow.gateway.cpu.postgres',
-          postgresUs,
-          'µs/payment',
-          select.cpu ? select.cpu.postgres * flow.requestsPerPayment : null,
-        )
-        if (select.cpu) {
-          const ceilingServer = select.cpu.server * flow.requestsPerPayment
-          const ceilingPostgres = select.cpu.postgres * flow.requestsPerPayment
-          const server = serverUs / ceilingServer
-          const postgres = postgresUs / ceilingPostgres
-          targets.push({
-            what:
-              `gateway flow: CPU per payment at most ${flowTarget.server}x (server) and ${flowTarget.postgres}x ` +
-              `(PostgreSQL) that of ${flow.requestsPerPayment} ceiling SELECTs (the issue's 1.2 / 1.0 ms as ratios)`,
-            met: server <= flowTarget.server && postgres <= flowTarget.postgres,
-            detail:
-              `server ${serverUs.toFixed(0)} / ${ceilingServer.toFixed(0)} µs (${server.toFixed(2)}x), ` +
-              `PostgreSQL ${postgresUs.toFixed(0)} / ${ceilingPostgres.toFixed(0)} µs (${postgres.toFixed(2)}x); ` +
-              `the absolute 1.2 / 1.0 ms: ${serverUs <= 1200 && postgresUs <= 1000 ? 'met' : 'not met'}`,
-          })
-        }
+      const cpuPairs = (part: 'server' | 'postgres') =>
+        runs.flatMap((r) => {
+          const [value, ceilingCpu] = [part === 'server' ? r.serverUs : r.postgresUs, r.ceiling.cpu?.[part]]
+          return value !== undefined && ceilingCpu ? [{ value, ceiling: ceilingCpu * perPayment }] : []
+        })
+      const [serverPairs, postgresPairs] = [cpuPairs('server'), cpuPairs('postgres')]
+      if (serverPairs.length && postgresPairs.length) {
+        const server = medianRatio(serverPairs)
+        const postgres = medianRatio(postgresPairs)
+        record('flow.gateway.cpu.server', server.value, 'µs/payment', server.ceiling)
+        record('flow.gateway.cpu.postgres', postgres.value, 'µs/payment', postgres.ceiling)
+        targets.push({
+          what:
+            `gateway flow: CPU per payment at most ${flowTarget.server}x (server) and ${flowTarget.postgres}x ` +
+            `(PostgreSQL) that of ${perPayment} ceiling SELECTs (the issue's 1.2 / 1.0 ms as ratios; the round ` +
+            'with the median ratio)',
+          met: server.ratio <= flowTarget.server && postgres.ratio <= flowTarget.postgres,
+          detail:
+            `server ${server.value.toFixed(0)} / ${server.ceiling.toFixed(0)} µs (${server.ratio.toFixed(2)}x; rounds ` +
+            `${ratiosText(server.ratios)}), PostgreSQL ${postgres.value.toFixed(0)} / ${postgres.ceiling.toFixed(0)} µs ` +
+            `(${postgres.ratio.toFixed(2)}x; rounds ${ratiosText(postgres.ratios)}); the absolute 1.2 / 1.0 ms: ` +
+            `${server.value <= 1200 && postgres.value <= 1000 ? 'met' : 'not met'}`,
+        })
       }
-      const ceilingRate = select.rps / flow.requestsPerPayment
       targets.push({
         what:
           `gateway flow: at least ${flowTarget.rate.toFixed(3)} of the ceiling's payments/s on these ` +
-          `${os.cpus().length} cores (the issue's 600 payments/s as a ratio)`,
-        met: flow.paymentsPerSecond >= flowTarget.rate * ceilingRate,
+          `${os.cpus().length} cores (the issue's 600 payments/s as a ratio; the round with the median ratio)`,
+        met: rate.ratio >= flowTarget.rate,
         detail:
-          `${flow.paymentsPerSecond.toFixed(0)} of ${ceilingRate.toFixed(0)} payments/s ` +
-          `(${(flow.paymentsPerSecond / ceilingRate).toFixed(3)}); the absolute 600: ` +
-          `${flow.paymentsPerSecond >= 600 ? 'met' : 'not met'}`,
+          `${rate.value.toFixed(0)} of ${rate.ceiling.toFixed(0)} payments/s (${rate.ratio.toFixed(3)}; rounds ` +
+          `${rate.ratios.map((r) => r.toFixed(3)).join(' / ')}); the absolute 600 (best round ` +
+          `${flow.paymentsPerSecond.toFixed(0)}): ${flow.paymentsPerSecond >= 600 ? 'met' : 'not met'}`,
       })
       notes.push(
         `flow.gateway: ${wallets} concurrent wallets, each payment options -> fetch -> confirm -> status ` +
           `(${flow.requestsPerPayment} HTTP requests); its ceiling is ceiling.select / ${flow.requestsPerPayment}; ` +
-          `p50/p99 are per whole payment; the best of ${runs.length} rounds (${settings.flowWarmup} warm-up ` +
-          'payments each), CPU per payment the least of each process in any round: ' +
+          `p50/p99 are per whole payment (the best round); after a warm-up run of ${settings.flowWarmup * 3} payments, ` +
+          `${runs.length} rounds (${settings.flowWarmup} warm-up payments each), each after a run of the ceiling SELECT, ` +
+          'and the figures are the round whose ratio to that ceiling is the median: ' +
           runs
             .map(
               (r) =>
-                `${r.flow.paymentsPerSecond.toFixed(0)} payments/s, ${r.serverUs?.toFixed(0)}+${r.postgresUs?.toFixed(0)} µs`,
+                `${r.flow.paymentsPerSecond.toFixed(0)} payments/s, ${r.serverUs?.toFixed(0)}+${r.postgresUs?.toFixed(0)} µs ` +
+                `(ceiling ${r.ceiling.rps.toFixed(0)} req/s, ${r.ceiling.cpu?.server.toFixed(0)}+${r.ceiling.cpu?.postgres.toFixed(0)} µs per SELECT)`,
             )
             .join(' / ') +
           '.',
@@ -786,16 +797,16 @@ async function burstPhase(cluster: BenchCluster): Promise<void> {
       }
       const shareBefore = medianShare(beforeRounds.get(r.name)!, beforeRounds.get('ceiling')!)
       const shareAfter = medianShare(afterRounds.get(r.name)!, afterRounds.get('ceiling')!)
-      record(`burst.${r.name}.of_ceiling`, shareAfter.median, 'share', shareBefore.median)
+      record(`burst.${r.name}.of_ceiling`, shareAfter.ratio, 'share', shareBefore.ratio)
       targets.push({
         what:
           `${r.label} after ${burst.requests} payments created: within 10 % of its throughput before, ` +
           "each as a share of the ceiling select's measured in the same round (median of three)",
-        met: shareAfter.median >= shareBefore.median * 0.9,
+        met: shareAfter.ratio >= shareBefore.ratio * 0.9,
         detail:
-          `${pct(shareAfter.median)} of the ceiling after (rounds ${shareAfter.shares.map(pct).join(' / ')}), ` +
-          `${pct(shareBefore.median)} before (rounds ${shareBefore.shares.map(pct).join(' / ')}): ` +
-          `${(shareAfter.median / shareBefore.median).toFixed(2)}x; best rounds ${after.rps.toFixed(0)} / ` +
+          `${pct(shareAfter.ratio)} of the ceiling after (rounds ${shareAfter.ratios.map(pct).join(' / ')}), ` +
+          `${pct(shareBefore.ratio)} before (rounds ${shareBefore.ratios.map(pct).join(' / ')}): ` +
+          `${(shareAfter.ratio / shareBefore.ratio).toFixed(2)}x; best rounds ${after.rps.toFixed(0)} / ` +
           `${was.rps.toFixed(0)} req/s` +
           (after.cpu && was.cpu
             ? `; PostgreSQL CPU ${after.cpu.postgres.toFixed(0)} / ${was.cpu.postgres.toFixed(0)} µs per read`
