@@ -39,6 +39,15 @@ async function fetched(paymentId: string): Promise<{ option: PaymentOption; resu
   return { option, results }
 }
 
+async function cancelByMerchant(paymentId: string): Promise<void> {
+  const cancel = await env.t.request({
+    method: 'POST',
+    url: `/v1/payments/${paymentId}/cancel`,
+    headers: headers(env.apiKey, env.merchantId),
+  })
+  expect(cancel.statusCode, cancel.body).toBe(200)
+}
+
 const confirm = (paymentId: string, body: unknown, extra: Record<string, string> = {}) =>
   env.gw('POST', paymentId, '/confirm', body, extra)
 
@@ -81,12 +90,7 @@ describe('a confirm planned on what its fetch read', () => {
   it('answers 409 for a payment cancelled after the fetch, and stores that answer under the key', async () => {
     const paymentId = await env.pay()
     const { option, results } = await fetched(paymentId)
-    const cancel = await env.t.request({
-      method: 'POST',
-      url: `/v1/payments/${paymentId}/cancel`,
-      headers: headers(env.apiKey, env.merchantId),
-    })
-    expect(cancel.statusCode, cancel.body).toBe(200)
+    await cancelByMerchant(paymentId)
     const key = idem()
     const first = await confirm(paymentId, { optionId: option.id, results }, { 'idempotency-key': key })
     expect(first.statusCode, first.body).toBe(409)
@@ -212,12 +216,7 @@ describe('options quoted on the payment facts the process kept', () => {
 
   it('answers a payment cancelled since its creation as a fresh read does, and stores no quote', async () => {
     const paymentId = await env.pay()
-    const cancel = await env.t.request({
-      method: 'POST',
-      url: `/v1/payments/${paymentId}/cancel`,
-      headers: headers(env.apiKey, env.merchantId),
-    })
-    expect(cancel.statusCode, cancel.body).toBe(200)
+    await cancelByMerchant(paymentId)
     const res = await options(paymentId)
     expect(res.statusCode, res.body).toBe(200)
     expect(res.json).toMatchObject({ options: [], info: { status: 'cancelled' } })

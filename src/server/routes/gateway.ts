@@ -15,6 +15,8 @@ import { type ExpiryJob, startExpiryJob } from '../jobs/expiry.js'
 import { cancelPayment } from '../payments/cancel.js'
 import { findPaymentStatus } from '../payments/views.js'
 import { definePlannedRoute, defineRoute } from '../route.js'
+import type { Db } from '../store/db.js'
+import type { Mode } from '../store/schema.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -53,14 +55,18 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
     return paymentOptions({ db, config, registry, payment, body, now })
   })
 
-  defineRoute(app, endpoints.gatewayFetch, async ({ db, auth, params, body, now }) => {
-    const { payment, option } = await findGatewayPaymentAndOption(
-      db,
-      params.id,
-      body.optionId,
-      auth.mode,
-      now,
-    )
+  // Fetch and confirm act on the payment and the option named in the body, read in one round trip.
+  const paymentAndOption = (ctx: {
+    db: Db
+    auth: { mode: Mode | null }
+    params: { id: string }
+    body: { optionId: string }
+    now: Date
+  }) => findGatewayPaymentAndOption(ctx.db, ctx.params.id, ctx.body.optionId, ctx.auth.mode, ctx.now)
+
+  defineRoute(app, endpoints.gatewayFetch, async (ctx) => {
+    const { db, body, now } = ctx
+    const { payment, option } = await paymentAndOption(ctx)
     return fetchActions({ db, registry, payment, option, body, now })
   })
 
@@ -69,23 +75,14 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
     return cancelPayment(db, { paymentId: payment.id, reason: 'cancelled_by_user', now })
   })
 
-  definePlannedRoute(
-    app,
-    endpoints.gatewayConfirm,
-    async ({ db, auth, params, body, config, now }, reads) => {
-      const fetched = reads.fresh ? undefined : takeFetched(db, params.id, body.optionId, auth.mode)
-      const planned = fetched && (await planConfirmOnFetched({ db, config, registry, fetched, body, now }))
-      if (planned) return planned
-      const { payment, option } = await findGatewayPaymentAndOption(
-        db,
-        params.id,
-        body.optionId,
-        auth.mode,
-        now,
-      )
-      return planConfirm({ db, config, registry, payment, option, body, now })
-    },
-  )
+  definePlannedRoute(app, endpoints.gatewayConfirm, async (ctx, reads) => {
+    const { db, auth, params, body, config, now } = ctx
+    const fetched = reads.fresh ? undefined : takeFetched(db, params.id, body.optionId, auth.mode)
+    const planned = fetched && (await planConfirmOnFetched({ db, config, registry, fetched, body, now }))
+    if (planned) return planned
+    const { payment, option } = await paymentAndOption(ctx)
+    return planConfirm({ db, config, registry, payment, option, body, now })
+  })
 
   // The hosted form posts here from the buyer's browser, which holds no gateway credentials: the option id
   // in its URL is the credential (see gateway/collectSubmit.ts).
