@@ -79,6 +79,7 @@ const settings = quick
       flowPayments: 300,
       flowWarmup: 50,
       flowRounds: 3,
+      serverRounds: 3,
       burstPayments: 3000,
       burstRounds: 3,
       burstRun: { warmupS: 1, durationS: 2 },
@@ -93,6 +94,7 @@ const settings = quick
       flowPayments: 3000,
       flowWarmup: 200,
       flowRounds: 5,
+      serverRounds: 5,
       burstPayments: 6000,
       burstRounds: 7,
       burstRun: { warmupS: 1, durationS: 4 },
@@ -420,31 +422,34 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
         cpu: { ceiling: 'insert', server: 2.5, postgres: 2.5 },
       },
     ]
-    // Three rounds, ceiling and server in turn. Throughput is the best round of each case, CPU per request
-    // the least each process needed in any round: a moment when the shared machine is busy lowers one run
-    // and only ever adds CPU, and alike for the ceiling and the server (run to run, a case's CPU per
-    // request moved by up to a third with two rounds).
+    // Five rounds, each case right after the ceiling it is judged against (the reads after the SELECT,
+    // creation after the INSERT), so a ratio pairs runs seconds apart. Throughput is the best round of
+    // each case; CPU per request against the ceiling the round with the median ratio (pairedCpu). Run to
+    // run, a case's CPU per request moved by up to a third, and the median of three rounds, its ceiling
+    // a minute away, missed or met a bound by chance.
     const serverScenarios = phases.has('server') ? scenarios : []
     const roundLog = (kind: string, label: string) => (r: Measured, round: number) =>
       log(`${kind.padEnd(9)}${label.padEnd(38)} ${fmt(r)}${round > 1 ? ` (round ${round})` : ''}`)
     const rounds = await measureRounds(
-      [
-        ...ceilings.map((c) => ({
+      ceilings.flatMap((c) => [
+        {
           name: c.name,
           target: ceiling,
           label: `ceiling ${c.name}`,
           scenario: c.scenario,
           log: roundLog('ceiling', c.label),
-        })),
-        ...serverScenarios.map((s) => ({
-          name: s.name,
-          target: server,
-          label: s.label,
-          scenario: s.scenario,
-          log: roundLog('server', s.label),
-        })),
-      ],
-      phases.has('server') ? 3 : 1,
+        },
+        ...serverScenarios
+          .filter((s) => s.cpu.ceiling === c.name)
+          .map((s) => ({
+            name: s.name,
+            target: server,
+            label: s.label,
+            scenario: s.scenario,
+            log: roundLog('server', s.label),
+          })),
+      ]),
+      phases.has('server') ? settings.serverRounds : 1,
     )
     const best = new Map([...rounds].map(([name, runs]) => [name, combineRounds(runs)]))
     // One run each of the secondary figures: in-process, and the reads without per-request log lines.
@@ -497,9 +502,10 @@ async function serverPhase(cluster: BenchCluster): Promise<void> {
     }
     if (measured.length) {
       notes.push(
-        'Throughput figures are the best of three rounds (ceiling and server in turn); CPU per request of a ' +
-          'ceiling is the least of each process in any round, and of a server case against its ceiling the ' +
-          'round whose ratio to the ceiling measured in that same round is the median of the three; ' +
+        `Throughput figures are the best of ${settings.serverRounds} rounds (each case right after its ` +
+          'ceiling); CPU per request of a ceiling is the least of each process in any round, and of a server ' +
+          'case against its ceiling the round whose ratio to the ceiling measured just before it is the ' +
+          'median; ' +
           roundsText(rounds) +
           '.',
       )
