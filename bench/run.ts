@@ -744,7 +744,7 @@ async function burstPhase(cluster: BenchCluster): Promise<void> {
     // The ceiling on the same database in the same state (one primary-key SELECT per read), in turn with
     // the reads before the burst and after it.
     const ceiling = await spawnTarget('ceiling', { databaseUrl: url })
-    // Seven short rounds before and after, where the server cases have three long ones: a read's share of
+    // Seven short rounds before and after, where the server cases have five of 8 s: a read's share of
     // the ceiling moved by up to a quarter from one round to the next (runs a minute apart), so the median
     // of three missed or met the 10 % bound by chance. Shorter runs pair each read with a ceiling run
     // seconds away, and seven of them make the median steady.
