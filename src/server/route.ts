@@ -7,18 +7,7 @@ import { authenticate, checkAsciiHeaders, header, resolveMerchantHeader } from '
 import type { ServerConfig } from './config.js'
 import type { AuthContext } from './context.js'
 import { bodyValidationError, fail } from './errors.js'
-import {
-  checkIdempotencyKey,
-  fingerprint,
-  type IdempotentOutcome,
-  type PlannedInsert,
-  plannedInsertWrite,
-  type RoutePlan,
-  runIdempotent,
-  runIdempotentPlan,
-  runRoutePlan,
-  StalePlan,
-} from './idempotency.js'
+import { checkIdempotencyKey, fingerprint, type IdempotentOutcome, runIdempotent } from './idempotency.js'
 import type { Db } from './store/db.js'
 import type { MerchantRow } from './store/schema.js'
 import { resolveApiVersion } from './version.js'
@@ -39,8 +28,6 @@ export interface RouteContext<E extends Endpoint> {
   /**
    * Use this, not `app.db`: under an Idempotency-Key it is the transaction that also stores the
    * response. Open nested work with `inTransaction(ctx.db, fn)` (store/db.ts), never `db.transaction()`.
-   * A planned route's `plan` gets the pool: it reads, and writes nothing that a replay or a refusal
-   * should undo (its write is the plan's).
    */
   db: Db
   config: ServerConfig
@@ -89,55 +76,6 @@ export function defineRoute<E extends Endpoint>(
       handler: (trx) => handler({ ...ctx, db: trx }),
     })
     return sendOutcome(reply, outcome)
-  })
-}
-
-/**
- * Registers an endpoint whose only write is one INSERT it can describe before running (payment
- * creation): `plan` is synchronous and only validates and computes the row and the response; what
- * the database must confirm goes into the plan's guard. It runs as a planned write (definePlannedRoute),
- * so with or without an Idempotency-Key the write is a single statement, which keeps the hottest write
- * nearly as cheap under a key as without one.
- */
-export function defineInsertRoute<E extends Endpoint>(
-  app: FastifyInstance,
-  endpoint: E,
-  plan: (ctx: RouteContext<E>) => PlannedInsert<z.output<E['response']>>,
-  options: DefineRouteOptions = {},
-): void {
-  definePlannedRoute(app, endpoint, async (ctx) => ({ write: plannedInsertWrite(plan(ctx)) }), options)
-}
-
-/**
- * Registers an endpoint that reads and checks first, outside any transaction, and then decides how to
- * write (see RoutePlan): a planned write is a single statement with or without an Idempotency-Key (test
- * mode's confirm, payment creation); other work runs in a transaction as defineRoute's does. A plan made
- * on what an earlier request read (`fresh` false) may find the database changed (StalePlan): the request
- * is then planned once more, on fresh reads only.
- */
-export function definePlannedRoute<E extends Endpoint>(
-  app: FastifyInstance,
-  endpoint: E,
-  plan: (ctx: RouteContext<E>, reads: { fresh: boolean }) => Promise<RoutePlan<z.output<E['response']>>>,
-  options: DefineRouteOptions = {},
-): void {
-  registerRoute(app, endpoint, options, async (request, reply, ctx, key) => {
-    const attempt = async (reads: { fresh: boolean }) => {
-      if (key === undefined)
-        return reply.code(endpoint.status).send(await runRoutePlan(ctx.db, await plan(ctx, reads)))
-      const outcome = await runIdempotentPlan({
-        ...keyScope(app, endpoint, request, ctx, key),
-        successStatus: endpoint.status,
-        plan: () => plan(ctx, reads),
-      })
-      return sendOutcome(reply, outcome)
-    }
-    try {
-      return await attempt({ fresh: false })
-    } catch (error) {
-      if (!(error instanceof StalePlan)) throw error
-      return attempt({ fresh: true })
-    }
   })
 }
 

@@ -21,6 +21,8 @@ async function paidPayment(): Promise<string> {
   const { option, results } = await env.prepare(paymentId, buyer, isBaseOption)
   const confirm = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })
   expect(confirm.json).toMatchObject({ status: 'succeeded', isFinal: true })
+  expect(knownFinal(env.t.db, paymentId)).toBeUndefined()
+  expect((await env.gw('GET', paymentId, '/status')).json.status).toBe('succeeded')
   expect(knownFinal(env.t.db, paymentId)?.answer).toMatchObject({ status: 'succeeded' })
   return paymentId
 }

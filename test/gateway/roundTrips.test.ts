@@ -4,8 +4,8 @@ import { createGatewayEnv, type GatewayEnv, statementsOf } from './support.js'
 
 /**
  * What one test-mode payment costs the database, step by step, as the bench's wallets run it
- * (bench/gatewayFlow.ts): every query a pooled client sends is one round trip. The counts guard the
- * flow's fixed-shape, few-statement design against a change that quietly adds statements per request.
+ * (bench/gatewayFlow.ts): every query a pooled client sends is one round trip. The list guards the
+ * flow against a change that quietly adds statements per request.
  */
 let env: GatewayEnv
 beforeAll(async () => {
@@ -38,30 +38,24 @@ describe('round trips of the test-mode gateway flow', () => {
     expect(confirm.result.json).toEqual({ status: 'succeeded', isFinal: true, pollInMs: null })
     const status = await statementsOf(() => env.gw('GET', id, '/status'))
     expect(status.result.json).toMatchObject({ status: 'succeeded', isFinal: true })
-    const counts = {
-      options: options.statements.length,
-      fetch: fetched.statements.length,
-      confirm: confirm.statements.length,
-      status: status.statements.length,
-    }
-    // options: one statement, quoted on the facts this process kept when it created the payment
-    // (payments/paymentFacts.ts), reads the payment with its merchant and stores the quotes while it is payable.
+    const kinds = (statements: string[]) =>
+      statements.map((s) => (s === 'named' ? 'named' : /^\s*(begin|commit)\b/i.test(s) ? s.trim() : 'sql'))
+    // options: the payment (named), then every quote in one named insert.
+    expect(kinds(options.statements)).toEqual(['named', 'named'])
     // fetch: the payment with its option and the merchant's settlement for the option's asset.
-    // confirm: one statement, planned on what the fetch read (gateway/fetchedReads.ts), takes the key's
-    // lock, locks the payment in its state, checks the option and the merchant's settlement are as read,
-    // stores the answer and moves the payment -> processing -> succeeded (-> settled), with no transaction
-    // around it.
-    // status: none, as the confirm that finished the payment left its final answer with this process
-    // (payments/finalStatuses.ts); a payment still open is read (below).
-    expect(counts).toEqual({ options: 1, fetch: 1, confirm: 1, status: 0 })
+    expect(kinds(fetched.statements)).toEqual(['named'])
+    // confirm under a key: one transaction that takes the key's lock and reads its record, reads the
+    // payment and option, moves the payment -> processing -> succeeded (-> settled) in one statement
+    // (changePaymentInSteps), and stores the answer.
+    expect(kinds(confirm.statements)).toEqual(['begin', 'named', 'named', 'sql', 'named', 'commit'])
+    // status: one named read (a final answer is then kept by the fast path, payments/finalStatuses.ts).
+    expect(kinds(status.statements)).toEqual(['named'])
+    const again = await statementsOf(() => env.gw('GET', id, '/status'))
+    expect(again.result.json).toMatchObject({ status: 'succeeded', isFinal: true })
+    expect(again.statements).toEqual([])
     const open = await env.pay()
     const openStatus = await statementsOf(() => env.gw('GET', open, '/status'))
     expect(openStatus.result.json).toMatchObject({ status: 'requires_action', isFinal: false })
     expect(openStatus.statements).toEqual(['named'])
-    // Every statement runs prepared, and none opens a transaction.
-    const unprepared = [options, fetched, confirm, status]
-      .flatMap((s) => s.statements)
-      .filter((s) => s !== 'named')
-    expect(unprepared).toEqual([])
   })
 })

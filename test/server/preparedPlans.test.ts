@@ -53,7 +53,7 @@ describe('prepared status reads after a write burst', () => {
 
     const { rows: statements } = await sql<{ name: string; params: number }>`
       SELECT name, cardinality(parameter_types) AS params FROM pg_prepared_statements
-      WHERE statement LIKE 'select %' AND statement LIKE '%from "payments"%'`.execute(db)
+      WHERE statement ILIKE 'select %' AND statement ILIKE '%from payments %'`.execute(db)
     expect(statements.length).toBe(2)
     for (const { name, params } of statements) {
       expect(params).toBe(1)

@@ -3,7 +3,6 @@ import { fail, paramsError } from '../errors.js'
 import { unixSeconds } from '../payments/views.js'
 import type { Db } from '../store/db.js'
 import type { DriverRegistry } from './drivers.js'
-import { rememberFetched } from './fetchedReads.js'
 import { hasBuildActions, signedActions, usableOption } from './option.js'
 import { assertPayable, driverPayment, type GatewayPaymentRow, type OptionRead } from './payment.js'
 import { saveBuilt, toStoredOption } from './store.js'
@@ -48,17 +47,7 @@ export async function fetchActions(input: {
   }
   // A stale build (e.g. an expired Solana blockhash) is replaced, so the wallet can sign again.
   const stale = row.built !== null && driver.builtUsable !== undefined && !(await driver.builtUsable(context))
-  if (ready && !stale) {
-    // What the wallet signs is the option as read: its confirm can be planned on this read.
-    const { option } = input
-    if (option?.version !== undefined && option.settlementAsset !== undefined) {
-      rememberFetched(db, {
-        payment,
-        option: { row, settlementAsset: option.settlementAsset, version: option.version },
-      })
-    }
-    return { actions: ready }
-  }
+  if (ready && !stale) return { actions: ready }
   if (!driver.build) fail('internal_error', `The driver of ${row.chain_id} cannot build actions.`)
   const built = await driver.build(context, body.data)
   const saved = await saveBuilt(db, row.id, built.actions, built.state, now, stale ? row.built : null)

@@ -5,16 +5,14 @@ import type { ServerConfig } from '../config.js'
 import { fail, paramsError } from '../errors.js'
 import { newId } from '../ids.js'
 import { toAmount } from '../payments/assets.js'
-import { knownFinal } from '../payments/finalStatuses.js'
-import { knownPaymentFacts, type PaymentFacts } from '../payments/paymentFacts.js'
 import { unixSeconds } from '../payments/views.js'
 import type { Db } from '../store/db.js'
-import type { Mode } from '../store/schema.js'
+import type { PaymentRow } from '../store/schema.js'
 import { collectDataSchema, collectDataUrl } from './collectData.js'
 import type { DriverRegistry } from './drivers.js'
 import { driverPayment, type GatewayPaymentRow, gatewayPaymentJson } from './payment.js'
 import { quoteExpiry, tokenAmountFor, usdMinorOf } from './quote.js'
-import { findOptions, insertOptions, insertOptionsIfPayable, type NewOption, replaceQuote } from './store.js'
+import { findOptions, insertOptions, type NewOption, replaceQuote } from './store.js'
 
 export interface OptionsInput {
   db: Db
@@ -47,34 +45,11 @@ export async function paymentOptions(input: OptionsInput): Promise<OptionsRespon
   return { options: drafts.map((o) => optionJson(config, o)), info }
 }
 
-/**
- * paymentOptions in one statement, for a payment whose facts this process knows (payments/paymentFacts.ts):
- * the quotes are made from the facts, and one statement reads the payment and stores them, only while
- * the payment is payable and its facts are as known. Undefined for anything else (a refresh, facts not
- * known, a payment not payable): the caller reads the payment and calls paymentOptions, so every refusal
- * is decided on a fresh read.
- */
-export async function optionsOnKnownFacts(input: {
-  db: Db
-  config: ServerConfig
-  registry: DriverRegistry
-  paymentId: string
-  /** The credential's mode (null: any). */
-  mode: Mode | null
-  body: OptionsBody
-  now: Date
-}): Promise<OptionsResponse | undefined> {
-  const { db, config, body, now } = input
-  if (body.refresh?.length || sanctionedAccount(config, body)) return undefined
-  const payment = knownPaymentFacts(db, input.paymentId)
-  if (!payment || (input.mode !== null && payment.mode !== input.mode)) return undefined
-  // Not worth quoting (live mode's quotes ask the chain): a payment this process knows is final or expired.
-  if (payment.expires_at.getTime() <= now.getTime() || knownFinal(db, payment.id)) return undefined
-  const drafts = await quoteAll({ ...input, payment }, walletAccounts(body))
-  const read = await insertOptionsIfPayable(db, drafts, payment, now)
-  if (!read?.payable) return undefined
-  return { options: drafts.map((o) => optionJson(config, o)), info: gatewayPaymentJson(read.payment, config) }
-}
+/** What never changes about a payment once created: quotes are made from these alone. */
+type PaymentFacts = Pick<
+  PaymentRow,
+  'id' | 'mode' | 'merchant_id' | 'amount_unit' | 'amount_value' | 'expires_at'
+>
 
 /** What quoting needs: the payment's facts, never its state. */
 interface QuoteInput {

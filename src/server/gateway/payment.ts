@@ -1,13 +1,11 @@
-import { sql } from 'kysely'
 import type { GatewayPayment } from '../../contract/gateway.js'
 import type { DriverPayment } from '../chains/types.js'
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import { withExpiryApplied } from '../payments/lifecycle.js'
-import { type PaymentFacts, rememberPaymentFacts } from '../payments/paymentFacts.js'
 import { paymentAmount, unixSeconds } from '../payments/views.js'
 import type { Db } from '../store/db.js'
-import { preparedStatement } from '../store/prepared.js'
+import { columnsText, namedStatement } from '../store/prepared.js'
 import { type Mode, type PaymentRow, paymentColumns } from '../store/schema.js'
 import type { PaymentOptionRow } from './schema.js'
 import { optionColumns } from './store.js'
@@ -17,54 +15,41 @@ export interface GatewayPaymentRow extends PaymentRow {
   merchant_icon_url: string | null
 }
 
+const gatewayPaymentColumns = `${columnsText(paymentColumns, 'payments')},
+  merchants.name AS merchant_name, merchants.icon_url AS merchant_icon_url`
+
 /** By primary key alone, the mode checked on the row: see selectPaymentById. */
-const selectGatewayPayment = preparedStatement((db: Db, paymentId: string) =>
-  db
-    .selectFrom('payments')
-    .innerJoin('merchants', 'merchants.id', 'payments.merchant_id')
-    .select(paymentColumns.map((column) => `payments.${column}` as const))
-    .select(['merchants.name as merchant_name', 'merchants.icon_url as merchant_icon_url'])
-    .where('payments.id', '=', paymentId),
+const selectGatewayPayment = namedStatement<GatewayPaymentRow>(
+  `SELECT ${gatewayPaymentColumns}
+  FROM payments JOIN merchants ON merchants.id = payments.merchant_id
+  WHERE payments.id = $1`,
 )
 
 /**
  * The payment and one option in one round trip (fetch and confirm need both): the option by its primary
- * key alone, its payment checked on the row; its columns come back prefixed `option_`.
+ * key alone, its payment checked on the row; its columns come back prefixed `option_`. With them, the
+ * merchant's crypto settlement for the option's asset, by its unique key (test mode's confirm settles at
+ * once and needs it): the key is the asset folded as foldAsset (payments/assets.ts) does.
  */
-const selectGatewayPaymentAndOption = preparedStatement((db: Db, optionId: string, paymentId: string) =>
-  db
-    .selectFrom('payments')
-    .innerJoin('merchants', 'merchants.id', 'payments.merchant_id')
-    .leftJoin('payment_options', (join) => join.on('payment_options.id', '=', optionId))
-    // The merchant's crypto settlement for the option's asset, by its unique key: test mode's confirm
-    // settles at once and needs it. The key is the asset folded as foldAsset (payments/assets.ts) does.
-    .leftJoin('crypto_settlements', (join) =>
-      join
-        .onRef('crypto_settlements.merchant_id', '=', 'payments.merchant_id')
-        .on(
-          'crypto_settlements.asset_key',
-          '=',
-          sql<string>`CASE WHEN payment_options.asset LIKE 'eip155:%' THEN lower(payment_options.asset) ELSE payment_options.asset END`,
-        ),
-    )
-    .select(paymentColumns.map((column) => `payments.${column}` as const))
-    .select(['merchants.name as merchant_name', 'merchants.icon_url as merchant_icon_url'])
-    .select(optionColumns.map((column) => `payment_options.${column} as option_${column}` as const))
-    .select('crypto_settlements.asset as settlement_asset_of_option')
-    // The option row's version, for a confirm planned on what this read saw (gateway/fetchedReads.ts).
-    .select(sql<string>`payment_options.xmin::text`.as('option_row_version'))
-    .where('payments.id', '=', paymentId),
+const selectGatewayPaymentAndOption = namedStatement<Record<string, unknown>>(
+  `SELECT ${gatewayPaymentColumns},
+    ${optionColumns.map((column) => `payment_options.${column} AS option_${column}`).join(', ')},
+    crypto_settlements.asset AS settlement_asset_of_option
+  FROM payments JOIN merchants ON merchants.id = payments.merchant_id
+  LEFT JOIN payment_options ON payment_options.id = $1
+  LEFT JOIN crypto_settlements ON crypto_settlements.merchant_id = payments.merchant_id
+    AND crypto_settlements.asset_key = CASE WHEN payment_options.asset LIKE 'eip155:%'
+      THEN lower(payment_options.asset) ELSE payment_options.asset END
+  WHERE payments.id = $2`,
 )
 
 /**
  * The option named, looked up with its payment: `row` undefined when there is no such option of this
- * payment; with it, the asset of the merchant's crypto settlement for the option's asset (null: none)
- * and the row's version (see gateway/fetchedReads.ts).
+ * payment; with it, the asset of the merchant's crypto settlement for the option's asset (null: none).
  */
 export interface OptionRead {
   row: PaymentOptionRow | undefined
   settlementAsset?: string | null
-  version?: string
 }
 
 /** What fetch and confirm act on: the payment (as findGatewayPayment) and the option named, if it is this payment's. */
@@ -81,7 +66,7 @@ export async function findGatewayPaymentAndOption(
   now: Date,
 ): Promise<PaymentAndOption> {
   const [joined] = (await selectGatewayPaymentAndOption(db, optionId, paymentId)).rows
-  const raw = (joined ?? {}) as Record<string, unknown>
+  const raw = joined ?? {}
   const row =
     joined &&
     (Object.fromEntries(
@@ -98,7 +83,6 @@ export async function findGatewayPaymentAndOption(
     option: {
       row: option,
       settlementAsset: (raw.settlement_asset_of_option as string | null) ?? null,
-      version: raw.option_row_version as string,
     },
   }
 }
@@ -127,7 +111,6 @@ async function applyGatewayScope(
 ): Promise<GatewayPaymentRow> {
   if (!row || (mode !== null && row.mode !== mode))
     fail('payment_not_found', 'Payment not found.', { paymentId })
-  rememberPaymentFacts(db, row)
   const current = await withExpiryApplied(db, row, now)
   return { ...current, merchant_name: row.merchant_name, merchant_icon_url: row.merchant_icon_url }
 }
@@ -150,7 +133,9 @@ export function gatewayPaymentJson(row: GatewayPaymentRow, config: ServerConfig)
   }
 }
 
-export function driverPayment(row: PaymentFacts): DriverPayment {
+export function driverPayment(
+  row: Pick<PaymentRow, 'id' | 'mode' | 'merchant_id' | 'amount_unit' | 'amount_value' | 'expires_at'>,
+): DriverPayment {
   return {
     id: row.id,
     mode: row.mode,

@@ -1,13 +1,9 @@
-import { CompiledQuery, sql } from 'kysely'
+import { sql } from 'kysely'
 import type { Action, WalletRpcAction } from '../../contract/gateway.js'
 import type { JsonValue, StoredOption } from '../chains/types.js'
-import type { PaymentFacts } from '../payments/paymentFacts.js'
 import { unixSeconds } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
-import { quotedIdentifier } from '../store/identifiers.js'
-import { executePrepared, preparedStatement } from '../store/prepared.js'
-import { paymentColumns } from '../store/schema.js'
-import type { GatewayPaymentRow } from './payment.js'
+import { columnsText, namedStatement } from '../store/prepared.js'
 import type { PaymentOptionRow, PaymentOptionsTable } from './schema.js'
 
 /** Named, never `*` (see store/prepared.ts: a prepared statement's result type must not change). */
@@ -79,58 +75,18 @@ function quoteColumns(o: NewOption, now: Date) {
  * Every option of one quote in one prepared statement, whatever their number: the columns go as arrays
  * and `unnest` turns them into rows, so the text (and PostgreSQL's parse and plan of it) never changes.
  */
-const insertOptionsSql = `INSERT INTO payment_options (id, payment_id, chain_id, kind, account, asset, amount, eta_s,
+const insertOptionsStatement =
+  namedStatement(`INSERT INTO payment_options (id, payment_id, chain_id, kind, account, asset, amount, eta_s,
     actions, state, built, expires_at, collect_data_required, collect_data_completed_at, created_at, updated_at)
   SELECT o.id, $1, o.chain_id, o.kind, o.account, o.asset, o.amount::numeric, o.eta_s, o.actions::jsonb,
     o.state::jsonb, NULL, o.expires_at, o.collect_data_required, NULL, $2, $2
   FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[], $10::text[],
     $11::text[], $12::timestamptz[], $13::boolean[])
-    AS o(id, chain_id, kind, account, asset, amount, eta_s, actions, state, expires_at, collect_data_required)`
+    AS o(id, chain_id, kind, account, asset, amount, eta_s, actions, state, expires_at, collect_data_required)`)
 
 export async function insertOptions(db: Db, options: readonly NewOption[], now: Date): Promise<void> {
   if (options.length === 0) return
-  const parameters = insertOptionsParameters(options[0]!.paymentId, options, now)
-  await executePrepared(db, CompiledQuery.raw(insertOptionsSql, parameters))
-}
-
-/**
- * insertOptions for a payment the statement itself reads (with its merchant, as findGatewayPayment): the
- * options are stored only while the payment is payable at `now` and its facts are those they were quoted
- * from. Returns the payment as read, and whether it was so (`payable`: the options, if any, are stored);
- * undefined when there is no such payment.
- */
-const insertOptionsIfPayableSql = `WITH payment AS (
-    SELECT ${paymentColumns.map((column) => `payments.${quotedIdentifier(column)}`).join(', ')},
-      merchants.name AS merchant_name, merchants.icon_url AS merchant_icon_url
-    FROM payments JOIN merchants ON merchants.id = payments.merchant_id
-    WHERE payments.id = $1
-  ), payable AS (
-    SELECT 1 FROM payment WHERE status = 'requires_action' AND expires_at > $2 AND mode = $14
-      AND amount_unit = $15 AND amount_value = $16::numeric AND expires_at = $17
-  ), stored AS (
-    ${insertOptionsSql}
-    WHERE EXISTS (SELECT 1 FROM payable)
-  )
-  SELECT payment.*, EXISTS (SELECT 1 FROM payable) AS payable FROM payment`
-
-export async function insertOptionsIfPayable(
-  db: Db,
-  options: readonly NewOption[],
-  payment: PaymentFacts,
-  now: Date,
-): Promise<{ payment: GatewayPaymentRow; payable: boolean } | undefined> {
-  const parameters = [
-    ...insertOptionsParameters(payment.id, options, now),
-    payment.mode,
-    payment.amount_unit,
-    payment.amount_value,
-    payment.expires_at,
-  ]
-  const query = CompiledQuery.raw(insertOptionsIfPayableSql, parameters)
-  const [row] = (await executePrepared(db, query)).rows as (GatewayPaymentRow & { payable: boolean })[]
-  if (!row) return undefined
-  const { payable, ...read } = row
-  return { payment: read, payable }
+  await insertOptionsStatement(db, ...insertOptionsParameters(options[0]!.paymentId, options, now))
 }
 
 function insertOptionsParameters(paymentId: string, options: readonly NewOption[], now: Date): unknown[] {
@@ -159,8 +115,8 @@ export async function replaceQuote(db: Db, option: NewOption, now: Date): Promis
 }
 
 /** By primary key alone, the payment checked on the row (see store/prepared.ts). */
-const selectOptionById = preparedStatement((db: Db, optionId: string) =>
-  db.selectFrom('payment_options').select(optionColumns).where('id', '=', optionId),
+const selectOptionById = namedStatement<PaymentOptionRow>(
+  `SELECT ${columnsText(optionColumns)} FROM payment_options WHERE id = $1`,
 )
 
 export async function findOption(

@@ -1,12 +1,10 @@
-import { type RawBuilder, sql } from 'kysely'
+import { sql } from 'kysely'
 import type { PaymentStatus } from '../../contract/common.js'
 import type { WebhookEventType } from '../../contract/webhooks.js'
 import { fail } from '../errors.js'
-import type { PlannedWrite } from '../idempotency.js'
 import { enqueueJob } from '../jobs/queue.js'
 import { type Db, inTransaction } from '../store/db.js'
-import { columnList, identifier, nameLiteral, quotedIdentifier } from '../store/identifiers.js'
-import { executePrepared, executeShaped } from '../store/prepared.js'
+import { columnsText } from '../store/prepared.js'
 import { type PaymentRow, type PaymentUpdate, paymentColumns } from '../store/schema.js'
 
 /**
@@ -43,36 +41,16 @@ export function canTransition(from: PaymentStatus, to: PaymentStatus): boolean {
 }
 
 /**
- * The snapshot an event keeps of its payment: the row as the statement left it, with the numeric
- * columns as strings (JSON numbers would lose digits of a 78-digit amount).
+ * The snapshot an event keeps of its payment: the row as the statement left it (`alias`, a CTE of whole
+ * payment rows), with the numeric columns as strings (JSON numbers would lose digits of a 78-digit amount).
  */
-export function snapshotOf(alias: string): RawBuilder<string> {
-  let snapshot = snapshots.get(alias)
-  if (!snapshot) {
-    const table = quotedIdentifier(alias)
-    const asText = numericColumns.map((column) => `'${column}', ${table}.${quotedIdentifier(column)}::text`)
-    snapshot = sql.raw<string>(`to_jsonb(${table}) || jsonb_build_object(${asText.join(', ')})`)
-    snapshots.set(alias, snapshot)
-  }
-  return snapshot
+export function snapshotSql(alias: 'changed' | 'inserted'): string {
+  const asText = numericColumns.map((column) => `'${column}', ${alias}.${column}::text`)
+  return `to_jsonb(${alias}) || jsonb_build_object(${asText.join(', ')})`
 }
-
-/** Each alias's snapshot expression, built once (store/identifiers.ts says why). */
-const snapshots = new Map<string, RawBuilder<string>>()
 
 /** The numeric columns, shown as text in snapshots. */
 const numericColumns = ['amount_value', 'settlement_value'] as const satisfies readonly (keyof PaymentRow)[]
-
-/**
- * The event of a payment row just inserted as the CTE `inserted` (payment creation's single statement,
- * see paymentInsertPlan): an INSERT ... SELECT that writes nothing when the payment was not inserted,
- * returning whether the event was written dispatched (nobody receives it: migration 011).
- */
-export function createdEventInsert(): RawBuilder<unknown> {
-  return sql`INSERT INTO payment_events (payment_id, type, payment_state_version, snapshot, created_at)
-    SELECT id, 'payment.created', payment_state_version, ${snapshotOf('inserted')}, created_at FROM inserted
-    RETURNING dispatched_at`
-}
 
 /** One condition of a state change's WHERE, as kysely's `where(column, operator, value)`. */
 type Condition = readonly [
@@ -84,60 +62,15 @@ type Condition = readonly [
 /**
  * One state change in one statement: `UPDATE payments ... RETURNING` as a CTE, the event row inserted
  * from it, the changed rows returned. `where` narrows the rows (the state they must be in); nobody
- * matched -> no row, no event. A change whose WHERE starts with `id =` finds its row by the primary key
- * whatever the other conditions, and runs prepared (PostgreSQL parses and plans each shape once per
- * connection); its text is built by kysely once per shape (the event type, the columns set, the
- * conditions: executeShaped) and reused with the new values, since building it is most of the
- * statement's cost here.
+ * matched -> no row, no event.
  */
 async function changePayments(
   db: Db,
   change: { type: PaymentEventType; set: PaymentUpdate; where: readonly Condition[]; now: Date },
 ): Promise<PaymentRow[]> {
-  const set: PaymentUpdate = { ...change.set, updated_at: change.now }
-  const byId = change.where[0]?.[0] === 'id' && change.where[0][1] === '='
-  if (!byId)
-    return buildChange(db, change.type, set, change.where, change.now).execute() as Promise<PaymentRow[]>
-  return (
-    await executeShaped(
-      db,
-      changeShape(change.type, set, change.where),
-      changeParameters(set, change.where, change.now),
-      () => buildChange(db, change.type, set, change.where, change.now),
-    )
-  ).rows as PaymentRow[]
-}
-
-function changeShape(type: string, set: PaymentUpdate, where: readonly Condition[]): string {
-  const columns = Object.keys(set).filter((c) => set[c as keyof PaymentUpdate] !== undefined)
-  const conditions = where.map(([column, operator, value]) =>
-    operator === 'in'
-      ? `${column} in ${(value as unknown[]).length}`
-      : `${column} ${operator}${operator === 'is' ? ` ${value}` : ''}`,
-  )
-  return `${type}|${columns.join(',')}|${conditions.join('&')}`
-}
-
-/** The statement's values in kysely's order: SET values, the version step, WHERE values, the event's time. */
-function changeParameters(set: PaymentUpdate, where: readonly Condition[], now: Date): unknown[] {
-  const values: unknown[] = Object.values(set).filter((v) => v !== undefined)
-  values.push(1)
-  for (const [, operator, value] of where) {
-    if (operator === 'in') values.push(...(value as unknown[]))
-    else if (operator !== 'is') values.push(value)
-  }
-  values.push(now)
-  return values
-}
-
-function buildChange(
-  db: Db,
-  type: PaymentEventType,
-  set: PaymentUpdate,
-  where: readonly Condition[],
-  now: Date,
-) {
-  return db
+  const { type, where, now } = change
+  const set: PaymentUpdate = { ...change.set, updated_at: now }
+  const rows = await db
     .with('changed', (qb) => {
       let update = qb
         .updateTable('payments')
@@ -157,13 +90,15 @@ function buildChange(
               'changed.id',
               sql.lit(type).as('type'),
               'changed.payment_state_version',
-              snapshotOf('changed').as('snapshot'),
+              sql.raw<string>(snapshotSql('changed')).as('snapshot'),
               sql<Date>`${now}::timestamptz`.as('created_at'),
             ]),
         ),
     )
     .selectFrom('changed')
     .selectAll()
+    .execute()
+  return rows as PaymentRow[]
 }
 
 export interface TransitionPaymentParameters {
@@ -244,39 +179,6 @@ export interface PaymentStepsParams {
  * transitionPayment (404 or 409).
  */
 export async function changePaymentInSteps(db: Db, params: PaymentStepsParams): Promise<PaymentRow> {
-  const plan = planPaymentSteps(params)
-  const query = sql<PaymentRow>`WITH ${plan.lock}, ${plan.write()} SELECT * FROM changed`
-  const [row] = (await executePrepared(db, query.compile(db))).rows
-  if (row) return row
-  return plan.refuse(db)
-}
-
-/**
- * changePaymentInSteps as a planned write (idempotency.ts), so an Idempotency-Key's answer is stored by
- * the same statement. Its guard is the row, locked in the state the steps start from.
- */
-export function paymentStepsWrite<T>(db: Db, params: PaymentStepsParams, result: T): PlannedWrite<T> {
-  const plan = planPaymentSteps(params)
-  return {
-    before: plan.lock,
-    holds: sql<boolean>`EXISTS (SELECT 1 FROM old)`,
-    write: (gate) => plan.write(sql<boolean>`EXISTS (SELECT 1 FROM ${gate})`),
-    refuse: () => plan.refuse(db),
-    result,
-  }
-}
-
-/**
- * changePaymentInSteps in parts: `lock` is the CTE `old`, the row locked in its state (empty when it is
- * not in that state); `write(when)` the CTEs `changed`, `snapshot` (the changed row as JSON, built once
- * for all the events) and `event`, which change the row only when `when` (a condition on earlier CTEs)
- * holds; `refuse` the answer when `old` was empty.
- */
-function planPaymentSteps(params: PaymentStepsParams): {
-  lock: RawBuilder<unknown>
-  write: (when?: RawBuilder<boolean>) => RawBuilder<unknown>
-  refuse: (db: Db) => Promise<never>
-} {
   const { steps, now } = params
   let status = params.from
   for (const step of steps) {
@@ -300,45 +202,44 @@ function planPaymentSteps(params: PaymentStepsParams): {
       .flatMap((column) => {
         const at = setAt(column, k)
         if (at === -1) {
-          const old = identifier('old', column)
+          const old = sql.ref(`old.${column}`)
           return [
-            nameLiteral(column),
+            sql.lit(column),
             (numericColumns as readonly string[]).includes(column) ? sql`${old}::text` : old,
           ]
         }
         const value = steps[at]!.set[column]
         if (typeof value !== 'string') throw new Error(`Step column ${column} set twice must be text.`)
-        return [nameLiteral(column), sql`${value}::text`]
+        return [sql.lit(column), sql`${value}::text`]
       })
     const version = sql`old.payment_state_version + ${sql.lit(k + 1)}`
     const snapshot =
       k === steps.length - 1
         ? sql`snapshot.document`
-        : sql`snapshot.document || jsonb_build_object(${sql.join([...overrides, nameLiteral('payment_state_version'), version])})`
+        : sql`snapshot.document || jsonb_build_object(${sql.join([...overrides, sql.lit('payment_state_version'), version])})`
     return sql`SELECT changed.id, ${sql.lit(step.type)}, ${version}, ${snapshot}, ${now}::timestamptz
       FROM changed CROSS JOIN old CROSS JOIN snapshot`
   })
-  const returned = columnList(paymentColumns, 'payments')
-  const lock = sql`old AS (
-      SELECT ${columnList(paymentColumns)} FROM payments
+  const statement = sql<PaymentRow>`WITH old AS (
+      SELECT ${sql.raw(columnsText(paymentColumns))} FROM payments
       WHERE id = ${params.paymentId} AND status = ${params.from}
       ${params.notExpiredAt ? sql`AND expires_at > ${params.notExpiredAt}` : sql``}
       FOR UPDATE
-    )`
-  const write = (when?: RawBuilder<boolean>) => sql`changed AS (
-      UPDATE payments SET ${sql.join(columns.map((column) => sql`${identifier(column)} = ${merged[column]}`))},
+    ), changed AS (
+      UPDATE payments SET ${sql.join(columns.map((column) => sql`${sql.ref(column)} = ${merged[column]}`))},
         updated_at = ${now}, payment_state_version = old.payment_state_version + ${sql.lit(steps.length)}
-      FROM old WHERE payments.id = old.id${when ? sql` AND ${when}` : sql``}
-      RETURNING ${returned}
+      FROM old WHERE payments.id = old.id
+      RETURNING ${sql.raw(columnsText(paymentColumns, 'payments'))}
     ), snapshot AS (
-      SELECT ${snapshotOf('changed')} AS document FROM changed
+      SELECT ${sql.raw(snapshotSql('changed'))} AS document FROM changed
     ), event AS (
       INSERT INTO payment_events (payment_id, type, payment_state_version, snapshot, created_at)
       ${sql.join(events, sql` UNION ALL `)}
-    )`
-  const refuse = (db: Db) =>
-    refuseTransition(db, params.paymentId, steps.find((step) => step.set.status)?.set.status ?? status)
-  return { lock, write, refuse }
+    )
+    SELECT * FROM changed`
+  const [row] = (await statement.execute(db)).rows
+  if (row) return row
+  return refuseTransition(db, params.paymentId, steps.find((step) => step.set.status)?.set.status ?? status)
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { Db } from '../store/db.js'
-import { preparedStatement } from '../store/prepared.js'
+import { columnsText, namedStatement } from '../store/prepared.js'
 import type { CryptoSettlementRow, PaymentRow, PaymentUpdate } from '../store/schema.js'
 import { foldAsset } from './assets.js'
 import { changePaymentInSteps, type PaymentStep, type PaymentStepsParams } from './lifecycle.js'
@@ -13,23 +13,10 @@ export async function settlementFor(
   return (await selectSettlement(db, merchantId, foldAsset(asset))).rows[0]
 }
 
-/** By its unique key (merchant_id, asset_key): a fixed plan, so a prepared statement. */
-const selectSettlement = preparedStatement((db: Db, merchantId: string, assetKey: string) =>
-  db
-    .selectFrom('crypto_settlements')
-    .select([
-      'id',
-      'merchant_id',
-      'partner_id',
-      'mode',
-      'asset',
-      'asset_key',
-      'destination',
-      'created_at',
-      'updated_at',
-    ])
-    .where('merchant_id', '=', merchantId)
-    .where('asset_key', '=', assetKey),
+/** By its unique key (merchant_id, asset_key): a fixed plan, so a named statement. */
+const selectSettlement = namedStatement<CryptoSettlementRow>(
+  `SELECT ${columnsText(['id', 'merchant_id', 'partner_id', 'mode', 'asset', 'asset_key', 'destination', 'created_at', 'updated_at'])}
+  FROM crypto_settlements WHERE merchant_id = $1 AND asset_key = $2`,
 )
 
 /**
@@ -61,8 +48,7 @@ export async function succeedTestPayment(
 
 /**
  * Test mode's whole confirm in one statement: `requires_action -> processing` with what was confirmed
- * (`confirmed`), unless expired at `now`; then as succeedTestPayment. The steps are also run as a planned
- * write (paymentStepsWrite) under an Idempotency-Key.
+ * (`confirmed`), unless expired at `now`; then as succeedTestPayment.
  */
 export async function testConfirmSteps(
   db: Db,

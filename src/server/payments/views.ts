@@ -9,7 +9,7 @@ import {
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import type { Db } from '../store/db.js'
-import { preparedStatement } from '../store/prepared.js'
+import { columnsText, namedStatement } from '../store/prepared.js'
 import { type PaymentRow, paymentColumns } from '../store/schema.js'
 import { toAmount } from './assets.js'
 import { type KnownFinal, knownFinal, rememberFinal } from './finalStatuses.js'
@@ -109,8 +109,8 @@ export function listItemJson(row: PaymentRow, config: ServerConfig): PaymentList
  * (merchant_id, status, created_at, id) instead of the key, and keep it after the merchant's payments
  * grow: every read then walks the merchant's whole index range (see store/prepared.ts).
  */
-const selectPaymentById = preparedStatement((db: Db, paymentId: string) =>
-  db.selectFrom('payments').select(paymentColumns).where('id', '=', paymentId),
+const selectPaymentById = namedStatement<PaymentRow>(
+  `SELECT ${columnsText(paymentColumns)} FROM payments WHERE id = $1`,
 )
 
 /** What the status reads need of a payment, and no more: every column read is parsed, dates cost most. */
@@ -118,8 +118,8 @@ const statusColumns = ['id', 'merchant_id', 'mode', 'status', 'tx_id', 'expires_
 type StatusRow = Pick<PaymentRow, (typeof statusColumns)[number]>
 
 /** By primary key alone, like selectPaymentById; the owner or mode is checked on the row. */
-const selectPaymentStatus = preparedStatement((db: Db, paymentId: string) =>
-  db.selectFrom('payments').select(statusColumns).where('id', '=', paymentId),
+const selectPaymentStatus = namedStatement<StatusRow>(
+  `SELECT ${columnsText(statusColumns)} FROM payments WHERE id = $1`,
 )
 
 /**
@@ -134,7 +134,7 @@ export async function findPaymentStatus(
 ): Promise<StatusResponse> {
   const known = knownFinal(db, paymentId)
   if (known) return visibleTo(scope, paymentId, known).answer
-  const [row] = (await selectPaymentStatus(db, paymentId)).rows as StatusRow[]
+  const [row] = (await selectPaymentStatus(db, paymentId)).rows
   const owner = visibleTo(scope, paymentId, row && { merchantId: row.merchant_id, mode: row.mode })
   const answer = statusJson(await withExpiryApplied(db, row!, now))
   rememberFinal(db, paymentId, { ...owner, answer })

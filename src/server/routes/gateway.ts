@@ -5,16 +5,15 @@ import { PaymentIdParams } from '../../contract/status.js'
 import type { ChainDriver } from '../chains/types.js'
 import { validationError } from '../errors.js'
 import { submitCollectedData } from '../gateway/collectSubmit.js'
-import { planConfirm, planConfirmOnFetched } from '../gateway/confirm.js'
+import { confirmPayment } from '../gateway/confirm.js'
 import { createDriverRegistry } from '../gateway/drivers.js'
 import { fetchActions } from '../gateway/fetch.js'
-import { takeFetched } from '../gateway/fetchedReads.js'
-import { optionsOnKnownFacts, paymentOptions } from '../gateway/options.js'
+import { paymentOptions } from '../gateway/options.js'
 import { findGatewayPayment, findGatewayPaymentAndOption, gatewayPaymentJson } from '../gateway/payment.js'
 import { type ExpiryJob, startExpiryJob } from '../jobs/expiry.js'
 import { cancelPayment } from '../payments/cancel.js'
 import { findPaymentStatus } from '../payments/views.js'
-import { definePlannedRoute, defineRoute } from '../route.js'
+import { defineRoute } from '../route.js'
 import type { Db } from '../store/db.js'
 import type { Mode } from '../store/schema.js'
 
@@ -41,16 +40,6 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
   })
 
   defineRoute(app, endpoints.gatewayOptions, async ({ db, auth, params, body, config, now }) => {
-    const quoted = await optionsOnKnownFacts({
-      db,
-      config,
-      registry,
-      paymentId: params.id,
-      mode: auth.mode,
-      body,
-      now,
-    })
-    if (quoted) return quoted
     const payment = await findGatewayPayment(db, params.id, auth.mode, now)
     return paymentOptions({ db, config, registry, payment, body, now })
   })
@@ -75,13 +64,10 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
     return cancelPayment(db, { paymentId: payment.id, reason: 'cancelled_by_user', now })
   })
 
-  definePlannedRoute(app, endpoints.gatewayConfirm, async (ctx, reads) => {
-    const { db, auth, params, body, config, now } = ctx
-    const fetched = reads.fresh ? undefined : takeFetched(db, params.id, body.optionId, auth.mode)
-    const planned = fetched && (await planConfirmOnFetched({ db, config, registry, fetched, body, now }))
-    if (planned) return planned
+  defineRoute(app, endpoints.gatewayConfirm, async (ctx) => {
+    const { db, body, config, now } = ctx
     const { payment, option } = await paymentAndOption(ctx)
-    return planConfirm({ db, config, registry, payment, option, body, now })
+    return confirmPayment({ db, config, registry, payment, option, body, now })
   })
 
   // The hosted form posts here from the buyer's browser, which holds no gateway credentials: the option id

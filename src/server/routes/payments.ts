@@ -4,18 +4,18 @@ import type { PaymentCreateBodyPreview } from '../../contract/payment.js'
 import { PaymentCreateBodyPreview as PreviewBody } from '../../contract/payment.js'
 import { findMerchant } from '../auth.js'
 import { cancelPayment } from '../payments/cancel.js'
-import { paymentInsertPlan } from '../payments/create.js'
+import { createPayment } from '../payments/create.js'
 import { listPayments } from '../payments/list.js'
 import { findMerchantPayment, findPaymentStatus, paymentJson } from '../payments/views.js'
-import { defineInsertRoute, defineRoute } from '../route.js'
+import { defineRoute } from '../route.js'
 
 export async function paymentRoutes(app: FastifyInstance): Promise<void> {
-  defineInsertRoute(
+  defineRoute(
     app,
     endpoints.createPayment,
     // Stable bodies have no `checkout`; the preview schema (which has it) validated preview calls.
-    ({ db, auth, merchant, config, now, body }) =>
-      paymentInsertPlan({ db, auth, merchant, body: body as PaymentCreateBodyPreview, config, now }),
+    ({ db, auth, merchant, config, now, body, afterCommit }) =>
+      createPayment(db, { auth, merchant, body: body as PaymentCreateBodyPreview, config, now, afterCommit }),
     { bodyByVersion: { '2026-02-19.preview': PreviewBody } },
   )
 
