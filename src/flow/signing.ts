@@ -1,0 +1,103 @@
+import { guardActions } from '../actions/guard.js'
+import { resolveActions } from '../actions/resolve.js'
+import { type RoutedAction, routeActions } from '../actions/route.js'
+import { broadcastingMethods } from '../contract/walletMethods.js'
+import { abortable } from '../errors/abort.js'
+import { PayError } from '../errors/PayError.js'
+import { stillAuthorized } from './exposure.js'
+import { type FlowRun, wrap } from './run.js'
+import type { ActionEvent } from './types.js'
+
+/** Resolves the selected option's `build` actions into what gets signed, then moves to `signing`. */
+export async function fetchActions(run: FlowRun): Promise<void> {
+  const option = run.data.option!
+  const actions = await resolveActions(option.actions, async (data) => {
+    const response = await run.call((signal) =>
+      run.gateway.fetchActions(run.paymentId, { optionId: option.id, data }, { signal }),
+    )
+    return response.actions
+  })
+  run.data.actions = actions
+  run.data.results = []
+  run.data.inFlight = null
+  await run.enter('signing')
+}
+
+/**
+ * Routes and guards every action before the first is signed (an option that cannot complete signs
+ * nothing), then signs the ones without a recorded result, in order, and moves to `confirming`.
+ */
+export async function signActions(run: FlowRun): Promise<void> {
+  const option = run.data.option!
+  const actions = run.data.actions!
+  const signal = run.signal
+  const routed = routeActions(run.registry, actions)
+  if (run.config.guard !== 'off') {
+    const context = { accounts: run.data.accounts, amount: option.amount }
+    const earlier = await abortable(stillAuthorized(run, run.data.earlier), signal)
+    await abortable(guardActions(routed, { ...context, stillAuthorized: earlier }), signal)
+  }
+  await reconcileInFlight(run, routed)
+
+  const { results } = run.data
+  for (let index = results.length; index < routed.length; index++) {
+    const { signer, request } = routed[index]!
+    const event = { index, count: routed.length, chainId: request.chainId, method: request.method }
+    run.data.inFlight = index
+    run.events.emit('action', { ...event, phase: 'start' })
+    await run.checkpoint()
+    let result: unknown
+    try {
+      result = await abortable(
+        signer.request({ ...request, followedByMore: index < routed.length - 1, signal }),
+        signal,
+      )
+    } catch (cause) {
+      throw wrap(cause, 'signer_failed', 'The signer failed.', event)
+    }
+    if (typeof result !== 'string' || result.length === 0) {
+      throw new PayError({
+        code: 'signer_failed',
+        message: 'The signer returned no result.',
+        context: event,
+      })
+    }
+    record(run, result, { ...event, phase: 'signed' })
+    await run.checkpointOrReport()
+  }
+  run.transition('confirming')
+  await run.checkpointOrReport()
+}
+
+/** A resumed flow whose last snapshot shows an action with its signer but no result recorded. */
+async function reconcileInFlight(run: FlowRun, routed: readonly RoutedAction[]): Promise<void> {
+  const { inFlight, results } = run.data
+  if (inFlight === null) return
+  const entry = routed[inFlight]
+  if (entry && inFlight === results.length) {
+    const { chainId, method, params } = entry.request
+    const facts = { index: inFlight, count: routed.length, chainId, method }
+    if (run.config.reconcile) {
+      const found = await abortable(
+        run.config.reconcile({ index: inFlight, chainId, method, params }),
+        run.signal,
+      )
+      if (typeof found === 'string' && found.length > 0) record(run, found, { ...facts, phase: 'signed' })
+    } else if (broadcastingMethods.includes(method)) {
+      throw new PayError({
+        code: 'action_in_doubt',
+        message: 'An action may have been sent before the wallet stopped; it is not sent again.',
+        context: facts,
+      })
+    }
+  }
+  run.data.inFlight = null
+  await run.checkpoint()
+}
+
+function record(run: FlowRun, result: string, event: ActionEvent): void {
+  // The result is in the snapshot before anything else happens, so a crash cannot lose it.
+  run.data.results.push(result)
+  run.data.inFlight = null
+  run.events.emit('action', { ...event, result })
+}
