@@ -47,6 +47,46 @@ describe('config', () => {
     expect(() => resolveConfig({ sanctioned: ['nope'] })).toThrow(/sanctioned/)
   })
 
+  it('names each key it does not accept, and where (chains.<caip2>.<key>)', () => {
+    const env = { TEST_SIGNER: 'x' }
+    const message = (input: unknown) => {
+      try {
+        resolveConfig(input, env)
+      } catch (error) {
+        return (error as Error).message
+      }
+      throw new Error('accepted')
+    }
+    expect(message({ chains: { 'eip155:1': { ...chain, foo: 1, bar: 2 } } })).toBe(
+      'Invalid configuration:\n  chains.eip155:1.foo: unknown key\n  chains.eip155:1.bar: unknown key',
+    )
+    expect(message({ chains: { 'eip155:1': { ...chain, eip6492Factories: ['0x12'] } } })).toMatch(
+      /chains\.eip155:1\.eip6492Factories\.0: Expected a 0x-prefixed 20-byte address/,
+    )
+    const asset = 'eip155:1/erc20:0x0000000000000000000000000000000000000001'
+    expect(
+      message({
+        chains: {
+          'eip155:1': {
+            ...chain,
+            assets: { [asset]: { symbol: 'T', name: 'T', decimals: 6, transferMethod: 'permit' } },
+          },
+        },
+      }),
+    ).toMatch(
+      new RegExp(
+        `chains\\.eip155:1\\.assets\\.${asset}\\.transferMethod: expected one of "eip3009", "permit2"`,
+      ),
+    )
+    expect(message({ rateLimit: { perSecond: 0 } })).toMatch(/rateLimit\.perSecond: must be at least 1/)
+    const factories = ['0x0ba5ed0c6aa8c49038f819e587e2633c4a9f428a']
+    expect(
+      resolveConfig({ chains: { 'eip155:1': { ...chain, eip6492Factories: factories } } }, env).chains[
+        'eip155:1'
+      ]?.eip6492Factories,
+    ).toEqual(factories)
+  })
+
   it('a chain commitment is confirmed or finalized; processed is refused with its path', () => {
     const finalized = resolveConfig(
       { chains: { 'eip155:31337': { ...chain, commitment: 'finalized' } } },

@@ -18,6 +18,11 @@ const AssetConfigSchema = z.strictObject({
   /** EIP-712 domain of an EIP-3009 token when the token does not expose EIP-5267. */
   eip712: z.optional(z.strictObject({ name: z.string(), version: z.string() })),
   iconUrl: z.optional(z.string()),
+  /**
+   * Live EVM: how a gasless payment collects the token: `eip3009` (the token's own authorization; the
+   * default) or `permit2` (a Permit2 signature transfer, for tokens without EIP-3009).
+   */
+  transferMethod: z.optional(z.enum(['eip3009', 'permit2'])),
   /** Live EVM: share of each gasless payment kept at settlement, in basis points (default 0). */
   settlementFeeBps: z.optional(z.int().check(z.minimum(0), z.maximum(10_000))),
 })
@@ -49,6 +54,13 @@ const ChainConfigSchema = z.strictObject({
   commitment: z.optional(z.enum(['confirmed', 'finalized'])),
   /** EVM: the highest max fee per gas a replacement may pay, in gwei (default 500). */
   maxFeePerGasGwei: z.optional(z.number().check(z.positive())),
+  /**
+   * EVM: account factories an undeployed smart account may name in an ERC-6492 signature. The executor
+   * deploys the account through one of these before relaying its payment; any other factory is refused.
+   */
+  eip6492Factories: z.optional(
+    z.array(z.string().check(z.regex(/^0x[0-9a-fA-F]{40}$/, 'Expected a 0x-prefixed 20-byte address.'))),
+  ),
 })
 
 /** A browser origin as the `Origin` header carries it: scheme, host, optional port; no path. */
@@ -151,7 +163,7 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
   const resolved = resolveEnv(input, env, '')
   const result = z.safeParse(ConfigFileSchema, resolved)
   if (!result.success) {
-    const lines = result.error.issues.map((i) => `  ${i.path.join('.') || '(root)'}: ${i.message}`)
+    const lines = result.error.issues.flatMap(describeIssue)
     throw new Error(`Invalid configuration:\n${lines.join('\n')}`)
   }
   const file = result.data
@@ -180,6 +192,43 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
       allowPrivateUrls: file.webhooks?.allowPrivateUrls ?? defaultConfig.webhooks.allowPrivateUrls,
       timeoutMs: file.webhooks?.timeoutMs ?? defaultConfig.webhooks.timeoutMs,
     },
+  }
+}
+
+type ConfigIssue = z.core.$ZodIssue
+
+/**
+ * One line per problem, each naming the key where it is (`chains.eip155:1.foo`): zod/mini carries no
+ * messages of its own ("Invalid input"), so the line is built from the issue's kind.
+ */
+function describeIssue(issue: ConfigIssue): string[] {
+  const at = issue.path.map(String).join('.')
+  const line = (path: string, text: string) => `  ${path || '(root)'}: ${text}`
+  switch (issue.code) {
+    case 'unrecognized_keys':
+      return issue.keys.map((key) => line(at ? `${at}.${key}` : key, 'unknown key'))
+    case 'invalid_type':
+      return [
+        line(at, issue.input === undefined ? `required (${issue.expected})` : `expected ${issue.expected}`),
+      ]
+    case 'invalid_value':
+      return [line(at, `expected one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`)]
+    case 'too_small':
+      return [
+        line(
+          at,
+          `must be at least ${String(issue.minimum)}${issue.origin === 'number' ? '' : ` (${issue.origin})`}`,
+        ),
+      ]
+    case 'too_big':
+      return [
+        line(
+          at,
+          `must be at most ${String(issue.maximum)}${issue.origin === 'number' ? '' : ` (${issue.origin})`}`,
+        ),
+      ]
+    default:
+      return [line(at, issue.message === 'Invalid input' ? `invalid (${issue.code})` : issue.message)]
   }
 }
 

@@ -68,7 +68,12 @@ export interface Buyer {
 }
 
 export async function createEvmEnv(
-  options: { anvilArgs?: string[]; config?: Record<string, unknown> } = {},
+  options: {
+    anvilArgs?: string[]
+    config?: Record<string, unknown>
+    /** More keys of the chain's config entry (e.g. `eip6492Factories`). */
+    chainConfig?: Record<string, unknown>
+  } = {},
 ): Promise<EvmEnv> {
   const anvil = await startAnvil(options.anvilArgs ? { args: options.anvilArgs } : {})
   const token = await deployTestToken(anvil.rpcUrl)
@@ -82,6 +87,7 @@ export async function createEvmEnv(
         [anvil.caip2]: {
           rpcUrl: anvil.rpcUrl,
           signerKey: executorKey,
+          ...options.chainConfig,
           assets: {
             [asset]: {
               symbol: 'USDC',

@@ -138,12 +138,13 @@ describe('POST /v1/gateway/payment/:id/confirm (row 23)', () => {
     const evm = await env.prepare(paymentId, buyer, isBaseOption)
     const confirm = (optionId: string, results: string[]) =>
       env.gw('POST', paymentId, '/confirm', { optionId, results })
-    // typed data: a 65-byte signature, not a transaction hash, not a short one
+    // typed data: a signature of whole hex bytes (any length a smart account needs, up to 16 KiB)
     for (const bad of [
-      `0x${'ab'.repeat(32)}`,
-      `0x${'ab'.repeat(64)}`,
+      '0x',
+      `0x${'a'.repeat(131)}`,
       'ab'.repeat(65),
       `0x${'zz'.repeat(65)}`,
+      `0x${'ab'.repeat(16 * 1024 + 1)}`,
     ]) {
       expectError(await confirm(evm.option.id, [bad]), 400, 'params_validation', 'results.0')
     }

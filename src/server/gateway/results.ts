@@ -2,14 +2,24 @@ import { VersionedTransaction } from '@solana/web3.js'
 import type { WalletRpcAction } from '../../contract/gateway.js'
 import { paramsError } from '../errors.js'
 
-const signature65 = /^0x[0-9a-fA-F]{130}$/
+/** Whole bytes of hex, at least one. */
+const hexBytes = /^0x(?:[0-9a-fA-F]{2})+$/
+/**
+ * A smart account's signature is longer than an EOA's: an ABI-encoded ERC-1271 signature, a WebAuthn
+ * assertion, an ERC-6492 wrapper carrying the account's deployment call. 16 KiB holds all of them.
+ */
+const maxSignatureBytes = 16 * 1024
 const hash32 = /^0x[0-9a-fA-F]{64}$/
 const base64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
 
 type FormCheck = (result: string) => string | undefined
 
-const signatureForm: FormCheck = (r) =>
-  signature65.test(r) ? undefined : 'expected a 65-byte 0x-prefixed hex signature'
+const signatureForm: FormCheck = (r) => {
+  if (!hexBytes.test(r)) return 'expected a 0x-prefixed hex signature'
+  if ((r.length - 2) / 2 > maxSignatureBytes)
+    return `expected a signature of at most ${maxSignatureBytes} bytes`
+  return undefined
+}
 
 /** The result form each method implies (spec gateway rules 5 and 6). */
 const forms: Record<string, FormCheck> = {

@@ -63,3 +63,17 @@ export const eip3009Abi = [
   { type: 'error', name: 'ERC20InvalidReceiver', inputs: [{ name: 'receiver', type: 'address' }] },
   { type: 'error', name: 'ECDSAInvalidSignature', inputs: [] },
 ] as const
+
+/** ERC-1271: a contract account's answer to whether it signed a hash. */
+export const erc1271Abi = [
+  {
+    type: 'function',
+    name: 'isValidSignature',
+    stateMutability: 'view',
+    inputs: [
+      { name: 'hash', type: 'bytes32' },
+      { name: 'signature', type: 'bytes' },
+    ],
+    outputs: [{ name: '', type: 'bytes4' }],
+  },
+] as const

@@ -6,11 +6,12 @@ import {
   type Authorization,
   authorizationFromJson,
   authorizationFromParams,
+  authorizationHash,
   authorizationKind,
   authorizationToJson,
   authorizationTypedData,
-  isSignedByPayer,
 } from './authorization.js'
+import { verifyKeySignature } from './payerSignature.js'
 
 const payer = privateKeyToAccount(generatePrivateKey())
 const relayer = privateKeyToAccount(generatePrivateKey()).address
@@ -26,6 +27,9 @@ const authorization: Authorization = {
   validBefore: 1_900_000_000n,
   nonce: toHex(new Uint8Array(32).fill(7)),
 }
+
+const isSignedByPayer = async (a: Authorization, signature: Hex) =>
+  (await verifyKeySignature(a.from, authorizationHash(a), signature)).valid
 
 const sign = (typed: ReturnType<typeof authorizationTypedData>, key = payer) => signAuthorization(key, typed)
 
@@ -43,7 +47,7 @@ describe('EIP-3009 authorizations', () => {
     )
   })
 
-  it('accepts only the payer signature of that very message', async () => {
+  it('accepts only the payer key signature of that very message', async () => {
     const typed = authorizationTypedData(authorization)
     expect(await isSignedByPayer(authorization, await sign(typed))).toBe(true)
     expect(

@@ -1,4 +1,4 @@
-import { type Address, getAddress, type Hex, isAddress, isHex, verifyTypedData } from 'viem'
+import { type Address, getAddress, type Hex, hashTypedData, isAddress, isHex } from 'viem'
 import { authorizationFields } from '../../../../protocol/evm/index.js'
 import type { EvmDomain } from './chain.js'
 
@@ -97,28 +97,21 @@ export function authorizationFromParams(params: string): Authorization {
   }
 }
 
-/** Whether `signature` is `from`'s EIP-712 signature of exactly this authorization. */
-export async function isSignedByPayer(a: Authorization, signature: Hex): Promise<boolean> {
-  try {
-    return await verifyTypedData({
-      address: a.from,
-      domain: authorizationDomain(a),
-      types: { [a.kind]: authorizationFields },
-      primaryType: a.kind,
-      message: {
-        from: a.from,
-        to: a.to,
-        value: a.value,
-        validAfter: a.validAfter,
-        validBefore: a.validBefore,
-        nonce: a.nonce,
-      },
-      signature,
-    })
-  } catch {
-    // A malformed signature (bad v, s out of range) is just not a signature of this message.
-    return false
-  }
+/** The EIP-712 hash the payer signs: what an ERC-1271 account is asked about, and what ECDSA recovers from. */
+export function authorizationHash(a: Authorization): Hex {
+  return hashTypedData({
+    domain: authorizationDomain(a),
+    types: { [a.kind]: authorizationFields },
+    primaryType: a.kind,
+    message: {
+      from: a.from,
+      to: a.to,
+      value: a.value,
+      validAfter: a.validAfter,
+      validBefore: a.validBefore,
+      nonce: a.nonce,
+    },
+  })
 }
 
 export function authorizationToJson(a: Authorization): AuthorizationJson {

@@ -25,6 +25,8 @@ export interface EvmAsset extends AssetConfig {
   token: Address
   /** Kept at settlement, basis points. */
   settlementFeeBps: number
+  /** How a gasless payment collects the token (config `transferMethod`, default `eip3009`). */
+  transferMethod: 'eip3009' | 'permit2'
 }
 
 export interface EvmDomain {
@@ -46,6 +48,8 @@ export interface EvmChain {
   confirmations: number
   /** Replacing a stuck executor transaction (same nonce, higher fees): see transactions.ts. */
   feeBump: { afterMs: number; maxFeePerGas: bigint }
+  /** Factories an undeployed (ERC-6492) account may be deployed through (config `eip6492Factories`). */
+  eip6492Factories: readonly Address[]
   asset(assetId: string): EvmAsset | undefined
   /** The token's EIP-712 name and version (config, else EIP-5267 `eip712Domain()`, cached); undefined when unknown. */
   domain(asset: EvmAsset): Promise<EvmDomain | undefined>
@@ -84,6 +88,7 @@ export function createEvmChain(options: EvmChainOptions): EvmChain {
       ...asset,
       token: getAddress(parseAssetId(asset.id).assetReference),
       settlementFeeBps: fileAsset?.settlementFeeBps ?? 0,
+      transferMethod: fileAsset?.transferMethod ?? 'eip3009',
     }
   })
   const domains = new Map<Address, Promise<EvmDomain | undefined>>()
@@ -115,6 +120,7 @@ export function createEvmChain(options: EvmChainOptions): EvmChain {
       afterMs: config.feeBumpAfterMs ?? 20_000,
       maxFeePerGas: parseGwei(String(config.maxFeePerGasGwei ?? 500)),
     },
+    eip6492Factories: (config.eip6492Factories ?? []).map((factory) => getAddress(factory)),
     asset: (assetId) => assets.find((a) => sameCaip(a.id, assetId)),
     domain(asset) {
       if (asset.eip712) return Promise.resolve(asset.eip712)

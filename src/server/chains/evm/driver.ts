@@ -5,11 +5,12 @@ import type { ChainDriver, ConfirmContext, ConfirmOutcome } from '../types.js'
 import {
   type Authorization,
   authorizationFromParams,
+  authorizationHash,
   authorizationToJson,
-  isSignedByPayer,
 } from './authorization.js'
 import type { EvmChain } from './chain.js'
 import { evmJobKinds, type RelayPayload, type VerifyTransferPayload } from './outcome.js'
+import { classifyPayerSignature, verifyPayerSignature } from './payerSignature.js'
 import { type QuoteSettings, quoteEvm } from './quote.js'
 import { same } from './transfers.js'
 
@@ -27,11 +28,19 @@ export function createEvmDriver(chain: EvmChain, settings: QuoteSettings): Chain
       if (ctx.option.kind === 'eip3009') {
         const { index, authorization } = offeredAuthorization(chain, ctx)
         // Checked against the message stored with the option, never against anything the wallet sent back:
-        // a signature over other typed data (amount, token, payee changed) does not verify.
-        if (!(await isSignedByPayer(authorization, ctx.results[index] as Hex))) {
+        // a signature over other typed data (amount, token, payee changed) does not verify. Who checks it
+        // depends on the payer's code now: its key (no code) or the account itself (ERC-1271).
+        const signed = await classifyPayerSignature(chain, authorization.from, ctx.results[index] as Hex)
+        const verdict = await verifyPayerSignature(
+          chain,
+          authorization.from,
+          authorizationHash(authorization),
+          signed,
+        )
+        if (!verdict.valid) {
           throw paramsError(
             `results.${index}`,
-            `results[${index}] is not ${authorization.from}'s signature of the authorization this option offered`,
+            `results[${index}] is not ${authorization.from}'s signature of the authorization this option offered: ${verdict.reason}`,
           )
         }
         return

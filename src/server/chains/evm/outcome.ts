@@ -18,6 +18,7 @@ export interface RelayPayload {
   chain: string
   asset: string
   authorization: AuthorizationJson
+  /** As the wallet returned it: 65 bytes, an ERC-1271 signature, or an ERC-6492 wrapper. */
   signature: `0x${string}`
 }
 
@@ -46,6 +47,7 @@ export interface SettlePayload {
  */
 export type EvmFailureCode =
   | 'authorization_rejected'
+  | 'deployment_refused'
   | 'relay_reverted'
   | 'transfer_missing'
   | 'transaction_not_found'

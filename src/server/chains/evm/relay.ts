@@ -1,4 +1,4 @@
-import { encodeFunctionData, type Hash, type TransactionReceipt } from 'viem'
+import { encodeFunctionData, type Hash, type Hex, type TransactionReceipt } from 'viem'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { loadPayment, succeedPayment } from '../../payments/lifecycle.js'
 import type { Db } from '../../store/db.js'
@@ -7,12 +7,16 @@ import { eip3009Abi } from './abi.js'
 import { type Authorization, authorizationFromJson } from './authorization.js'
 import type { EvmChain } from './chain.js'
 import { evmJobKinds, failPayment, type RelayPayload, type SettlePayload } from './outcome.js'
+import { classifyPayerSignature, factoryRefusal, type PayerSignature } from './payerSignature.js'
 import { merchantDestination } from './quote.js'
 import { retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
 import { hasTransfer, refuseOnRevert } from './transfers.js'
 
 /** The token refused the authorization (used nonce, expired, bad signature, balance short): final. */
 class AuthorizationRefused extends Error {}
+
+/** An undeployed account cannot be deployed as its ERC-6492 wrapper says (factory refused or reverting): final. */
+class DeploymentRefused extends Error {}
 
 export interface JobSettings {
   chains: ReadonlyMap<string, EvmChain>
@@ -39,7 +43,15 @@ export function relayJob(settings: JobSettings): JobHandler {
       const payment = await loadPayment(ctx.db, job.payment_id)
       if (payment.status !== 'processing') return { skipped: payment.status }
       const authorization = authorizationFromJson(payload.authorization)
-      const send = () => submitRelay(ctx.db, chain, job.payment_id, authorization, payload.signature)
+      // By the payer's code now, not at confirm: an account deployed since (by this job's own earlier
+      // run, or by its owner) is relayed with its inner signature and no deployment.
+      const signed = await classifyPayerSignature(chain, authorization.from, payload.signature)
+      if (signed.kind === 'undeployed') {
+        const deployed = await deployAccount(settings, ctx, chain, job.payment_id, authorization, signed)
+        if (deployed) return deployed
+      }
+      const signature = signed.signature
+      const send = () => submitRelay(ctx.db, chain, job.payment_id, authorization, signature)
       let sent: Awaited<ReturnType<typeof sendAndWait>>
       try {
         sent = await sendAndWait(chain, send, { timeoutMs: settings.receiptTimeoutMs, signal: ctx.signal })
@@ -51,7 +63,7 @@ export function relayJob(settings: JobSettings): JobHandler {
       const { hash, receipt } = sent
       ctx.log.info({ paymentId: job.payment_id, hash }, 'Relayed EIP-3009 authorization')
       if (!receipt) throw new RetryLater(`Relay transaction ${hash} has no receipt yet.`)
-      return finishRelay(ctx, chain, job, payment, payload, authorization, receipt)
+      return finishRelay(ctx, chain, job, payment, payload, authorization, signature, receipt)
     },
     async onGiveUp(job, error, ctx) {
       await failPayment(
@@ -63,6 +75,81 @@ export function relayJob(settings: JobSettings): JobHandler {
       )
     },
   }
+}
+
+/**
+ * The ERC-6492 step: the executor deploys the payer's account through its (allow-listed) factory, as a
+ * recorded transaction of its own (purpose `deploy`, exactly once like the relay). Before it is signed, the
+ * deployment and the relay are simulated together, so an account that would not pay is never deployed.
+ * Returns the payment's failure when the deployment is refused; undefined once the account is there.
+ */
+async function deployAccount(
+  settings: JobSettings,
+  ctx: JobRunContext,
+  chain: EvmChain,
+  paymentId: string,
+  authorization: Authorization,
+  signed: Extract<PayerSignature, { kind: 'undeployed' }>,
+) {
+  const refused = factoryRefusal(chain, signed.factory)
+  if (refused && !refused.valid)
+    return failPayment(ctx.db, ctx.log, paymentId, 'deployment_refused', `The account ${refused.reason}.`)
+  const send = async () => {
+    const { hash } = await sendOnce({
+      db: ctx.db,
+      chain,
+      paymentId,
+      purpose: 'deploy',
+      to: signed.factory,
+      data: signed.factoryData,
+      beforeSign: () => simulateDeployAndRelay(chain, authorization, signed),
+    })
+    return hash
+  }
+  let sent: Awaited<ReturnType<typeof sendAndWait>>
+  try {
+    sent = await sendAndWait(chain, send, { timeoutMs: settings.receiptTimeoutMs, signal: ctx.signal })
+  } catch (error) {
+    if (error instanceof DeploymentRefused)
+      return failPayment(ctx.db, ctx.log, paymentId, 'deployment_refused', error.message)
+    throw await retryWhileInFlight(ctx.db, paymentId, 'deploy', error)
+  }
+  if (!sent.receipt) throw new RetryLater(`Deployment ${sent.hash} has no receipt yet.`)
+  await setTxStatus(ctx.db, sent.hash, sent.receipt.status === 'success' ? 'succeeded' : 'reverted')
+  ctx.log.info({ paymentId, hash: sent.hash, account: authorization.from }, 'Deployed an ERC-6492 account')
+  const code = await chain.publicClient.getCode({ address: authorization.from })
+  if (code === undefined || code === '0x') {
+    return failPayment(
+      ctx.db,
+      ctx.log,
+      paymentId,
+      'deployment_refused',
+      `Deployment ${sent.hash} left no code at ${authorization.from}.`,
+    )
+  }
+  return undefined
+}
+
+/** Both steps of an undeployed account's payment in one `eth_simulateV1`, as the executor would send them. */
+async function simulateDeployAndRelay(
+  chain: EvmChain,
+  authorization: Authorization,
+  signed: Extract<PayerSignature, { kind: 'undeployed' }>,
+) {
+  const { results } = await chain.publicClient.simulateCalls({
+    account: chain.executor.address,
+    calls: [
+      { to: signed.factory, data: signed.factoryData },
+      { to: authorization.token, ...relayCall(authorization, signed.signature) },
+    ],
+  })
+  const [deployment, relay] = results
+  if (deployment?.status !== 'success')
+    throw new DeploymentRefused(`The factory ${signed.factory} would revert: ${String(deployment?.error)}`)
+  if (relay?.status !== 'success')
+    throw new DeploymentRefused(
+      `The token would refuse the authorization once the account is deployed: ${String(relay?.error)}`,
+    )
 }
 
 /** The relay step alone: records and broadcasts (or finds) the relay transaction; returns its hash. */
@@ -136,6 +223,7 @@ async function finishRelay(
   payment: PaymentRow,
   payload: RelayPayload,
   authorization: Authorization,
+  signature: Hex,
   receipt: TransactionReceipt,
 ) {
   const hash = receipt.transactionHash
@@ -144,7 +232,7 @@ async function finishRelay(
     // A revert that did not use the authorization (out of gas, say) leaves it to be relayed again: the
     // next attempt signs a new transaction, after the token's verdict (a used or expired one fails the
     // payment there). The token accepts an authorization once, so a second relay cannot charge twice.
-    if (await authorizationUsable(chain, authorization, payload.signature))
+    if (await authorizationUsable(chain, authorization, signature))
       throw new Error(`Relay transaction ${hash} reverted with the authorization unused; relaying it again.`)
     return failPayment(
       ctx.db,

@@ -2,7 +2,8 @@
 import type { ColumnType, Generated, Selectable } from 'kysely'
 import type { Timestamp } from '../../store/schema.js'
 
-export type EvmTxPurpose = 'relay' | 'settle'
+/** `deploy`: an undeployed (ERC-6492) payer's account, through its factory, before the relay. */
+export type EvmTxPurpose = 'relay' | 'settle' | 'deploy'
 /** `sent`: signed, recorded, broadcast (maybe); `dropped`: its nonce went to another transaction. */
 export type EvmTxStatus = 'sent' | 'succeeded' | 'reverted' | 'dropped'
 

@@ -10,6 +10,7 @@ import * as credentialNotify from './008_credential_notify.js'
 import * as webhooks from './009_webhooks.js'
 import * as eventNotifySubscribed from './010_event_notify_subscribed.js'
 import * as eventDispatchUnsubscribed from './011_event_dispatch_unsubscribed.js'
+import * as evmDeploy from './012_evm_deploy.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -27,4 +28,5 @@ export const migrations: Record<string, Migration> = {
   '009_webhooks': webhooks,
   '010_event_notify_subscribed': eventNotifySubscribed,
   '011_event_dispatch_unsubscribed': eventDispatchUnsubscribed,
+  '012_evm_deploy': evmDeploy,
 }
