@@ -23,11 +23,11 @@ export interface AssetId {
   tokenId: string | undefined
 }
 
-const chainIdPattern = /^([-a-z0-9]{3,8}):([-_a-zA-Z0-9]{1,32})$/
-const accountIdPattern = /^([-a-z0-9]{3,8}):([-_a-zA-Z0-9]{1,32}):([-.%a-zA-Z0-9]{1,128})$/
-const assetIdPattern =
+export const chainIdPattern = /^([-a-z0-9]{3,8}):([-_a-zA-Z0-9]{1,32})$/
+export const accountIdPattern = /^([-a-z0-9]{3,8}):([-_a-zA-Z0-9]{1,32}):([-.%a-zA-Z0-9]{1,128})$/
+export const assetIdPattern =
   /^([-a-z0-9]{3,8}):([-_a-zA-Z0-9]{1,32})\/([-a-z0-9]{3,8}):([-.%a-zA-Z0-9]{1,128})(?:\/([-.%a-zA-Z0-9]{1,78}))?$/
-const evmAddressPattern = /^0x[0-9a-fA-F]{40}$/
+export const evmAddressPattern = /^0x[0-9a-fA-F]{40}$/
 
 export function parseChainId(value: string): ChainId {
   const match = chainIdPattern.exec(value)

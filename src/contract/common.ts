@@ -1,5 +1,5 @@
 import * as z from 'zod/mini'
-import { isAccountId, isAssetId, isChainId } from '../caip/caip.js'
+import { accountIdPattern, assetIdPattern, chainIdPattern, isAccountId } from '../caip/caip.js'
 import { paymentStatuses } from './statuses.js'
 
 export { finalStatuses, isFinalStatus, paymentStatuses } from './statuses.js'
@@ -7,15 +7,21 @@ export { finalStatuses, isFinalStatus, paymentStatuses } from './statuses.js'
 export const PaymentStatus = z.enum(paymentStatuses)
 export type PaymentStatus = z.infer<typeof PaymentStatus>
 
+// The CAIP patterns are regexes, so the published JSON Schema states them as `pattern`; only what a
+// regex cannot say (an address valid for its namespace) is a refinement, published beside it (openapi.ts).
 export const Caip2 = z
   .string()
-  .check(z.refine(isChainId, 'Expected a CAIP-2 chain id (namespace:reference).'))
-export const Caip10 = z
-  .string()
-  .check(z.refine(isAccountId, 'Expected a CAIP-10 account id (namespace:reference:address).'))
+  .check(z.regex(chainIdPattern, 'Expected a CAIP-2 chain id (namespace:reference).'))
+export const Caip10 = z.string().check(
+  z.regex(accountIdPattern, 'Expected a CAIP-10 account id (namespace:reference:address).'),
+  z.refine(
+    (value) => !accountIdPattern.test(value) || isAccountId(value),
+    'Expected an address valid for its namespace (eip155: 0x + 40 hex; solana: a base58 32-byte key).',
+  ),
+)
 export const Caip19 = z
   .string()
-  .check(z.refine(isAssetId, 'Expected a CAIP-19 asset id (chain/namespace:reference).'))
+  .check(z.regex(assetIdPattern, 'Expected a CAIP-19 asset id (chain/namespace:reference).'))
 
 /** Minor units as a decimal integer string: no floats on the wire. */
 export const MinorUnits = z
@@ -26,13 +32,15 @@ export const PositiveMinorUnits = z
   .check(z.regex(/^[1-9][0-9]{0,38}$/, 'Expected a positive integer string of minor units.'))
 
 /** `iso4217/USD` or `caip19/<CAIP-19>`. */
-export const AmountUnit = z.string().check(
-  z.maxLength(256),
-  z.refine(
-    (unit) => /^iso4217\/[A-Z]{3}$/.test(unit) || (unit.startsWith('caip19/') && isAssetId(unit.slice(7))),
-    'Expected iso4217/<currency> or caip19/<asset id>.',
-  ),
-)
+export const AmountUnit = z
+  .string()
+  .check(
+    z.maxLength(256),
+    z.regex(
+      new RegExp(`^(?:iso4217/[A-Z]{3}|caip19/${assetIdPattern.source.slice(1, -1)})$`),
+      'Expected iso4217/<currency> or caip19/<asset id>.',
+    ),
+  )
 
 export const UnixSeconds = z.int().check(z.minimum(0))
 
@@ -62,11 +70,22 @@ export type ErrorResponse = z.infer<typeof ErrorResponse>
 
 export const Cursor = z.string().check(z.minLength(1), z.maxLength(512))
 
-/** Query-string integers arrive as text. */
-export function limitQuery(max: number) {
-  return z.optional(
-    z.coerce.number().check(z.refine(Number.isInteger, 'Expected an integer.'), z.minimum(1), z.maximum(max)),
+/**
+ * An integer query parameter: the text of a decimal integer (no sign, exponent, hex, spaces or
+ * fraction), published as `type: integer` with its bounds.
+ */
+export function queryInt(min: number, max: number) {
+  return z.pipe(
+    z.transform((value: unknown) =>
+      typeof value === 'string' && /^(0|[1-9][0-9]{0,15})$/.test(value) ? Number(value) : value,
+    ),
+    z.int().check(z.minimum(min), z.maximum(max)),
   )
+}
+
+/** Query-string page size. */
+export function limitQuery(max: number) {
+  return z.optional(queryInt(1, max))
 }
 
 export const DeletedResponse = z.object({ id: z.string(), deleted: z.literal(true) })

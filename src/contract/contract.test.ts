@@ -23,7 +23,8 @@ describe('registry', () => {
   it('maps every spec error code to an HTTP status', () => {
     expect(serviceErrorCodes).toContain('settlement_asset_conflict')
     expect(serviceErrorCodes).toContain('webhook_endpoint_not_found')
-    expect(serviceErrorCodes).toHaveLength(38)
+    expect(serviceErrorCodes).toContain('settlement_not_found')
+    expect(serviceErrorCodes).toHaveLength(39)
     for (const code of serviceErrorCodes) expect(serviceErrorStatus[code]).toBeGreaterThanOrEqual(400)
   })
   it('turns every schema into JSON Schema for the OpenAPI document', () => {

@@ -30,6 +30,7 @@ export const serviceErrorStatus = {
   executor_not_found: 404,
   webhook_endpoint_not_found: 404,
   webhook_delivery_not_found: 404,
+  settlement_not_found: 404,
   idempotency_conflict: 409,
   merchant_exists: 409,
   already_refunded: 409,

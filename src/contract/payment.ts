@@ -1,5 +1,5 @@
 import * as z from 'zod/mini'
-import { Amount, AmountInput, Cursor, limitQuery, PaymentStatus, UnixSeconds } from './common.js'
+import { Amount, AmountInput, Cursor, limitQuery, PaymentStatus, queryInt, UnixSeconds } from './common.js'
 import { PaymentId, PaymentInformation } from './status.js'
 
 export {
@@ -96,11 +96,7 @@ const statusFilter = z.optional(z.union([PaymentStatus, z.array(PaymentStatus).c
  * created that late, so the bound filters nothing out.
  */
 const maxFilterTs = 253_402_300_799
-const tsFilter = z.optional(
-  z.coerce
-    .number()
-    .check(z.refine(Number.isInteger, 'Expected unix seconds.'), z.minimum(0), z.maximum(maxFilterTs)),
-)
+const tsFilter = z.optional(queryInt(0, maxFilterTs))
 
 const paymentListFilters = {
   status: statusFilter,

@@ -25,7 +25,16 @@ export const webhookEventTypes = [...defaultWebhookEventTypes, 'payment.refunded
 export const WebhookEventType = z.enum(webhookEventTypes)
 export type WebhookEventType = z.infer<typeof WebhookEventType>
 
-const WebhookUrl = z.string().check(z.minLength(1), z.maxLength(2048))
+/** http(s), no credentials, no fragment; the server also checks where the host points (urlPolicy.ts). */
+const WebhookUrl = z
+  .string()
+  .check(
+    z.maxLength(2048),
+    z.regex(
+      /^https?:\/\/[^\s/?#@]+(?:[/?][^\s#]*)?$/,
+      'Expected an http(s) URL without credentials or fragment.',
+    ),
+  )
 
 export const WebhookEndpointCreateBody = z.strictObject({
   url: WebhookUrl,
@@ -51,14 +60,16 @@ export const WebhookEndpointCreated = z.object({
 })
 export type WebhookEndpointCreated = z.infer<typeof WebhookEndpointCreated>
 
-export const WebhookEndpointListQuery = z.object({ limit: limitQuery(100), cursor: z.optional(Cursor) })
+export const WebhookEndpointListQuery = z.strictObject({ limit: limitQuery(100), cursor: z.optional(Cursor) })
 export const WebhookEndpointListResponse = z.object({
   data: z.array(WebhookEndpoint),
   nextCursor: z.nullable(z.string()),
 })
 
-export const WebhookEndpointIdParams = z.object({ id: z.string().check(z.minLength(1), z.maxLength(64)) })
-export const WebhookDeliveryIdParams = z.object({
+export const WebhookEndpointIdParams = z.strictObject({
+  id: z.string().check(z.minLength(1), z.maxLength(64)),
+})
+export const WebhookDeliveryIdParams = z.strictObject({
   id: z.string().check(z.minLength(1), z.maxLength(64)),
   deliveryId: z.string().check(z.minLength(1), z.maxLength(64)),
 })
@@ -82,7 +93,7 @@ export const WebhookDelivery = z.object({
 })
 export type WebhookDelivery = z.infer<typeof WebhookDelivery>
 
-export const WebhookDeliveryListQuery = z.object({ limit: limitQuery(100), cursor: z.optional(Cursor) })
+export const WebhookDeliveryListQuery = z.strictObject({ limit: limitQuery(100), cursor: z.optional(Cursor) })
 export const WebhookDeliveryListResponse = z.object({
   data: z.array(WebhookDelivery),
   nextCursor: z.nullable(z.string()),

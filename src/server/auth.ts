@@ -18,10 +18,20 @@ const asciiHeaders = [
   'client-id',
 ] as const
 
+/**
+ * A header's value; undefined only when absent. An empty value is a value: an empty Idempotency-Key
+ * or Pay-Version is refused like any other malformed one, never taken for "not sent" (a client bug
+ * that sends an empty key would otherwise silently lose its idempotency).
+ */
 export function header(request: FastifyRequest, name: string): string | undefined {
   const value = request.headers[name]
-  const text = Array.isArray(value) ? value[0] : value
-  return text === undefined || text === '' ? undefined : text
+  return Array.isArray(value) ? value[0] : value
+}
+
+/** A credential header: an empty one is no credential, answered as if it were not sent. */
+function credential(request: FastifyRequest, name: string): string | undefined {
+  const value = header(request, name)
+  return value === '' ? undefined : value
 }
 
 export function checkAsciiHeaders(request: FastifyRequest): void {
@@ -41,9 +51,9 @@ export async function authenticate(
   kind: EndpointAuth,
   cache?: AuthCache,
 ): Promise<AuthContext> {
-  const apiKey = header(request, 'api-key')
-  const appId = header(request, 'app-id')
-  const clientId = header(request, 'client-id')
+  const apiKey = credential(request, 'api-key')
+  const appId = credential(request, 'app-id')
+  const clientId = credential(request, 'client-id')
   if (apiKey !== undefined && appId !== undefined) {
     fail('conflicting_auth_headers', 'Send either Api-Key or App-Id + Client-Id, not both.')
   }
@@ -156,7 +166,7 @@ export async function resolveMerchantHeader(
   auth: AuthContext,
   cache?: AuthCache,
 ): Promise<MerchantRow> {
-  const merchantId = header(request, 'merchant-id')
+  const merchantId = credential(request, 'merchant-id')
   if (merchantId === undefined) fail('missing_merchant_id', 'The Merchant-Id header is required.')
   if (merchantId.length > 64) fail('merchant_not_found', 'Merchant not found.')
   if (!cache) return findMerchant(db, auth, merchantId)

@@ -131,13 +131,49 @@ function clientErrorMessage(error: Partial<FastifyError>): string {
 }
 
 export function registerErrorHandling(app: FastifyInstance): void {
+  const methods = routeMethods(app)
   app.setErrorHandler((error, request, reply) => sendError(error, request, reply))
+  // Before any body parsing: a method a path lacks (QUERY with no Content-Type included) is 405 + Allow.
+  app.addHook('onRequest', (request, reply, done) => {
+    const allow = request.is404 ? methods(request.url.split('?')[0]!) : undefined
+    if (allow === undefined) return done()
+    reply
+      .code(405)
+      .header('allow', allow)
+      .send({ code: 'invalid_params', message: `${request.method} is not allowed here; use ${allow}.` })
+  })
   app.setNotFoundHandler((request, reply) => {
     // No spec code means "no such route"; invalid_params is the closest, with the honest status.
     reply
       .code(404)
       .send({ code: 'invalid_params', message: `No route ${request.method} ${request.url.split('?')[0]}.` })
   })
+}
+
+/**
+ * The methods the app answers on a concrete path (for `405` + `Allow`), from every route registered
+ * after this call; undefined when no route has that path at all.
+ */
+function routeMethods(app: FastifyInstance): (path: string) => string | undefined {
+  const routes: { pattern: RegExp; methods: Set<string> }[] = []
+  app.addHook('onRoute', (route) => {
+    const source = route.url
+      .split('/')
+      .map((part) => (part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+      .join('/')
+    const pattern = new RegExp(`^${source}/?$`)
+    let entry = routes.find((r) => r.pattern.source === pattern.source)
+    if (!entry) {
+      entry = { pattern, methods: new Set() }
+      routes.push(entry)
+    }
+    for (const method of [route.method].flat()) entry.methods.add(method)
+  })
+  return (path) => {
+    const methods = new Set<string>()
+    for (const route of routes) if (route.pattern.test(path)) for (const m of route.methods) methods.add(m)
+    return methods.size === 0 ? undefined : [...methods].sort().join(', ')
+  }
 }
 
 /** Renders any error (also Fastify's router errors via its `frameworkErrors` option). */

@@ -3,7 +3,9 @@
  * enter (PostgreSQL then runs as the `postgres` OS user), with the package's postinstall skipped,
  * with binaries that cannot run. As a normal user the same calls must simply work.
  */
+import { execFileSync, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { once } from 'node:events'
 import fs from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import os from 'node:os'
@@ -98,4 +100,43 @@ describe('embedded PostgreSQL', () => {
       /^Cannot run embedded PostgreSQL's initdb at .*\/native\/bin\/initdb \(EACCES\)/,
     )
   })
+
+  it('restarts over a lock file whose PID is a zombie or not a postgres of this directory', {
+    timeout: 120_000,
+  }, async () => {
+    const dataDir = path.join(await tempDir('caipay-data-', 0o755), 'data')
+    const lockFile = path.join(dataDir, 'postgres', 'postmaster.pid')
+    const first = await startEmbeddedPostgres({ dataDir })
+    const lock = await fs.readFile(lockFile, 'utf8')
+    await first.stop()
+    // `sh` forks a child and execs into `sleep`, which never reaps it: once the child exits, its PID is a
+    // zombie that kill(pid, 0) still calls alive (what `caipay serve` SIGKILLed under a non-reaping init
+    // leaves); `sleep` itself is a live process of another program. Under root PostgreSQL runs as the
+    // postgres user, so these run as that user too (PostgreSQL takes a PID it may not signal for dead).
+    const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 60'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+      ...(isRoot ? postgresOsUser() : {}),
+    })
+    cleanups.push(async () => void parent.kill('SIGKILL'))
+    const zombie = Number((await once(parent.stdout!, 'data'))[0].toString().trim())
+    await expect.poll(() => procState(zombie), { timeout: 5_000 }).toBe('Z')
+    for (const stalePid of [zombie, parent.pid!]) {
+      await fs.writeFile(lockFile, lock.replace(/^\d+/, String(stalePid)))
+      const again = await startEmbeddedPostgres({ dataDir })
+      const client = new pg.Client(again.url)
+      await client.connect()
+      await client.end()
+      await again.stop()
+    }
+  })
 })
+
+function postgresOsUser(): { uid: number; gid: number } {
+  const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres']).toString().trim())
+  return { uid: id('-u'), gid: id('-g') }
+}
+
+async function procState(pid: number): Promise<string> {
+  const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8')
+  return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3)
+}

@@ -257,16 +257,21 @@ describe('no 500s', () => {
     expect(query.statusCode).toBe(400)
   })
 
-  it('unknown routes and methods: 404 with a code', async () => {
+  it('unknown routes: 404 with a code; a method the path lacks: 405 with Allow', async () => {
     for (const [method, url] of [
       ['GET', '/v1/nothing'],
-      ['PATCH', '/v1/payments'],
-      ['DELETE', '/v1/refunds'],
       ['GET', '/nothing'],
     ] as const) {
       const res = await t.request({ method, url })
       expect(res.statusCode).toBe(404)
       expect(res.json.code).toBe('invalid_params')
+    }
+    for (const [method, url, allow] of [
+      ['PATCH', '/v1/payments', 'GET, HEAD, POST'],
+      ['DELETE', '/v1/refunds', 'POST'],
+    ] as const) {
+      const res = await t.request({ method, url })
+      expect([res.statusCode, res.headers.allow, res.json.code]).toEqual([405, allow, 'invalid_params'])
     }
   })
 

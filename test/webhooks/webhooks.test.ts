@@ -374,6 +374,20 @@ describe('payment events', () => {
       status: 'failed',
       failed: { failed_at: expect.any(String), failure_reason: 'declined_user' },
     })
+    // A forced outcome is paid by a sandbox buyer: the processing facts a real payment has, no nulls.
+    for (const event of f.slice(1)) {
+      expect(event.data.processing).toEqual({
+        processing_at: expect.any(String),
+        option_amount: {
+          unit: 'caip19/eip155:1/erc20:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48',
+          value: expect.stringMatching(/^[1-9][0-9]*$/),
+        },
+        fee: null,
+        settlement_amount: event.data.processing!.option_amount,
+        buyer_caip10: 'eip155:1:0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed',
+        chain_caip2: 'eip155:1',
+      })
+    }
     const x = await eventsOf(r, endpoint.secret, expired, 2)
     expect(x.map((e) => [e.type, e.data.payment_state_version])).toEqual([
       ['payment.created', 0],

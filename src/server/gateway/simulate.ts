@@ -1,12 +1,48 @@
+import { namespaceOf } from '../../caip/caip.js'
 import type { SimulateBody, StatusResponse } from '../../contract/payment.js'
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
+import { defaultTestAssets, toAmount } from '../payments/assets.js'
 import { markCancelled } from '../payments/cancel.js'
 import { transitionPayment } from '../payments/lifecycle.js'
 import { succeedTestPayment } from '../payments/settlements.js'
 import { statusJson } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { PaymentRow } from '../store/schema.js'
+import { tokenAmountFor } from './quote.js'
+
+/**
+ * Sandbox accounts that "pay" a forced outcome, so its events carry the processing facts a real payment
+ * has (WalletConnect Pay's webhook contract has the whole processing block or none).
+ */
+const sandboxBuyers: Record<string, string> = {
+  eip155: '0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed',
+  solana: `Sandbox${'1'.repeat(36)}`,
+}
+
+/**
+ * What a buyer would have picked: the payment's own asset for a crypto amount, else the first test
+ * asset that can pay it, quoted as an option is; no facts when none can.
+ */
+function sandboxPayer(payment: PaymentRow, config: ServerConfig) {
+  const amount = { unit: payment.amount_unit, value: payment.amount_value }
+  for (const asset of defaultTestAssets) {
+    const value = tokenAmountFor(amount, {
+      id: asset.asset,
+      symbol: asset.symbol,
+      name: asset.name,
+      usdRate: asset.usdRate,
+      decimals: asset.decimals,
+    })
+    const buyer = sandboxBuyers[namespaceOf(asset.chainId)]
+    if (value === null || !buyer) continue
+    return {
+      buyer: `${asset.chainId}:${buyer}`,
+      option_amount: JSON.stringify(toAmount(`caip19/${asset.asset}`, value.toString(), config)),
+    }
+  }
+  return {}
+}
 
 /**
  * The sandbox's forced outcomes. `succeeded` and `failed` pass through `processing` like a real payment
@@ -25,7 +61,13 @@ export async function simulateOutcome(input: {
   const row = await inTransaction(db, async (trx) => {
     const toProcessing = async () => {
       if (payment.status !== 'requires_action') return
-      await transitionPayment(trx, { paymentId: payment.id, from: 'requires_action', to: 'processing', now })
+      await transitionPayment(trx, {
+        paymentId: payment.id,
+        from: 'requires_action',
+        to: 'processing',
+        set: sandboxPayer(payment, input.config),
+        now,
+      })
     }
     switch (outcome) {
       case 'succeeded': {

@@ -36,8 +36,7 @@ async function findSettlement(db: Db, merchantId: string, id: string): Promise<C
     .where('id', '=', id)
     .where('merchant_id', '=', merchantId)
     .executeTakeFirst()
-  // The spec has no settlement_not_found code; invalid_params is the one that names the mistake.
-  if (!row) fail('invalid_params', 'No crypto settlement with this id for this merchant.', { id })
+  if (!row) fail('settlement_not_found', 'No crypto settlement with this id for this merchant.', { id })
   return row
 }
 
@@ -105,7 +104,7 @@ export async function settlementRoutes(app: FastifyInstance): Promise<void> {
       .returningAll()
       .executeTakeFirst()
     if (!row)
-      fail('invalid_params', 'No crypto settlement with this id for this merchant.', { id: params.id })
+      fail('settlement_not_found', 'No crypto settlement with this id for this merchant.', { id: params.id })
     return settlementJson(row)
   })
 

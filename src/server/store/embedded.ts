@@ -55,7 +55,9 @@ export async function startEmbeddedPostgres(options: StartEmbeddedOptions): Prom
   await fs.mkdir(dataDir, { recursive: true })
 
   const known = await readInfo(infoFile)
-  if (known && (await runningPostmaster(clusterDir)) && (await canConnect(known.port))) {
+  // Also clears a lock file a dead postmaster left behind.
+  const postmasterAlive = await runningPostmaster(clusterDir)
+  if (known && postmasterAlive && (await canConnect(known.port))) {
     return { url: urlOf(known), port: known.port, stop: async () => {} }
   }
 
@@ -469,13 +471,52 @@ async function readInfo(file: string): Promise<ClusterInfo | undefined> {
 }
 
 async function runningPostmaster(clusterDir: string): Promise<boolean> {
+  const lockFile = path.join(clusterDir, 'postmaster.pid')
+  let pid: number
   try {
-    const pid = Number((await fs.readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8')).split('\n')[0])
+    pid = Number((await fs.readFile(lockFile, 'utf8')).split('\n')[0])
+  } catch {
+    return false
+  }
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false
+  if (await postmasterOf(pid, clusterDir)) return true
+  // PostgreSQL trusts the lock file's PID while kill(pid, 0) succeeds, which a zombie (its parent never
+  // reaped it: `caipay serve` SIGKILLed under an init that does not reap) or an unrelated process that
+  // reused the PID does: left in place, the file would refuse every restart.
+  await fs.rm(lockFile, { force: true })
+  return false
+}
+
+/**
+ * Whether `pid` is a live PostgreSQL of `clusterDir`: not a zombie, and (where /proc says) running in
+ * that data directory, as a postmaster does. Without /proc, any process that exists counts.
+ */
+async function postmasterOf(pid: number, clusterDir: string): Promise<boolean> {
+  try {
     process.kill(pid, 0)
-    return true
   } catch (error) {
     // EPERM: alive, but run by another OS user (the postgres user under root).
-    return (error as NodeJS.ErrnoException).code === 'EPERM'
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false
+  }
+  let stat: string
+  try {
+    stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8')
+  } catch {
+    return true
+  }
+  // `pid (comm) state ...`: comm may hold spaces and parentheses, the state follows the last `)`.
+  if (stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z') return false
+  try {
+    const cwd = await fs.readlink(`/proc/${pid}/cwd`)
+    return cwd === (await fs.realpath(clusterDir))
+  } catch {
+    // Another user's process (no right to its cwd): its command line still names the directory.
+    try {
+      const cmdline = (await fs.readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0')
+      return cmdline.includes(clusterDir) || cmdline.includes(await fs.realpath(clusterDir))
+    } catch {
+      return true
+    }
   }
 }
 

@@ -11,7 +11,7 @@ import type { AuthContext } from '../context.js'
 import { fail } from '../errors.js'
 import { newId } from '../ids.js'
 import { afterCursor, keysetPage, page } from '../pagination.js'
-import type { Db } from '../store/db.js'
+import { type Db, inTransaction } from '../store/db.js'
 import {
   type DeliveryRow,
   deliveryJson,
@@ -111,7 +111,8 @@ export async function listEndpoints(
 /** Deletes the endpoint; its pending deliveries are marked failed and their jobs find nothing to do. */
 export async function deleteEndpoint(db: Db, scope: Scope, id: string, now: Date) {
   const row = await findEndpoint(db, scope, id)
-  await db.transaction().execute(async (trx) => {
+  // Under an Idempotency-Key `db` is already the request's transaction (kysely does not nest them).
+  await inTransaction(db, async (trx) => {
     await trx.updateTable('webhook_endpoints').set({ deleted_at: now }).where('id', '=', row.id).execute()
     await trx
       .updateTable('webhook_deliveries')

@@ -61,8 +61,9 @@ export function paymentSnapshot(row: Snapshot): WebhookPaymentSnapshot {
     amount: { unit: String(row.amount_unit), value: String(row.amount_value) },
     created_at: iso(row, 'created_at')!,
     expires_at: iso(row, 'expires_at')!,
+    // WalletConnect Pay's contract has the processing facts or no processing block, never one of nulls.
     processing:
-      processingAt === null
+      processingAt === null || optionAmount === null
         ? null
         : {
             processing_at: processingAt,
