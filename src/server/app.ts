@@ -29,6 +29,8 @@ export interface BuildAppOptions {
   logger?: FastifyBaseLogger | false
   /** Live-mode drivers and job handlers; built from `config.chains` when omitted. */
   live?: LiveRuntime
+  /** x402 facilitator tuning (how long a settle waits for its transaction before answering pending). */
+  x402?: FastifyInstance['x402Options']
 }
 
 /** The whole HTTP app, ready for `inject` or `listen`. */
@@ -64,6 +66,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     options.live ??
     createLiveRuntime({ config, db: options.db, ...(options.logger ? { log: options.logger } : {}) })
   app.decorate('chainDrivers', live.drivers)
+  app.decorate('liveChains', live.chains ?? { evm: [], solana: [] })
+  app.decorate('x402Options', options.x402 ?? {})
   app.decorate('jobHandlers', { ...live.jobHandlers, [webhookJobKind]: webhookDeliveryJob(config) })
   app.decorateRequest('auth', null)
   app.decorateRequest('merchant', null)

@@ -72,7 +72,11 @@ export async function authenticate(
   return authenticateApp(db, appId, clientId, cache)
 }
 
-async function authenticateKey(db: Db, apiKey: string, cache: AuthCache | undefined): Promise<AuthContext> {
+export async function authenticateKey(
+  db: Db,
+  apiKey: string,
+  cache: AuthCache | undefined,
+): Promise<AuthContext> {
   const mode = modeOfApiKey(apiKey)
   if (!mode) fail('invalid_api_key', 'Invalid API key.')
   const keyHash = sha256Hex(apiKey)

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { pageRoutes } from '../pages/routes.js'
 import { wcpRoutes } from '../wcp/routes.js'
+import { x402Routes } from '../x402/routes.js'
 import { gatewayRoutes } from './gateway.js'
 import { merchantRoutes } from './merchants.js'
 import { paymentRoutes } from './payments.js'
@@ -19,6 +20,7 @@ export const routeModules: ReadonlyArray<(app: FastifyInstance) => Promise<void>
   refundRoutes,
   gatewayRoutes,
   wcpRoutes,
+  x402Routes,
   testRoutes,
   webhookRoutes,
   pageRoutes,

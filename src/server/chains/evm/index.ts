@@ -14,7 +14,7 @@ import './schema.js'
 
 export type { EvmChain } from './chain.js'
 export { evmJobKinds } from './outcome.js'
-export { submitRelay } from './relay.js'
+export { AuthorizationRefused, simulateRelay, submitRelay } from './relay.js'
 
 export interface EvmRuntimeOptions {
   config: ServerConfig

@@ -20,6 +20,11 @@ export interface RelayPayload {
   authorization: AuthorizationJson
   /** As the wallet returned it: 65 bytes, an ERC-1271 signature, or an ERC-6492 wrapper. */
   signature: `0x${string}`
+  /**
+   * The authorization pays the merchant's destination itself (x402's `payTo`), not the collection
+   * address: the payment has no settlement step.
+   */
+  direct?: boolean
 }
 
 export interface VerifyTransferPayload {

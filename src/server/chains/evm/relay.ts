@@ -13,7 +13,7 @@ import { retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transa
 import { hasTransfer, refuseOnRevert } from './transfers.js'
 
 /** The token refused the authorization (used nonce, expired, bad signature, balance short): final. */
-class AuthorizationRefused extends Error {}
+export class AuthorizationRefused extends Error {}
 
 /** An undeployed account cannot be deployed as its ERC-6492 wrapper says (factory refused or reverting): final. */
 class DeploymentRefused extends Error {}
@@ -191,7 +191,7 @@ function relayCall(authorization: Authorization, signature: `0x${string}`) {
 }
 
 /** Throws AuthorizationRefused when the token would refuse the relay now. */
-function simulateRelay(chain: EvmChain, authorization: Authorization, signature: `0x${string}`) {
+export function simulateRelay(chain: EvmChain, authorization: Authorization, signature: `0x${string}`) {
   return refuseOnRevert(
     chain.publicClient.simulateContract({
       account: chain.executor,
@@ -257,7 +257,7 @@ async function finishRelay(
       `Relay ${hash} moved no matching Transfer.`,
     )
   }
-  const asset = chain.asset(payload.asset)
+  const asset = payload.direct ? undefined : chain.asset(payload.asset)
   const destination = asset && (await merchantDestination(ctx.db, chain, payment.merchant_id, asset))
   const fee = asset ? (authorization.value * BigInt(asset.settlementFeeBps)) / 10_000n : 0n
   const amount = authorization.value - fee

@@ -20,10 +20,12 @@ import { buildTransfer, serializeSigned } from './transaction.js'
 /** `failure_code` of a payment whose transaction failed on chain or could never land (renders null). */
 export const solanaFailureCode = 'transaction_failed'
 
-interface BroadcastPayload {
+export interface BroadcastPayload {
   signature: string
   asset: string
   amount: string
+  /** The transfer pays the merchant's destination itself (x402's `payTo`): no settlement step. */
+  direct?: boolean
 }
 
 interface SettlePayload {
@@ -79,7 +81,7 @@ async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: (caip2: strin
     await failPayment(db, { paymentId: payment.id, failureCode: solanaFailureCode, now })
     return { signature: tx.signature, outcome: outcome.kind, error: outcome.error }
   }
-  const settlement = await settlementFor(db, payment.merchant_id, payload.asset)
+  const settlement = payload.direct ? undefined : await settlementFor(db, payment.merchant_id, payload.asset)
   const settle: SettlePayload | undefined = settlement && {
     asset: payload.asset,
     amount: payload.amount,

@@ -11,6 +11,7 @@ import * as webhooks from './009_webhooks.js'
 import * as eventNotifySubscribed from './010_event_notify_subscribed.js'
 import * as eventDispatchUnsubscribed from './011_event_dispatch_unsubscribed.js'
 import * as evmDeploy from './012_evm_deploy.js'
+import * as x402 from './013_x402.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -29,4 +30,5 @@ export const migrations: Record<string, Migration> = {
   '010_event_notify_subscribed': eventNotifySubscribed,
   '011_event_dispatch_unsubscribed': eventDispatchUnsubscribed,
   '012_evm_deploy': evmDeploy,
+  '013_x402': x402,
 }

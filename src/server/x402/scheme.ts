@@ -1,0 +1,38 @@
+import type { AssetConfig } from '../chains/types.js'
+import type { Db } from '../store/db.js'
+import type { PaymentPayload, Requirements } from './wire.js'
+
+/**
+ * One x402 `exact` scheme on one configured chain. `verify` has no side effects; a valid verdict says
+ * what the payload pays and how to settle it through the chain's own jobs.
+ */
+export interface X402Scheme {
+  /** CAIP-2. */
+  network: string
+  /** The `signers` group of `/supported` (x402 groups them by CAIP family). */
+  family: 'eip155:*' | 'solana:*'
+  /** Accounts that sign or pay fees for settlements: the chain's executor / fee payer. */
+  signers: string[]
+  /** `extra` of the `/supported` kind (Solana: the fee payer). */
+  extra: Record<string, unknown> | undefined
+  /** What the chain lets pay only once (one payment per key), read from the payload; undefined when malformed. */
+  key(payload: PaymentPayload, requirements: Requirements): string | undefined
+  verify(payload: PaymentPayload, requirements: Requirements, now: Date): Promise<Verdict>
+  /** The payment's transaction id once one is signed and recorded. */
+  transaction(db: Db, paymentId: string): Promise<string | undefined>
+}
+
+export type Verdict = { valid: false; reason: string; message?: string; payer?: string } | ValidPayment
+
+export interface ValidPayment {
+  valid: true
+  payer: string
+  asset: AssetConfig
+  /** Minor units of `asset` that move. */
+  amount: bigint
+  /** Who receives them (the requirement's `payTo`, as the chain spells it). */
+  payTo: string
+  key: string
+  /** Records what lands the payment and queues its chain job (in the transaction that records the payment). */
+  enqueue(db: Db, paymentId: string, now: Date): Promise<void>
+}
