@@ -58,9 +58,17 @@ let sequence = 0
 
 /** `config`: more config-file keys for the server (the chain is configured here); `chain`: more keys of the chain's. */
 export async function startSolanaLive(
-  options: { config?: Record<string, unknown>; chain?: Record<string, unknown> } = {},
+  options: {
+    config?: Record<string, unknown>
+    chain?: Record<string, unknown>
+    /** The genesis hash the cluster reports (so its CAIP-2 can be a public cluster's). */
+    genesisHash?: string
+  } = {},
 ): Promise<SolanaLive> {
-  const validator = await startSolanaValidator({ backend: 'litesvm' })
+  const validator = await startSolanaValidator({
+    backend: 'litesvm',
+    ...(options.genesisHash ? { genesisHash: options.genesisHash } : {}),
+  })
   const proxy = await startFaultProxy(validator.rpcUrl)
   const { connection, caip2 } = validator
   // Counted where every client's transaction ends up: the SVM itself, not any one RPC connection.

@@ -14,6 +14,7 @@ import { headers } from '../server/helpers.js'
 import {
   decodeHeader,
   facilitatorBody,
+  facilitatorPost,
   listenX402,
   type ResourceServer,
   startResourceServer,
@@ -57,14 +58,10 @@ function x402Buyer(key: `0x${string}`) {
   return wrapFetchWithPayment(fetch, client)
 }
 
-function post(path: 'verify' | 'settle', body: unknown, key = env.liveKey) {
-  return env.t.request({
-    method: 'POST',
-    url: `/x402/${path}`,
-    headers: key ? { authorization: `Bearer ${key}` } : {},
-    payload: body as Record<string, unknown>,
-  })
-}
+const post = facilitatorPost(
+  () => env.t,
+  () => env.liveKey,
+)
 
 async function balances(...who: Address[]) {
   return Promise.all(who.map((a) => env.balance(a)))

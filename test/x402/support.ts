@@ -10,6 +10,7 @@ import type { PaymentRequirements } from '@x402/core/types'
 import { paymentMiddleware, x402ResourceServer } from '@x402/hono'
 import type { FastifyInstance } from 'fastify'
 import { Hono } from 'hono'
+import type { TestServer } from '../server/harness.js'
 
 export interface Priced {
   network: `${string}:${string}`
@@ -102,4 +103,15 @@ export function facilitatorBody(paymentPayload: unknown, paymentRequirements: Pa
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies, checked by assertions
 export function decodeHeader(value: string | null): any {
   return value === null ? undefined : JSON.parse(Buffer.from(value, 'base64').toString('utf8'))
+}
+
+/** POSTs to caipay's `/x402/verify` or `/x402/settle` with `key` as the Bearer key ('' for none). */
+export function facilitatorPost(t: () => TestServer, liveKey: () => string) {
+  return (path: 'verify' | 'settle', body: unknown, key = liveKey()) =>
+    t().request({
+      method: 'POST',
+      url: `/x402/${path}`,
+      headers: key ? { authorization: `Bearer ${key}` } : {},
+      payload: body as Record<string, unknown>,
+    })
 }
