@@ -1,13 +1,13 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
 import * as z from 'zod/mini'
-import { AuthCache, registerAuthCache } from './authCache.js'
 import { createLiveRuntime, type LiveRuntime } from './chains/live.js'
 import './context.js'
 import { PayError } from '../errors/PayError.js'
 import { resolveConfig, type ServerConfig } from './config.js'
 import { createCorsPolicy } from './cors.js'
 import { registerErrorHandling, sendError } from './errors.js'
+import { FastPath } from './fastPath.js'
 import { newId } from './ids.js'
 import { registerRateLimit } from './rateLimit.js'
 import { OneLineRequestLog } from './requestLog.js'
@@ -27,6 +27,8 @@ export interface BuildAppOptions {
   now?: () => Date
   /** A pino logger, or false (default) for none. */
   logger?: FastifyBaseLogger | false
+  /** Overrides `config.fastPaths`: false takes the plain path everywhere (fastPath.ts). */
+  fastPaths?: boolean
   /** Live-mode drivers and job handlers; built from `config.chains` when omitted. */
   live?: LiveRuntime
   /** x402 facilitator tuning (how long a settle waits for its transaction before answering pending). */
@@ -56,10 +58,13 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
 
   app.decorate('db', options.db)
   app.decorate('config', config)
-  const authCache = new AuthCache({ ttlMs: config.authCacheMs })
-  app.decorate('authCache', authCache)
-  const unregisterAuthCache = registerAuthCache(authCache)
-  app.addHook('onClose', async () => unregisterAuthCache())
+  const fastPath = new FastPath({
+    enabled: options.fastPaths ?? config.fastPaths,
+    authCacheMs: config.authCacheMs,
+  })
+  app.decorate('fastPath', fastPath)
+  const unregisterFastPath = fastPath.register()
+  app.addHook('onClose', async () => unregisterFastPath())
   const now = options.now ?? (() => new Date())
   app.decorate('now', now)
   const live =

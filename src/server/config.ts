@@ -94,6 +94,7 @@ const ConfigFileSchema = z.strictObject({
   paymentTtlSeconds: z.optional(PositiveInt),
   bodyLimitBytes: z.optional(PositiveInt),
   authCacheMs: z.optional(z.int().check(z.minimum(0), z.maximum(60_000))),
+  fastPaths: z.optional(z.boolean()),
   cors: z.optional(CorsConfigSchema),
   webhooks: z.optional(
     z.strictObject({
@@ -132,6 +133,11 @@ export interface ServerConfig {
    */
   authCacheMs: number
   /**
+   * The in-process shortcuts past the plain path (fastPath.ts): cached credentials, kept final status
+   * answers. false turns every one off; answers are the same either way.
+   */
+  fastPaths: boolean
+  /**
    * Browser origins allowed per surface (see cors.ts). The gateway is open by default: its credentials
    * are headers a page must already hold, never cookies. The merchant API answers no origin by default.
    */
@@ -154,6 +160,7 @@ export const defaultConfig: ServerConfig = {
   paymentTtlSeconds: 15 * 60,
   bodyLimitBytes: 1024 * 1024,
   authCacheMs: 1000,
+  fastPaths: true,
   cors: { gateway: '*', merchant: [] },
   webhooks: { allowPrivateUrls: false, timeoutMs: 10_000 },
 }
@@ -184,6 +191,7 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
     paymentTtlSeconds: file.paymentTtlSeconds ?? defaultConfig.paymentTtlSeconds,
     bodyLimitBytes: file.bodyLimitBytes ?? defaultConfig.bodyLimitBytes,
     authCacheMs: file.authCacheMs ?? defaultConfig.authCacheMs,
+    fastPaths: file.fastPaths ?? defaultConfig.fastPaths,
     cors: {
       gateway: normalizeOrigins(file.cors?.gateway ?? defaultConfig.cors.gateway),
       merchant: normalizeOrigins(file.cors?.merchant ?? defaultConfig.cors.merchant),

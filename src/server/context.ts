@@ -1,6 +1,6 @@
 import type { ApiVersion } from '../contract/errors.js'
-import type { AuthCache } from './authCache.js'
 import type { ServerConfig } from './config.js'
+import type { FastPath } from './fastPath.js'
 import type { Db } from './store/db.js'
 import type { MerchantRow, Mode } from './store/schema.js'
 
@@ -31,8 +31,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     db: Db
     config: ServerConfig
-    /** Credential and merchant lookups reused for `config.authCacheMs` (see authCache.ts). */
-    authCache: AuthCache
+    /** Every in-process shortcut and memo of this app (fastPath.ts). */
+    fastPath: FastPath
     /** The clock of the app (tests pass a fake one to buildApp). */
     now(): Date
   }

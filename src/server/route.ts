@@ -7,6 +7,7 @@ import { authenticate, checkAsciiHeaders, header, resolveMerchantHeader } from '
 import type { ServerConfig } from './config.js'
 import type { AuthContext } from './context.js'
 import { bodyValidationError, fail } from './errors.js'
+import type { FastPath } from './fastPath.js'
 import { checkIdempotencyKey, fingerprint, type IdempotentOutcome, runIdempotent } from './idempotency.js'
 import type { Db } from './store/db.js'
 import type { MerchantRow } from './store/schema.js'
@@ -31,6 +32,8 @@ export interface RouteContext<E extends Endpoint> {
    */
   db: Db
   config: ServerConfig
+  /** The app's shortcuts (fastPath.ts): each answers what it knows, or undefined to take the plain path. */
+  fastPath: FastPath
   /** The request's time, from the app clock. */
   now: Date
   /**
@@ -132,13 +135,13 @@ function registerRoute<E extends Endpoint>(
     },
     onRequest: async (request, reply) => {
       checkAsciiHeaders(request)
-      const auth = await authenticate(app.db, request, endpoint.auth, app.authCache)
+      const auth = await authenticate(app.db, request, endpoint.auth, app.fastPath.auth)
       request.auth = auth
       request.apiVersion = resolveApiVersion(header(request, 'pay-version'), auth.pinnedVersion)
       reply.header('pay-version', request.apiVersion)
       if (endpoint.deprecated) reply.header('deprecation', 'true')
       if (endpoint.auth === 'merchant')
-        request.merchant = await resolveMerchantHeader(app.db, request, auth, app.authCache)
+        request.merchant = await resolveMerchantHeader(app.db, request, auth, app.fastPath.auth)
     },
     // Only routes with a body per version get this hook: the status reads run none they do not need.
     ...(versionedBody
@@ -166,6 +169,7 @@ function registerRoute<E extends Endpoint>(
         apiVersion: request.apiVersion!,
         db: app.db,
         config: app.config,
+        fastPath: app.fastPath,
         now: app.now(),
         afterCommit: (fn: () => void) => {
           afterCommit ??= []

@@ -84,7 +84,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
     if (role !== 'worker') {
       credentials = listenForCredentialChanges({
         connectionString: database.url,
-        cache: app.authCache,
+        cache: app.fastPath.auth,
         ...(log
           ? { onError: (error) => log.warn({ error: String(error) }, 'Credential notifications interrupted') }
           : {}),

@@ -42,6 +42,8 @@ export interface TestServerOptions {
   config?: Record<string, unknown>
   /** Start of the fake clock; the real clock when omitted (time still moves with advanceTime). */
   startTime?: Date
+  /** Fast paths on or off (fastPath.ts); by default on, unless CAIPAY_FAST_PATHS=0. */
+  fastPaths?: boolean
 }
 
 export async function createTestServer(options: TestServerOptions = {}): Promise<TestServer> {
@@ -53,6 +55,8 @@ export async function createTestServer(options: TestServerOptions = {}): Promise
     db: pg.db,
     config: { rateLimit: false, ...options.config } as Partial<ServerConfig>,
     now,
+    // CI runs the gateway and payments suites a second time with every fast path off (vitest.config.ts).
+    fastPaths: options.fastPaths ?? process.env.CAIPAY_FAST_PATHS !== '0',
   })
   const partnerId = await createPartner(pg.db)
   return {

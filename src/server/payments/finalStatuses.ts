@@ -1,36 +1,36 @@
 import { isFinalStatus } from '../../contract/common.js'
 import type { StatusResponse } from '../../contract/payment.js'
-import type { Db } from '../store/db.js'
-import { processMemo } from '../store/processMemo.js'
 import type { PaymentRow } from '../store/schema.js'
 
-/**
- * The status answers of final payments this process has seen, per database. A final payment never moves
- * again (paymentTransitions has no move out of a final state) and its tx id is written with its success,
- * so its answer stays the same for good: a wallet's poll after a confirm that finished the payment (test
- * mode's does), and every later poll, is answered without a round trip. Only what a status read checks is
- * kept with it: the merchant and the mode. Bounded: past `finalStatusLimit` entries the oldest goes.
- * A payment changed by hand in the database (or a restored backup) is seen by a process that kept its
- * answer only once it restarts.
- */
+/** A final payment's status answer, with what a status read checks: the merchant and the mode. */
 export interface KnownFinal {
   merchantId: string
   mode: PaymentRow['mode']
   answer: StatusResponse
 }
 
-export const finalStatusLimit = 20_000
-const finals = processMemo<KnownFinal>(finalStatusLimit)
-
-export function knownFinal(db: Db, paymentId: string): KnownFinal | undefined {
-  return finals.get(db, paymentId)
-}
-
 /**
- * Keeps `known` when its answer is final (anything else may still change, and is not kept). Inside a
- * transaction nothing is kept: it is not committed yet.
+ * The status answers of final payments this process has seen (a fast path of FastPath, fastPath.ts).
+ * A final payment never moves again (paymentTransitions has no move out of a final state, and its tx id
+ * is written with its success), so its answer stays the same for good: every later poll is answered
+ * without a round trip. Bounded: past `limit` entries the oldest goes; a limit of 0 keeps nothing.
+ * A payment changed by hand in the database (or a restored backup) is seen by a process that kept its
+ * answer only once it restarts (or with `fastPaths: false`).
  */
-export function rememberFinal(db: Db, paymentId: string, known: KnownFinal): void {
-  if (!isFinalStatus(known.answer.status)) return
-  finals.set(db, paymentId, Object.freeze({ ...known, answer: Object.freeze({ ...known.answer }) }))
+export class FinalStatuses {
+  readonly #answers = new Map<string, KnownFinal>()
+  constructor(private readonly limit: number) {}
+
+  /** The kept answer, or undefined: not known, read the payment. */
+  get(paymentId: string): KnownFinal | undefined {
+    return this.#answers.get(paymentId)
+  }
+
+  /** Keeps `known` when its answer is final (anything else may still change). Call once committed. */
+  remember(paymentId: string, known: KnownFinal): void {
+    if (this.limit === 0 || !isFinalStatus(known.answer.status)) return
+    if (!this.#answers.delete(paymentId) && this.#answers.size >= this.limit)
+      this.#answers.delete(this.#answers.keys().next().value!)
+    this.#answers.set(paymentId, Object.freeze({ ...known, answer: Object.freeze({ ...known.answer }) }))
+  }
 }

@@ -12,7 +12,7 @@ import type { Db } from '../store/db.js'
 import { columnsText, namedStatement } from '../store/prepared.js'
 import { type PaymentRow, paymentColumns } from '../store/schema.js'
 import { toAmount } from './assets.js'
-import { type KnownFinal, knownFinal, rememberFinal } from './finalStatuses.js'
+import type { FinalStatuses, KnownFinal } from './finalStatuses.js'
 import { withExpiryApplied } from './lifecycle.js'
 
 /** Row -> wire shapes of a payment, shared by the merchant API and the gateway. */
@@ -125,19 +125,23 @@ const selectPaymentStatus = namedStatement<StatusRow>(
 /**
  * A payment's status (expiry applied) for its merchant (`merchantId`) or for the gateway (`mode`: a test
  * credential never sees a live payment, and the other way round); else `404 payment_not_found`.
+ * `finals`, the app's kept final answers (fastPath.ts), answers a final payment without a read; the
+ * same visibility check applies to a kept answer.
  */
 export async function findPaymentStatus(
   db: Db,
   paymentId: string,
   scope: { merchantId: string } | { mode: PaymentRow['mode'] | null },
   now: Date,
+  finals?: FinalStatuses,
 ): Promise<StatusResponse> {
-  const known = knownFinal(db, paymentId)
+  const known = finals?.get(paymentId)
   if (known) return visibleTo(scope, paymentId, known).answer
   const [row] = (await selectPaymentStatus(db, paymentId)).rows
   const owner = visibleTo(scope, paymentId, row && { merchantId: row.merchant_id, mode: row.mode })
   const answer = statusJson(await withExpiryApplied(db, row!, now))
-  rememberFinal(db, paymentId, { ...owner, answer })
+  // Only what is committed: a read inside a transaction may still roll back.
+  if (!db.isTransaction) finals?.remember(paymentId, { ...owner, answer })
   return answer
 }
 

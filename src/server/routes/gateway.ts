@@ -35,8 +35,8 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
     return gatewayPaymentJson(await findGatewayPayment(db, params.id, auth.mode, now), config)
   })
 
-  defineRoute(app, endpoints.gatewayGetStatus, async ({ db, auth, params, now }) => {
-    return findPaymentStatus(db, params.id, { mode: auth.mode }, now)
+  defineRoute(app, endpoints.gatewayGetStatus, async ({ db, auth, params, now, fastPath }) => {
+    return findPaymentStatus(db, params.id, { mode: auth.mode }, now, fastPath.finalStatuses)
   })
 
   defineRoute(app, endpoints.gatewayOptions, async ({ db, auth, params, body, config, now }) => {

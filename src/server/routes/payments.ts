@@ -23,8 +23,8 @@ export async function paymentRoutes(app: FastifyInstance): Promise<void> {
     return paymentJson(await findMerchantPayment(db, merchant.id, params.id, now), config)
   })
 
-  defineRoute(app, endpoints.getPaymentStatus, async ({ db, merchant, params, now }) => {
-    return findPaymentStatus(db, params.id, { merchantId: merchant.id }, now)
+  defineRoute(app, endpoints.getPaymentStatus, async ({ db, merchant, params, now, fastPath }) => {
+    return findPaymentStatus(db, params.id, { merchantId: merchant.id }, now, fastPath.finalStatuses)
   })
 
   defineRoute(app, endpoints.listPayments, async ({ db, auth, query, config, now }) => {

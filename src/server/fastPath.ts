@@ -1,0 +1,33 @@
+import { AuthCache, registerAuthCache } from './authCache.js'
+import { FinalStatuses } from './payments/finalStatuses.js'
+
+/**
+ * Every fast path of the server behind one seam: one FastPath per app (`app.fastPath`), owning every
+ * per-process memo as instance state. A shortcut answers what it knows, or undefined for "not known:
+ * take the plain path", so the plain path alone is always correct and a shortcut only ever skips work.
+ * `fastPaths: false` (config file, or buildApp's option) makes every shortcut know nothing; CI runs the
+ * gateway and payments suites both ways (CAIPAY_FAST_PATHS=0, see vitest.config.ts).
+ *
+ * The fast paths, and what each costs and saves, are listed in docs/performance.md:
+ * - `auth`: API key, App-Id and Merchant-Id lookups reused for `authCacheMs` (authCache.ts);
+ * - `finalStatuses`: a final payment's status answer (payments/finalStatuses.ts).
+ */
+export class FastPath {
+  readonly enabled: boolean
+  readonly auth: AuthCache
+  readonly finalStatuses: FinalStatuses
+
+  constructor(options: { enabled: boolean; authCacheMs: number }) {
+    this.enabled = options.enabled
+    this.auth = new AuthCache({ ttlMs: options.enabled ? options.authCacheMs : 0 })
+    this.finalStatuses = new FinalStatuses(options.enabled ? finalStatusLimit : 0)
+  }
+
+  /** Joins the process's revocation fan-out (authCache.ts); returns how to leave it. */
+  register(): () => void {
+    return registerAuthCache(this.auth)
+  }
+}
+
+/** Final answers kept per app: ~20,000 polls' worth of payments, a few MB. */
+export const finalStatusLimit = 20_000
