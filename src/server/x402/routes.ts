@@ -48,7 +48,7 @@ async function liveKey(app: FastifyInstance, request: FastifyRequest): Promise<A
   const authorization = header(request, 'authorization')
   const match = authorization && /^Bearer\s+(\S+)\s*$/i.exec(authorization)
   if (!match) fail('missing_api_key', 'Send the live API key as Authorization: Bearer <key>.')
-  const auth = await authenticateKey(app.db, match[1]!, app.authCache)
+  const auth = await authenticateKey(app.db, match[1]!, app.fastPath.auth)
   if (auth.mode !== 'live') fail('forbidden', 'x402 settles real payments: use a live API key.')
   if (auth.role !== 'partner') fail('forbidden', 'This key cannot facilitate payments.')
   return auth
