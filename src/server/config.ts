@@ -61,6 +61,13 @@ const ChainConfigSchema = z.strictObject({
   eip6492Factories: z.optional(
     z.array(z.string().check(z.regex(/^0x[0-9a-fA-F]{40}$/, 'Expected a 0x-prefixed 20-byte address.'))),
   ),
+  /**
+   * EVM: how often the head is polled for a new block, ms (default 250). Receipts of everything in
+   * flight are read once per new block; keep it below the block time.
+   */
+  blockPollMs: z.optional(z.int().check(z.minimum(10), z.maximum(60_000))),
+  /** EVM: transactions the executor key keeps in flight at once (default 256); more wait their turn. */
+  maxInFlight: z.optional(z.int().check(z.minimum(1), z.maximum(10_000))),
 })
 
 /** A browser origin as the `Origin` header carries it: scheme, host, optional port; no path. */
@@ -91,6 +98,13 @@ const ConfigFileSchema = z.strictObject({
     z.union([z.literal(false), z.strictObject({ perSecond: PositiveInt, burst: z.optional(PositiveInt) })]),
   ),
   idempotencyTtlSeconds: z.optional(PositiveInt),
+  /** The job runner (live payments, settlements, webhooks). */
+  jobs: z.optional(
+    z.strictObject({
+      /** Jobs one process runs at once (default 64); its database pool grows with it. */
+      slots: z.optional(z.int().check(z.minimum(1), z.maximum(4096))),
+    }),
+  ),
   paymentTtlSeconds: z.optional(PositiveInt),
   bodyLimitBytes: z.optional(PositiveInt),
   authCacheMs: z.optional(z.int().check(z.minimum(0), z.maximum(60_000))),
@@ -124,6 +138,8 @@ export interface ServerConfig {
   /** Per credential; false disables. The window holds `burst` requests per `burst / perSecond` s. */
   rateLimit: { perSecond: number; burst: number } | false
   idempotencyTtlSeconds: number
+  /** Jobs one process runs at once; the database pool is sized from it (see server.ts). */
+  jobSlots: number
   /** Payment expiry when the merchant gives none. */
   paymentTtlSeconds: number
   bodyLimitBytes: number
@@ -157,6 +173,7 @@ export const defaultConfig: ServerConfig = {
   collectDataAtMinor: '100000',
   rateLimit: { perSecond: 100, burst: 200 },
   idempotencyTtlSeconds: 24 * 60 * 60,
+  jobSlots: 64,
   paymentTtlSeconds: 15 * 60,
   bodyLimitBytes: 1024 * 1024,
   authCacheMs: 1000,
@@ -188,6 +205,7 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
       file.collectDataAtMinor === undefined ? defaultConfig.collectDataAtMinor : file.collectDataAtMinor,
     rateLimit,
     idempotencyTtlSeconds: file.idempotencyTtlSeconds ?? defaultConfig.idempotencyTtlSeconds,
+    jobSlots: file.jobs?.slots ?? defaultConfig.jobSlots,
     paymentTtlSeconds: file.paymentTtlSeconds ?? defaultConfig.paymentTtlSeconds,
     bodyLimitBytes: file.bodyLimitBytes ?? defaultConfig.bodyLimitBytes,
     authCacheMs: file.authCacheMs ?? defaultConfig.authCacheMs,

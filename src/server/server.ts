@@ -60,8 +60,10 @@ export interface RunningServer {
 export async function startServer(options: StartServerOptions = {}): Promise<RunningServer> {
   const config: ServerConfig = { ...(options.config ?? resolveConfig({})) }
   const log = options.logger || undefined
+  const role = options.role ?? 'all'
   const database = await openDatabase({
     databaseUrl: options.databaseUrl,
+    poolSize: poolSizeFor(role, config.jobSlots),
     dataDir: options.dataDir,
     ...(options.handleSignals ? { handleSignals: true } : {}),
     ...(log ? { log: (message: string) => log.debug({ postgres: message }) } : {}),
@@ -70,7 +72,6 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
   let sweeper: NodeJS.Timeout | undefined
   let jobs: JobRunner | undefined
   let credentials: JobListener | undefined
-  const role = options.role ?? 'all'
   let webhooks: WebhookDispatcher | undefined
   try {
     const bootstrap = options.bootstrapPartner ? await bootstrapPartner(database.db) : undefined
@@ -110,6 +111,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
         db: database.db,
         handlers: app.jobHandlers,
         listenUrl: database.url,
+        concurrency: config.jobSlots,
         ...(options.jobIntervalMs !== undefined ? { intervalMs: options.jobIntervalMs } : {}),
         ...(options.jobLeaseMs !== undefined ? { leaseMs: options.jobLeaseMs } : {}),
         ...(options.now ? { now: options.now } : {}),
@@ -159,6 +161,15 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
     await database.close().catch(() => {})
     throw error
   }
+}
+
+/**
+ * Connections for the API and for `jobSlots` jobs. A job holds a connection only for one statement or
+ * one short transaction, never while it waits on the chain or on another connection, so any size makes
+ * progress; this one keeps a busy runner from queueing the API's reads behind its own.
+ */
+export function poolSizeFor(role: ServerRole, jobSlots: number): number {
+  return role === 'api' ? 10 : 10 + Math.ceil(jobSlots / 4)
 }
 
 export const wildcardHosts = new Set(['0.0.0.0', '::', '[::]'])

@@ -1,3 +1,5 @@
+import { setMaxListeners } from 'node:events'
+import { sql } from 'kysely'
 import { type Db, isDatabaseUnavailable } from '../store/db.js'
 import type { JobRow } from '../store/schema.js'
 import { type JobListener, listenForJobs } from './notify.js'
@@ -17,6 +19,12 @@ export interface JobRunContext {
   log: JobLogger
   /** The runner's clock (scheduling); tests move it. */
   now: () => Date
+  /**
+   * Waits for `work` without holding a slot (a transaction's receipt, the next block): the runner starts
+   * other jobs meanwhile. The claim stays this job's (its lease is renewed) and the slot is taken back
+   * when `work` settles.
+   */
+  idle<T>(work: Promise<T>): Promise<T>
 }
 
 export interface JobHandler {
@@ -49,7 +57,11 @@ export interface JobRunnerOptions {
    * dies (SIGKILL, lost host) leaves its jobs to another within about this long.
    */
   leaseMs?: number
-  /** Jobs run at once by this runner (default 4). */
+  /**
+   * Jobs working at once in this runner (default 64); jobs idle on the chain (`ctx.idle`) do not count.
+   * A job holds a connection only for its statements, never while waiting, so this is not bounded by
+   * the database pool.
+   */
   concurrency?: number
   log?: JobLogger
   /**
@@ -82,14 +94,41 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
   const kinds = Object.keys(handlers)
   const intervalMs = options.intervalMs ?? 500
   const leaseMs = options.leaseMs ?? defaultLeaseMs
-  const concurrency = options.concurrency ?? 4
+  const concurrency = options.concurrency ?? 64
   const log = options.log ?? silent
   const now = options.now ?? (() => new Date())
   const controller = new AbortController()
+  // Every running job listens for the stop.
+  setMaxListeners(0, controller.signal)
   const inFlight = new Set<Promise<void>>()
   let timer: NodeJS.Timeout | undefined
   let polling: Promise<unknown> = Promise.resolve()
   let listener: JobListener | undefined
+
+  /** Claims held by running jobs, renewed together (one statement per renewal, however many jobs run). */
+  const claims = new Map<string, { job: JobRow; renewedAt: number; lost(): void }>()
+  const renewals = setInterval(() => void renewAll(), leaseMs / 3)
+  renewals.unref()
+  let working = 0
+
+  async function renewAll(): Promise<void> {
+    const held = [...claims.values()]
+    if (held.length === 0) return
+    const renewed = await renewLeases(
+      db,
+      held.map((c) => c.job),
+      leaseMs,
+    ).catch(() => undefined)
+    const at = Date.now()
+    for (const claim of held) {
+      if (renewed?.has(claim.job.id)) claim.renewedAt = at
+      // Claimed again by another runner, or the database unreachable for a whole lease.
+      else if (renewed !== undefined || at - claim.renewedAt >= leaseMs) {
+        log.warn({ jobId: claim.job.id, kind: claim.job.kind }, 'Job lease lost; stopping the step')
+        claim.lost()
+      }
+    }
+  }
 
   async function execute(job: JobRow): Promise<void> {
     const handler = handlers[job.kind]!
@@ -98,20 +137,23 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
     const claim = new AbortController()
     const stopStep = () => claim.abort()
     controller.signal.addEventListener('abort', stopStep, { once: true })
-    const ctx: JobRunContext = { db, signal: claim.signal, log, now }
-    let renewedAt = Date.now()
-    // Renew the lease while the step runs, so a slow chain never hands the job to a second runner.
-    const heartbeat = setInterval(() => {
-      void renewLease(db, job, leaseMs)
-        .catch(() => undefined)
-        .then((held) => {
-          if (held) renewedAt = Date.now()
-          else if (held === false || Date.now() - renewedAt >= leaseMs) {
-            log.warn({ jobId: job.id, kind: job.kind }, 'Job lease lost; stopping the step')
-            claim.abort()
-          }
-        })
-    }, leaseMs / 3)
+    const ctx: JobRunContext = {
+      db,
+      signal: claim.signal,
+      log,
+      now,
+      async idle(work) {
+        working -= 1
+        claimSoon()
+        try {
+          return await work
+        } finally {
+          working += 1
+        }
+      },
+    }
+    claims.set(job.id, { job, renewedAt: Date.now(), lost: stopStep })
+    working += 1
     try {
       const result = await handler.run(job, ctx)
       await completeJob(db, job.id, result, now())
@@ -143,14 +185,17 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
         ...(handler.retryDelayMs ? { backoffMs: handler.retryDelayMs(job.attempts) } : {}),
       })
     } finally {
-      clearInterval(heartbeat)
+      working -= 1
+      claims.delete(job.id)
+      // A slot is free: start the next due job now rather than at the next poll.
+      claimSoon()
       controller.signal.removeEventListener('abort', stopStep)
     }
   }
 
   /** Claims what fits and starts it; returns the started jobs' promises. */
   async function claimAndStart(): Promise<Promise<void>[]> {
-    const room = concurrency - inFlight.size
+    const room = concurrency - working
     if (room <= 0 || controller.signal.aborted) return []
     const jobs = await claimJobs(db, { kinds, limit: room, leaseMs, now: now() })
     // stop() began while this claim waited for the database: a step started now would never hear the
@@ -176,6 +221,21 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
       log.warn({ error: String(error) }, 'Claiming jobs failed')
     })
     return claimed
+  }
+
+  /** One claim queued at a time, however many slots free up meanwhile. */
+  let claimQueued = false
+  function claimSoon(): void {
+    if (claimQueued || controller.signal.aborted) return
+    claimQueued = true
+    polling = polling
+      .then(() => {
+        claimQueued = false
+        return claimAndStart()
+      })
+      .catch((error: unknown) => {
+        log.warn({ error: String(error) }, 'Claiming jobs failed')
+      })
   }
 
   function schedule(): void {
@@ -211,6 +271,7 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
     async stop() {
       controller.abort()
       clearTimeout(timer)
+      clearInterval(renewals)
       await listener?.close()
       await polling
       await Promise.all([...inFlight])
@@ -218,16 +279,18 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
   }
 }
 
-/** Extends this claim's lease; false when the job is no longer this claim's (`attempts` counts claims). */
-async function renewLease(db: Db, job: Pick<JobRow, 'id' | 'attempts'>, leaseMs: number): Promise<boolean> {
-  const result = await db
-    .updateTable('jobs')
-    .set({ locked_until: new Date(Date.now() + leaseMs) })
-    .where('id', '=', job.id)
-    .where('state', '=', 'running')
-    .where('attempts', '=', job.attempts)
-    .executeTakeFirst()
-  return result.numUpdatedRows > 0n
+/** Extends these claims' leases; the ids still theirs (`attempts` counts claims: a re-claim is not). */
+async function renewLeases(
+  db: Db,
+  jobs: readonly Pick<JobRow, 'id' | 'attempts'>[],
+  leaseMs: number,
+): Promise<Set<string>> {
+  const result = await sql<{ id: string }>`
+    UPDATE jobs SET locked_until = ${new Date(Date.now() + leaseMs)}
+    FROM unnest(${jobs.map((j) => j.id)}::bigint[], ${jobs.map((j) => j.attempts)}::int[]) AS held(id, attempts)
+    WHERE jobs.id = held.id AND jobs.attempts = held.attempts AND jobs.state = 'running'
+    RETURNING jobs.id`.execute(db)
+  return new Set(result.rows.map((row) => String(row.id)))
 }
 
 /** A stopping runner gives its claim back at once instead of letting the lease run out. */

@@ -40,10 +40,14 @@ export interface EvmChain {
   chainId: number
   executor: Account & { address: Address }
   publicClient: PublicClient<Transport, Chain>
+  /** The same node with JSON-RPC batching: many reads made together go in one request. */
+  batchClient: PublicClient<Transport, Chain>
   walletClient: WalletClient<Transport, Chain, Account>
   assets: readonly EvmAsset[]
-  /** How often receipts are polled, ms. */
+  /** How often the head is polled for a new block (receipts are read once per block), ms. */
   pollingIntervalMs: number
+  /** Transactions of the executor key in flight at once; more wait for room. */
+  maxInFlight: number
   /** Blocks a receipt needs (its own included) before it counts; a receipt that goes away is looked for again. */
   confirmations: number
   /** Replacing a stuck executor transaction (same nonce, higher fees): see transactions.ts. */
@@ -81,6 +85,10 @@ export function createEvmChain(options: EvmChainOptions): EvmChain {
   })
   const transport = http(config.rpcUrl, { retryCount: 2 })
   const publicClient = createPublicClient({ chain: viemChain, transport })
+  const batchClient = createPublicClient({
+    chain: viemChain,
+    transport: http(config.rpcUrl, { retryCount: 2, batch: { batchSize: 500 } }),
+  })
   const walletClient = createWalletClient({ chain: viemChain, transport, account: executor })
   const assets = options.assets.map((asset): EvmAsset => {
     const fileAsset = Object.entries(config.assets).find(([id]) => sameCaip(id, asset.id))?.[1]
@@ -112,9 +120,11 @@ export function createEvmChain(options: EvmChainOptions): EvmChain {
     chainId,
     executor,
     publicClient,
+    batchClient,
     walletClient,
     assets,
-    pollingIntervalMs: options.pollingIntervalMs ?? 1000,
+    pollingIntervalMs: options.pollingIntervalMs ?? config.blockPollMs ?? 250,
+    maxInFlight: config.maxInFlight ?? 256,
     confirmations: config.confirmations ?? 1,
     feeBump: {
       afterMs: config.feeBumpAfterMs ?? 20_000,

@@ -8,8 +8,11 @@ import { createEvmChain, type EvmChain } from './chain.js'
 import { createEvmDriver } from './driver.js'
 import { evmJobKinds } from './outcome.js'
 import { relayJob } from './relay.js'
+import { createEvmSender } from './sender.js'
 import { settleJob } from './settle.js'
+import { sweepInFlight } from './transactions.js'
 import { verifyTransferJob } from './verifyTransfer.js'
+import { createEvmWatcher } from './watcher.js'
 import './schema.js'
 
 export type { EvmChain } from './chain.js'
@@ -20,7 +23,7 @@ export interface EvmRuntimeOptions {
   config: ServerConfig
   db: Db
   log?: JobLogger
-  /** Receipt polling, ms (default 1000; a local node mines at once, use less). */
+  /** Head polling, ms (default the chain's `blockPollMs`, else 250; a local node mines at once, use less). */
   pollingIntervalMs?: number
   /** How long one job run waits for a receipt before handing the job back (default 30 s). */
   receiptTimeoutMs?: number
@@ -66,6 +69,15 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
   }
   const jobSettings = {
     chains: new Map(chains.map((c) => [c.caip2, c])),
+    relayers: new Map(
+      chains.map((chain) => [
+        chain.caip2,
+        {
+          sender: createEvmSender(options.db, chain),
+          watcher: createEvmWatcher(options.db, chain, sweepInFlight),
+        },
+      ]),
+    ),
     receiptTimeoutMs: options.receiptTimeoutMs ?? 30_000,
   }
   return {

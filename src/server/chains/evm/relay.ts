@@ -9,8 +9,10 @@ import type { EvmChain } from './chain.js'
 import { evmJobKinds, failPayment, type RelayPayload, type SettlePayload } from './outcome.js'
 import { classifyPayerSignature, factoryRefusal, type PayerSignature } from './payerSignature.js'
 import { merchantDestination } from './quote.js'
+import type { EvmSender } from './sender.js'
 import { retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
 import { hasTransfer, refuseOnRevert } from './transfers.js'
+import type { EvmWatcher } from './watcher.js'
 
 /** The token refused the authorization (used nonce, expired, bad signature, balance short): final. */
 export class AuthorizationRefused extends Error {}
@@ -18,8 +20,15 @@ export class AuthorizationRefused extends Error {}
 /** An undeployed account cannot be deployed as its ERC-6492 wrapper says (factory refused or reverting): final. */
 class DeploymentRefused extends Error {}
 
+/** A chain's sending pipeline in this process: the executor key's sender and the chain's watcher. */
+export interface EvmRelayer {
+  sender: EvmSender
+  watcher: EvmWatcher
+}
+
 export interface JobSettings {
   chains: ReadonlyMap<string, EvmChain>
+  relayers: ReadonlyMap<string, EvmRelayer>
   /** How long one run waits for a receipt before handing the job back (RetryLater). */
   receiptTimeoutMs: number
 }
@@ -29,6 +38,10 @@ export function chainOf(settings: JobSettings, caip2: string): EvmChain {
   // Configuration changed under a queued job: retry (an operator may put the chain back), then give up.
   if (!chain) throw new Error(`Chain ${caip2} is not configured on this server.`)
   return chain
+}
+
+export function relayerOf(settings: JobSettings, chain: EvmChain): EvmRelayer {
+  return settings.relayers.get(chain.caip2)!
 }
 
 /**
@@ -51,14 +64,22 @@ export function relayJob(settings: JobSettings): JobHandler {
         if (deployed) return deployed
       }
       const signature = signed.signature
-      const send = () => submitRelay(ctx.db, chain, job.payment_id, authorization, signature)
+      const relayer = relayerOf(settings, chain)
+      const send = () => submitRelay(ctx.db, chain, relayer.sender, job.payment_id, authorization, signature)
       let sent: Awaited<ReturnType<typeof sendAndWait>>
+      const release = await relayer.sender.slot()
       try {
-        sent = await sendAndWait(chain, send, { timeoutMs: settings.receiptTimeoutMs, signal: ctx.signal })
+        sent = await sendAndWait(relayer.watcher, { paymentId: job.payment_id, purpose: 'relay' }, send, {
+          timeoutMs: settings.receiptTimeoutMs,
+          signal: ctx.signal,
+          idle: ctx.idle,
+        })
       } catch (error) {
         if (error instanceof AuthorizationRefused)
           return failPayment(ctx.db, ctx.log, job.payment_id, 'authorization_rejected', error.message)
         throw await retryWhileInFlight(ctx.db, job.payment_id, 'relay', error)
+      } finally {
+        release()
       }
       const { hash, receipt } = sent
       ctx.log.info({ paymentId: job.payment_id, hash }, 'Relayed EIP-3009 authorization')
@@ -94,21 +115,35 @@ async function deployAccount(
   const refused = factoryRefusal(chain, signed.factory)
   if (refused && !refused.valid)
     return failPayment(ctx.db, ctx.log, paymentId, 'deployment_refused', `The account ${refused.reason}.`)
+  const relayer = relayerOf(settings, chain)
   const send = async () => {
     const { hash } = await sendOnce({
       db: ctx.db,
       chain,
+      sender: relayer.sender,
       paymentId,
       purpose: 'deploy',
       to: signed.factory,
       data: signed.factoryData,
-      beforeSign: () => simulateDeployAndRelay(chain, authorization, signed),
+      estimateGas: async () => {
+        await simulateDeployAndRelay(chain, authorization, signed)
+        return chain.publicClient.estimateGas({
+          account: chain.executor,
+          to: signed.factory,
+          data: signed.factoryData,
+          prepare: false,
+        })
+      },
     })
     return hash
   }
   let sent: Awaited<ReturnType<typeof sendAndWait>>
   try {
-    sent = await sendAndWait(chain, send, { timeoutMs: settings.receiptTimeoutMs, signal: ctx.signal })
+    sent = await sendAndWait(relayer.watcher, { paymentId, purpose: 'deploy' }, send, {
+      timeoutMs: settings.receiptTimeoutMs,
+      signal: ctx.signal,
+      idle: ctx.idle,
+    })
   } catch (error) {
     if (error instanceof DeploymentRefused)
       return failPayment(ctx.db, ctx.log, paymentId, 'deployment_refused', error.message)
@@ -156,6 +191,7 @@ async function simulateDeployAndRelay(
 export async function submitRelay(
   db: Db,
   chain: EvmChain,
+  sender: EvmSender,
   paymentId: string,
   authorization: Authorization,
   signature: `0x${string}`,
@@ -163,12 +199,14 @@ export async function submitRelay(
   const { hash } = await sendOnce({
     db,
     chain,
+    sender,
     paymentId,
     purpose: 'relay',
     to: authorization.token,
     data: encodeFunctionData(relayCall(authorization, signature)),
-    // The token's verdict before gas is spent: a used or expired authorization is refused by name.
-    beforeSign: () => simulateRelay(chain, authorization, signature),
+    // The estimate is the token's verdict before gas is spent: a used or expired authorization is
+    // refused by name.
+    estimateGas: () => estimateRelay(chain, authorization, signature),
   })
   return hash
 }
@@ -195,6 +233,20 @@ export function simulateRelay(chain: EvmChain, authorization: Authorization, sig
   return refuseOnRevert(
     chain.publicClient.simulateContract({
       account: chain.executor,
+      address: authorization.token,
+      ...relayCall(authorization, signature),
+    }),
+    (reason) => new AuthorizationRefused(`The token refused the authorization: ${reason}`),
+  )
+}
+
+/** The relay's gas, from the same call as `simulateRelay` (one eth_estimateGas, refusals by name). */
+function estimateRelay(chain: EvmChain, authorization: Authorization, signature: `0x${string}`) {
+  return refuseOnRevert(
+    chain.publicClient.estimateContractGas({
+      account: chain.executor,
+      // Only eth_estimateGas: preparing a local account's request would fill nonce and fees too.
+      prepare: false,
       address: authorization.token,
       ...relayCall(authorization, signature),
     }),

@@ -3,7 +3,7 @@ import { type JobHandler, RetryLater } from '../../jobs/runner.js'
 import { loadPayment, settlePayment } from '../../payments/lifecycle.js'
 import { eip3009Abi } from './abi.js'
 import type { SettlePayload } from './outcome.js'
-import { chainOf, type JobSettings } from './relay.js'
+import { chainOf, type JobSettings, relayerOf } from './relay.js'
 import { retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
 import { hasTransfer, refuseOnRevert } from './transfers.js'
 
@@ -24,18 +24,21 @@ export function settleJob(settings: JobSettings): JobHandler {
       const payment = await loadPayment(ctx.db, job.payment_id)
       if (payment.settlement_status !== 'pending') return { skipped: payment.settlement_status }
       const args = [payload.destination, BigInt(payload.amount)] as const
+      const relayer = relayerOf(settings, chain)
       const send = async () => {
         const { hash } = await sendOnce({
           db: ctx.db,
           chain,
+          sender: relayer.sender,
           paymentId: job.payment_id,
           purpose: 'settle',
           to: asset.token,
           data: encodeFunctionData({ abi: eip3009Abi, functionName: 'transfer', args }),
-          beforeSign: () =>
+          estimateGas: () =>
             refuseOnRevert(
-              chain.publicClient.simulateContract({
+              chain.publicClient.estimateContractGas({
                 account: chain.executor,
+                prepare: false,
                 address: asset.token,
                 abi: eip3009Abi,
                 functionName: 'transfer',
@@ -46,12 +49,17 @@ export function settleJob(settings: JobSettings): JobHandler {
         })
         return hash
       }
-      const { hash, receipt } = await sendAndWait(chain, send, {
-        timeoutMs: settings.receiptTimeoutMs,
-        signal: ctx.signal,
-      }).catch(async (error: unknown) => {
-        throw await retryWhileInFlight(ctx.db, job.payment_id, 'settle', error)
-      })
+      const release = await relayer.sender.slot()
+      const { hash, receipt } = await sendAndWait(
+        relayer.watcher,
+        { paymentId: job.payment_id, purpose: 'settle' },
+        send,
+        { timeoutMs: settings.receiptTimeoutMs, signal: ctx.signal, idle: ctx.idle },
+      )
+        .catch(async (error: unknown) => {
+          throw await retryWhileInFlight(ctx.db, job.payment_id, 'settle', error)
+        })
+        .finally(release)
       if (!receipt) throw new RetryLater(`Settlement transaction ${hash} has no receipt yet.`)
       const expected = {
         token: asset.token,

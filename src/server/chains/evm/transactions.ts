@@ -9,139 +9,142 @@ import {
   type TransactionReceipt,
   TransactionReceiptNotFoundError,
 } from 'viem'
-import { RetryLater } from '../../jobs/runner.js'
+import { type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import type { Db } from '../../store/db.js'
 import type { EvmChain } from './chain.js'
 import type { EvmTransactionRow, EvmTxPurpose, EvmTxStatus } from './schema.js'
+import { type EvmSender, signTransaction } from './sender.js'
+import type { EvmWatcher } from './watcher.js'
 
 export interface SendOnceParameters {
   db: Db
   chain: EvmChain
+  sender: EvmSender
   paymentId: string
   purpose: EvmTxPurpose
   to: Address
   data: Hex
-  /** Runs under the executor lock right before a NEW transaction is signed (e.g. a simulation). */
-  beforeSign?: () => Promise<void>
+  /**
+   * Runs before a NEW transaction is signed, outside any lock: the call's gas, estimated on the chain as
+   * it is now, which is also its simulation (throw to refuse: a revert is not paid for).
+   */
+  estimateGas: () => Promise<bigint>
 }
 
 /**
  * Sends the executor's transaction for (payment, purpose) at most once.
  *
- * Under a per-executor lock (a PostgreSQL advisory lock, so instances on one database serialise too):
- * a transaction recorded as succeeded is the one; one recorded as sent is looked up on the chain first
- * (mined or pending: that is the one; unknown to the node: broadcast the same signed bytes again, unless
- * its nonce has since been used by another transaction, in which case it can never land and a new one is
- * due). Only then is a new transaction signed with the pending nonce, recorded, and broadcast, in that
- * order: a crash between any two steps leaves a row that the next attempt finds.
+ * A transaction recorded as succeeded is the one; one recorded as sent is looked up on the chain first
+ * (mined or pending: that is the one, and the sweep bumps it when stuck; unknown to the node: broadcast
+ * the same signed bytes again, unless its nonce has since been used by another transaction, in which
+ * case it can never land and a new one is due). Only then is a new transaction estimated, then numbered,
+ * signed and recorded by the key's sender (see sender.ts), then broadcast, in that order: a crash between
+ * any two steps leaves a row that the next attempt (or the sweep) finds.
  */
 export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row: EvmTransactionRow }> {
   const { db, chain } = p
-  return withExecutorLock(db, chain, async () => {
-    const prior = await db
-      .selectFrom('evm_transactions')
-      .selectAll()
-      .where('payment_id', '=', p.paymentId)
-      .where('purpose', '=', p.purpose)
-      .where('status', 'in', ['sent', 'succeeded'])
-      .orderBy('id', 'desc')
-      .execute()
-    // Newest first: a replacement comes before the transaction it replaced (same nonce), and whichever
-    // of them is mined is the step.
-    for (const row of prior) {
-      // Landed and recorded, but the caller died before its own next write (the payment row): that
-      // transaction is the step. Signing anew would pay twice (or, for a relay, fail a paid payment
-      // because its authorization is already used).
-      if (row.status === 'succeeded') return { hash: row.hash as Hash, row }
-      const state = await chainState(chain, row.hash as Hash)
-      if (state === 'mined') return { hash: row.hash as Hash, row }
-      if (state === 'pending') {
-        const stuck = Date.now() - row.created_at.getTime() >= chain.feeBump.afterMs
-        return (stuck && (await replaceWithHigherFees(db, chain, row))) || { hash: row.hash as Hash, row }
-      }
-      const used = await chain.publicClient.getTransactionCount({
-        address: chain.executor.address,
-        blockTag: 'latest',
-      })
-      if (BigInt(row.nonce) >= BigInt(used)) {
-        try {
-          await broadcast(chain, row.raw as Hex)
-        } catch (error) {
-          // Dropped for its fees (base fee rose past its cap): only a replacement can land now.
-          if (!feesTooLow(error)) throw error
-          const replacement = await replaceWithHigherFees(db, chain, row)
-          if (!replacement) throw error
-          return replacement
-        }
-        return { hash: row.hash as Hash, row }
-      }
-      await setTxStatus(db, row.hash, 'dropped')
-    }
-
-    await p.beforeSign?.()
-    const nonce = await nextNonce(db, chain)
-    const request = await chain.walletClient.prepareTransactionRequest({
-      account: chain.executor,
-      chain: chain.walletClient.chain,
-      to: p.to,
-      data: p.data,
-      nonce,
+  const prior = await db
+    .selectFrom('evm_transactions')
+    .selectAll()
+    .where('payment_id', '=', p.paymentId)
+    .where('purpose', '=', p.purpose)
+    .where('status', 'in', ['sent', 'succeeded'])
+    .orderBy('id', 'desc')
+    .execute()
+  // Newest first: a replacement comes before the transaction it replaced (same nonce), and whichever
+  // of them is mined is the step.
+  for (const row of prior) {
+    // Landed and recorded, but the caller died before its own next write (the payment row): that
+    // transaction is the step. Signing anew would pay twice (or, for a relay, fail a paid payment
+    // because its authorization is already used).
+    if (row.status === 'succeeded') return { hash: row.hash as Hash, row }
+    if ((await chainState(chain, row.hash as Hash)) !== 'unknown') return { hash: row.hash as Hash, row }
+    const used = await chain.publicClient.getTransactionCount({
+      address: chain.executor.address,
+      blockTag: 'latest',
     })
-    const raw = await chain.walletClient.signTransaction({ ...request, gas: withGasHeadroom(request.gas) })
-    const hash = keccak256(raw)
-    const now = new Date()
-    const row = await db
-      .insertInto('evm_transactions')
-      .values({
-        payment_id: p.paymentId,
-        purpose: p.purpose,
-        chain_id: chain.caip2,
-        sender: chain.executor.address.toLowerCase(),
-        nonce: BigInt(nonce),
-        hash,
-        raw,
-        status: 'sent',
-        created_at: now,
-        updated_at: now,
-      })
-      .returningAll()
-      .executeTakeFirstOrThrow()
-    await broadcast(chain, raw)
-    return { hash, row }
+    if (BigInt(row.nonce) >= BigInt(used)) return rebroadcast(db, chain, row)
+    await setTxStatus(db, row.hash, 'dropped')
+  }
+
+  const gas = withGasHeadroom(await p.estimateGas())
+  const row = await p.sender.record({
+    paymentId: p.paymentId,
+    purpose: p.purpose,
+    to: p.to,
+    data: p.data,
+    gas,
   })
+  try {
+    await broadcast(chain, row.raw as Hex)
+  } catch (error) {
+    // Its nonce went to another sender of the key: count again before numbering the next ones.
+    if (/nonce too low/i.test(String(error))) p.sender.forgetChainNonce()
+    throw error
+  }
+  return { hash: row.hash as Hash, row }
+}
+
+/** The same signed bytes again; dropped for its fees (base fee rose past its cap), a replacement. */
+async function rebroadcast(
+  db: Db,
+  chain: EvmChain,
+  row: EvmTransactionRow,
+): Promise<{ hash: Hash; row: EvmTransactionRow }> {
+  try {
+    await broadcast(chain, row.raw as Hex)
+  } catch (error) {
+    if (!feesTooLow(error)) throw error
+    const replacement = await replaceWithHigherFees(db, chain, row)
+    if (!replacement) throw error
+    return replacement
+  }
+  return { hash: row.hash as Hash, row }
 }
 
 /**
- * The executor's next nonce, under its lock: past what the node counts (pending included) and past every
- * nonce recorded for a transaction still in flight, so two payments never share a nonce. A recorded
- * transaction the node does not know (the process died before broadcasting it, or the broadcast was
- * lost) would leave a gap that stalls every later one: it is broadcast again here, whatever became of
- * its own job.
+ * The key's in-flight transactions, looked after outside any payment's step (the watcher runs it between
+ * blocks): one the node's pool lacks (a crash between record and send, a lost broadcast) is broadcast
+ * again, byte for byte; one pending past `feeBumpAfterMs` is replaced with higher fees; a nonce the
+ * chain has used for none of its recorded transactions is marked dropped (the step then sends anew).
  */
-async function nextNonce(db: Db, chain: EvmChain): Promise<number> {
-  const [counted, inFlight] = await Promise.all([
-    chain.publicClient.getTransactionCount({ address: chain.executor.address, blockTag: 'pending' }),
-    db
-      .selectFrom('evm_transactions')
-      .select(['nonce', 'raw'])
-      .where('chain_id', '=', chain.caip2)
-      .where('sender', '=', chain.executor.address.toLowerCase())
-      .where('status', '=', 'sent')
-      .orderBy('nonce')
-      .orderBy('id', 'desc')
-      .execute(),
+export async function sweepInFlight(db: Db, chain: EvmChain): Promise<void> {
+  const rows = await db
+    .selectFrom('evm_transactions')
+    .selectAll()
+    .where('chain_id', '=', chain.caip2)
+    .where('sender', '=', chain.executor.address.toLowerCase())
+    .where('status', '=', 'sent')
+    .orderBy('nonce')
+    .orderBy('id', 'desc')
+    .execute()
+  if (rows.length === 0) return
+  const byNonce = new Map<string, EvmTransactionRow[]>()
+  for (const row of rows) byNonce.set(row.nonce, [...(byNonce.get(row.nonce) ?? []), row])
+  const address = chain.executor.address
+  const [latest, pending] = await Promise.all([
+    chain.publicClient.getTransactionCount({ address, blockTag: 'latest' }),
+    chain.publicClient.getTransactionCount({ address, blockTag: 'pending' }),
   ])
-  let next = counted
-  const seen = new Set<string>()
-  for (const row of inFlight) {
-    // Newest row per nonce (a replacement before what it replaced); below `counted` the node has one.
-    if (seen.has(row.nonce) || Number(row.nonce) < counted) continue
-    seen.add(row.nonce)
-    await broadcast(chain, row.raw as Hex).catch(() => {})
-    next = Math.max(next, Number(row.nonce) + 1)
+  const now = Date.now()
+  for (const [nonce, [newest, ...older]] of byNonce) {
+    const age = now - newest!.created_at.getTime()
+    // Just recorded: its own step is broadcasting it right now.
+    if (age < resendAfterMs) continue
+    if (BigInt(nonce) >= BigInt(pending)) {
+      await rebroadcast(db, chain, newest!).catch(() => {})
+    } else if (BigInt(nonce) < BigInt(latest)) {
+      const states = await Promise.all([newest!, ...older].map((r) => chainState(chain, r.hash as Hash)))
+      if (states.every((state) => state === 'unknown'))
+        for (const row of [newest!, ...older]) await setTxStatus(db, row.hash, 'dropped')
+    } else if (age >= chain.feeBump.afterMs) {
+      await replaceWithHigherFees(db, chain, newest!).catch(() => {})
+    }
   }
-  return next
 }
+
+/** How long the sweep leaves a new transaction to its own step's broadcast. */
+const resendAfterMs = 2_000
 
 /** A node refusing a transaction (or a replacement) for its fees, in the words of geth, Anvil, Erigon... */
 function feesTooLow(error: unknown): boolean {
@@ -183,18 +186,17 @@ async function replaceWithHigherFees(
   )
   if (maxFeePerGas < bump(old.maxFeePerGas) || maxPriorityFeePerGas < bump(old.maxPriorityFeePerGas))
     return undefined
-  const raw = await chain.walletClient.signTransaction({
-    account: chain.executor,
-    chain: chain.walletClient.chain,
+  const raw = await signTransaction(chain, {
     type: 'eip1559',
+    chainId: chain.chainId,
     to: old.to ?? null,
-    data: old.data,
+    ...(old.data ? { data: old.data } : {}),
     value: old.value ?? 0n,
-    gas: old.gas,
+    ...(old.gas !== undefined ? { gas: old.gas } : {}),
     nonce: Number(row.nonce),
     maxFeePerGas,
     maxPriorityFeePerGas,
-  } as Parameters<typeof chain.walletClient.signTransaction>[0])
+  })
   const hash = keccak256(raw)
   const now = new Date()
   const replacement = await db
@@ -219,24 +221,29 @@ const max = (a: bigint, b: bigint) => (a > b ? a : b)
 const min = (a: bigint, b: bigint) => (a < b ? a : b)
 
 /**
- * Sends (or finds) a step's transaction and waits for its receipt up to `timeoutMs`, looking again
- * every `chain.feeBump.afterMs` so that a stuck transaction is replaced within the same run.
- * Undefined receipt: nothing mined yet (the caller hands the job back; the hashes stay recorded).
+ * Sends (or finds) a step's transaction and waits, through the chain's watcher, until one of the step's
+ * transactions (replacements included) has its confirmations, up to `timeoutMs`. A step whose
+ * transactions were all dropped (their nonce went to another) sends again. Undefined receipt: nothing
+ * mined yet (the caller hands the job back; the hashes stay recorded).
  */
 export async function sendAndWait(
-  chain: EvmChain,
+  watcher: EvmWatcher,
+  step: { paymentId: string; purpose: EvmTxPurpose },
   send: () => Promise<Hash>,
-  options: { timeoutMs: number; signal: AbortSignal },
+  options: { timeoutMs: number; signal: AbortSignal; idle: JobRunContext['idle'] },
 ): Promise<{ hash: Hash; receipt: TransactionReceipt | undefined }> {
   const deadline = Date.now() + options.timeoutMs
   for (;;) {
     const hash = await send()
-    const left = deadline - Date.now()
-    const receipt = await waitForReceipt(chain, hash, {
-      timeoutMs: Math.max(0, Math.min(left, chain.feeBump.afterMs)),
-      signal: options.signal,
-    })
-    if (receipt || Date.now() >= deadline) return { hash, receipt }
+    // The job gives its runner slot back while the chain works.
+    const outcome = await options.idle(
+      watcher.wait(step.paymentId, step.purpose, {
+        timeoutMs: Math.max(0, deadline - Date.now()),
+        signal: options.signal,
+      }),
+    )
+    if (outcome.kind === 'receipt') return { hash: outcome.receipt.transactionHash, receipt: outcome.receipt }
+    if (outcome.kind === 'timeout' || Date.now() >= deadline) return { hash, receipt: undefined }
   }
 }
 
@@ -344,18 +351,6 @@ async function broadcast(chain: EvmChain, raw: Hex): Promise<void> {
     if (/already known|known transaction|already imported/i.test(String(error))) return
     throw error
   }
-}
-
-async function withExecutorLock<T>(db: Db, chain: EvmChain, fn: () => Promise<T>): Promise<T> {
-  const key = `caipay.evm.executor:${chain.caip2}:${chain.executor.address.toLowerCase()}`
-  return db.connection().execute(async (connection) => {
-    await sql`SELECT pg_advisory_lock(hashtextextended(${key}, 0))`.execute(connection)
-    try {
-      return await fn()
-    } finally {
-      await sql`SELECT pg_advisory_unlock(hashtextextended(${key}, 0))`.execute(connection)
-    }
-  })
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

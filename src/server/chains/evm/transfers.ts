@@ -55,12 +55,12 @@ function revertReason(error: unknown): string | undefined {
 }
 
 /** Awaits a simulation; the contract's refusal becomes `refused(reason)`, any other error passes as is. */
-export async function refuseOnRevert(
-  simulation: Promise<unknown>,
+export async function refuseOnRevert<T>(
+  simulation: Promise<T>,
   refused: (reason: string) => Error,
-): Promise<void> {
+): Promise<T> {
   try {
-    await simulation
+    return await simulation
   } catch (error) {
     const reason = revertReason(error)
     throw reason ? refused(reason) : error

@@ -12,6 +12,7 @@ import * as eventNotifySubscribed from './010_event_notify_subscribed.js'
 import * as eventDispatchUnsubscribed from './011_event_dispatch_unsubscribed.js'
 import * as evmDeploy from './012_evm_deploy.js'
 import * as x402 from './013_x402.js'
+import * as evmSenderNonce from './014_evm_sender_nonce.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -31,4 +32,5 @@ export const migrations: Record<string, Migration> = {
   '011_event_dispatch_unsubscribed': eventDispatchUnsubscribed,
   '012_evm_deploy': evmDeploy,
   '013_x402': x402,
+  '014_evm_sender_nonce': evmSenderNonce,
 }

@@ -1,0 +1,466 @@
+/**
+ * Live gasless payments at the chain's speed: Anvil mining a block every second, N payers confirming
+ * gasless (EIP-3009) payments at once against the server as shipped (`caipay serve` through bin/caipay.js,
+ * default settings, embedded PostgreSQL in a temporary directory), and in the same run the chain's
+ * ceiling for one key: the same `receiveWithAuthorization` calls, pre-signed with locally counted
+ * nonces, sent pipelined without waiting for receipts.
+ *
+ *   npm run bench:live -- [--payers 200]
+ *
+ * Reported: payments per second as a share of the ceiling's, confirm -> `succeeded` in blocks (p50,
+ * p95), the blocks the relays spread over and transactions per block, settlement transactions and gas
+ * per payment, and whether the money moved exactly once. Payments are created, quoted and signed before
+ * the clock starts, as the ceiling's calls are signed before its clock starts.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import fs from 'node:fs/promises'
+import { createServer } from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+import { type Address, createPublicClient, encodeFunctionData, type Hash, type Hex, http } from 'viem'
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts'
+import { eip3009Abi } from '../../src/server/chains/evm/abi.js'
+import {
+  anvilChain,
+  anvilPrivateKeys,
+  authorizationTypedData,
+  deployTestToken,
+  mintTestToken,
+  signAuthorization,
+  startAnvil,
+} from '../../test/anvil.js'
+
+export interface LiveRelayOptions {
+  /** Payers confirming at once (and relays in the ceiling run). */
+  payers: number
+  /** How often each payer reads its payment's status, ms (default 250). */
+  statusPollMs?: number
+}
+
+export interface LiveRelayResult {
+  payers: number
+  ceiling: { paymentsPerSecond: number; seconds: number; blocks: number }
+  caipay: {
+    paymentsPerSecond: number
+    seconds: number
+    failed: number
+    blocksToSucceeded: { p50: number; p95: number; max: number }
+    relayBlocks: number
+    relaysPerBlock: number
+    settlementTxsPerPayment: number
+    gasPerPayment: number
+    movedExactlyOnce: boolean
+  }
+  ratio: number
+}
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+const amountMinor = 1_000_000n // USD 1.00 of a 6-decimal stablecoin
+
+export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelayResult> {
+  const n = options.payers
+  const anvil = await startAnvil()
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-bench-relay-'))
+  let server: ChildProcess | undefined
+  try {
+    const chain = anvilChain(anvil.chainId, anvil.rpcUrl)
+    const client = createPublicClient({ chain, transport: http(anvil.rpcUrl, { batch: true }) })
+    const rpc = (method: string, params: unknown[]) => client.request({ method, params } as never)
+    const token = await deployTestToken(anvil.rpcUrl)
+    const asset = `${anvil.caip2}/erc20:${token}`
+    const buyers = Array.from({ length: n }, () => privateKeyToAccount(generatePrivateKey()))
+    // Funded while Anvil mines on demand; from here on, a block every second.
+    for (const buyer of buyers) await mintTestToken(anvil.rpcUrl, token, buyer.address, 10n * amountMinor)
+    const collection = privateKeyToAccount(anvilPrivateKeys[1]).address
+    const destination = privateKeyToAccount(generatePrivateKey()).address
+    await rpc('evm_setAutomine', [false])
+    await rpc('evm_setIntervalMining', [1])
+
+    const ceiling = await measureCeiling(client, token, buyers, anvil.chainId)
+
+    const port = await freePort()
+    const configFile = path.join(dataDir, 'caipay.json')
+    await fs.writeFile(
+      configFile,
+      JSON.stringify({
+        rateLimit: false,
+        chains: {
+          [anvil.caip2]: {
+            rpcUrl: anvil.rpcUrl,
+            signerKey: anvilPrivateKeys[1],
+            assets: { [asset]: { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' } },
+          },
+        },
+      }),
+    )
+    const dbArgs = ['--data-dir', path.join(dataDir, 'db')]
+    const key = JSON.parse(await cli(['keys', 'create', '--mode', 'live', '--json', ...dbArgs])).apiKey
+    server = spawn(
+      process.execPath,
+      [path.join(root, 'bin/caipay.js'), 'serve', '--port', String(port), '--config', configFile, ...dbArgs],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    )
+    let log = ''
+    const keep = (chunk: Buffer) => {
+      log = (log + chunk.toString()).slice(-8_000)
+    }
+    server.stdout?.on('data', keep)
+    server.stderr?.on('data', keep)
+    const base = `http://127.0.0.1:${port}`
+    await waitForServer(base, server, () => log)
+    const call = api(base, key)
+
+    const { merchant } = await call('POST', '/v1/merchants', {
+      merchantName: 'Bench',
+      merchantEmail: 'b@example.com',
+    })
+    await call('POST', `/v1/merchants/${merchant.id}/settlements/crypto`, {
+      settlements: [{ asset, destination: `${anvil.caip2}:${destination}` }],
+    })
+    const before = {
+      buyers: await sumBalances(
+        client,
+        token,
+        buyers.map((b) => b.address),
+      ),
+      destination: await balanceOf(client, token, destination),
+      collection: await balanceOf(client, token, collection),
+    }
+    const signed = await inParallel(buyers, 16, async (buyer, i) => {
+      const { paymentId } = await call(
+        'POST',
+        '/v1/payments',
+        { referenceId: `relay-bench-${i}`, amount: { unit: 'iso4217/USD', value: '100' } },
+        { 'merchant-id': merchant.id },
+      )
+      const { options } = await call('POST', `/v1/gateway/payment/${paymentId}/options`, {
+        accounts: [`${anvil.caip2}:${buyer.address}`],
+      })
+      const option = options.find(
+        (o: { actions: { walletRpc?: { method: string } }[] }) =>
+          o.actions[0]?.walletRpc?.method === 'eth_signTypedData_v4',
+      )
+      const typed = JSON.parse(JSON.parse(option.actions[0].walletRpc.params)[1])
+      return { paymentId, optionId: option.id as string, result: await signAuthorization(buyer, typed) }
+    })
+
+    const heads = trackHeads(client)
+    await nextBlock(client)
+    const started = Date.now()
+    const outcomes = await Promise.all(
+      signed.map(async (s) => {
+        const confirmedAt = Date.now()
+        const confirm = await call('POST', `/v1/gateway/payment/${s.paymentId}/confirm`, {
+          optionId: s.optionId,
+          results: [s.result],
+        }).catch((error: unknown) => ({ error: String(error) }))
+        if ('error' in confirm) return { ...s, status: 'confirm failed', confirmedAt, doneAt: Date.now() }
+        for (;;) {
+          const status = await call('GET', `/v1/gateway/payment/${s.paymentId}/status`)
+          if (status.isFinal)
+            return { ...s, status: status.status as string, confirmedAt, doneAt: Date.now() }
+          await sleep(options.statusPollMs ?? 250)
+        }
+      }),
+    )
+    const seconds = (Math.max(...outcomes.map((o) => o.doneAt)) - started) / 1000
+    heads.stop()
+    const blocks = outcomes
+      .filter((o) => o.status === 'succeeded')
+      .map((o) => heads.at(o.doneAt) - heads.at(o.confirmedAt))
+      .sort((a, b) => a - b)
+
+    // Settled: every payment's settlement recorded (the merchant view), then the chain's account.
+    const views = await inParallel(outcomes, 16, async (o) => {
+      for (let waited = 0; ; waited += 250) {
+        const view = await call('GET', `/v1/payments/${o.paymentId}`, undefined, {
+          'merchant-id': merchant.id,
+        })
+        if (view.status !== 'succeeded' || view.settlement?.successful || waited > 60_000) return view
+        await sleep(250)
+      }
+    })
+    const relayHashes = views.filter((v) => v.info?.txId).map((v) => v.info.txId as Hash)
+    const settleHashes = [
+      ...new Set(
+        views.filter((v) => v.settlement?.successful).map((v) => v.settlement.successful.txId as Hash),
+      ),
+    ]
+    const relayReceipts = await Promise.all(relayHashes.map((hash) => client.getTransactionReceipt({ hash })))
+    const settleReceipts = await Promise.all(
+      settleHashes.map((hash) => client.getTransactionReceipt({ hash })),
+    )
+    const relayBlocks = new Set(relayReceipts.map((r) => r.blockNumber)).size
+    const gas = [...relayReceipts, ...settleReceipts].reduce((a, r) => a + r.gasUsed, 0n)
+    const succeeded = outcomes.filter((o) => o.status === 'succeeded').length
+    const charged =
+      before.buyers -
+      (await sumBalances(
+        client,
+        token,
+        buyers.map((b) => b.address),
+      ))
+    const settled = (await balanceOf(client, token, destination)) - before.destination
+    const movedExactlyOnce =
+      charged === amountMinor * BigInt(succeeded) &&
+      settled === charged &&
+      (await balanceOf(client, token, collection)) === before.collection &&
+      views.every((v) => v.status !== 'succeeded' || v.settlement?.successful)
+    const paymentsPerSecond = succeeded / seconds
+    return {
+      payers: n,
+      ceiling,
+      caipay: {
+        paymentsPerSecond,
+        seconds,
+        failed: n - succeeded,
+        blocksToSucceeded: {
+          p50: blocks[Math.floor(blocks.length * 0.5)] ?? Number.NaN,
+          p95: blocks[Math.min(blocks.length - 1, Math.floor(blocks.length * 0.95))] ?? Number.NaN,
+          max: blocks.at(-1) ?? Number.NaN,
+        },
+        relayBlocks,
+        relaysPerBlock: relayReceipts.length / Math.max(1, relayBlocks),
+        settlementTxsPerPayment: settleHashes.length / Math.max(1, succeeded),
+        gasPerPayment: Number(gas) / Math.max(1, succeeded),
+        movedExactlyOnce,
+      },
+      ratio: paymentsPerSecond / ceiling.paymentsPerSecond,
+    }
+  } finally {
+    if (server && server.exitCode === null) {
+      server.kill('SIGTERM')
+      await new Promise((resolve) => {
+        const timer = setTimeout(() => server?.kill('SIGKILL'), 10_000)
+        server?.once('exit', () => resolve(clearTimeout(timer)))
+      })
+    }
+    await anvil.stop()
+    await fs.rm(dataDir, { recursive: true, force: true })
+  }
+}
+
+type Client = ReturnType<typeof createPublicClient>
+
+/**
+ * One key relaying the same calls as fast as the chain takes them: authorizations signed, transactions
+ * signed with nonces counted locally, all sent at once just after a block, timed until the last receipt.
+ */
+async function measureCeiling(
+  client: Client,
+  token: Address,
+  buyers: readonly PrivateKeyAccount[],
+  chainId: number,
+): Promise<LiveRelayResult['ceiling']> {
+  const relayer = privateKeyToAccount(anvilPrivateKeys[9])
+  let nonce = await client.getTransactionCount({ address: relayer.address, blockTag: 'pending' })
+  const fees = await client.estimateFeesPerGas()
+  const raws = await Promise.all(
+    buyers.map(async (buyer) => {
+      const typed = authorizationTypedData({
+        kind: 'ReceiveWithAuthorization',
+        token,
+        chainId,
+        from: buyer.address,
+        to: relayer.address,
+        value: amountMinor,
+      })
+      const signature = await signAuthorization(buyer, JSON.parse(JSON.stringify(typed)))
+      const m = typed.message as Record<string, string>
+      const data = encodeFunctionData({
+        abi: eip3009Abi,
+        functionName: 'receiveWithAuthorization',
+        args: [
+          buyer.address,
+          relayer.address,
+          amountMinor,
+          BigInt(m.validAfter!),
+          BigInt(m.validBefore!),
+          m.nonce as Hex,
+          signature,
+        ],
+      })
+      return { data }
+    }),
+  )
+  const signed = []
+  for (const { data } of raws) {
+    signed.push(
+      await relayer.signTransaction({
+        type: 'eip1559',
+        chainId,
+        to: token,
+        data,
+        gas: 150_000n,
+        nonce: nonce++,
+        maxFeePerGas: fees.maxFeePerGas * 2n,
+        maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+      }),
+    )
+  }
+  await nextBlock(client)
+  const started = Date.now()
+  const hashes = await Promise.all(
+    signed.map((raw) => client.request({ method: 'eth_sendRawTransaction', params: [raw] }) as Promise<Hash>),
+  )
+  const receipts = []
+  for (const hash of hashes)
+    receipts.push(await client.waitForTransactionReceipt({ hash, pollingInterval: 20 }))
+  const seconds = (Date.now() - started) / 1000
+  if (receipts.some((r) => r.status !== 'success')) throw new Error('A ceiling relay reverted.')
+  return {
+    paymentsPerSecond: buyers.length / seconds,
+    seconds,
+    blocks: new Set(receipts.map((r) => r.blockNumber)).size,
+  }
+}
+
+/** Resolves right after the head moves, so both runs start at the same point of a block interval. */
+async function nextBlock(client: Client): Promise<void> {
+  const head = await client.getBlockNumber({ cacheTime: 0 })
+  while ((await client.getBlockNumber({ cacheTime: 0 })) === head) await sleep(20)
+}
+
+/** The head over time, polled every 50 ms, to count a payment's wait in blocks. */
+function trackHeads(client: Client) {
+  const seen: { at: number; block: number }[] = []
+  let running = true
+  void (async () => {
+    while (running) {
+      const block = Number(await client.getBlockNumber({ cacheTime: 0 }))
+      if (seen.at(-1)?.block !== block) seen.push({ at: Date.now(), block })
+      await sleep(50)
+    }
+  })()
+  return {
+    at(time: number): number {
+      let block = seen[0]?.block ?? 0
+      for (const s of seen) if (s.at <= time) block = s.block
+      return block
+    },
+    stop() {
+      running = false
+    },
+  }
+}
+
+function balanceOf(client: Client, token: Address, owner: Address): Promise<bigint> {
+  return client.readContract({ address: token, abi: eip3009Abi, functionName: 'balanceOf', args: [owner] })
+}
+
+async function sumBalances(client: Client, token: Address, owners: readonly Address[]): Promise<bigint> {
+  const balances = await Promise.all(owners.map((owner) => balanceOf(client, token, owner)))
+  return balances.reduce((a, b) => a + b, 0n)
+}
+
+async function inParallel<T, R>(
+  items: readonly T[],
+  width: number,
+  fn: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
+  const results: R[] = new Array(items.length)
+  let next = 0
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < items.length) {
+        const i = next++
+        results[i] = await fn(items[i]!, i)
+      }
+    }),
+  )
+  return results
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: JSON bodies of a benchmark, read field by field
+type Json = any
+
+function api(base: string, apiKey: string) {
+  let idempotency = 0
+  return async (
+    method: string,
+    url: string,
+    body?: unknown,
+    extra: Record<string, string> = {},
+  ): Promise<Json> => {
+    const res = await fetch(`${base}${url}`, {
+      method,
+      headers: {
+        'api-key': apiKey,
+        'content-type': 'application/json',
+        ...(method === 'POST' && url.startsWith('/v1/merchants')
+          ? { 'idempotency-key': `relay-bench-${++idempotency}` }
+          : {}),
+        ...extra,
+      },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    })
+    const json = await res.json()
+    if (!res.ok) throw new Error(`${method} ${url}: ${res.status} ${JSON.stringify(json)}`)
+    return json
+  }
+}
+
+function cli(args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(root, 'bin/caipay.js'), ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let out = ''
+    let err = ''
+    child.stdout.on('data', (c: Buffer) => {
+      out += c.toString()
+    })
+    child.stderr.on('data', (c: Buffer) => {
+      err += c.toString()
+    })
+    child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`caipay ${args[0]}: ${err}`))))
+  })
+}
+
+async function waitForServer(base: string, child: ChildProcess, log: () => string): Promise<void> {
+  const deadline = Date.now() + 60_000
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`caipay serve exited:\n${log()}`)
+    try {
+      if ((await fetch(`${base}/healthz`)).ok) return
+    } catch {
+      // Not listening yet.
+    }
+    if (Date.now() > deadline) throw new Error(`caipay serve did not come up:\n${log()}`)
+    await sleep(100)
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer()
+    probe.once('error', reject)
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number }
+      probe.close(() => resolve(port))
+    })
+  })
+}
+
+/** The figures as printed by `npm run bench:live` and quoted in docs/performance.md. */
+export function formatLiveRelay(r: LiveRelayResult): string {
+  const c = r.caipay
+  return [
+    `Live gasless relay, Anvil --block-time 1, ${r.payers} payers at once, caipay serve with defaults`,
+    `  ceiling (one key, pre-signed, pipelined): ${r.ceiling.paymentsPerSecond.toFixed(1)} payments/s (${r.ceiling.seconds.toFixed(2)} s, ${r.ceiling.blocks} block(s))`,
+    `  caipay: ${c.paymentsPerSecond.toFixed(1)} payments/s (${c.seconds.toFixed(2)} s) = ${r.ratio.toFixed(2)} of the ceiling; failed ${c.failed}`,
+    `  confirm -> succeeded: p50 ${c.blocksToSucceeded.p50} blocks, p95 ${c.blocksToSucceeded.p95}, max ${c.blocksToSucceeded.max}`,
+    `  relays over ${c.relayBlocks} block(s), ${c.relaysPerBlock.toFixed(1)} per block; settlement txs per payment ${c.settlementTxsPerPayment.toFixed(2)}; gas per payment ${Math.round(c.gasPerPayment)}`,
+    `  money moved exactly once: ${c.movedExactlyOnce ? 'yes' : 'NO'}`,
+  ].join('\n')
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const { values } = parseArgs({ options: { payers: { type: 'string', default: '200' } } })
+  const result = await runLiveRelay({ payers: Number(values.payers) })
+  console.log(formatLiveRelay(result))
+  console.log(`Command: npm run bench:live -- --payers ${values.payers}`)
+}

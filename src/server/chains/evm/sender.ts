@@ -1,0 +1,184 @@
+import { sql } from 'kysely'
+import { type Address, type Hex, keccak256, type TransactionSerializableEIP1559 } from 'viem'
+import type { Db } from '../../store/db.js'
+import type { EvmChain } from './chain.js'
+import type { EvmTransactionRow, EvmTxPurpose } from './schema.js'
+
+export interface NewTransaction {
+  paymentId: string
+  purpose: EvmTxPurpose
+  to: Address
+  data: Hex
+  /** The gas limit to sign with (an estimate with headroom). */
+  gas: bigint
+}
+
+/**
+ * The one sender of an executor key in this process. Transactions asked for at about the same time are
+ * numbered and recorded together: under the key's PostgreSQL advisory lock, on one connection and in one
+ * database transaction, each gets the next nonce (past the local counter, the chain's pending count and
+ * every nonce recorded by any instance), is signed and inserted; only after the commit are they broadcast.
+ * No RPC call runs under the lock and no connection is held while waiting for another, so the pool size
+ * never matters for progress. A crash after the commit leaves `sent` rows the next look re-broadcasts.
+ */
+export interface EvmSender {
+  /** Records a new signed transaction (status `sent`); the caller broadcasts it. */
+  record(transaction: NewTransaction): Promise<EvmTransactionRow>
+  /** Today's EIP-1559 fees, read once per block (or polling interval) and shared by every transaction. */
+  fees(): Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }>
+  /** A nonce was refused as too low: read the chain's count again before numbering the next ones. */
+  forgetChainNonce(): void
+  /** Waits for room under the in-flight cap; the returned function gives the room back. */
+  slot(): Promise<() => void>
+}
+
+interface Queued {
+  transaction: NewTransaction
+  resolve(row: EvmTransactionRow): void
+  reject(error: unknown): void
+}
+
+/** Rows numbered per database transaction: bounds one lock hold (signing is ~1 ms each). */
+const maxGroup = 256
+
+export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
+  const sender = chain.executor.address.toLowerCase()
+  const lockKey = `caipay.evm.executor:${chain.caip2}:${sender}`
+  const queue: Queued[] = []
+  let draining = false
+  let localNext = 0n
+  let chainCount: { value: Promise<bigint>; at: number } | undefined
+  let feeCache:
+    | { value: Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }>; at: number }
+    | undefined
+  const freshMs = Math.max(100, chain.pollingIntervalMs)
+  let inFlight = 0
+  const waitingForRoom: (() => void)[] = []
+
+  function pendingCount(): Promise<bigint> {
+    if (!chainCount || Date.now() - chainCount.at > freshMs) {
+      const value = chain.publicClient
+        .getTransactionCount({ address: chain.executor.address, blockTag: 'pending' })
+        .then(BigInt)
+      chainCount = { value, at: Date.now() }
+      value.catch(() => {
+        if (chainCount?.value === value) chainCount = undefined
+      })
+    }
+    return chainCount.value
+  }
+
+  async function drain(): Promise<void> {
+    draining = true
+    try {
+      while (queue.length > 0) {
+        const group = queue.splice(0, maxGroup)
+        try {
+          // Read before the lock is taken: the lock guards only numbering and recording.
+          const [fees, counted] = await Promise.all([currentFees(), pendingCount()])
+          const rows = await numberAndRecord(group, fees, counted)
+          for (const [i, queued] of group.entries()) queued.resolve(rows[i]!)
+        } catch (error) {
+          for (const queued of group) queued.reject(error)
+        }
+      }
+    } finally {
+      draining = false
+    }
+  }
+
+  async function numberAndRecord(
+    group: Queued[],
+    fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint },
+    counted: bigint,
+  ): Promise<EvmTransactionRow[]> {
+    return db.transaction().execute(async (trx) => {
+      await sql`SELECT pg_advisory_xact_lock(hashtextextended(${lockKey}, 0))`.execute(trx)
+      const recorded = await trx
+        .selectFrom('evm_transactions')
+        .select(sql<string | null>`max(nonce)`.as('nonce'))
+        .where('chain_id', '=', chain.caip2)
+        .where('sender', '=', sender)
+        .executeTakeFirst()
+      let nonce = max(max(localNext, counted), recorded?.nonce == null ? 0n : BigInt(recorded.nonce) + 1n)
+      const now = new Date()
+      const values = []
+      for (const { transaction } of group) {
+        // A signature is milliseconds of CPU: let requests (status reads) in between them.
+        await new Promise((resolve) => setImmediate(resolve))
+        const raw = await signTransaction(chain, {
+          type: 'eip1559',
+          chainId: chain.chainId,
+          to: transaction.to,
+          data: transaction.data,
+          gas: transaction.gas,
+          nonce: Number(nonce),
+          ...fees,
+        })
+        values.push({
+          payment_id: transaction.paymentId,
+          purpose: transaction.purpose,
+          chain_id: chain.caip2,
+          sender,
+          nonce,
+          hash: keccak256(raw),
+          raw,
+          status: 'sent' as const,
+          created_at: now,
+          updated_at: now,
+        })
+        nonce += 1n
+      }
+      const rows = await trx.insertInto('evm_transactions').values(values).returningAll().execute()
+      localNext = nonce
+      // RETURNING keeps the VALUES order in practice, but nothing promises it: match by hash.
+      const byHash = new Map(rows.map((row) => [row.hash, row]))
+      return values.map((v) => byHash.get(v.hash)!)
+    })
+  }
+
+  function currentFees() {
+    if (!feeCache || Date.now() - feeCache.at > freshMs) {
+      const value = chain.publicClient.estimateFeesPerGas()
+      feeCache = { value, at: Date.now() }
+      value.catch(() => {
+        if (feeCache?.value === value) feeCache = undefined
+      })
+    }
+    return feeCache.value
+  }
+
+  return {
+    record(transaction) {
+      return new Promise((resolve, reject) => {
+        queue.push({ transaction, resolve, reject })
+        if (!draining) void drain()
+      })
+    },
+    fees: currentFees,
+    forgetChainNonce() {
+      chainCount = undefined
+      localNext = 0n
+    },
+    async slot() {
+      while (inFlight >= chain.maxInFlight) await new Promise<void>((resolve) => waitingForRoom.push(resolve))
+      inFlight += 1
+      let released = false
+      return () => {
+        if (released) return
+        released = true
+        inFlight -= 1
+        waitingForRoom.shift()?.()
+      }
+    },
+  }
+}
+
+/** Signs locally: the account's own signer, no RPC (a wallet client would ask the node for its chain id). */
+export function signTransaction(chain: EvmChain, transaction: TransactionSerializableEIP1559): Promise<Hex> {
+  const sign = chain.executor.signTransaction
+  if (!sign) throw new Error(`The executor of ${chain.caip2} cannot sign transactions locally.`)
+  return sign(transaction)
+}
+
+const max = (a: bigint, b: bigint) => (a > b ? a : b)

@@ -1,0 +1,165 @@
+import type { Hash, TransactionReceipt } from 'viem'
+import type { Db } from '../../store/db.js'
+import type { EvmChain } from './chain.js'
+import type { EvmTransactionRow, EvmTxPurpose } from './schema.js'
+
+/** What became of a step's transactions while it waited. */
+export type WatchOutcome =
+  | { kind: 'receipt'; receipt: TransactionReceipt }
+  /** None of its transactions is `sent` or `succeeded` (dropped: their nonce went to another): send anew. */
+  | { kind: 'gone' }
+  | { kind: 'timeout' }
+
+/**
+ * One watcher per chain and process: polls the head every `chain.pollingIntervalMs` and, once per new
+ * block (or when a step starts waiting), reads the receipts of every transaction the waiting steps have
+ * in flight in one JSON-RPC batch, and wakes each step whose transaction has its confirmations. Fee bumps,
+ * re-broadcasts and dropped nonces are the sweep's (`sweepInFlight`), run from the same loop at its own
+ * pace, never inside a step. Runs only while some step waits.
+ */
+export interface EvmWatcher {
+  wait(
+    paymentId: string,
+    purpose: EvmTxPurpose,
+    options: { timeoutMs: number; signal: AbortSignal },
+  ): Promise<WatchOutcome>
+}
+
+interface Waiter {
+  paymentId: string
+  purpose: EvmTxPurpose
+  settle(outcome: WatchOutcome | { kind: 'error'; error: unknown }): void
+}
+
+export function createEvmWatcher(
+  db: Db,
+  chain: EvmChain,
+  sweep: (db: Db, chain: EvmChain) => Promise<void>,
+): EvmWatcher {
+  const waiters = new Set<Waiter>()
+  let running = false
+  let lastHead: bigint | undefined
+  let fresh = false
+  let lastSweep = 0
+  const sweepEveryMs = Math.max(chain.pollingIntervalMs, Math.min(1_000, chain.feeBump.afterMs / 4))
+
+  async function loop(): Promise<void> {
+    running = true
+    try {
+      while (waiters.size > 0) {
+        await tick().catch((error: unknown) => {
+          // The node could not answer (timeouts, 429s, malformed answers): the steps decide what that
+          // means for them (a transaction in flight is never given up).
+          for (const waiter of [...waiters]) waiter.settle({ kind: 'error', error })
+        })
+        if (waiters.size === 0) break
+        await new Promise<void>((resolve) => setTimeout(resolve, chain.pollingIntervalMs))
+      }
+    } finally {
+      running = false
+    }
+  }
+
+  async function tick(): Promise<void> {
+    const head = await chain.publicClient.getBlockNumber({ cacheTime: 0 })
+    const newBlock = head !== lastHead
+    if (newBlock || fresh) {
+      lastHead = head
+      fresh = false
+      await look(head)
+    }
+    if (Date.now() - lastSweep >= sweepEveryMs) {
+      lastSweep = Date.now()
+      await sweep(db, chain)
+    }
+  }
+
+  async function look(head: bigint): Promise<void> {
+    const watching = [...waiters]
+    if (watching.length === 0) return
+    const rows = await db
+      .selectFrom('evm_transactions')
+      .selectAll()
+      .where('chain_id', '=', chain.caip2)
+      .where('status', 'in', ['sent', 'succeeded'])
+      .where(
+        'payment_id',
+        'in',
+        watching.map((w) => w.paymentId),
+      )
+      .execute()
+    const byStep = new Map<string, EvmTransactionRow[]>()
+    for (const row of rows) {
+      const key = stepKey(row.payment_id, row.purpose)
+      byStep.set(key, [...(byStep.get(key) ?? []), row])
+    }
+    const receipts = await receiptsOf(
+      chain,
+      rows.map((r) => r.hash as Hash),
+    )
+    for (const waiter of watching) {
+      const own = byStep.get(stepKey(waiter.paymentId, waiter.purpose)) ?? []
+      if (own.length === 0) {
+        waiter.settle({ kind: 'gone' })
+        continue
+      }
+      for (const row of own) {
+        const receipt = receipts.get(row.hash)
+        if (receipt && head - receipt.blockNumber + 1n >= BigInt(chain.confirmations)) {
+          waiter.settle({ kind: 'receipt', receipt })
+          break
+        }
+      }
+    }
+  }
+
+  return {
+    wait(paymentId, purpose, options) {
+      return new Promise<WatchOutcome>((resolve, reject) => {
+        const timeout = setTimeout(() => waiter.settle({ kind: 'timeout' }), options.timeoutMs)
+        const onAbort = () => waiter.settle({ kind: 'error', error: options.signal.reason })
+        const waiter: Waiter = {
+          paymentId,
+          purpose,
+          settle(outcome) {
+            if (!waiters.delete(waiter)) return
+            clearTimeout(timeout)
+            options.signal.removeEventListener('abort', onAbort)
+            if (outcome.kind === 'error') reject(outcome.error)
+            else resolve(outcome)
+          },
+        }
+        if (options.signal.aborted) return reject(options.signal.reason)
+        options.signal.addEventListener('abort', onAbort, { once: true })
+        waiters.add(waiter)
+        // Looked at on the next poll even without a new block: it may have landed before it was waited for.
+        fresh = true
+        if (!running) void loop()
+      })
+    },
+  }
+}
+
+const stepKey = (paymentId: string, purpose: string) => `${paymentId}/${purpose}`
+
+/** Receipts by hash (lower case), read in one batch; absent: none yet. */
+async function receiptsOf(
+  chain: EvmChain,
+  hashes: readonly Hash[],
+): Promise<Map<string, TransactionReceipt>> {
+  const client = hashes.length > 1 ? chain.batchClient : chain.publicClient
+  const found = await Promise.all(
+    hashes.map((hash) =>
+      client.getTransactionReceipt({ hash }).catch((error: unknown) => {
+        if (error instanceof Error && error.name === 'TransactionReceiptNotFoundError') return undefined
+        throw error
+      }),
+    ),
+  )
+  const receipts = new Map<string, TransactionReceipt>()
+  hashes.forEach((hash, i) => {
+    const receipt = found[i]
+    if (receipt) receipts.set(hash.toLowerCase(), receipt)
+  })
+  return receipts
+}
