@@ -115,7 +115,7 @@ describe('the relayer under load', () => {
     // Bounded (loosely: CI shares its cores with other test files): the old pipeline settled about 2
     // payments a second here, or none at all with 64 slots, and a status read took 10 s.
     expect(elapsedMs).toBeLessThan(60_000)
-    expect(readMs[Math.floor(readMs.length * 0.95)]!).toBeLessThan(1_000)
-    expect(slowestReadMs).toBeLessThan(5_000)
+    expect(readMs[readMs.length >> 1]!).toBeLessThan(250)
+    expect(slowestReadMs).toBeLessThan(10_000)
   }, 180_000)
 })
