@@ -9,6 +9,7 @@ export {
   type AccountId,
   type AssetId,
   type ChainId,
+  canonicalCaip,
   formatAccountId,
   isAccountId,
   isAssetId,

@@ -72,38 +72,60 @@ describe('decodeEvmAction', () => {
     )
   })
 
-  it('reads an EIP-2612 permit as the spender being able to take the value', () => {
-    expect(decodeEvmAction(v4(permit))).toEqual({
+  it('reads an EIP-2612 permit to an allow-listed spender as the spender being able to take the value', () => {
+    const spenders = [`${chain}:${merchant.toLowerCase()}`]
+    expect(decodeEvmAction(v4(permit), { spenders })).toEqual({
       account: `${chain}:${payer}`,
       transfers: [{ asset: usdc, amount: 1_000_000n, to: `${chain}:${merchant}` }],
       validUntil: 1_900_000_000,
     })
+    expect(codeOf(() => decodeEvmAction(v4(permit)))).toBe('action_rejected')
+    expect(codeOf(() => decodeEvmAction(v4(permit), { spenders: [`eip155:1:${merchant}`] }))).toBe(
+      'action_rejected',
+    )
   })
 
-  it('reads ERC-20 transfer, transferFrom and approve calldata; the asset is the called contract', () => {
-    const call = (data: `0x${string}`) => decodeEvmAction(send({ to: token, data })).transfers
+  it('reads ERC-20 transfer, and approve only to an allow-listed spender; the asset is the called contract', () => {
+    const call = (data: `0x${string}`, spenders?: string[]) =>
+      decodeEvmAction(send({ to: token, data }), spenders ? { spenders } : {}).transfers
     expect(
       call(encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [merchant, 25n] })),
     ).toEqual([{ asset: usdc, amount: 25n, to: `${chain}:${merchant}` }])
+    const approve = encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [merchant, 27n] })
+    expect(call(approve, [`${chain}:${merchant}`])).toEqual([
+      { asset: usdc, amount: 27n, to: `${chain}:${merchant}` },
+    ])
+    expect(codeOf(() => call(approve))).toBe('action_rejected')
+  })
+
+  it('refuses transferFrom (cause 3): another account’s allowance, or an NFT under the same selector', () => {
     const transferFrom = encodeFunctionData({
       abi: erc20Abi,
       functionName: 'transferFrom',
-      args: [payer, merchant, 26n],
+      args: [merchant, payer, 26n],
     })
-    expect(call(transferFrom)).toEqual([{ asset: usdc, amount: 26n, to: `${chain}:${merchant}` }])
-    expect(
-      call(encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [merchant, 27n] })),
-    ).toEqual([{ asset: usdc, amount: 27n, to: `${chain}:${merchant}` }])
+    expect(codeOf(() => decodeEvmAction(send({ to: token, data: transferFrom })))).toBe('action_rejected')
   })
 
-  it('reads native value, alone or next to a token call', () => {
+  it('refuses calldata that is not the exact ABI encoding: trailing, short, dirty address words', () => {
+    const transfer = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [merchant, 25n] })
+    const dirty = `${transfer.slice(0, 10)}${'ff'.repeat(12)}${transfer.slice(34)}` as const
+    for (const data of [`${transfer}00`, transfer.slice(0, -2), transfer.slice(0, 10), dirty] as const) {
+      expect(codeOf(() => decodeEvmAction(send({ to: token, data: data as `0x${string}` })))).toBe(
+        'action_rejected',
+      )
+    }
+  })
+
+  it('reads native value alone; a token call with value, or a transaction that pays nothing, is refused', () => {
     expect(decodeEvmAction(send({ to: merchant, value: toHex(10n ** 18n) }))).toEqual({
       account: `${chain}:${payer}`,
       transfers: [{ asset: 'eip155:8453/slip44:60', amount: 10n ** 18n, to: `${chain}:${merchant}` }],
     })
     const data = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [merchant, 5n] })
-    expect(decodeEvmAction(send({ to: token, data, value: '0x1' })).transfers).toHaveLength(2)
-    expect(decodeEvmAction(send({ to: merchant, value: '0x0' })).transfers).toEqual([])
+    expect(codeOf(() => decodeEvmAction(send({ to: token, data, value: '0x1' })))).toBe('action_rejected')
+    expect(codeOf(() => decodeEvmAction(send({ to: merchant, value: '0x0' })))).toBe('action_rejected')
+    expect(codeOf(() => decodeEvmAction(send({ to: merchant })))).toBe('action_rejected')
   })
 
   it('reads personal_sign as an attestation that moves nothing', () => {

@@ -3,6 +3,7 @@ import {
   type DecodedEvmAction,
   decodeEvmAction,
   decodeEvmRequest,
+  type EvmDecodePolicy,
   eip155Account,
   evmMethods,
   parseEip155Account,
@@ -24,7 +25,7 @@ export interface SignMessageRequest {
   text: string
 }
 
-export interface EvmSignerPolicy {
+export interface EvmSignerPolicy extends EvmDecodePolicy {
   /**
    * Called before a `personal_sign` of readable text (such as a test-mode attestation) is signed,
    * so the wallet can show it; false refuses it as `user_rejected`. Default: readable text is signed.
@@ -77,14 +78,14 @@ export function evmSigner(options: EvmSignerOptions): EvmSigner {
     async request(request) {
       const context = { chainId: request.chainId, method: request.method }
       throwIfAborted(request.signal, context)
-      const decoded = decodeEvmRequest(request)
+      const decoded = decodeEvmRequest(request, options)
       try {
         return await execute(backend, options, decoded, request)
       } catch (error) {
         throw toPayError(error, context)
       }
     },
-    inspect: (request) => decodeEvmAction(request),
+    inspect: (request) => decodeEvmAction(request, options),
   }
 }
 

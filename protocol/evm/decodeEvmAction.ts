@@ -13,6 +13,7 @@ import {
   type TypedDataPayload,
   toBigInt,
 } from './params.js'
+import type { EvmDecodePolicy } from './policy.js'
 
 export interface EvmActionRequest {
   /** CAIP-2 chain id of the action, `eip155:<id>`. */
@@ -44,7 +45,7 @@ export interface DecodedEvmAction {
  * another chain, an authorization whose payer is not the signing address, fields the wallet does
  * not sign, and `personal_sign` of anything but readable text.
  */
-export function decodeEvmRequest(request: EvmActionRequest): DecodedEvmAction {
+export function decodeEvmRequest(request: EvmActionRequest, policy: EvmDecodePolicy = {}): DecodedEvmAction {
   const chainId = eip155ChainId(request.chainId)
   const { method, params } = request
   assertEvmMethod(method)
@@ -67,12 +68,15 @@ export function decodeEvmRequest(request: EvmActionRequest): DecodedEvmAction {
     assertTransactionChain(chainId, tx.chainId)
     return {
       chainId,
-      inspection: { account: eip155Account(chainId, tx.from), transfers: decodeTransaction(chainId, tx) },
+      inspection: {
+        account: eip155Account(chainId, tx.from),
+        transfers: decodeTransaction(chainId, tx, policy),
+      },
       signable: { kind: 'transaction', tx },
     }
   }
   const { address, typedData } = parseTypedDataParams(method, params)
-  const decoded = decodeTypedData(chainId, typedData)
+  const decoded = decodeTypedData(chainId, typedData, policy)
   if (decoded.owner !== address) {
     throw rejected('The typed data moves funds of another address than the one signing it.', {
       signer: address,
@@ -91,8 +95,8 @@ export function decodeEvmRequest(request: EvmActionRequest): DecodedEvmAction {
 }
 
 /** The inspection alone: what the wallet's signing guard and the server's verifier share. */
-export function decodeEvmAction(request: EvmActionRequest): ActionInspection {
-  return decodeEvmRequest(request).inspection
+export function decodeEvmAction(request: EvmActionRequest, policy: EvmDecodePolicy = {}): ActionInspection {
+  return decodeEvmRequest(request, policy).inspection
 }
 
 /** A transaction that names its chain must name the action's. */
@@ -106,8 +110,8 @@ export function assertTransactionChain(chainId: number, txChainId: string | unde
  * The params to hand a remote wallet (WalletConnect) for an action, rebuilt from the decoded fields:
  * typed data from its struct, a transaction without the gateway's gas, fees, nonce or extra keys.
  */
-export function evmForwardParams(request: EvmActionRequest): unknown[] {
-  const { signable } = decodeEvmRequest(request)
+export function evmForwardParams(request: EvmActionRequest, policy: EvmDecodePolicy = {}): unknown[] {
+  const { signable } = decodeEvmRequest(request, policy)
   switch (signable.kind) {
     case 'typedData':
       return [

@@ -9,6 +9,7 @@ import {
   toBigInt,
   typedDataChainId,
 } from './params.js'
+import { assertAllowedSpender, type EvmDecodePolicy } from './policy.js'
 
 type Field = { readonly name: string; readonly type: string }
 
@@ -35,11 +36,15 @@ export const authorizationKinds = ['TransferWithAuthorization', 'ReceiveWithAuth
 
 // A struct of the same name with other fields would hash to a different type, so its signature is
 // worthless to the token: decoding refuses it rather than guess which field holds the amount.
-const knownStructs: Record<string, { fields: readonly Field[]; owner: string; to: string; until: string }> = {
+const knownStructs: Record<
+  string,
+  { fields: readonly Field[]; owner: string; to: string; until: string; approval?: true }
+> = {
   TransferWithAuthorization: { fields: authorizationFields, owner: 'from', to: 'to', until: 'validBefore' },
   ReceiveWithAuthorization: { fields: authorizationFields, owner: 'from', to: 'to', until: 'validBefore' },
   // A permit moves nothing yet, but lets `spender` take `value`: the guard bounds it like a transfer.
-  Permit: { fields: permitFields, owner: 'owner', to: 'spender', until: 'deadline' },
+  // Only to an allow-listed spender, as an ERC-20 approve.
+  Permit: { fields: permitFields, owner: 'owner', to: 'spender', until: 'deadline', approval: true },
 }
 
 // EIP-712's domain fields in the order the standard hashes them.
@@ -66,12 +71,17 @@ export interface DecodedTypedData {
 
 /**
  * Decodes the token movement an EIP-712 signature authorises: EIP-3009 transfer/receive
- * authorizations and EIP-2612 permits. Any other typed data is refused, because a guard that
- * cannot read a signature cannot bound what it moves (Permit2, orders, ...).
+ * authorizations, and EIP-2612 permits to a spender `policy.spenders` allow-lists. Any other typed
+ * data is refused, because a guard that cannot read a signature cannot bound what it moves
+ * (Permit2 until it is decoded, orders, ...).
  *
  * @param chainId the action's chain; the domain must name exactly this chain.
  */
-export function decodeTypedData(chainId: number, typedData: TypedDataPayload): DecodedTypedData {
+export function decodeTypedData(
+  chainId: number,
+  typedData: TypedDataPayload,
+  policy: EvmDecodePolicy = {},
+): DecodedTypedData {
   const { primaryType, message } = typedData
   const struct = knownStructs[primaryType]
   if (!struct) throw rejected('This typed data cannot be inspected, so it is not signed.', { primaryType })
@@ -96,6 +106,7 @@ export function decodeTypedData(chainId: number, typedData: TypedDataPayload): D
   const owner = canonical[struct.owner] as Address
   const to = canonical[struct.to] as Address
   const until = BigInt(canonical[struct.until] as string)
+  if (struct.approval) assertAllowedSpender(policy, eip155Account(chainId, to), { chainId, primaryType })
   return {
     owner,
     transfers: [

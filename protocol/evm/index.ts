@@ -9,7 +9,7 @@ export {
   type EvmSignable,
   evmForwardParams,
 } from './decodeEvmAction.js'
-export { decodeErc20Call, decodeTransaction } from './decodeTransaction.js'
+export { decodeErc20Call, decodeTransaction, erc20Selectors } from './decodeTransaction.js'
 export {
   authorizationFields,
   authorizationKinds,
@@ -27,3 +27,4 @@ export {
   type TypedDataPayload,
   toBigInt,
 } from './params.js'
+export type { EvmDecodePolicy } from './policy.js'

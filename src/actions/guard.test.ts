@@ -12,7 +12,7 @@ import {
   usdcBase,
   usdcSol,
 } from '../flow/testkit.js'
-import { guardActions } from './guard.js'
+import { type GuardContext, guardActions } from './guard.js'
 import { createSignerRegistry } from './registry.js'
 import { routeActions } from './route.js'
 import type { ActionInspection, Signer } from './types.js'
@@ -27,9 +27,9 @@ function inspecting(inspection: Partial<ActionInspection> = {}): Signer {
 function check(
   signers: Signer[],
   actions = [rpc('eip155:8453', 'eth_sendTransaction')],
-  ctx = { accounts, amount: usdc },
+  ctx: Omit<GuardContext, 'account'> & { account?: string } = { accounts, amount: usdc },
 ) {
-  return guardActions(routeActions(createSignerRegistry(signers), actions), ctx)
+  return guardActions(routeActions(createSignerRegistry(signers), actions), { account: evmAccount, ...ctx })
 }
 
 const rejected = (context: Record<string, unknown> = {}) =>
@@ -45,9 +45,41 @@ describe('guardActions', () => {
     await expect(check([inspecting()], [rpc('eip155:8453', 'personal_sign')])).resolves.toBeUndefined()
   })
 
-  it('rejects a chain no advertised account is on', async () => {
+  it('rejects an action on another chain than the option account’s', async () => {
     await expect(check([inspecting()], [rpc('eip155:1', 'eth_sendTransaction')])).rejects.toThrowError(
-      rejected({ chainId: 'eip155:1' }),
+      rejected({ chainId: 'eip155:1', optionAccount: evmAccount }),
+    )
+  })
+
+  it('binds the option’s account: another advertised account on the same chain never signs for it (cause 2)', async () => {
+    const other = 'eip155:8453:0x3333333333333333333333333333333333333333'
+    const ctx = { accounts: [...accounts, other], amount: usdc, account: evmAccount }
+    await expect(check([inspecting({ account: other })], undefined, ctx)).rejects.toThrowError(
+      rejected({ account: other, optionAccount: evmAccount }),
+    )
+    // The same account in another spelling is the same account.
+    const spelled = { ...ctx, account: evmAccount.toLowerCase() }
+    await expect(check([inspecting()], undefined, spelled)).resolves.toBeUndefined()
+  })
+
+  it('lets a mixed-chain option’s other chain only attest, by the wallet’s one account there', async () => {
+    const ctx = { accounts, amount: amount(`caip19/${usdcSol}`, '5'), account: solAccount }
+    await expect(check([inspecting()], undefined, ctx)).resolves.toBeUndefined()
+    const moving = inspecting({ transfers: [{ asset: usdcBase, amount: 1n }] })
+    await expect(check([moving], undefined, ctx)).rejects.toThrowError(
+      rejected({ optionAccount: solAccount }),
+    )
+    const second = 'eip155:8453:0x3333333333333333333333333333333333333333'
+    await expect(
+      check([inspecting()], undefined, { ...ctx, accounts: [...accounts, second] }),
+    ).rejects.toThrowError(rejected({ advertisedOnChain: 2 }))
+  })
+
+  it('refuses an option whose account the wallet did not advertise, even if the signer holds it', async () => {
+    const other = 'eip155:8453:0x3333333333333333333333333333333333333333'
+    const ctx = { accounts, amount: usdc, account: other }
+    await expect(check([inspecting({ account: other })], undefined, ctx)).rejects.toThrowError(
+      rejected({ optionAccount: other }),
     )
   })
 
@@ -125,7 +157,7 @@ describe('guardActions', () => {
     const sol = solanaSigner({
       inspect: () => ({ account: solAccount, transfers: [{ asset: usdcSol, amount: 5n }] }),
     })
-    const ctx = { accounts, amount: amount(`caip19/${usdcSol}`, '5') }
+    const ctx = { accounts, account: solAccount, amount: amount(`caip19/${usdcSol}`, '5') }
     const actions = [rpc(solChain, 'solana_signTransaction', [{ transaction: 'AA==' }])]
     await expect(check([sol], actions, ctx)).resolves.toBeUndefined()
     const lower = solanaSigner({

@@ -7,6 +7,8 @@ import type { ActionInspection, Signer, SignerRequest } from './types.js'
 export interface GuardContext {
   /** The CAIP-10 accounts this wallet advertised for the payment. */
   accounts: readonly string[]
+  /** The selected option's CAIP-10 `account`: the one account that signs every action of the option. */
+  account: string
   /** The selected option's amount: the most the option may move, in its asset. */
   amount: Amount
   /**
@@ -19,10 +21,12 @@ export interface GuardContext {
 /**
  * The signing guard. Checks every action of an option before the first one is signed, so a bad
  * action late in the list still means nothing is signed:
- * - the action's chain is the chain of an advertised account, and the signing account is itself
- *   advertised;
+ * - the option's account is advertised, and every action on its chain is signed by exactly that
+ *   account (accounts compared by their canonical identity, `canonicalCaip`); an action on another
+ *   chain (a mixed-chain option's attestation) moves nothing and is signed by the wallet's only
+ *   advertised account on that chain;
  * - the signer decodes the action (`inspect`); an action it cannot decode is not signed;
- * - every decoded transfer is in the option's asset, states the option's decimals when it states
+ * - every decoded transfer is in the option's asset (canonical identity), states the option's decimals when it states
  *   any, and together with what earlier rounds left valid they do not exceed the option's amount.
  */
 export async function guardActions(actions: readonly RoutedAction[], context: GuardContext): Promise<void> {
@@ -51,20 +55,38 @@ export async function guardActions(actions: readonly RoutedAction[], context: Gu
  */
 export async function checkAction(
   { index, signer, request }: RoutedAction,
-  context: Pick<GuardContext, 'accounts' | 'amount'>,
+  context: Pick<GuardContext, 'accounts' | 'account' | 'amount'>,
 ): Promise<{ total: bigint; inspection: ActionInspection }> {
   const asset = context.amount.unit.startsWith('caip19/') ? context.amount.unit.slice(7) : undefined
   const facts = { index, chainId: request.chainId, method: request.method }
-  if (!context.accounts.some((account) => chainOf(account) === request.chainId)) {
-    throw rejected('The action targets a chain the wallet did not advertise.', facts)
+  if (!context.accounts.some((account) => sameCaip(account, context.account))) {
+    throw rejected('The option is for an account the wallet did not advertise.', {
+      ...facts,
+      optionAccount: context.account,
+    })
   }
   const inspection = await inspect(signer, request, facts)
-  const advertised = context.accounts.some((account) => sameCaip(account, inspection.account))
-  if (!advertised || chainOf(inspection.account) !== request.chainId) {
-    throw rejected('The action would be signed by an account the wallet did not advertise.', {
-      ...facts,
-      account: inspection.account,
-    })
+  const signedBy = { ...facts, account: inspection.account, optionAccount: context.account }
+  if (chainOf(context.account) === request.chainId) {
+    if (!sameCaip(inspection.account, context.account)) {
+      throw rejected('The action would be signed by another account than the option’s.', signedBy)
+    }
+  } else {
+    // A mixed-chain option's action on another chain (an attestation before the payment): it moves
+    // nothing, and its signer is the wallet's one account on that chain, so the gateway picks no key.
+    const onChain = context.accounts.filter((account) => chainOf(account) === request.chainId)
+    if (onChain.length !== 1 || !sameCaip(inspection.account, onChain[0]!)) {
+      throw rejected(
+        'The action is on another chain than the option account, with no one account to sign it.',
+        {
+          ...signedBy,
+          advertisedOnChain: onChain.length,
+        },
+      )
+    }
+    if (inspection.transfers.length > 0) {
+      throw rejected('An action on another chain than the option account’s moves funds.', signedBy)
+    }
   }
   let total = 0n
   for (const transfer of inspection.transfers) {
@@ -95,7 +117,7 @@ export async function checkAction(
  */
 export async function stillAuthorized(
   earlier: readonly RoutedAction[],
-  context: Pick<GuardContext, 'accounts' | 'amount'>,
+  context: Pick<GuardContext, 'accounts' | 'account' | 'amount'>,
   nowSeconds: number,
 ): Promise<bigint> {
   let live = 0n

@@ -98,10 +98,20 @@ export function isValidAddress(namespace: string, address: string): boolean {
   return true
 }
 
-/** Two CAIP-10 (or CAIP-19) ids name the same thing; EVM hex is case-insensitive. */
+/**
+ * The one identity of a CAIP-10 account or CAIP-19 asset, for every comparison and every key: an
+ * eip155 id case-folded (EVM hex is case-insensitive on chain, and CAIP-2/19 keep the rest of it
+ * lowercase), any other id exactly as written (Solana base58 is case-sensitive). Options validation,
+ * the signing guard, snapshots and the server all compare through it, so one token in two spellings
+ * is one asset everywhere.
+ */
+export function canonicalCaip(id: string): string {
+  return namespaceOf(id) === 'eip155' ? id.toLowerCase() : id
+}
+
+/** Two CAIP-10 (or CAIP-19) ids name the same account (asset): their canonical forms are equal. */
 export function sameCaip(a: string, b: string): boolean {
-  if (a === b) return true
-  return namespaceOf(a) === 'eip155' && a.toLowerCase() === b.toLowerCase()
+  return canonicalCaip(a) === canonicalCaip(b)
 }
 
 function invalid(kind: string, value: string): PayError {

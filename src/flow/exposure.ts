@@ -44,6 +44,7 @@ async function mayRebuild(run: FlowRun): Promise<boolean> {
 /** What the signed `actions` of earlier rounds can still move, in the selected option's asset. */
 export async function stillAuthorized(run: FlowRun, actions: readonly WalletRpcAction[]): Promise<bigint> {
   if (actions.length === 0) return 0n
-  const context = { accounts: run.data.accounts, amount: run.data.option!.amount }
+  const { account, amount } = run.data.option!
+  const context = { accounts: run.data.accounts, account, amount }
   return stillAuthorizedBy(routeActions(run.registry, actions), context, Math.floor(Date.now() / 1000))
 }

@@ -33,7 +33,7 @@ export async function signActions(run: FlowRun): Promise<void> {
   const signal = run.signal
   const routed = routeActions(run.registry, actions)
   if (run.config.guard !== 'off') {
-    const context = { accounts: run.data.accounts, amount: option.amount }
+    const context = { accounts: run.data.accounts, account: option.account, amount: option.amount }
     const earlier = await abortable(stillAuthorized(run, run.data.earlier), signal)
     await abortable(guardActions(routed, { ...context, stillAuthorized: earlier }), signal)
   }

@@ -2,6 +2,7 @@ import * as schemas from '../contract/generated/walletSchemas.js'
 import { validate } from '../contract/validate.js'
 import { PayError } from '../errors/PayError.js'
 import type { FlowSnapshot } from './snapshotSchema.js'
+import { validateOptions } from './validateOptions.js'
 
 // The format itself is the zod schema in snapshotSchema.ts; this side checks with its generated JSON Schema.
 export type { FlowSnapshot } from './snapshotSchema.js'
@@ -32,6 +33,21 @@ export function parseFlowSnapshot(value: unknown): FlowSnapshot {
     throw new PayError({
       code: 'invalid_snapshot',
       message: `The snapshot's parts do not fit its state (${state}).`,
+    })
+  }
+  // The options as a whole pass the checks a fresh answer does (one asset, by its canonical identity,
+  // shows one decimals), the selected one included.
+  try {
+    const selected = option ? [option] : []
+    validateOptions(
+      { options: [...snapshot.options.filter((o) => o.id !== option?.id), ...selected] },
+      snapshot.paymentId,
+    )
+  } catch (cause) {
+    throw new PayError({
+      code: 'invalid_snapshot',
+      message: 'The snapshot’s options fail options validation.',
+      cause,
     })
   }
   return snapshot

@@ -1,3 +1,4 @@
+import { canonicalCaip } from '../caip/caip.js'
 import type { OptionsResponse } from '../contract/gateway.js'
 import { PayError } from '../errors/PayError.js'
 
@@ -7,7 +8,8 @@ import { PayError } from '../errors/PayError.js'
  * - two options with one id (the user would pick one row and the flow sign another);
  * - `info` about another payment than the one asked for;
  * - a data-collection form that is not an http(s) URL (a `javascript:` URL would run in the host app);
- * - one asset shown with different decimals by different options (one of them misstates the amount).
+ * - one asset shown with different decimals by different options (one of them misstates the amount),
+ *   the asset compared by its canonical identity: one EVM token in two spellings is one asset.
  */
 export function validateOptions(response: OptionsResponse, paymentId: string): void {
   const ids = new Set<string>()
@@ -24,7 +26,8 @@ export function validateOptions(response: OptionsResponse, paymentId: string): v
     ids.add(option.id)
     assertFormUrl(option.collectData?.url, option.id)
     const { unit, display } = option.amount
-    const seen = decimalsByUnit.get(unit)
+    const key = canonicalCaip(unit.startsWith('caip19/') ? unit.slice(7) : unit)
+    const seen = decimalsByUnit.get(key)
     if (seen !== undefined && seen !== display.decimals) {
       throw invalid('Options show one asset with different decimals.', {
         optionId: option.id,
@@ -32,7 +35,7 @@ export function validateOptions(response: OptionsResponse, paymentId: string): v
         decimals: [seen, display.decimals],
       })
     }
-    decimalsByUnit.set(unit, display.decimals)
+    decimalsByUnit.set(key, display.decimals)
   }
 }
 

@@ -319,9 +319,10 @@ describe('mixed EVM and Solana options', () => {
         [key.signer, solanaSigner({ keypair: buyer, chains: [sol] })],
         id,
       )
+      // The other chain's action moves funds, and the option's account is on another chain.
       expect(error).toMatchObject({
         code: 'action_rejected',
-        context: expect.objectContaining({ expected: offered.amount.unit.slice(7) }),
+        context: expect.objectContaining({ optionAccount: offered.account }),
       })
     }
     expect(key.calls()).toBe(0)

@@ -47,47 +47,56 @@ export interface CountedSigner {
 }
 
 /**
- * The EVM signer on one of its paths, with the key's signing calls counted. `key` must be an Anvil
- * default account so the EIP-1193 and WalletConnect paths (the node signs) hold the same key.
+ * The EVM signer on one of its paths, with the keys' signing calls counted. `keys` must be Anvil
+ * default accounts so the EIP-1193 and WalletConnect paths (the node signs) hold the same keys. With
+ * several keys, every path but the local account (one account by construction) holds them all.
  */
 export function evmSignerOn(
   path: EvmPath,
-  key: Hex,
+  keys: Hex | readonly Hex[],
   anvil: { rpcUrl: string; chainId: number; caip2: string },
   policy: EvmSignerPolicy = {},
 ): CountedSigner {
+  const all = typeof keys === 'string' ? [keys] : keys
   const receipt = { pollingInterval: 50 }
   if (path === 'local account' || path === 'WalletClient') {
-    const { account, calls } = countingAccount(key)
+    const counted = (path === 'local account' ? all.slice(0, 1) : all).map((key) => countingAccount(key))
+    const calls = () => counted.reduce((sum, c) => sum + c.calls(), 0)
     const signer =
       path === 'local account'
-        ? evmSigner({ account, chains: { [anvil.caip2]: { rpcUrl: anvil.rpcUrl } }, ...receipt, ...policy })
+        ? evmSigner({
+            account: counted[0]!.account,
+            chains: { [anvil.caip2]: { rpcUrl: anvil.rpcUrl } },
+            ...receipt,
+            ...policy,
+          })
         : evmSigner({
-            walletClient: createWalletClient({
-              account,
-              chain: anvilChain(anvil.chainId, anvil.rpcUrl),
-              transport: http(anvil.rpcUrl),
-            }),
+            walletClient: counted.map(({ account }) =>
+              createWalletClient({
+                account,
+                chain: anvilChain(anvil.chainId, anvil.rpcUrl),
+                transport: http(anvil.rpcUrl),
+              }),
+            ),
             ...receipt,
             ...policy,
           })
     return { signer, calls }
   }
   const node = countingNode(anvil.rpcUrl)
-  const address = privateKeyToAccount(key).address
-  const account = `${anvil.caip2}:${address}`
+  const accounts = all.map((key) => `${anvil.caip2}:${privateKeyToAccount(key).address}`)
   if (path === 'EIP-1193') {
     return {
-      signer: evmSigner({ provider: node, accounts: [account], ...receipt, ...policy }),
+      signer: evmSigner({ provider: node, accounts, ...receipt, ...policy }),
       calls: node.calls,
     }
   }
-  // The remote wallet of a WalletConnect session: a client whose requests reach the node's key.
+  // The remote wallet of a WalletConnect session: a client whose requests reach the node's keys.
   const session = {
     topic: 't'.repeat(64),
     expiry: Math.floor(Date.now() / 1000) + 3600,
     namespaces: {
-      eip155: { chains: [anvil.caip2], accounts: [account], methods: [...evmMethods], events: [] },
+      eip155: { chains: [anvil.caip2], accounts, methods: [...evmMethods], events: [] },
     },
   }
   const client = {
@@ -100,8 +109,8 @@ export function evmSignerOn(
       client,
       topic: session.topic,
       namespace: 'eip155',
-      inspect: decodeEvmAction,
-      forwardParams: evmForwardParams,
+      inspect: (request) => decodeEvmAction(request, policy),
+      forwardParams: (request) => evmForwardParams(request, policy),
     }),
     calls: node.calls,
   }

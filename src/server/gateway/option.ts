@@ -1,3 +1,4 @@
+import { sameCaip } from '../../caip/caip.js'
 import type { WalletRpcAction } from '../../contract/gateway.js'
 import { isBroadcastingMethod } from '../../contract/walletMethods.js'
 import type { AssetConfig, ChainDriver } from '../chains/types.js'
@@ -50,7 +51,7 @@ export async function usableOption(
     fail('invalid_state', 'Complete the data-collection form of this option first.', { optionId })
   }
   const driver = registry.driver(payment.mode, row.chain_id)
-  const asset = driver?.assets.find((a) => a.id === row.asset)
+  const asset = driver?.assets.find((a) => sameCaip(a.id, row.asset))
   if (!driver || !asset) fail('invalid_state', 'This option is no longer offered.', { optionId })
   return { row, driver, asset }
 }

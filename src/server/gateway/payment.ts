@@ -29,7 +29,7 @@ const selectGatewayPayment = namedStatement<GatewayPaymentRow>(
  * The payment and one option in one round trip (fetch and confirm need both): the option by its primary
  * key alone, its payment checked on the row; its columns come back prefixed `option_`. With them, the
  * merchant's crypto settlement for the option's asset, by its unique key (test mode's confirm settles at
- * once and needs it): the key is the asset folded as foldAsset (payments/assets.ts) does.
+ * once and needs it): the key is the asset's canonical identity (canonicalCaip, caip/caip.ts) in SQL.
  */
 const selectGatewayPaymentAndOption = namedStatement<Record<string, unknown>>(
   `SELECT ${gatewayPaymentColumns},

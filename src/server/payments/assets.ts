@@ -1,3 +1,4 @@
+import { canonicalCaip } from '../../caip/caip.js'
 import type { Amount, AmountDisplay } from '../../contract/common.js'
 import type { ServerConfig } from '../config.js'
 
@@ -98,10 +99,10 @@ function knownAssets(config: ServerConfig): Map<string, KnownAsset> {
   let registry = registries.get(config)
   if (!registry) {
     registry = new Map()
-    for (const asset of defaultTestAssets) registry.set(foldAsset(asset.asset), asset)
+    for (const asset of defaultTestAssets) registry.set(canonicalCaip(asset.asset), asset)
     for (const [chainId, chain] of Object.entries(config.chains)) {
       for (const [asset, a] of Object.entries(chain.assets)) {
-        registry.set(foldAsset(asset), {
+        registry.set(canonicalCaip(asset), {
           asset,
           chainId,
           symbol: a.symbol,
@@ -117,11 +118,6 @@ function knownAssets(config: ServerConfig): Map<string, KnownAsset> {
   return registry
 }
 
-/** EVM hex is case-insensitive, so one asset has one key whatever the caller's casing. */
-export function foldAsset(asset: string): string {
-  return asset.startsWith('eip155:') ? asset.toLowerCase() : asset
-}
-
 /** Display facts of an `iso4217/...` or `caip19/...` unit, or undefined when the unit is unknown. */
 export function unitDisplay(unit: string, config: ServerConfig): AmountDisplay | undefined {
   if (unit.startsWith('iso4217/')) {
@@ -131,7 +127,7 @@ export function unitDisplay(unit: string, config: ServerConfig): AmountDisplay |
     return { assetName: currency[0], assetSymbol: code, decimals: currency[1] }
   }
   if (unit.startsWith('caip19/')) {
-    const asset = knownAssets(config).get(foldAsset(unit.slice(7)))
+    const asset = knownAssets(config).get(canonicalCaip(unit.slice(7)))
     if (!asset) return undefined
     return {
       assetName: asset.name,

@@ -1,7 +1,7 @@
+import { canonicalCaip } from '../../caip/caip.js'
 import type { Db } from '../store/db.js'
 import { columnsText, namedStatement } from '../store/prepared.js'
 import type { CryptoSettlementRow, PaymentRow, PaymentUpdate } from '../store/schema.js'
-import { foldAsset } from './assets.js'
 import { changePaymentInSteps, type PaymentStep, type PaymentStepsParams } from './lifecycle.js'
 
 /** The settlement destination of a merchant for an asset, if any (for the settlement step). */
@@ -10,7 +10,7 @@ export async function settlementFor(
   merchantId: string,
   asset: string,
 ): Promise<CryptoSettlementRow | undefined> {
-  return (await selectSettlement(db, merchantId, foldAsset(asset))).rows[0]
+  return (await selectSettlement(db, merchantId, canonicalCaip(asset))).rows[0]
 }
 
 /** By its unique key (merchant_id, asset_key): a fixed plan, so a named statement. */

@@ -1,11 +1,10 @@
 import type { FastifyInstance } from 'fastify'
-import { parseAccountId, parseAssetId } from '../../caip/caip.js'
+import { canonicalCaip, parseAccountId, parseAssetId } from '../../caip/caip.js'
 import { endpoints } from '../../contract/endpoints.js'
 import type { CryptoSettlement } from '../../contract/merchant.js'
 import { findMerchant } from '../auth.js'
 import { fail, validationError } from '../errors.js'
 import { newId } from '../ids.js'
-import { foldAsset } from '../payments/assets.js'
 import { defineRoute } from '../route.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { CryptoSettlementRow } from '../store/schema.js'
@@ -50,7 +49,7 @@ export async function settlementRoutes(app: FastifyInstance): Promise<void> {
     const merchant = await findMerchant(db, auth, params.merchantId)
     const seen = new Set<string>()
     for (const entry of body.settlements) {
-      const key = foldAsset(entry.asset)
+      const key = canonicalCaip(entry.asset)
       if (seen.has(key))
         fail('settlement_asset_conflict', `Asset ${entry.asset} appears twice in the request.`)
       seen.add(key)
@@ -66,7 +65,7 @@ export async function settlementRoutes(app: FastifyInstance): Promise<void> {
               partner_id: auth.partnerId,
               mode: auth.mode,
               asset: entry.asset,
-              asset_key: foldAsset(entry.asset),
+              asset_key: canonicalCaip(entry.asset),
               destination: entry.destination,
               created_at: now,
               updated_at: now,
@@ -86,7 +85,7 @@ export async function settlementRoutes(app: FastifyInstance): Promise<void> {
     })
     // Keep the caller's order in the answer.
     const byKey = new Map(rows.map((r) => [r.asset_key, r]))
-    return { settlements: body.settlements.map((e) => settlementJson(byKey.get(foldAsset(e.asset))!)) }
+    return { settlements: body.settlements.map((e) => settlementJson(byKey.get(canonicalCaip(e.asset))!)) }
   })
 
   defineRoute(app, endpoints.updateCryptoSettlement, async ({ db, auth, params, body, now }) => {
