@@ -72,7 +72,7 @@ describe('guardActions', () => {
     const second = 'eip155:8453:0x3333333333333333333333333333333333333333'
     await expect(
       check([inspecting()], undefined, { ...ctx, accounts: [...accounts, second] }),
-    ).rejects.toThrowError(rejected({ advertisedOnChain: 2 }))
+    ).rejects.toThrowError(rejected({ optionAccount: solAccount }))
   })
 
   it('refuses an option whose account the wallet did not advertise, even if the signer holds it', async () => {

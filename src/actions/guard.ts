@@ -26,8 +26,8 @@ export interface GuardContext {
  *   chain (a mixed-chain option's attestation) moves nothing and is signed by the wallet's only
  *   advertised account on that chain;
  * - the signer decodes the action (`inspect`); an action it cannot decode is not signed;
- * - every decoded transfer is in the option's asset (canonical identity), states the option's decimals when it states
- *   any, and together with what earlier rounds left valid they do not exceed the option's amount.
+ * - every decoded transfer is in the option's asset (canonical identity), states the option's
+ *   decimals when it states any, and together with what earlier rounds left valid they do not exceed the option's amount.
  */
 export async function guardActions(actions: readonly RoutedAction[], context: GuardContext): Promise<void> {
   const limit = BigInt(context.amount.value)
@@ -36,9 +36,7 @@ export async function guardActions(actions: readonly RoutedAction[], context: Gu
   const earlier = context.stillAuthorized ?? 0n
   if (total + earlier > limit) {
     throw rejected(
-      earlier > 0n
-        ? 'Together with earlier signatures that may still execute, the actions move more than the option amount.'
-        : 'The actions move more than the option amount.',
+      'The actions, with earlier signatures that may still execute, move more than the option amount.',
       {
         total: total.toString(),
         ...(earlier > 0n && { stillAuthorized: earlier.toString() }),
@@ -59,46 +57,34 @@ export async function checkAction(
 ): Promise<{ total: bigint; inspection: ActionInspection }> {
   const asset = context.amount.unit.startsWith('caip19/') ? context.amount.unit.slice(7) : undefined
   const facts = { index, chainId: request.chainId, method: request.method }
-  if (!context.accounts.some((account) => sameCaip(account, context.account))) {
-    throw rejected('The option is for an account the wallet did not advertise.', {
+  const inspection = await inspect(signer, request, facts)
+  // On the option account's chain that account signs; on another chain (a mixed-chain option's
+  // attestation) the wallet's one account there signs, moving nothing: the gateway picks no key.
+  const home = chainOf(context.account) === request.chainId
+  const onChain = context.accounts.filter((account) => chainOf(account) === request.chainId)
+  const expected = home ? context.account : onChain.length === 1 ? onChain[0]! : ''
+  if (
+    !context.accounts.some((account) => sameCaip(account, context.account)) ||
+    !sameCaip(inspection.account, expected) ||
+    (!home && inspection.transfers.length > 0)
+  ) {
+    throw rejected('The option’s account does not sign this action.', {
       ...facts,
+      account: inspection.account,
       optionAccount: context.account,
     })
-  }
-  const inspection = await inspect(signer, request, facts)
-  const signedBy = { ...facts, account: inspection.account, optionAccount: context.account }
-  if (chainOf(context.account) === request.chainId) {
-    if (!sameCaip(inspection.account, context.account)) {
-      throw rejected('The action would be signed by another account than the option’s.', signedBy)
-    }
-  } else {
-    // A mixed-chain option's action on another chain (an attestation before the payment): it moves
-    // nothing, and its signer is the wallet's one account on that chain, so the gateway picks no key.
-    const onChain = context.accounts.filter((account) => chainOf(account) === request.chainId)
-    if (onChain.length !== 1 || !sameCaip(inspection.account, onChain[0]!)) {
-      throw rejected(
-        'The action is on another chain than the option account, with no one account to sign it.',
-        {
-          ...signedBy,
-          advertisedOnChain: onChain.length,
-        },
-      )
-    }
-    if (inspection.transfers.length > 0) {
-      throw rejected('An action on another chain than the option account’s moves funds.', signedBy)
-    }
   }
   let total = 0n
   for (const transfer of inspection.transfers) {
     if (asset === undefined || !sameCaip(transfer.asset, asset)) {
-      throw rejected('The action moves an asset other than the option asset.', {
+      throw rejected('The action moves another asset than the option’s.', {
         ...facts,
         asset: transfer.asset,
         expected: asset ?? context.amount.unit,
       })
     }
     if (transfer.decimals !== undefined && transfer.decimals !== context.amount.display.decimals) {
-      throw rejected('The action states other decimals for the asset than the option shows.', {
+      throw rejected('The action states other decimals than the option shows.', {
         ...facts,
         decimals: transfer.decimals,
         shown: context.amount.display.decimals,
@@ -137,20 +123,15 @@ export async function inspect(
   request: SignerRequest,
   facts: Record<string, unknown>,
 ): Promise<ActionInspection> {
-  if (!signer.inspect) {
-    throw rejected('The signer cannot decode this action, so it is not signed.', {
-      ...facts,
-      namespace: signer.namespace,
-    })
-  }
   try {
-    return await signer.inspect(request)
+    // A signer without `inspect` throws here too: nothing decodes the action, so it is not signed.
+    return await signer.inspect!(request)
   } catch (cause) {
     if (isPayError(cause)) throw cause
     throw new PayError({
       code: 'action_rejected',
-      message: 'The signer could not decode the action.',
-      context: facts,
+      message: 'The signer cannot decode this action, so it is not signed.',
+      context: { ...facts, namespace: signer.namespace },
       cause,
     })
   }

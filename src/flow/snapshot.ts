@@ -2,7 +2,7 @@ import * as schemas from '../contract/generated/walletSchemas.js'
 import { validate } from '../contract/validate.js'
 import { PayError } from '../errors/PayError.js'
 import type { FlowSnapshot } from './snapshotSchema.js'
-import { validateOptions } from './validateOptions.js'
+import { assertOneDecimalsPerAsset } from './validateOptions.js'
 
 // The format itself is the zod schema in snapshotSchema.ts; this side checks with its generated JSON Schema.
 export type { FlowSnapshot } from './snapshotSchema.js'
@@ -35,20 +35,7 @@ export function parseFlowSnapshot(value: unknown): FlowSnapshot {
       message: `The snapshot's parts do not fit its state (${state}).`,
     })
   }
-  // The options as a whole pass the checks a fresh answer does (one asset, by its canonical identity,
-  // shows one decimals), the selected one included.
-  try {
-    const selected = option ? [option] : []
-    validateOptions(
-      { options: [...snapshot.options.filter((o) => o.id !== option?.id), ...selected] },
-      snapshot.paymentId,
-    )
-  } catch (cause) {
-    throw new PayError({
-      code: 'invalid_snapshot',
-      message: 'The snapshot’s options fail options validation.',
-      cause,
-    })
-  }
+  // A fresh options answer could not show one asset with two decimals; nor may a stored one.
+  assertOneDecimalsPerAsset(option ? [...snapshot.options, option] : snapshot.options, 'invalid_snapshot')
   return snapshot
 }

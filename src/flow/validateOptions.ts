@@ -1,5 +1,5 @@
 import { canonicalCaip } from '../caip/caip.js'
-import type { OptionsResponse } from '../contract/gateway.js'
+import type { OptionsResponse, PaymentOption } from '../contract/gateway.js'
 import { PayError } from '../errors/PayError.js'
 
 /**
@@ -8,12 +8,10 @@ import { PayError } from '../errors/PayError.js'
  * - two options with one id (the user would pick one row and the flow sign another);
  * - `info` about another payment than the one asked for;
  * - a data-collection form that is not an http(s) URL (a `javascript:` URL would run in the host app);
- * - one asset shown with different decimals by different options (one of them misstates the amount),
- *   the asset compared by its canonical identity: one EVM token in two spellings is one asset.
+ * - one asset shown with different decimals by different options (`assertOneDecimalsPerAsset`).
  */
 export function validateOptions(response: OptionsResponse, paymentId: string): void {
   const ids = new Set<string>()
-  const decimalsByUnit = new Map<string, number>()
   if (response.info && response.info.paymentId !== paymentId) {
     throw invalid('The options answer describes another payment.', {
       paymentId,
@@ -25,17 +23,31 @@ export function validateOptions(response: OptionsResponse, paymentId: string): v
     if (ids.has(option.id)) throw invalid('Two options share one id.', { optionId: option.id })
     ids.add(option.id)
     assertFormUrl(option.collectData?.url, option.id)
-    const { unit, display } = option.amount
+  }
+  assertOneDecimalsPerAsset(response.options)
+}
+
+/**
+ * One asset shows one decimals in every option (else one of them misstates the amount), the asset
+ * compared by its canonical identity: one EVM token in two spellings is one asset.
+ */
+export function assertOneDecimalsPerAsset(
+  options: readonly PaymentOption[],
+  code: 'invalid_response' | 'invalid_snapshot' = 'invalid_response',
+): void {
+  const decimalsByUnit = new Map<string, number>()
+  for (const { id, amount } of options) {
+    const { unit, display } = amount
     const key = canonicalCaip(unit.startsWith('caip19/') ? unit.slice(7) : unit)
-    const seen = decimalsByUnit.get(key)
-    if (seen !== undefined && seen !== display.decimals) {
-      throw invalid('Options show one asset with different decimals.', {
-        optionId: option.id,
-        unit,
-        decimals: [seen, display.decimals],
-      })
+    const seen = decimalsByUnit.get(key) ?? display.decimals
+    if (seen !== display.decimals) {
+      throw invalid(
+        'Options show one asset with different decimals.',
+        { optionId: id, unit, decimals: [seen, display.decimals] },
+        code,
+      )
     }
-    decimalsByUnit.set(key, display.decimals)
+    decimalsByUnit.set(key, seen)
   }
 }
 
@@ -49,6 +61,10 @@ function assertFormUrl(url: string | undefined, optionId: string | undefined): v
   }
 }
 
-function invalid(message: string, context: Record<string, unknown>): PayError {
-  return new PayError({ code: 'invalid_response', message, context })
+function invalid(
+  message: string,
+  context: Record<string, unknown>,
+  code: 'invalid_response' | 'invalid_snapshot' = 'invalid_response',
+): PayError {
+  return new PayError({ code, message, context })
 }
