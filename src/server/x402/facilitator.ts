@@ -7,9 +7,10 @@
 
 import { createHash } from 'node:crypto'
 import { sql } from 'kysely'
+import { canonicalCaip } from '../../caip/caip.js'
 import type { ServerConfig } from '../config.js'
 import type { AuthContext } from '../context.js'
-import { foldAsset, toAmount } from '../payments/assets.js'
+import { toAmount } from '../payments/assets.js'
 import { createPayment } from '../payments/create.js'
 import { loadPayment, transitionPayment } from '../payments/lifecycle.js'
 import { type Db, inTransaction } from '../store/db.js'
@@ -282,7 +283,7 @@ async function boundMerchants(
     .where('merchants.partner_id', '=', auth.partnerId)
     .where('merchants.mode', '=', auth.mode)
     .where('merchants.deleted_at', 'is', null)
-    .where('crypto_settlements.asset_key', '=', foldAsset(payment.asset.id))
+    .where('crypto_settlements.asset_key', '=', canonicalCaip(payment.asset.id))
     .where(
       network.startsWith('eip155:')
         ? sql<boolean>`lower(crypto_settlements.destination) = ${destination.toLowerCase()}`
