@@ -2,7 +2,7 @@ import { readdir, readFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 
-// The wallet-side layers (ARCHITECTURE.md section 7): wallet core <- chain protocol modules <-
+// The wallet-side layers (docs/architecture.md, section 3): wallet core <- chain protocol modules <-
 // adapters and the server. Every import points down.
 
 const root = path.resolve(import.meta.dirname, '..')

@@ -1,6 +1,6 @@
 import { hasOwn } from './hasOwn.js'
 
-/** Every error code of the service specification, with its HTTP status (ARCHITECTURE.md section 5). */
+/** Every error code of the service specification, with its HTTP status (docs/api-contract.md; docs/architecture.md, section 3). */
 export const serviceErrorStatus = {
   invalid_params: 400,
   params_validation: 400,

@@ -9,7 +9,8 @@ import { createGatewayEnv, type GatewayEnv, statementsOf } from './support.js'
  */
 let env: GatewayEnv
 beforeAll(async () => {
-  env = await createGatewayEnv()
+  // A cached credential outlives the test however slow the machine (with fast paths on).
+  env = await createGatewayEnv({ config: { authCacheMs: 60_000 } })
 })
 afterAll(() => env.t.close())
 

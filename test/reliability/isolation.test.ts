@@ -17,7 +17,7 @@ import { headers, idem, succeedPayment } from '../server/helpers.js'
  * (the diagonal being the owner's own positive control); so do a wallet-role key (test) and an App-Id
  * (live) of partner B, which reach the gateway only. One `it` per (actor, owner, endpoint).
  *
- * The rules (ARCHITECTURE.md section 4, src/server/gateway/payment.ts):
+ * The rules (docs/architecture.md, section 4; src/server/gateway/payment.ts):
  * - merchant API: another partner's or the other mode's merchant/payment is 404, never 403;
  * - gateway: payments are found by id across partners (a payment link reaches any wallet), but only in
  *   the credential's own mode: a test credential never sees a live payment, nor a live one a test payment.

@@ -2,7 +2,7 @@ import { readdir, readFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 
-/** The server's layers (ARCHITECTURE.md section 7): every import points down. */
+/** The server's layers (docs/architecture.md, section 3): every import points down. */
 
 const serverDir = path.resolve(import.meta.dirname, '../../src/server')
 

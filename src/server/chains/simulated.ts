@@ -28,7 +28,7 @@ import type {
   WalletAccount,
 } from './types.js'
 
-/** ARCHITECTURE.md section 4: what test mode offers with no configuration, by chain. */
+/** What test mode offers with no configuration, by chain (docs/architecture.md, section 4). */
 const defaultAssetsByChain: Readonly<Record<string, readonly AssetConfig[]>> = defaultTestAssets.reduce(
   (byChain, a) => {
     const asset = { id: a.asset, symbol: a.symbol, name: a.name, decimals: a.decimals, usdRate: a.usdRate }

@@ -69,7 +69,7 @@ export interface KnownAsset {
   networkName: string
 }
 
-/** What test mode offers without a config file (ARCHITECTURE section 4). */
+/** What test mode offers without a config file (docs/architecture.md, section 4). */
 export const defaultTestAssets: readonly KnownAsset[] = [
   usdc('eip155:1', 'erc20:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48'),
   usdc('eip155:8453', 'erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913'),

@@ -12,6 +12,7 @@ import {
 import { type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import type { Db } from '../../store/db.js'
 import type { EvmChain } from './chain.js'
+import { nodeRefusal } from './nodeErrors.js'
 import type { EvmTransactionRow, EvmTxPurpose, EvmTxStatus } from './schema.js'
 import { type EvmSender, signTransaction } from './sender.js'
 import type { EvmWatcher } from './watcher.js'
@@ -146,11 +147,8 @@ export async function sweepInFlight(db: Db, chain: EvmChain): Promise<void> {
 /** How long the sweep leaves a new transaction to its own step's broadcast. */
 const resendAfterMs = 2_000
 
-/** A node refusing a transaction (or a replacement) for its fees, in the words of geth, Anvil, Erigon... */
 function feesTooLow(error: unknown): boolean {
-  return /underpriced|fee too low|less than (the )?block base fee|fee cap|feecap|insufficient fee/i.test(
-    String(error),
-  )
+  return nodeRefusal(error) === 'fees_too_low'
 }
 
 /**
@@ -348,7 +346,7 @@ async function broadcast(chain: EvmChain, raw: Hex): Promise<void> {
   try {
     await chain.publicClient.sendRawTransaction({ serializedTransaction: raw })
   } catch (error) {
-    if (/already known|known transaction|already imported/i.test(String(error))) return
+    if (nodeRefusal(error) === 'already_known') return
     throw error
   }
 }

@@ -1,0 +1,21 @@
+/**
+ * What an EVM node's refusal of a transaction means, read from its message in one place (as viem's
+ * getNodeError does for the refusals it knows): geth, Anvil, Erigon, Nethermind and Besu word the same
+ * refusal differently, and viem passes most of them through as text. Undefined: none of these.
+ */
+export type NodeRefusal = 'fees_too_low' | 'already_known'
+
+const refusals: readonly (readonly [NodeRefusal, RegExp])[] = [
+  // A transaction (or a replacement) refused for its fees.
+  [
+    'fees_too_low',
+    /underpriced|fee too low|less than (the )?block base fee|fee cap|feecap|insufficient fee/i,
+  ],
+  // The node already has these bytes: the transaction is in.
+  ['already_known', /already known|known transaction|already imported/i],
+]
+
+export function nodeRefusal(error: unknown): NodeRefusal | undefined {
+  const message = String(error)
+  return refusals.find(([, pattern]) => pattern.test(message))?.[0]
+}
