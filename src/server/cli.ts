@@ -35,6 +35,49 @@ Options:
   --partner ID         the partner that owns the key
   --json               print {"partnerId", "apiKey"}
 ${databaseHelp}`,
+  'keys list': `Usage: caipay keys list [options]
+
+Lists API keys: id, partner, mode, role, the key's first characters (the key itself is never stored,
+so never shown again) and whether it is revoked.
+
+Options:
+  --partner ID         only this partner's keys
+  --mode test|live     only keys of this mode
+  --json               print a JSON array
+${databaseHelp}`,
+  'keys revoke': `Usage: caipay keys revoke KEY_ID [options]
+
+Revokes an API key by its id (key_..., from "keys list"). Every server refuses it within a round trip.
+Revoking a revoked key changes nothing.
+
+Options:
+  --json               print the revoked key as JSON
+${databaseHelp}`,
+  'partners create': `Usage: caipay partners create [options]
+
+Creates a partner: an account of its own (merchants, payments, refunds, webhooks, keys), isolated
+from every other partner on this server. Then create its keys with "keys create --partner ID".
+
+Options:
+  --name NAME          a label for operators
+  --json               print {"partnerId", "name"}
+${databaseHelp}`,
+  'partners list': `Usage: caipay partners list [options]
+
+Lists the partners on this server.
+
+Options:
+  --json               print a JSON array
+${databaseHelp}`,
+  'apps list': `Usage: caipay apps list [options]
+
+Lists app ids (public ids wallets send with a Client-Id).
+
+Options:
+  --partner ID         only this partner's app ids
+  --mode test|live     only app ids of this mode
+  --json               print a JSON array
+${databaseHelp}`,
   'apps create': `Usage: caipay apps create --mode test|live [options]
 
 Creates a public app id for wallets (used with a Client-Id on the gateway). Without --partner it
@@ -51,9 +94,14 @@ ${databaseHelp}`,
 const usage = `Usage: caipay <command> [options]
 
 Commands:
-  serve          start the payments server
-  keys create    create an API key
-  apps create    create an app id for wallets
+  serve            start the payments server
+  partners create  create a partner (an isolated account)
+  partners list    list partners
+  keys create      create an API key
+  keys list        list API keys (prefixes only)
+  keys revoke      revoke an API key
+  apps create      create an app id for wallets
+  apps list        list app ids
 
 caipay <command> --help shows a command's options; caipay --version prints the version.`
 
@@ -80,9 +128,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       return 0
     }
     try {
-      if (command === 'serve') return await serve(args)
-      if (command === 'keys create') return await keysCreate(args)
-      return await appsCreate(args)
+      return await runners[command](args)
     } catch (error) {
       if ((error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS'))
         throw new UsageError((error as Error).message, { cause: command })
@@ -307,6 +353,146 @@ async function appsCreate(args: readonly string[]): Promise<number> {
     process.stdout.write(`Partner: ${created.partnerId}\nApp id (${mode}; public): ${created.appId}\n`)
   }
   return 0
+}
+
+const listOptions = {
+  ...databaseOptions,
+  partner: { type: 'string' },
+  mode: { type: 'string' },
+  json: { type: 'boolean', default: false },
+} as const
+
+/** Prints rows as JSON, or as aligned columns under a header (empty cells as "-"). */
+function printRows(json: boolean, rows: readonly object[], columns: readonly [string, string][]): void {
+  if (json) {
+    process.stdout.write(`${JSON.stringify(rows)}\n`)
+    return
+  }
+  if (rows.length === 0) {
+    process.stdout.write('(none)\n')
+    return
+  }
+  const cells = rows.map((row) =>
+    columns.map(([key]) => {
+      const value = (row as Record<string, unknown>)[key]
+      return value === null || value === undefined ? '-' : String(value)
+    }),
+  )
+  const widths = columns.map(([, title], i) => Math.max(title.length, ...cells.map((c) => c[i]!.length)))
+  const line = (values: readonly string[]) =>
+    values
+      .map((v, i) => v.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd()
+  process.stdout.write(`${[line(columns.map(([, title]) => title)), ...cells.map(line)].join('\n')}\n`)
+}
+
+function listFilter(
+  values: { partner?: string | undefined; mode?: string | undefined },
+  command: keyof typeof commands,
+): { partnerId?: string; mode?: Mode } {
+  return {
+    ...(values.partner !== undefined ? { partnerId: values.partner } : {}),
+    ...(values.mode !== undefined ? { mode: modeOf(values.mode, command) } : {}),
+  }
+}
+
+async function partnersCreate(args: readonly string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: [...args],
+    options: { ...databaseOptions, name: { type: 'string' }, json: { type: 'boolean', default: false } },
+    strict: true,
+  })
+  const name = values.name
+  if (name !== undefined && (name.trim() === '' || name.length > 200))
+    throw new UsageError('--name must be 1 to 200 characters', { cause: 'partners create' })
+  const { createPartner } = await import('./accounts/accounts.js')
+  const partnerId = await withDatabase(values, (db) => createPartner(db, name !== undefined ? { name } : {}))
+  if (values.json) process.stdout.write(`${JSON.stringify({ partnerId, name: name ?? null })}\n`)
+  else
+    process.stdout.write(
+      `Partner: ${partnerId}\nCreate its keys with: caipay keys create --partner ${partnerId} --mode test\n`,
+    )
+  return 0
+}
+
+async function partnersList(args: readonly string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: [...args],
+    options: { ...databaseOptions, json: { type: 'boolean', default: false } },
+    strict: true,
+  })
+  const { listPartners } = await import('./accounts/accounts.js')
+  const rows = await withDatabase(values, (db) => listPartners(db))
+  printRows(values.json, rows, [
+    ['id', 'ID'],
+    ['name', 'NAME'],
+    ['createdAt', 'CREATED'],
+  ])
+  return 0
+}
+
+async function keysList(args: readonly string[]): Promise<number> {
+  const { values } = parseArgs({ args: [...args], options: listOptions, strict: true })
+  const filter = listFilter(values, 'keys list')
+  const { listApiKeys } = await import('./accounts/accounts.js')
+  const rows = await withDatabase(values, (db) => listApiKeys(db, filter))
+  printRows(values.json, rows, [
+    ['id', 'ID'],
+    ['partnerId', 'PARTNER'],
+    ['mode', 'MODE'],
+    ['role', 'ROLE'],
+    ['prefix', 'PREFIX'],
+    ['createdAt', 'CREATED'],
+    ['revokedAt', 'REVOKED'],
+  ])
+  return 0
+}
+
+async function keysRevoke(args: readonly string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: [...args],
+    options: { ...databaseOptions, json: { type: 'boolean', default: false } },
+    allowPositionals: true,
+    strict: true,
+  })
+  const [keyId, ...rest] = positionals
+  if (keyId === undefined || rest.length > 0)
+    throw new UsageError('Give exactly one key id (key_..., see "caipay keys list")', {
+      cause: 'keys revoke',
+    })
+  const { revokeApiKeyById } = await import('./accounts/accounts.js')
+  const revoked = await withDatabase(values, (db) => revokeApiKeyById(db, keyId))
+  if (!revoked) throw new Error(`API key ${keyId} not found.`)
+  if (values.json) process.stdout.write(`${JSON.stringify(revoked)}\n`)
+  else process.stdout.write(`Revoked ${revoked.id} (${revoked.prefix}..., partner ${revoked.partnerId}).\n`)
+  return 0
+}
+
+async function appsList(args: readonly string[]): Promise<number> {
+  const { values } = parseArgs({ args: [...args], options: listOptions, strict: true })
+  const filter = listFilter(values, 'apps list')
+  const { listApps } = await import('./accounts/accounts.js')
+  const rows = await withDatabase(values, (db) => listApps(db, filter))
+  printRows(values.json, rows, [
+    ['appId', 'APP ID'],
+    ['partnerId', 'PARTNER'],
+    ['mode', 'MODE'],
+    ['createdAt', 'CREATED'],
+    ['revokedAt', 'REVOKED'],
+  ])
+  return 0
+}
+
+const runners: Record<keyof typeof commands, (args: readonly string[]) => Promise<number>> = {
+  serve,
+  'partners create': partnersCreate,
+  'partners list': partnersList,
+  'keys create': keysCreate,
+  'keys list': keysList,
+  'keys revoke': keysRevoke,
+  'apps create': appsCreate,
+  'apps list': appsList,
 }
 
 /** One line for any failure: a missing server dependency names the install line, never a stack. */

@@ -239,6 +239,99 @@ describe('caipay CLI', () => {
     await pg.db.deleteFrom('partners').where('id', '=', extra).execute()
   })
 
+  it('an operator runs two partners: partners create|list, keys create|list|revoke, apps list', {
+    timeout: 240_000,
+  }, async () => {
+    const db = ['--database-url', pg.url]
+    const server = await serve(db)
+    const cliServerUrl = server.url
+    const made = await runHere(['partners', 'create', '--name', 'Second shop', '--json', ...db])
+    expect(made.code, made.stderr).toBe(0)
+    const second = JSON.parse(made.stdout) as { partnerId: string; name: string }
+    expect(second).toEqual({ partnerId: expect.stringMatching(/^ptr_/), name: 'Second shop' })
+    const third = await runHere(['partners', 'create', ...db])
+    const thirdId = /Partner: (ptr_\w+)/.exec(third.stdout)?.[1]
+    expect(thirdId).toBeDefined()
+
+    const partners = JSON.parse((await runHere(['partners', 'list', '--json', ...db])).stdout)
+    expect(partners.map((p: { id: string }) => p.id)).toEqual(
+      expect.arrayContaining([second.partnerId, thirdId]),
+    )
+    expect(partners.find((p: { id: string }) => p.id === second.partnerId).name).toBe('Second shop')
+    const table = await runHere(['partners', 'list', ...db])
+    expect(table.stdout.split('\n')[0]).toMatch(/^ID\s+NAME\s+CREATED$/)
+    expect(table.stdout).toContain(second.partnerId)
+
+    // With several partners, --partner picks one; each key belongs to its own partner.
+    const keyOf = async (partnerId: string) => {
+      const out = await runHere(['keys', 'create', '--mode', 'test', '--partner', partnerId, '--json', ...db])
+      expect(out.code, out.stderr).toBe(0)
+      return JSON.parse(out.stdout) as { partnerId: string; apiKey: string }
+    }
+    const secondKey = await keyOf(second.partnerId)
+    const thirdKey = await keyOf(thirdId!)
+    expect([secondKey.partnerId, thirdKey.partnerId]).toEqual([second.partnerId, thirdId])
+
+    const listed = await runHere(['keys', 'list', '--partner', second.partnerId, '--json', ...db])
+    const keys = JSON.parse(listed.stdout) as {
+      id: string
+      prefix: string
+      partnerId: string
+      revokedAt: null
+    }[]
+    expect(keys).toHaveLength(1)
+    expect(keys[0]).toMatchObject({
+      partnerId: second.partnerId,
+      mode: 'test',
+      role: 'partner',
+      revokedAt: null,
+    })
+    expect(secondKey.apiKey.startsWith(keys[0]!.prefix)).toBe(true)
+    // The prefix only: neither listing holds the secret part of any key.
+    const everything = (await runHere(['keys', 'list', '--json', ...db])).stdout
+    const human = (await runHere(['keys', 'list', ...db])).stdout
+    for (const key of [secondKey.apiKey, thirdKey.apiKey]) {
+      expect(everything).not.toContain(key)
+      expect(human).not.toContain(key)
+    }
+    expect(human).toContain(keys[0]!.prefix)
+
+    const beforeRevoke = await api(`${cliServerUrl}/v1/merchants`, {
+      headers: { 'api-key': secondKey.apiKey },
+    })
+    expect(beforeRevoke.status).toBe(200)
+    const revoked = await runHere(['keys', 'revoke', keys[0]!.id, '--json', ...db])
+    expect(revoked.code, revoked.stderr).toBe(0)
+    expect(JSON.parse(revoked.stdout)).toMatchObject({ id: keys[0]!.id, revokedAt: expect.any(String) })
+    const afterRevoke = await api(`${cliServerUrl}/v1/merchants`, {
+      headers: { 'api-key': secondKey.apiKey },
+    })
+    expect([afterRevoke.status, afterRevoke.json.code]).toEqual([401, 'invalid_api_key'])
+    // The other partner's key is untouched.
+    const other = await api(`${cliServerUrl}/v1/merchants`, { headers: { 'api-key': thirdKey.apiKey } })
+    expect(other.status).toBe(200)
+    const missing = await runHere(['keys', 'revoke', 'key_missing', ...db])
+    expect([missing.code, missing.stderr]).toEqual([1, 'caipay: API key key_missing not found.\n'])
+    const noId = await runHere(['keys', 'revoke', ...db])
+    expect(noId.code).toBe(2)
+
+    await runHere(['apps', 'create', '--mode', 'live', '--partner', thirdId!, ...db])
+    const apps = JSON.parse((await runHere(['apps', 'list', '--partner', thirdId!, '--json', ...db])).stdout)
+    expect(apps).toEqual([
+      {
+        appId: expect.stringMatching(/^app_/),
+        partnerId: thirdId,
+        mode: 'live',
+        createdAt: expect.any(String),
+        revokedAt: null,
+      },
+    ])
+    const badMode = await runHere(['apps', 'list', '--mode', 'staging', ...db])
+    expect(badMode.code).toBe(2)
+    server.child.kill('SIGTERM')
+    expect(await server.exited).toBe(0)
+  })
+
   it("the README's curl walkthrough runs against the server", { timeout: 240_000 }, async () => {
     const readme = await fs.readFile('README.md', 'utf8')
     const block = /<!-- walkthrough:start -->\n```sh\n([\s\S]*?)```\n<!-- walkthrough:end -->/.exec(
@@ -269,7 +362,17 @@ describe('caipay CLI', () => {
   it('--version, and --help for each command', async () => {
     const version = await runHere(['--version'])
     expect(version.stdout.trim()).toBe(JSON.parse(await fs.readFile('package.json', 'utf8')).version)
-    for (const command of [['serve'], ['keys', 'create'], ['apps', 'create']]) {
+    const commands = [
+      ['serve'],
+      ['partners', 'create'],
+      ['partners', 'list'],
+      ['keys', 'create'],
+      ['keys', 'list'],
+      ['keys', 'revoke'],
+      ['apps', 'create'],
+      ['apps', 'list'],
+    ]
+    for (const command of commands) {
       const help = await runHere([...command, '--help'])
       expect(help.code).toBe(0)
       expect(help.stdout).toMatch(new RegExp(`^Usage: caipay ${command.join(' ')} `))

@@ -83,3 +83,93 @@ export async function createAppId(
   if (!inserted) throw new Error(`The app id ${appId} is already registered.`)
   return { partnerId: options.partnerId, appId }
 }
+
+/** What an operator sees of a partner. */
+export interface PartnerListing {
+  id: string
+  name: string | null
+  createdAt: string
+}
+
+export async function listPartners(db: Db): Promise<PartnerListing[]> {
+  const rows = await db.selectFrom('partners').selectAll().orderBy('created_at').orderBy('id').execute()
+  return rows.map((row) => ({ id: row.id, name: row.name, createdAt: row.created_at.toISOString() }))
+}
+
+/** An API key as listings show it: the prefix people recognise, never the key (it is not stored). */
+export interface ApiKeyListing {
+  id: string
+  partnerId: string
+  mode: Mode
+  role: KeyRole
+  prefix: string
+  createdAt: string
+  revokedAt: string | null
+}
+
+export async function listApiKeys(
+  db: Db,
+  filter: { partnerId?: string | undefined; mode?: Mode | undefined; keyId?: string } = {},
+): Promise<ApiKeyListing[]> {
+  let query = db
+    .selectFrom('api_keys')
+    .select(['id', 'partner_id', 'mode', 'role', 'key_prefix', 'created_at', 'revoked_at'])
+  if (filter.keyId !== undefined) query = query.where('id', '=', filter.keyId)
+  if (filter.partnerId !== undefined) query = query.where('partner_id', '=', filter.partnerId)
+  if (filter.mode !== undefined) query = query.where('mode', '=', filter.mode)
+  const rows = await query.orderBy('created_at').orderBy('id').execute()
+  return rows.map((row) => ({
+    id: row.id,
+    partnerId: row.partner_id,
+    mode: row.mode,
+    role: row.role,
+    prefix: row.key_prefix,
+    createdAt: row.created_at.toISOString(),
+    revokedAt: row.revoked_at?.toISOString() ?? null,
+  }))
+}
+
+/**
+ * Revokes the key with this id. Undefined when no such key exists; a key already revoked keeps its
+ * first revocation time.
+ */
+export async function revokeApiKeyById(
+  db: Db,
+  keyId: string,
+  now = new Date(),
+): Promise<ApiKeyListing | undefined> {
+  const existing = await db
+    .selectFrom('api_keys')
+    .select('revoked_at')
+    .where('id', '=', keyId)
+    .executeTakeFirst()
+  if (!existing) return undefined
+  if (existing.revoked_at === null) await revokeApiKey(db, keyId, now)
+  const [listed] = await listApiKeys(db, { keyId })
+  return listed
+}
+
+export interface AppListing {
+  appId: string
+  partnerId: string
+  mode: Mode
+  createdAt: string
+  revokedAt: string | null
+}
+
+export async function listApps(
+  db: Db,
+  filter: { partnerId?: string | undefined; mode?: Mode | undefined } = {},
+): Promise<AppListing[]> {
+  let query = db.selectFrom('apps').selectAll()
+  if (filter.partnerId !== undefined) query = query.where('partner_id', '=', filter.partnerId)
+  if (filter.mode !== undefined) query = query.where('mode', '=', filter.mode)
+  const rows = await query.orderBy('created_at').orderBy('id').execute()
+  return rows.map((row) => ({
+    appId: row.id,
+    partnerId: row.partner_id,
+    mode: row.mode,
+    createdAt: row.created_at.toISOString(),
+    revokedAt: row.revoked_at?.toISOString() ?? null,
+  }))
+}
