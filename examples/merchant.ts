@@ -45,7 +45,13 @@ try {
   }
   console.log('status', status.status, status.txId)
 
-  const refund = await api.createRefund({ merchantId: merchant.id, body: { paymentId: payment.paymentId } })
+  // A refund is pending until its transfer is made (in test mode a simulated one, a moment later).
+  let refund = await api.createRefund({ merchantId: merchant.id, body: { paymentId: payment.paymentId } })
+  while (refund.status === 'pending') {
+    await new Promise((resolve) => setTimeout(resolve, 250))
+    refund = await api.getRefund({ merchantId: merchant.id, params: { id: refund.refundId } })
+  }
+  console.log('refund', refund.refundId, refund.status, refund.txId)
   const page = await api.listMerchantPayments({ merchantId: merchant.id, query: { limit: 10 } })
   console.log('refunded', refund.paymentId, 'listed as refunded:', page.data[0]?.refunded)
 } finally {

@@ -1,10 +1,20 @@
 export type {
+  Refund,
+  RefundBody,
+  RefundFailureCode,
+  RefundListResponse,
+  RefundStatus,
+} from '../contract/refund.js'
+export type {
+  AnyWebhookEvent,
   WebhookDelivery,
   WebhookEndpoint,
   WebhookEndpointCreated,
   WebhookEvent,
   WebhookEventType,
   WebhookPaymentSnapshot,
+  WebhookRefundEvent,
+  WebhookRefundSnapshot,
 } from '../contract/webhooks.js'
 export { isPayError, PayError, type PayErrorCode } from '../errors/PayError.js'
 export { createGatewayClient, type GatewayClientConfig } from './gateway.js'

@@ -1,4 +1,4 @@
-import type { WebhookEvent } from '../contract/webhooks.js'
+import type { AnyWebhookEvent } from '../contract/webhooks.js'
 import { PayError } from '../errors/PayError.js'
 
 /**
@@ -16,7 +16,7 @@ export async function verifyWebhook(
   headers: WebhookHeaders,
   rawBody: string | Uint8Array,
   options: { toleranceSeconds?: number; now?: Date } = {},
-): Promise<WebhookEvent> {
+): Promise<AnyWebhookEvent> {
   const id = header(headers, 'svix-id') ?? header(headers, 'webhook-id')
   const timestamp = header(headers, 'svix-timestamp') ?? header(headers, 'webhook-timestamp')
   const signatures = header(headers, 'svix-signature') ?? header(headers, 'webhook-signature')
@@ -38,7 +38,7 @@ export async function verifyWebhook(
   }
   if (!matched) refuse('No signature matches this secret.')
   try {
-    return JSON.parse(body) as WebhookEvent
+    return JSON.parse(body) as AnyWebhookEvent
   } catch {
     refuse('The body is not JSON.')
   }

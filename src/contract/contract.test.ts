@@ -17,14 +17,16 @@ describe('registry', () => {
   it('lists every spec row once with a unique method and path', () => {
     const keys = Object.values(endpoints).map((e) => `${e.method} ${e.path}`)
     expect(new Set(keys).size).toBe(keys.length)
-    // Spec rows 1-23, the sandbox simulate endpoint and the eight webhook-endpoint routes.
-    expect(keys).toHaveLength(24 + 8)
+    // Spec rows 1-23, the sandbox simulate endpoint, the eight webhook-endpoint routes, and the refunds'
+    // read, list and sandbox simulate.
+    expect(keys).toHaveLength(24 + 8 + 3)
   })
   it('maps every spec error code to an HTTP status', () => {
     expect(serviceErrorCodes).toContain('settlement_asset_conflict')
     expect(serviceErrorCodes).toContain('webhook_endpoint_not_found')
     expect(serviceErrorCodes).toContain('settlement_not_found')
-    expect(serviceErrorCodes).toHaveLength(39)
+    expect(serviceErrorCodes).toContain('refund_not_found')
+    expect(serviceErrorCodes).toHaveLength(40)
     for (const code of serviceErrorCodes) expect(serviceErrorStatus[code]).toBeGreaterThanOrEqual(400)
   })
   it('turns every schema into JSON Schema for the OpenAPI document', () => {

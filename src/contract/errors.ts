@@ -31,6 +31,7 @@ export const serviceErrorStatus = {
   webhook_endpoint_not_found: 404,
   webhook_delivery_not_found: 404,
   settlement_not_found: 404,
+  refund_not_found: 404,
   idempotency_conflict: 409,
   merchant_exists: 409,
   already_refunded: 409,

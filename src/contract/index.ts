@@ -82,9 +82,21 @@ export {
   PaymentListResponse,
   PaymentsSettlementInformation,
   ReferenceId,
-  RefundBody,
-  RefundResponse,
   SimulateBody,
   StatusResponse,
   simulateOutcomes,
 } from './payment.js'
+export {
+  Refund,
+  RefundBody,
+  RefundFailureCode,
+  RefundId,
+  RefundIdParams,
+  RefundListQuery,
+  RefundListResponse,
+  RefundSimulateBody,
+  RefundStatus,
+  refundFailureCodes,
+  refundSimulateOutcomes,
+  refundStatuses,
+} from './refund.js'

@@ -122,11 +122,6 @@ export const PaymentListResponse = z.object({
 })
 export type PaymentListResponse = z.infer<typeof PaymentListResponse>
 
-export const RefundBody = z.strictObject({ paymentId: PaymentId })
-export type RefundBody = z.infer<typeof RefundBody>
-export const RefundResponse = z.object({ paymentId: z.string() })
-export type RefundResponse = z.infer<typeof RefundResponse>
-
 export const simulateOutcomes = ['succeeded', 'failed', 'expired', 'cancelled'] as const
 export const SimulateBody = z.strictObject({ outcome: z.enum(simulateOutcomes) })
 export type SimulateBody = z.infer<typeof SimulateBody>

@@ -20,8 +20,18 @@ export const defaultWebhookEventTypes = [
   'payment.settled',
 ] as const
 
-/** Every event type; `payment.refunded` (caipay's own) only when an endpoint enables it explicitly. */
-export const webhookEventTypes = [...defaultWebhookEventTypes, 'payment.refunded'] as const
+/** caipay's refund events (data: a refund snapshot); like `payment.refunded`, not in the contract. */
+export const refundEventTypes = ['refund.created', 'refund.succeeded', 'refund.failed'] as const
+
+/**
+ * Every event type. caipay's own (`payment.refunded`, once refunds cover the whole payment, and the
+ * refund events) only when an endpoint enables them explicitly.
+ */
+export const webhookEventTypes = [
+  ...defaultWebhookEventTypes,
+  'payment.refunded',
+  ...refundEventTypes,
+] as const
 export const WebhookEventType = z.enum(webhookEventTypes)
 export type WebhookEventType = z.infer<typeof WebhookEventType>
 
@@ -135,6 +145,29 @@ export const WebhookPaymentSnapshot = z.object({
 })
 export type WebhookPaymentSnapshot = z.infer<typeof WebhookPaymentSnapshot>
 
+/** The `data` of a `refund.*` event: the refund as the change left it. */
+export const WebhookRefundSnapshot = z.object({
+  refund_id: z.string(),
+  payment_id: z.string(),
+  merchant_id: z.string(),
+  live: z.boolean(),
+  /** The payment's version this event is (a refund's events are versions of its payment too). */
+  payment_state_version: z.number(),
+  status: z.enum(['pending', 'succeeded', 'failed']),
+  /** In the payment's unit. */
+  amount: WireAmount,
+  /** What is sent back, in the paid asset's minor units (`caip19/...`); null when none. */
+  asset_amount: z.nullable(WireAmount),
+  destination: z.nullable(z.string()),
+  reason: z.nullable(z.string()),
+  tx_id: z.nullable(z.string()),
+  failure_code: z.nullable(z.string()),
+  created_at: z.string(),
+  succeeded_at: z.nullable(z.string()),
+  failed_at: z.nullable(z.string()),
+})
+export type WebhookRefundSnapshot = z.infer<typeof WebhookRefundSnapshot>
+
 export const WebhookEvent = z.object({
   id: z.string(),
   type: z.string(),
@@ -143,3 +176,16 @@ export const WebhookEvent = z.object({
   data: WebhookPaymentSnapshot,
 })
 export type WebhookEvent = z.infer<typeof WebhookEvent>
+
+/** A `refund.*` event: the same envelope around the refund's snapshot. */
+export const WebhookRefundEvent = z.object({
+  id: z.string(),
+  type: z.enum(refundEventTypes),
+  api_version: z.string(),
+  created_at: z.string(),
+  data: WebhookRefundSnapshot,
+})
+export type WebhookRefundEvent = z.infer<typeof WebhookRefundEvent>
+
+/** Whatever an endpoint can receive: tell them apart by `type` (`refund.*` or `payment.*`). */
+export type AnyWebhookEvent = WebhookEvent | WebhookRefundEvent

@@ -2,6 +2,8 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
 import * as z from 'zod/mini'
 import { createLiveRuntime, type LiveRuntime } from './chains/live.js'
+import { refundJobKinds } from './refunds/jobs.js'
+import { testRefundJob } from './refunds/sandbox.js'
 import './context.js'
 import { PayError } from '../errors/PayError.js'
 import { resolveConfig, type ServerConfig } from './config.js'
@@ -73,7 +75,11 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   app.decorate('chainDrivers', live.drivers)
   app.decorate('liveChains', live.chains ?? { evm: [], solana: [] })
   app.decorate('x402Options', options.x402 ?? {})
-  app.decorate('jobHandlers', { ...live.jobHandlers, [webhookJobKind]: webhookDeliveryJob(config) })
+  app.decorate('jobHandlers', {
+    ...live.jobHandlers,
+    [webhookJobKind]: webhookDeliveryJob(config),
+    [refundJobKinds.test]: testRefundJob(),
+  })
   app.decorateRequest('auth', null)
   app.decorateRequest('merchant', null)
   app.decorateRequest('apiVersion', null)

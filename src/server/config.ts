@@ -109,6 +109,7 @@ const ConfigFileSchema = z.strictObject({
   bodyLimitBytes: z.optional(PositiveInt),
   authCacheMs: z.optional(z.int().check(z.minimum(0), z.maximum(60_000))),
   fastPaths: z.optional(z.boolean()),
+  sandboxRefundDelayMs: z.optional(z.int().check(z.minimum(0), z.maximum(600_000))),
   cors: z.optional(CorsConfigSchema),
   webhooks: z.optional(
     z.strictObject({
@@ -154,6 +155,11 @@ export interface ServerConfig {
    */
   fastPaths: boolean
   /**
+   * How long after creation a test-mode refund's simulated transfer succeeds: the window in which the
+   * merchant can simulate its failure (`POST /v1/test/refunds/{id}/simulate`). Default 1000 ms.
+   */
+  sandboxRefundDelayMs: number
+  /**
    * Browser origins allowed per surface (see cors.ts). The gateway is open by default: its credentials
    * are headers a page must already hold, never cookies. The merchant API answers no origin by default.
    */
@@ -178,6 +184,7 @@ export const defaultConfig: ServerConfig = {
   bodyLimitBytes: 1024 * 1024,
   authCacheMs: 1000,
   fastPaths: true,
+  sandboxRefundDelayMs: 1000,
   cors: { gateway: '*', merchant: [] },
   webhooks: { allowPrivateUrls: false, timeoutMs: 10_000 },
 }
@@ -210,6 +217,7 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
     bodyLimitBytes: file.bodyLimitBytes ?? defaultConfig.bodyLimitBytes,
     authCacheMs: file.authCacheMs ?? defaultConfig.authCacheMs,
     fastPaths: file.fastPaths ?? defaultConfig.fastPaths,
+    sandboxRefundDelayMs: file.sandboxRefundDelayMs ?? defaultConfig.sandboxRefundDelayMs,
     cors: {
       gateway: normalizeOrigins(file.cors?.gateway ?? defaultConfig.cors.gateway),
       merchant: normalizeOrigins(file.cors?.merchant ?? defaultConfig.cors.merchant),

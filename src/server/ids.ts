@@ -31,6 +31,7 @@ const idPrefixes = {
   merchant: 'mrch_',
   cryptoSettlement: 'crypto_',
   payment: 'pay_',
+  refund: 'ref_',
   request: 'req_',
   /** With the default 24 base62 (142 bits), a payment option's id doubles as its hosted form's capability. */
   option: 'opt_',

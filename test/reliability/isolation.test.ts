@@ -177,6 +177,19 @@ async function makeObjects(owner: Actor): Promise<Objects> {
     confirmBody: { optionId: 'opt_unknown', results: ['0x00'] },
   }
   await succeedPayment(t, objects.refund)
+  // Paid by a wallet, as every succeeded payment is: a live refund sends the paid asset back to it.
+  await t.db
+    .updateTable('payments')
+    .set({
+      buyer: 'eip155:8453:0x1111111111111111111111111111111111111111',
+      option_amount: JSON.stringify({
+        unit: 'caip19/eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+        value: '7000000',
+        display: { assetName: 'USD Coin', assetSymbol: 'USDC', decimals: 6 },
+      }),
+    })
+    .where('id', '=', objects.refund)
+    .execute()
   if (owner.mode === 'test') {
     const options = async (paymentId: string): Promise<PaymentOption[]> =>
       (
@@ -482,7 +495,7 @@ const rows: Row[] = [
       merchant: 'victim',
       payload: (o) => ({ paymentId: o.refund }),
     }),
-    expected: (a, b) => (same(a, b) ? { status: 200 } : notFound('merchant_not_found')),
+    expected: (a, b) => (same(a, b) ? { status: 201 } : notFound('merchant_not_found')),
   },
   {
     name: 'simulate (Merchant-Id: own merchant)',

@@ -223,7 +223,7 @@ async function client(index: number, merchantId: string, until: number) {
       await call('gateway status', 'GET', `/v1/gateway/payment/${id}/status`, wallet, { status: 200 })
       const read = await call('read payment', 'GET', `/v1/payments/${id}`, merchant, { status: 200 })
       if (read && read.status !== 'succeeded') tally.unexpected.push(`read: ${id} is ${read.status}`)
-      await call('refund', 'POST', '/v1/refunds', merchant, { status: 200 }, { paymentId: id })
+      await call('refund', 'POST', '/v1/refunds', merchant, { status: 201 }, { paymentId: id })
       await call(
         'refund',
         'POST',
@@ -358,11 +358,18 @@ describe(`soak: ${seconds} s of mixed traffic against a real server`, () => {
       expect(final.heapUsed - baseline.heapUsed, samples.join(', ')).toBeLessThan(heapBound)
       expect(final.rss - baseline.rss, samples.join(', ')).toBeLessThan(rssBound)
 
-      // The server's own view agrees with what the clients did: every refund marked once.
-      const list = await fetch(`${ready.url}/v1/merchants/payments?limit=200&status=succeeded`, {
-        headers: { 'api-key': ready.apiKey, 'merchant-id': merchantId },
-      })
-      const body = (await list.json()) as { data: { refunded: boolean }[] }
+      // The server's own view agrees with what the clients did: every refund made, once its simulated
+      // transfer (a job, due at once) has run.
+      let body: { data: { refunded: boolean }[] } = { data: [] }
+      for (const deadline = Date.now() + 15_000; Date.now() < deadline; ) {
+        const list = await fetch(`${ready.url}/v1/merchants/payments?limit=200&status=succeeded`, {
+          headers: { 'api-key': ready.apiKey, 'merchant-id': merchantId },
+        })
+        body = (await list.json()) as typeof body
+        if (body.data.every((p) => p.refunded)) break
+        await new Promise((resolve) => setTimeout(resolve, 200))
+      }
+      expect(body.data.length).toBeGreaterThan(0)
       expect(body.data.every((p) => p.refunded)).toBe(true)
     },
     (seconds + 90) * 1000,

@@ -22,7 +22,7 @@ const server = await startServer({
   port: 0,
   dataDir,
   // The soak measures the server, not the limiter: a limiter answering 429 would be noise here.
-  config: resolveConfig({ rateLimit: false }),
+  config: resolveConfig({ rateLimit: false, sandboxRefundDelayMs: 0 }),
   publicBaseUrlFromListen: true,
   bootstrapPartner: true,
 })

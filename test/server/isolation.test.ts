@@ -14,6 +14,7 @@ let owner: string
 let merchantId: string
 let settlementId: string
 let paymentId: string
+let refundId: string
 const others: Record<string, { key: string; ownMerchant: string }> = {}
 
 beforeAll(async () => {
@@ -29,6 +30,14 @@ beforeAll(async () => {
   settlementId = s.json.settlements[0].id
   paymentId = await createPayment(t, owner, merchantId)
   await succeedPayment(t, paymentId)
+  const partial = await t.request({
+    method: 'POST',
+    url: '/v1/refunds',
+    headers: headers(owner, merchantId),
+    payload: { paymentId, amount: { unit: 'iso4217/USD', value: '1' } },
+  })
+  expect(partial.statusCode, partial.body).toBe(201)
+  refundId = partial.json.refundId
   const partnerB = await t.createPartner()
   for (const [name, mode, partner] of [
     ['A live', 'live', t.partnerId],
@@ -162,6 +171,20 @@ const probes = (): Probe[] => [
     payload: { paymentId },
     code: 'merchant_not_found',
   },
+  {
+    name: 'read refund (own merchant)',
+    method: 'GET',
+    url: `/v1/refunds/${refundId}`,
+    merchant: 'own',
+    code: 'refund_not_found',
+  },
+  {
+    name: 'read refund (victim merchant)',
+    method: 'GET',
+    url: `/v1/refunds/${refundId}`,
+    merchant: 'victim',
+    code: 'merchant_not_found',
+  },
 ]
 
 describe('isolation matrix', () => {
@@ -189,6 +212,12 @@ describe('isolation matrix', () => {
         expect(merchants.json.data.map((m: { id: string }) => m.id)).toEqual([ownMerchant])
         const payments = await t.request({ method: 'GET', url: '/v1/payments', headers: headers(key) })
         expect(payments.json.data).toEqual([])
+        const refunds = await t.request({
+          method: 'GET',
+          url: '/v1/refunds',
+          headers: headers(key, ownMerchant),
+        })
+        expect(refunds.json.data).toEqual([])
         const search = await t.request({
           method: 'GET',
           url: `/v1/merchants?search=${merchantId}`,
@@ -221,7 +250,14 @@ describe('isolation matrix', () => {
       headers: headers(owner, merchantId),
       payload: { paymentId },
     })
-    expect(refund.statusCode).toBe(200)
+    expect([refund.statusCode, refund.json.amount.value]).toEqual([201, '1249'])
+    const again = await t.request({
+      method: 'POST',
+      url: '/v1/refunds',
+      headers: headers(owner, merchantId),
+      payload: { paymentId },
+    })
+    expect(again.json.code).toBe('already_refunded')
     const settlements = await t.request({
       method: 'GET',
       url: `/v1/merchants/${merchantId}/settlements`,

@@ -169,7 +169,7 @@ describe('payment events (transactional outbox)', () => {
       ['payment.created', 0],
       ['payment.processing', 1],
       ['payment.succeeded', 2],
-      ['payment.refunded', 3],
+      ['refund.created', 3],
     ])
   })
 

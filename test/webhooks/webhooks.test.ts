@@ -142,7 +142,7 @@ beforeAll(async () => {
   server = await startServer({
     port: 0,
     databaseUrl: pg.url,
-    config: resolveConfig({ rateLimit: false, webhooks: { timeoutMs: 1500 } }),
+    config: resolveConfig({ rateLimit: false, sandboxRefundDelayMs: 0, webhooks: { timeoutMs: 1500 } }),
     now,
     jobIntervalMs: 50,
     webhookDispatchIntervalMs: 50,
@@ -357,7 +357,11 @@ describe('payment events', () => {
     const r = await receiver()
     const endpoint = await register(r.url)
     const withRefunds = await receiver()
-    const refundsOnly = await register(withRefunds.url, ['payment.refunded'])
+    const refundsOnly = await register(withRefunds.url, [
+      'payment.refunded',
+      'refund.created',
+      'refund.succeeded',
+    ])
     const failed = await createPayment()
     await simulate(failed, 'failed')
     const expired = await createPayment()
@@ -405,14 +409,21 @@ describe('payment events', () => {
     })
     const s = await eventsOf(r, endpoint.secret, refunded, 3)
     expect(s.map((e) => e.type)).toEqual(['payment.created', 'payment.processing', 'payment.succeeded'])
-    const [refund] = await eventsOf(withRefunds, refundsOnly.secret, refunded, 1)
-    expect(refund).toMatchObject({
-      type: 'payment.refunded',
-      data: { status: 'succeeded', payment_state_version: 3 },
+    const refundEvents = await eventsOf(withRefunds, refundsOnly.secret, refunded, 3)
+    expect(refundEvents.map((e) => [e.type, e.data.payment_state_version])).toEqual([
+      ['refund.created', 3],
+      ['refund.succeeded', 4],
+      ['payment.refunded', 5],
+    ])
+    expect(refundEvents[1]!.data).toMatchObject({
+      payment_id: refunded,
+      status: 'succeeded',
+      tx_id: expect.any(String),
     })
-    // The default endpoint never got payment.refunded, the refunds-only endpoint nothing else.
-    expect(r.received.some((x) => x.event.type === 'payment.refunded')).toBe(false)
-    expect(withRefunds.received.every((x) => x.event.type === 'payment.refunded')).toBe(true)
+    expect(refundEvents[2]!.data).toMatchObject({ status: 'succeeded', payment_state_version: 5 })
+    // The default endpoint got none of caipay's own events; the refunds endpoint nothing else.
+    expect(r.received.some((x) => /refund/.test(x.event.type))).toBe(false)
+    expect(withRefunds.received.every((x) => /refund/.test(x.event.type))).toBe(true)
   })
 })
 

@@ -28,7 +28,13 @@ export async function enqueueJob(
       created_at: now,
       updated_at: now,
     })
-    .onConflict((oc) => oc.columns(['kind', 'payment_id']).where('delivery_id', 'is', null).doNothing())
+    .onConflict((oc) =>
+      oc
+        .columns(['kind', 'payment_id'])
+        .where('delivery_id', 'is', null)
+        .where('refund_id', 'is', null)
+        .doNothing(),
+    )
     .execute()
   // Delivered when the enqueueing transaction commits: listening runners start at once (jobs/notify.ts).
   await sql`SELECT pg_notify(${jobsChannel}, ${job.kind})`.execute(db)

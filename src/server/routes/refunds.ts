@@ -1,22 +1,34 @@
 import type { FastifyInstance } from 'fastify'
 import { endpoints } from '../../contract/endpoints.js'
 import { fail } from '../errors.js'
-import { refundPayment } from '../payments/lifecycle.js'
-import { findMerchantPayment } from '../payments/views.js'
+import { createRefund } from '../refunds/create.js'
+import { simulateRefund } from '../refunds/sandbox.js'
+import { findMerchantRefund, listRefunds, refundJson } from '../refunds/views.js'
 import { defineRoute } from '../route.js'
 
 export async function refundRoutes(app: FastifyInstance): Promise<void> {
-  // A full refund is a mark on a succeeded payment; one conditional UPDATE makes it happen once.
-  defineRoute(app, endpoints.createRefund, async ({ db, merchant, body, now }) => {
-    const marked = await refundPayment(db, { paymentId: body.paymentId, merchantId: merchant.id, now })
-    if (marked) return { paymentId: marked.id }
-    const payment = await findMerchantPayment(db, merchant.id, body.paymentId, now)
-    if (payment.status !== 'succeeded') {
-      fail(
-        'payment_not_succeeded',
-        `Only a succeeded payment can be refunded; this one is ${payment.status}.`,
-      )
-    }
-    fail('already_refunded', 'This payment is already refunded.', { paymentId: payment.id })
+  defineRoute(app, endpoints.createRefund, async ({ db, merchant, body, now, config }) => {
+    const refund = await createRefund(db, {
+      merchantId: merchant.id,
+      body,
+      now,
+      sandboxDelayMs: config.sandboxRefundDelayMs,
+    })
+    return refundJson(refund, config)
+  })
+
+  defineRoute(app, endpoints.getRefund, async ({ db, merchant, params, config }) =>
+    refundJson(await findMerchantRefund(db, merchant.id, params.id), config),
+  )
+
+  defineRoute(app, endpoints.listRefunds, async ({ db, merchant, query, config }) =>
+    listRefunds(db, config, merchant.id, query),
+  )
+
+  defineRoute(app, endpoints.simulateRefund, async ({ db, auth, merchant, params, body, now, config }) => {
+    if (auth.mode !== 'test')
+      fail('not_sandbox_api_key', 'Use a test API key (svc_test_...) to simulate outcomes.')
+    const refund = await findMerchantRefund(db, merchant.id, params.id)
+    return refundJson(await simulateRefund(db, refund, body.outcome, now), config)
   })
 }

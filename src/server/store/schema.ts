@@ -165,6 +165,8 @@ export interface JobsTable {
   result: Json<unknown> | null
   /** A webhook delivery's job (migration 009); null for a payment's own jobs. */
   delivery_id: ColumnType<string | null, string | null | undefined, string | null>
+  /** A refund's job (migration 015): one per refund, where a payment's own jobs are one per kind. */
+  refund_id: ColumnType<string | null, string | null | undefined, string | null>
   last_error: string | null
   created_at: Timestamp
   updated_at: Timestamp

@@ -1,4 +1,10 @@
-import { type WebhookEvent, type WebhookPaymentSnapshot, webhookApiVersion } from '../../contract/webhooks.js'
+import {
+  type AnyWebhookEvent,
+  type WebhookPaymentSnapshot,
+  type WebhookRefundEvent,
+  type WebhookRefundSnapshot,
+  webhookApiVersion,
+} from '../../contract/webhooks.js'
 
 /**
  * The payload of a payment event, WalletConnect Pay's webhook contract (`api_version` 2026-05-18): an
@@ -95,14 +101,39 @@ export function paymentSnapshot(row: Snapshot): WebhookPaymentSnapshot {
   }
 }
 
+/** A refund event's snapshot is the refunds row (refunds/events.ts). */
+export function refundSnapshot(row: Snapshot): WebhookRefundSnapshot {
+  const asset = text(row, 'asset')
+  const assetValue = text(row, 'asset_value')
+  return {
+    refund_id: String(row.id),
+    payment_id: String(row.payment_id),
+    merchant_id: String(row.merchant_id),
+    live: row.mode === 'live',
+    payment_state_version: Number(row.payment_state_version ?? 0),
+    status: String(row.status) as WebhookRefundSnapshot['status'],
+    amount: { unit: String(row.amount_unit), value: String(row.amount_value) },
+    asset_amount: asset && assetValue !== null ? { unit: `caip19/${asset}`, value: assetValue } : null,
+    destination: text(row, 'destination'),
+    reason: text(row, 'reason'),
+    tx_id: text(row, 'tx_id'),
+    failure_code: text(row, 'failure_code'),
+    created_at: iso(row, 'created_at')!,
+    succeeded_at: iso(row, 'succeeded_at'),
+    failed_at: iso(row, 'failed_at'),
+  }
+}
+
 /** The event as it is sent (and signed): the body bytes every attempt of every delivery reuses. */
 export function renderPaymentEvent(event: PaymentEventForPayload): string {
-  const payload: WebhookEvent = {
+  const envelope = {
     id: event.id,
-    type: event.type,
     api_version: webhookApiVersion,
     created_at: event.created_at.toISOString(),
-    data: paymentSnapshot(event.snapshot),
   }
+  const payload: AnyWebhookEvent =
+    event.snapshot.object === 'refund'
+      ? { ...envelope, type: event.type as WebhookRefundEvent['type'], data: refundSnapshot(event.snapshot) }
+      : { ...envelope, type: event.type, data: paymentSnapshot(event.snapshot) }
   return JSON.stringify(payload)
 }

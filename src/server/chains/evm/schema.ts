@@ -2,8 +2,11 @@
 import type { ColumnType, Generated, Selectable } from 'kysely'
 import type { Timestamp } from '../../store/schema.js'
 
-/** `deploy`: an undeployed (ERC-6492) payer's account, through its factory, before the relay. */
-export type EvmTxPurpose = 'relay' | 'settle' | 'deploy'
+/**
+ * `deploy`: an undeployed (ERC-6492) payer's account, through its factory, before the relay; `refund`:
+ * the payment's asset sent back (refund_id says which refund).
+ */
+export type EvmTxPurpose = 'relay' | 'settle' | 'deploy' | 'refund'
 /** `sent`: signed, recorded, broadcast (maybe); `dropped`: its nonce went to another transaction. */
 export type EvmTxStatus = 'sent' | 'succeeded' | 'reverted' | 'dropped'
 
@@ -11,6 +14,8 @@ export interface EvmTransactionsTable {
   id: Generated<string>
   payment_id: string
   purpose: EvmTxPurpose
+  /** The refund a `refund` transaction pays (migration 015); null for the other purposes. */
+  refund_id: ColumnType<string | null, string | null | undefined, string | null>
   /** CAIP-2. */
   chain_id: string
   /** The executor address, lower case. */

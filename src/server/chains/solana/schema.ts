@@ -2,7 +2,7 @@
 import type { ColumnType, Selectable } from 'kysely'
 import type { Timestamp } from '../../store/schema.js'
 
-export type SolanaTxPurpose = 'payment' | 'settlement'
+export type SolanaTxPurpose = 'payment' | 'settlement' | 'refund'
 /** `dropped`: never landed and never can (its blockhash expired); `failed`: landed with an error or was refused. */
 export type SolanaTxState = 'pending' | 'landed' | 'failed' | 'dropped'
 
@@ -11,6 +11,8 @@ export interface SolanaTransactionsTable {
   signature: string
   payment_id: string
   purpose: SolanaTxPurpose
+  /** The refund a `refund` transaction pays (migration 015); null for the other purposes. */
+  refund_id: ColumnType<string | null, string | null | undefined, string | null>
   chain_id: string
   /** The complete signed wire transaction, base64. */
   raw: string

@@ -13,6 +13,7 @@ import * as eventDispatchUnsubscribed from './011_event_dispatch_unsubscribed.js
 import * as evmDeploy from './012_evm_deploy.js'
 import * as x402 from './013_x402.js'
 import * as evmSenderNonce from './014_evm_sender_nonce.js'
+import * as refunds from './015_refunds.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -33,4 +34,5 @@ export const migrations: Record<string, Migration> = {
   '012_evm_deploy': evmDeploy,
   '013_x402': x402,
   '014_evm_sender_nonce': evmSenderNonce,
+  '015_refunds': refunds,
 }
