@@ -80,7 +80,7 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
     await broadcast(chain, row.raw as Hex)
   } catch (error) {
     // Its nonce went to another sender of the key: count again before numbering the next ones.
-    if (/nonce too low/i.test(String(error))) p.sender.forgetChainNonce()
+    if (nodeRefusal(error) === 'nonce_too_low') p.sender.forgetChainNonce()
     throw error
   }
   return { hash: row.hash as Hash, row }
