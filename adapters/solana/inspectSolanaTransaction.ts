@@ -1,5 +1,6 @@
 import {
   associatedTokenAddress,
+  computeBudgetProblem,
   type DecodedSolanaTransaction,
   maxFeeLamports,
   type SolanaInstruction,
@@ -14,8 +15,10 @@ export interface SolanaPolicyOptions {
    */
   allowFeePayer?: boolean
   /**
-   * With `allowFeePayer`, the most the signer may pay in fees for one transaction, lamports: base
-   * fee per signature plus compute-unit limit x price. Default 1 000 000 (0.001 SOL).
+   * With `allowFeePayer`, the most the signer may pay in fees for one transaction, lamports: the base
+   * fee of every signature (the transaction's and those its precompile instructions declare) plus
+   * compute-unit limit x price, charged whether the transaction succeeds or fails. Default 1 000 000
+   * (0.001 SOL).
    */
   maxFeeLamports?: bigint
 }
@@ -45,6 +48,17 @@ export function checkSolanaTransaction(parameters: CheckSolanaTransactionParamet
   const account = `${chainId}:${signer}`
   if (!decoded.signers.includes(signer)) {
     throw rejected('The Solana transaction does not need this account’s signature.', { chainId, account })
+  }
+  const budget = computeBudgetProblem(decoded)
+  if (budget) {
+    throw rejected(
+      'The Solana transaction has compute-budget instructions the wallet cannot read as the runtime does.',
+      {
+        chainId,
+        account,
+        reason: budget,
+      },
+    )
   }
   if (decoded.feePayer === signer) {
     if (!parameters.allowFeePayer) {

@@ -8,6 +8,7 @@ import {
   computeBudgetProgramId,
   computeBudgetTags,
   memoProgramIds,
+  precompileProgramIds,
   systemProgramId,
   token2022ProgramId,
   tokenProgramId,
@@ -25,13 +26,19 @@ interface InstructionBase {
 
 export interface ComputeBudgetInstruction extends InstructionBase {
   readonly kind: 'computeBudget'
-  /** What it sets, when it is one of the known compute-budget instructions. */
+  /**
+   * What it sets, read as the runtime reads it (its data's prefix; bytes after the value are
+   * ignored by the runtime too); undefined when the runtime would refuse the data.
+   */
   readonly setting?: 'heapFrame' | 'unitLimit' | 'unitPrice' | 'loadedAccountsDataSize'
   /** The value it sets (compute units, micro-lamports per unit, bytes). */
   readonly value?: bigint
 }
 
-/** System program `AdvanceNonceAccount`: as the first instruction it makes the blockhash a durable nonce. */
+/**
+ * System program `AdvanceNonceAccount`: as the first instruction it makes the blockhash a durable
+ * nonce. The runtime matches the data's first four bytes, whatever follows, and so does this.
+ */
 export interface AdvanceNonceInstruction extends InstructionBase {
   readonly kind: 'advanceNonce'
 }
@@ -129,6 +136,9 @@ export function decodeSolanaTransaction(input: string | Uint8Array): DecodedSola
   }
 
   const keys = message.staticAccountKeys.map((key) => key.toBase58())
+  if (message.compiledInstructions.some((ix) => ix.programIdIndex >= keys.length)) {
+    throw invalid('The Solana transaction loads a program id from a lookup table.')
+  }
   const signers = keys.slice(0, required)
   const instructions = message.compiledInstructions.map((ix, index) =>
     classify(
@@ -166,7 +176,7 @@ function classify(
     return { ...base, kind: 'computeBudget', ...computeBudget(data, view) }
   if (
     programId === systemProgramId &&
-    data.length === 4 &&
+    data.length >= 4 &&
     view.getUint32(0, true) === advanceNonceAccountTag
   ) {
     return { ...base, kind: 'advanceNonce' }
@@ -212,13 +222,15 @@ function classify(
   return { ...base, kind: 'other' }
 }
 
+// The runtime reads compute-budget data as a prefix (borsh, trailing bytes ignored): a u8 tag,
+// then a u32 (heap frame, unit limit, loaded accounts data size) or a u64 (unit price).
 function computeBudget(
   data: Uint8Array,
   view: DataView,
 ): Pick<ComputeBudgetInstruction, 'setting' | 'value'> {
   const tag = data[0]
-  if (tag === computeBudgetTags.unitPrice && data.length === 9) {
-    return { setting: 'unitPrice', value: view.getBigUint64(1, true) }
+  if (tag === computeBudgetTags.unitPrice) {
+    return data.length >= 9 ? { setting: 'unitPrice', value: view.getBigUint64(1, true) } : {}
   }
   const setting =
     tag === computeBudgetTags.heapFrame
@@ -228,34 +240,63 @@ function computeBudget(
         : tag === computeBudgetTags.loadedAccountsDataSize
           ? 'loadedAccountsDataSize'
           : undefined
-  if (setting && data.length === 5) return { setting, value: BigInt(view.getUint32(1, true)) }
+  if (setting && data.length >= 5) return { setting, value: BigInt(view.getUint32(1, true)) }
   return {}
 }
 
 /** Base fee per signature, lamports. */
 export const lamportsPerSignature = 5_000n
-/** Compute units an instruction gets when no `SetComputeUnitLimit` says otherwise, and the cap. */
+/**
+ * Compute units the runtime grants when no `SetComputeUnitLimit` says otherwise: up to 200 000 per
+ * instruction (3 000 for a builtin since SIMD-0170; counting 200 000 bounds both rules), 3 000 per
+ * compute-budget instruction; never more than 1.4 M.
+ */
 const defaultUnitsPerInstruction = 200_000n
+const defaultUnitsPerBudgetInstruction = 3_000n
 const maxUnits = 1_400_000n
 
 /**
- * The most the fee payer can be charged for this transaction, lamports: the base fee of every
- * signature plus the priority fee (unit limit x unit price, micro-lamports). Without a unit limit,
- * the runtime's default per instruction applies.
+ * The most the runtime can charge the fee payer for this transaction, lamports, whether it succeeds
+ * or fails: the base fee of every signature, its own and those its precompile instructions declare
+ * (Ed25519, secp256k1, secp256r1: the first data byte), plus the priority fee, ceil(unit limit x
+ * unit price / 10^6). Compute-budget instructions are read as the runtime reads them; the caller
+ * refuses a transaction whose compute-budget instructions the runtime would not accept
+ * (`computeBudgetProblem`).
  */
 export function maxFeeLamports(decoded: DecodedSolanaTransaction): bigint {
   let limit: bigint | undefined
   let price = 0n
-  let others = 0n
+  let units = 0n
+  let signatures = BigInt(decoded.signers.length)
   for (const ix of decoded.instructions) {
-    if (ix.kind !== 'computeBudget') others++
-    else if (ix.setting === 'unitLimit') limit = ix.value!
-    else if (ix.setting === 'unitPrice') price = ix.value!
+    if (ix.kind !== 'computeBudget') units += defaultUnitsPerInstruction
+    else {
+      units += defaultUnitsPerBudgetInstruction
+      if (ix.setting === 'unitLimit') limit = ix.value!
+      else if (ix.setting === 'unitPrice') price = ix.value!
+    }
+    if ((precompileProgramIds as readonly string[]).includes(ix.programId))
+      signatures += BigInt(ix.data[0] ?? 0)
   }
-  const units = limit ?? others * defaultUnitsPerInstruction
-  const capped = units < maxUnits ? units : maxUnits
+  const requested = limit ?? units
+  const capped = requested < maxUnits ? requested : maxUnits
   const priority = (capped * price + 999_999n) / 1_000_000n
-  return lamportsPerSignature * BigInt(decoded.signers.length) + priority
+  return lamportsPerSignature * signatures + priority
+}
+
+/**
+ * Why the runtime would not read the transaction's compute-budget instructions as `maxFeeLamports`
+ * does, or undefined: an instruction it cannot parse, or one setting given twice.
+ */
+export function computeBudgetProblem(decoded: DecodedSolanaTransaction): string | undefined {
+  const seen = new Set<string>()
+  for (const ix of decoded.instructions) {
+    if (ix.kind !== 'computeBudget') continue
+    if (!ix.setting) return 'unreadable compute-budget instruction'
+    if (seen.has(ix.setting)) return `compute-budget ${ix.setting} set twice`
+    seen.add(ix.setting)
+  }
+  return undefined
 }
 
 /** The associated token account of `owner` for `mint` under `tokenProgram`. */

@@ -22,3 +22,13 @@ export const computeBudgetTags = {
 
 /** System program instruction index (u32 LE) of `AdvanceNonceAccount`. */
 export const advanceNonceAccountTag = 4
+
+/**
+ * Precompiles: each instruction declares, in its first data byte, signatures the runtime charges the
+ * fee payer for like the transaction's own, whether or not they verify.
+ */
+export const precompileProgramIds = [
+  'Ed25519SigVerify111111111111111111111111111',
+  'KeccakSecp256k11111111111111111111111111111',
+  'Secp256r1SigVerify1111111111111111111111111',
+] as const

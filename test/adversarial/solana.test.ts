@@ -12,9 +12,9 @@ import {
   AddressLookupTableAccount,
   ComputeBudgetProgram,
   Keypair,
-  type PublicKey,
+  PublicKey,
   SystemProgram,
-  type TransactionInstruction,
+  TransactionInstruction,
   TransactionMessage,
   VersionedTransaction,
 } from '@solana/web3.js'
@@ -278,6 +278,99 @@ describe.each(solanaPaths)('hostile gateway, Solana signer via %s', (path) => {
     const funded = createAssociatedTokenAccountIdempotentInstruction(buyer.publicKey, sink, merchant, mint)
     await expectRefused(pay(path, 1n, transaction([funded, transferChecked(1n)])), 'action_rejected', {
       reason: 'signer funds a token account',
+    })
+  })
+
+  // Issue 27, causes 5-7: every decoder reads instruction data as the runtime does (a prefix), and
+  // the fee bound counts every lamport the runtime charges the fee payer, success or failure.
+  describe('the runtime’s reading of instruction data and fees', () => {
+    const withTrailing = (ix: TransactionInstruction, ...extra: number[]) =>
+      new TransactionInstruction({ ...ix, data: Buffer.concat([ix.data, Buffer.from(extra)]) })
+    const feePayer = { allowFeePayer: true }
+    const asPayer = (instructions: TransactionInstruction[]) =>
+      transaction([...instructions, transferChecked(1n)], { feePayer: buyer.publicKey })
+
+    it('cause 5: an AdvanceNonceAccount with trailing bytes is a durable nonce all the same', async () => {
+      const nonce = SystemProgram.nonceAdvance({
+        noncePubkey: Keypair.generate().publicKey,
+        authorizedPubkey: service.publicKey,
+      })
+      for (const extra of [[0], [1, 2, 3], Array(40).fill(255)]) {
+        await expectRefused(
+          pay(path, 1_000_000n, transaction([withTrailing(nonce, ...extra), transferChecked(1n)])),
+          'action_rejected',
+          { field: 'recentBlockhash' },
+        )
+      }
+    })
+
+    it('cause 6: compute-budget prices and limits with trailing bytes count as the runtime reads them', async () => {
+      const price = ComputeBudgetProgram.setComputeUnitPrice({ microLamports: 5n * 10n ** 9n })
+      const limit = ComputeBudgetProgram.setComputeUnitLimit({ units: 1_400_000 })
+      const micro = ComputeBudgetProgram.setComputeUnitPrice({ microLamports: 1_000_000n })
+      for (const tx of [
+        asPayer([withTrailing(price, 0)]),
+        asPayer([withTrailing(limit, 9), withTrailing(micro, 0, 0)]),
+      ]) {
+        await expectRefused(pay(path, 1n, tx, feePayer), 'action_rejected', { limit: '1000000' })
+      }
+    })
+
+    it('cause 6, next variants: truncated, unknown, deprecated and repeated compute-budget instructions', async () => {
+      const price = ComputeBudgetProgram.setComputeUnitPrice({ microLamports: 1n })
+      const budget = (data: number[]) =>
+        new TransactionInstruction({ programId: price.programId, keys: [], data: Buffer.from(data) })
+      for (const [ix, reason] of [
+        [budget([3, 1, 0, 0]), 'unreadable compute-budget instruction'],
+        [budget([2, 1]), 'unreadable compute-budget instruction'],
+        [budget([0, 1, 0, 0, 0, 1, 0, 0, 0]), 'unreadable compute-budget instruction'],
+        [budget([9]), 'unreadable compute-budget instruction'],
+        [budget([]), 'unreadable compute-budget instruction'],
+      ] as const) {
+        // Refused whoever pays: the wallet cannot say what the runtime makes of it.
+        await expectRefused(pay(path, 1n, transaction([ix, transferChecked(1n)])), 'action_rejected', {
+          reason,
+        })
+      }
+      await expectRefused(
+        pay(path, 1n, asPayer([price, withTrailing(price, 1)]), feePayer),
+        'action_rejected',
+        {
+          reason: 'compute-budget unitPrice set twice',
+        },
+      )
+    })
+
+    it('cause 7: signatures declared by Ed25519, secp256k1 and secp256r1 precompiles are fees', async () => {
+      for (const program of [
+        'Ed25519SigVerify111111111111111111111111111',
+        'KeccakSecp256k11111111111111111111111111111',
+        'Secp256r1SigVerify1111111111111111111111111',
+      ]) {
+        const precompile = new TransactionInstruction({
+          programId: new PublicKey(program),
+          keys: [],
+          data: Buffer.from([255]),
+        })
+        // 1 + 255 signatures = 1.28 M lamports, over the 0.001 SOL default, and charged on failure too.
+        await expectRefused(pay(path, 1n, asPayer([precompile]), feePayer), 'action_rejected', {
+          maxFeeLamports: '1280000',
+        })
+      }
+    })
+
+    it('control: the same instructions, read exactly, within the bound are signed as fee payer', async () => {
+      const outcome = await pay(
+        path,
+        1n,
+        asPayer([
+          ComputeBudgetProgram.setComputeUnitLimit({ units: 200_000 }),
+          ComputeBudgetProgram.setComputeUnitPrice({ microLamports: 1_000n }),
+        ]),
+        feePayer,
+      )
+      expect(outcome.result).toMatchObject({ status: 'succeeded' })
+      expectSignedByBuyer(outcome)
     })
   })
 })
