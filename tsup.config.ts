@@ -5,6 +5,7 @@ import { defineConfig } from 'tsup'
 const entries: Record<string, string> = {
   index: 'src/index.ts',
   'client/index': 'src/client/index.ts',
+  'x402/index': 'src/x402/index.ts',
   'server/index': 'src/server/index.ts',
   'server/cli': 'src/server/cli.ts',
   'adapters/evm/index': 'adapters/evm/index.ts',

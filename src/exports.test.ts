@@ -8,4 +8,7 @@ describe('public exports', () => {
   it('caipay/client', async () => {
     expect(Object.keys(await import('./client/index.js')).sort()).toMatchSnapshot()
   })
+  it('caipay/x402', async () => {
+    expect(Object.keys(await import('./x402/index.js')).sort()).toMatchSnapshot()
+  })
 })

@@ -3,7 +3,6 @@
  * unmodified `@x402/fetch` client; balances read from the chain.
  */
 import { ExactEvmScheme as ExactEvmClient } from '@x402/evm/exact/client'
-import { ExactEvmScheme as ExactEvmServer } from '@x402/evm/exact/server'
 import { wrapFetchWithPayment, x402Client } from '@x402/fetch'
 import type { Address } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
@@ -17,7 +16,7 @@ import {
   facilitatorPost,
   listenX402,
   type ResourceServer,
-  startResourceServer,
+  startWeatherServer,
 } from './support.js'
 
 let env: EvmEnv
@@ -74,20 +73,8 @@ beforeAll(async () => {
   resource = await weatherServer(env.liveKey)
 }, 60_000)
 
-/** The published resource server selling the weather for `price` of the test token, caipay its facilitator. */
 function weatherServer(apiKey: string | undefined) {
-  return startResourceServer({
-    facilitatorUrl,
-    apiKey,
-    priced: {
-      network: env.anvil.caip2 as `${string}:${string}`,
-      payTo: env.merchant.destination,
-      amount: price.toString(),
-      asset: env.token,
-      extra: { name: 'USD Coin', version: '2' },
-    },
-    schemes: { [env.anvil.caip2]: new ExactEvmServer() },
-  })
+  return startWeatherServer(env, facilitatorUrl, apiKey, price)
 }
 
 afterAll(async () => {

@@ -7,9 +7,11 @@ import type { AddressInfo } from 'node:net'
 import { serve } from '@hono/node-server'
 import { HTTPFacilitatorClient } from '@x402/core/server'
 import type { PaymentRequirements } from '@x402/core/types'
+import { ExactEvmScheme as ExactEvmServer } from '@x402/evm/exact/server'
 import { paymentMiddleware, x402ResourceServer } from '@x402/hono'
 import type { FastifyInstance } from 'fastify'
 import { Hono } from 'hono'
+import type { EvmEnv } from '../evm/support.js'
 import type { TestServer } from '../server/harness.js'
 
 export interface Priced {
@@ -114,4 +116,25 @@ export function facilitatorPost(t: () => TestServer, liveKey: () => string) {
       headers: key ? { authorization: `Bearer ${key}` } : {},
       payload: body as Record<string, unknown>,
     })
+}
+
+/** The published resource server selling `/weather` for `price` of the EVM env's token to its merchant. */
+export function startWeatherServer(
+  env: EvmEnv,
+  facilitatorUrl: string,
+  apiKey: string | undefined,
+  price: bigint,
+) {
+  return startResourceServer({
+    facilitatorUrl,
+    apiKey,
+    priced: {
+      network: env.anvil.caip2 as `${string}:${string}`,
+      payTo: env.merchant.destination,
+      amount: price.toString(),
+      asset: env.token,
+      extra: { name: 'USD Coin', version: '2' },
+    },
+    schemes: { [env.anvil.caip2]: new ExactEvmServer() },
+  })
 }

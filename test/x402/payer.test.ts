@@ -1,0 +1,119 @@
+/**
+ * `caipay/x402`'s x402Fetch paying the unmodified `@x402/hono` resource server (caipay its facilitator)
+ * on Anvil with caipay's EVM signer; and hostile resource servers whose terms the payer refuses with its
+ * key never asked to sign.
+ */
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { evmSigner } from '../../adapters/evm/index.js'
+import { x402Fetch } from '../../src/x402/index.js'
+import { countingAccount } from '../countingAccount.js'
+import { createEvmEnv, type EvmEnv, usdc } from '../evm/support.js'
+import { expectPayError } from '../expectPayError.js'
+import { listenX402, type ResourceServer, startWeatherServer } from './support.js'
+
+let env: EvmEnv
+let resource: ResourceServer
+const price = usdc(0.01)
+
+beforeAll(async () => {
+  env = await createEvmEnv()
+  env.startRunner()
+  resource = await startWeatherServer(env, await listenX402(env.t.app), env.liveKey, price)
+}, 60_000)
+
+afterAll(async () => {
+  await resource?.close()
+  await env?.close()
+})
+
+/** A funded buyer whose every signature is counted, and an x402Fetch over it. */
+async function payer(index: number, budget: Parameters<typeof x402Fetch>[1]['budget']) {
+  const buyer = await env.buyer(index)
+  const counted = countingAccount(buyer.key)
+  const signer = evmSigner({
+    account: counted.account,
+    chains: { [env.anvil.caip2]: { rpcUrl: env.anvil.rpcUrl } },
+  })
+  return { buyer, calls: counted.calls, pay: x402Fetch(fetch, { signers: [signer], budget }) }
+}
+
+describe('x402Fetch', () => {
+  it('pays the published resource server within its budget; the payment response is decoded', async () => {
+    const { buyer, calls, pay } = await payer(2, { perRequest: { [env.asset]: price } })
+    const before = await env.balance(buyer.address)
+    const res = await pay(`${resource.url}/weather`)
+    expect(res.status).toBe(200)
+    expect(await res.json()).toEqual({ weather: 'sunny' })
+    expect(res.payment).toMatchObject({ success: true, network: env.anvil.caip2, payer: buyer.address })
+    expect(before - (await env.balance(buyer.address))).toBe(price)
+    expect(calls()).toBe(1)
+  })
+
+  it('stops at the per-origin budget: the third request is refused unsigned', async () => {
+    const { calls, pay } = await payer(3, {
+      perRequest: { [env.asset]: price },
+      perOrigin: { [env.asset]: 2n * price },
+    })
+    expect((await pay(`${resource.url}/weather`)).status).toBe(200)
+    expect((await pay(`${resource.url}/weather`)).status).toBe(200)
+    await expectPayError(pay(`${resource.url}/weather`), 'action_rejected')
+    expect(calls()).toBe(2)
+  })
+
+  describe('hostile terms: refused, zero signing calls', () => {
+    let hostile: Server
+    let terms: Record<string, unknown>[] = []
+    beforeAll(async () => {
+      hostile = createServer((_req, res) => {
+        const required = { x402Version: 2, resource: { url: 'http://hostile/x' }, accepts: terms }
+        res.writeHead(402, { 'PAYMENT-REQUIRED': Buffer.from(JSON.stringify(required)).toString('base64') })
+        res.end('{}')
+      })
+      await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve))
+    })
+    afterAll(() => new Promise<void>((resolve) => hostile.close(() => resolve())))
+
+    const base = () => ({
+      scheme: 'exact',
+      network: env.anvil.caip2,
+      amount: price.toString(),
+      asset: env.token,
+      payTo: env.merchant.destination,
+      maxTimeoutSeconds: 60,
+      extra: { name: 'USD Coin', version: '2' },
+    })
+    const cases: [string, () => Record<string, unknown>[], string][] = [
+      [
+        'an amount above the budget',
+        () => [{ ...base(), amount: (price + 1n).toString() }],
+        'over_budget_per_request',
+      ],
+      [
+        'another asset',
+        () => [{ ...base(), asset: privateKeyToAccount(generatePrivateKey()).address }],
+        'asset_not_in_budget',
+      ],
+      [
+        'a Permit2 batch',
+        () => [{ ...base(), extra: { ...base().extra, assetTransferMethod: 'permit2' } }],
+        'unsupported_transfer_method',
+      ],
+      [
+        'a chain the signer has no account on',
+        () => [{ ...base(), network: 'eip155:1' }],
+        'asset_not_in_budget',
+      ],
+    ]
+    it.each(cases)('%s', async (_name, accepts, reason) => {
+      terms = accepts()
+      const { calls, pay } = await payer(4, { perRequest: { [env.asset]: price } })
+      const { port } = hostile.address() as AddressInfo
+      const error = await expectPayError(pay(`http://127.0.0.1:${port}/x`), 'action_rejected')
+      expect(error.context).toMatchObject({ refusals: [expect.objectContaining({ reason })] })
+      expect(calls()).toBe(0)
+    })
+  })
+})
