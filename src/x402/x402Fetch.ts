@@ -106,6 +106,7 @@ export function x402Fetch(fetch: typeof globalThis.fetch, options: X402FetchOpti
     // amount of this asset, from this account, on this chain.
     await guardActions([{ index: 0, signer, request: signing }], {
       accounts: [account],
+      account,
       amount: {
         unit: `caip19/${asset}`,
         value: requirement.amount,
