@@ -28,3 +28,14 @@ export {
   toBigInt,
 } from './params.js'
 export type { EvmDecodePolicy } from './policy.js'
+export {
+  decodePermit2TypedData,
+  isPermit2TypedData,
+  type Permit2Transfer,
+  permit2Address,
+  permit2Hash,
+  permit2TypedData,
+  permit2WitnessHash,
+  permit2WitnessTypeString,
+  permit2WitnessTypes,
+} from './permit2.js'

@@ -4,22 +4,37 @@
  * viem's own implementations where viem has one (toCoinbaseSmartAccount, which wraps an undeployed
  * account's signature in ERC-6492 by itself).
  */
-import { type Address, type Hex, hashTypedData, serializeErc6492Signature } from 'viem'
+import {
+  type Address,
+  createWalletClient,
+  encodeFunctionData,
+  type Hex,
+  hashTypedData,
+  http,
+  type LocalAccount,
+  maxUint256,
+  serializeErc6492Signature,
+} from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { mintTestToken } from '../anvil.js'
+import { permit2Address } from '../../protocol/evm/index.js'
+import { anvilChain, mintTestToken } from '../anvil.js'
 import {
+  anvilRpc,
   coinbaseFactoryAddress,
   deployPayers,
+  deployTetherAndPermit2,
   forViem,
   type Payers,
   signAsSafeOwner,
   type TypedJson,
+  tetherAbi,
 } from './payers.js'
 import { createEvmEnv, type EvmEnv, isKind, usdc } from './support.js'
 
 let env: EvmEnv
 let payers: Payers
+let tether: Address
 /** Gas the executor paid per row (deployment + relay), for the matrix in docs/payers.md. */
 const gas: Record<string, bigint> = {}
 
@@ -27,6 +42,11 @@ beforeAll(async () => {
   env = await createEvmEnv({
     anvilArgs: ['--hardfork', 'prague'],
     chainConfig: { eip6492Factories: [coinbaseFactoryAddress] },
+    async extraAssets(anvil) {
+      tether = (await deployTetherAndPermit2(anvil.rpcUrl)).tether
+      const usdt = { symbol: 'USDT', name: 'Tether USD', decimals: 6, usdRate: '1', methods: ['eip3009'] }
+      return { [`${anvil.caip2}/erc20:${tether}`]: { ...usdt, transferMethod: 'permit2' } }
+    },
   })
   payers = await deployPayers(env)
   env.startRunner()
@@ -225,6 +245,255 @@ describe('payer matrix (EIP-3009)', () => {
         attempt(
           account.address,
           (typed) => privateKeyToAccount(generatePrivateKey()).signTypedData(forViem(typed)),
+          { mint: false },
+        ),
+      /refused the signature|answered 0xffffffff/,
+    )
+  })
+})
+
+/** The payer's token balance: 25 of it minted for each row. */
+const tetherBalance = (owner: Address) =>
+  env.publicClient.readContract({ address: tether, abi: tetherAbi, functionName: 'balanceOf', args: [owner] })
+
+async function mintTether(to: Address, amount = usdc(25)) {
+  const { request } = await env.publicClient.simulateContract({
+    account: env.collection,
+    address: tether,
+    abi: tetherAbi,
+    functionName: 'mint',
+    args: [to, amount],
+  })
+  await sendAs(request.account.address, { to: tether, data: encodeFunctionData(request as never) })
+}
+
+/** Sends from any address (Anvil impersonation): how a contract account's own transaction is stood in for. */
+async function sendAs(from: Address, tx: { to: Address; data: Hex }): Promise<Hex> {
+  await anvilRpc(env.anvil.rpcUrl, 'anvil_setBalance', [from, '0xde0b6b3a7640000'])
+  await anvilRpc(env.anvil.rpcUrl, 'anvil_impersonateAccount', [from])
+  const hash = await anvilRpc<Hex>(env.anvil.rpcUrl, 'eth_sendTransaction', [{ from, ...tx }])
+  await anvilRpc(env.anvil.rpcUrl, 'anvil_stopImpersonatingAccount', [from])
+  const receipt = await env.publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 })
+  expect(receipt.status).toBe('success')
+  return hash
+}
+
+/** The wallet of an EOA (or a 7702 account): its own transactions, gas from Anvil's faucet. */
+async function walletOf(account: LocalAccount) {
+  await anvilRpc(env.anvil.rpcUrl, 'anvil_setBalance', [account.address, '0xde0b6b3a7640000'])
+  return createWalletClient({
+    account,
+    chain: anvilChain(env.anvil.chainId, env.anvil.rpcUrl),
+    transport: http(env.anvil.rpcUrl),
+  })
+}
+
+interface Permit2Attempt extends Attempt {
+  /** The methods of the option's actions, in order. */
+  methods: string[]
+}
+
+/**
+ * A $10 payment in the USDT-style token, offered to `payer`: its Permit2 option's approve transactions
+ * are sent by `send` (the payer's own wallet), its typed data signed by `sign`, then confirmed.
+ */
+async function attemptPermit2(
+  payer: Address,
+  sign: (typed: TypedJson) => Promise<Hex>,
+  send: (tx: { to: Address; data: Hex }) => Promise<Hex> = () => {
+    throw new Error('This payer was not expected to send a transaction')
+  },
+  options: { mint?: boolean } = {},
+): Promise<Permit2Attempt> {
+  if (options.mint !== false) await mintTether(payer)
+  const { paymentId } = await env.pay('1000')
+  const offered = await env.gw('POST', paymentId, '/options', { accounts: [`${env.anvil.caip2}:${payer}`] })
+  expect(offered.statusCode, offered.body).toBe(200)
+  const option = offered.json.options.find((o: { actions: { walletRpc: { params: string } }[] }) =>
+    o.actions.some((a) => a.walletRpc.params.includes('PermitWitnessTransferFrom')),
+  )
+  expect(option, offered.body).toBeDefined()
+  const results: string[] = []
+  for (const { walletRpc } of option.actions) {
+    const params = JSON.parse(walletRpc.params)
+    if (walletRpc.method === 'eth_sendTransaction')
+      results.push(await send({ to: params[0].to, data: params[0].data }))
+    else results.push(await sign(JSON.parse(params[1]) as TypedJson))
+  }
+  const res = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })
+  return {
+    paymentId,
+    signature: results.at(-1) as Hex,
+    status: res.statusCode,
+    body: res.json,
+    methods: option.actions.map((a: { walletRpc: { method: string } }) => a.walletRpc.method),
+  }
+}
+
+async function expectPaidPermit2(row: string, payer: Address, run: Promise<Permit2Attempt>) {
+  const attempt = await run
+  expect(attempt.status, JSON.stringify(attempt.body)).toBe(200)
+  const final = await env.waitFinal(attempt.paymentId)
+  expect(final.status).toBe('succeeded')
+  expect(await tetherBalance(payer)).toBe(usdc(25) - amount)
+  gas[`permit2 ${row}`] = await executorGas(attempt.paymentId)
+  return attempt
+}
+
+async function expectRefusedPermit2(payer: Address, run: () => Promise<Permit2Attempt>, reason: RegExp) {
+  const before = await tetherBalance(payer)
+  const { paymentId, status, body } = await run()
+  expect(status, JSON.stringify(body)).toBe(400)
+  expect(body.message).toMatch(reason)
+  expect(await tetherBalance(payer)).toBe(before)
+  expect(
+    await env.t.db
+      .selectFrom('evm_transactions')
+      .select('hash')
+      .where('payment_id', '=', paymentId)
+      .execute(),
+  ).toEqual([])
+}
+
+/** The account approved Permit2 for good, as smart-account wallets do once (their own transaction). */
+const approvePermit2 = (account: Address) =>
+  sendAs(account, {
+    to: tether,
+    data: encodeFunctionData({ abi: tetherAbi, functionName: 'approve', args: [permit2Address, maxUint256] }),
+  })
+
+describe('payer matrix (Permit2, a USDT-style token without EIP-3009)', () => {
+  it('EOA without an allowance: approve(Permit2, amount) first in the option, then the witness transfer', async () => {
+    const eoa = privateKeyToAccount(generatePrivateKey())
+    const wallet = await walletOf(eoa)
+    const paid = await expectPaidPermit2(
+      'eoa',
+      eoa.address,
+      attemptPermit2(
+        eoa.address,
+        (typed) => eoa.signTypedData(forViem(typed)),
+        (tx) => wallet.sendTransaction(tx),
+      ),
+    )
+    expect(paid.methods).toEqual(['eth_sendTransaction', 'eth_signTypedData_v4'])
+    // Bounded to the amount: nothing is left for Permit2 to take.
+    const allowance = await env.publicClient.readContract({
+      address: tether,
+      abi: tetherAbi,
+      functionName: 'allowance',
+      args: [eoa.address, permit2Address],
+    })
+    expect(allowance).toBe(0n)
+  })
+
+  it('EOA with a short non-zero allowance: reset to zero, approve, transfer (the USDT rule)', async () => {
+    const eoa = privateKeyToAccount(generatePrivateKey())
+    const wallet = await walletOf(eoa)
+    await wallet.sendTransaction({
+      to: tether,
+      data: encodeFunctionData({ abi: tetherAbi, functionName: 'approve', args: [permit2Address, 1n] }),
+    })
+    const paid = await expectPaidPermit2(
+      'eoa-reset',
+      eoa.address,
+      attemptPermit2(
+        eoa.address,
+        (typed) => eoa.signTypedData(forViem(typed)),
+        (tx) => wallet.sendTransaction(tx),
+      ),
+    )
+    expect(paid.methods).toEqual(['eth_sendTransaction', 'eth_sendTransaction', 'eth_signTypedData_v4'])
+  })
+
+  it('Safe 1.4.1 with an allowance: ERC-1271 through Permit2', async () => {
+    const { owner, address } = await payers.safeAccount()
+    await mintTether(address)
+    await approvePermit2(address)
+    const paid = await expectPaidPermit2(
+      'safe',
+      address,
+      attemptPermit2(
+        address,
+        (typed) => signAsSafeOwner(owner, address, env.anvil.chainId, hashTypedData(forViem(typed))),
+        undefined,
+        { mint: false },
+      ),
+    )
+    expect(paid.methods).toEqual(['eth_signTypedData_v4'])
+  })
+
+  it('Coinbase-style smart wallet with an allowance; the same signature again is refused', async () => {
+    const { account } = await payers.coinbase(true)
+    await mintTether(account.address)
+    await approvePermit2(account.address)
+    const paid = await expectPaidPermit2(
+      'coinbase',
+      account.address,
+      attemptPermit2(account.address, (typed) => account.signTypedData(forViem(typed) as never), undefined, {
+        mint: false,
+      }),
+    )
+    await mintTether(account.address, amount)
+    await expectRefusedPermit2(
+      account.address,
+      () => attemptPermit2(account.address, async () => paid.signature, undefined, { mint: false }),
+      /answered 0xffffffff/,
+    )
+  })
+
+  it('EIP-7702 account with a permissive delegate: approves itself, then pays', async () => {
+    const eoa = await payers.delegated(payers.permissiveDelegate)
+    const wallet = await walletOf(eoa)
+    await expectPaidPermit2(
+      'eip7702-permissive',
+      eoa.address,
+      attemptPermit2(
+        eoa.address,
+        (typed) => eoa.signTypedData(forViem(typed)),
+        (tx) => wallet.sendTransaction(tx),
+      ),
+    )
+  })
+
+  it('strict delegate, undeployed account, forged signature: refused at confirm, nothing moved', async () => {
+    const strict = await payers.delegated(payers.strictDelegate)
+    const strictWallet = await walletOf(strict)
+    await mintTether(strict.address)
+    await expectRefusedPermit2(
+      strict.address,
+      () =>
+        attemptPermit2(
+          strict.address,
+          (typed) => strict.signTypedData(forViem(typed)),
+          (tx) => strictWallet.sendTransaction(tx),
+          { mint: false },
+        ),
+      /account refused the signature/,
+    )
+    const { account: undeployed } = await payers.coinbase(false)
+    await mintTether(undeployed.address)
+    await expectRefusedPermit2(
+      undeployed.address,
+      () =>
+        attemptPermit2(
+          undeployed.address,
+          (typed) => undeployed.signTypedData(forViem(typed) as never),
+          // Its approve cannot be sent before the account exists; the option's signature is refused anyway.
+          async () => `0x${'00'.repeat(32)}`,
+          { mint: false },
+        ),
+      /Permit2 cannot deploy an ERC-6492 account/,
+    )
+    const { account } = await payers.coinbase(true)
+    await mintTether(account.address)
+    await approvePermit2(account.address)
+    await expectRefusedPermit2(
+      account.address,
+      () =>
+        attemptPermit2(
+          account.address,
+          (typed) => privateKeyToAccount(generatePrivateKey()).signTypedData(forViem(typed)),
+          undefined,
           { mint: false },
         ),
       /refused the signature|answered 0xffffffff/,

@@ -21,11 +21,13 @@ import {
   keccak256,
   type LocalAccount,
   pad,
+  stringToHex,
   zeroAddress,
 } from 'viem'
 import { toCoinbaseSmartAccount } from 'viem/account-abstraction'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import artifacts from '../../fixtures/payers/artifacts.json' with { type: 'json' }
+import { permit2Address } from '../../protocol/evm/index.js'
 import { anvilChain, anvilPrivateKeys } from '../anvil.js'
 import type { EvmEnv } from './support.js'
 
@@ -106,15 +108,7 @@ export async function deployPayers(env: EvmEnv): Promise<Payers> {
     const receipt = await mined(await deployer.deployContract({ abi, bytecode, args }))
     return getAddress(receipt.contractAddress!)
   }
-  const rpc = (method: string, params: unknown[]) =>
-    fetch(env.anvil.rpcUrl, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-    }).then(async (r) => {
-      const body = (await r.json()) as { error?: { message: string } }
-      if (body.error) throw new Error(`${method}: ${body.error.message}`)
-    })
+  const rpc = (method: string, params: unknown[]) => anvilRpc(env.anvil.rpcUrl, method, params)
 
   // The factory keeps no storage and no immutables: its code alone, copied to the canonical address, works.
   const built = await deploy('CoinbaseStyleFactory')
@@ -213,3 +207,72 @@ export function signAsSafeOwner(
     message: { message: hash },
   })
 }
+
+/** Raw JSON-RPC to the node (Anvil's own methods). */
+export async function anvilRpc<T = unknown>(rpcUrl: string, method: string, params: unknown[]): Promise<T> {
+  const response = await fetch(rpcUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  })
+  const body = (await response.json()) as { result?: T; error?: { message: string } }
+  if (body.error) throw new Error(`${method}: ${body.error.message}`)
+  return body.result as T
+}
+
+const permit2DomainTypeHash = keccak256(
+  stringToHex('EIP712Domain(string name,uint256 chainId,address verifyingContract)'),
+)
+
+function permit2DomainSeparator(chainId: number, at: Address): Hex {
+  return keccak256(
+    encodeAbiParameters(
+      [{ type: 'bytes32' }, { type: 'bytes32' }, { type: 'uint256' }, { type: 'address' }],
+      [permit2DomainTypeHash, keccak256(stringToHex('Permit2')), BigInt(chainId), at],
+    ),
+  )
+}
+
+/**
+ * A USDT-style token (no EIP-3009, the approve-reset rule) and Permit2 at its canonical address. Permit2
+ * keeps its domain separator in an immutable computed for the address it was deployed at: the runtime
+ * code copied to the canonical address has that value replaced by the canonical address's separator,
+ * and the result is checked against what Permit2 then reports.
+ */
+export async function deployTetherAndPermit2(rpcUrl: string): Promise<{ tether: Address }> {
+  const transport = http(rpcUrl)
+  const client = createPublicClient({ transport })
+  const chainId = await client.getChainId()
+  const chain = anvilChain(chainId, rpcUrl)
+  const deployer = createWalletClient({ chain, transport, account: privateKeyToAccount(anvilPrivateKeys[8]) })
+  const deploy = async (name: ArtifactName) => {
+    const { abi, bytecode } = artifact(name)
+    const hash = await deployer.deployContract({ abi, bytecode })
+    const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 })
+    return getAddress(receipt.contractAddress!)
+  }
+  const tether = await deploy('TetherLike')
+  const built = await deploy('Permit2')
+  const runtime = (await client.getCode({ address: built }))!
+  const here = permit2DomainSeparator(chainId, built).slice(2)
+  const canonical = permit2DomainSeparator(chainId, permit2Address).slice(2)
+  if (!runtime.includes(here)) throw new Error('Permit2 runtime code does not hold its domain separator')
+  await anvilRpc(rpcUrl, 'anvil_setCode', [permit2Address, runtime.replaceAll(here, canonical)])
+  const reported = await client.readContract({
+    address: permit2Address,
+    abi: [
+      {
+        type: 'function',
+        name: 'DOMAIN_SEPARATOR',
+        stateMutability: 'view',
+        inputs: [],
+        outputs: [{ type: 'bytes32' }],
+      },
+    ],
+    functionName: 'DOMAIN_SEPARATOR',
+  })
+  if (reported !== `0x${canonical}`) throw new Error(`Permit2 at its canonical address reports ${reported}`)
+  return { tether }
+}
+
+export const tetherAbi = artifacts.TetherLike.abi as Abi

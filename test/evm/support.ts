@@ -73,6 +73,8 @@ export async function createEvmEnv(
     config?: Record<string, unknown>
     /** More keys of the chain's config entry (e.g. `eip6492Factories`). */
     chainConfig?: Record<string, unknown>
+    /** More assets of the chain, deployed on the node before the server starts. */
+    extraAssets?: (anvil: AnvilInstance) => Promise<Record<string, unknown>>
   } = {},
 ): Promise<EvmEnv> {
   const anvil = await startAnvil(options.anvilArgs ? { args: options.anvilArgs } : {})
@@ -80,6 +82,7 @@ export async function createEvmEnv(
   const asset = `${anvil.caip2}/erc20:${token}`
   const executorKey = anvilPrivateKeys[1]
   const collection = privateKeyToAccount(executorKey).address
+  const extraAssets = (await options.extraAssets?.(anvil)) ?? {}
   const t = await createTestServer({
     config: {
       ...options.config,
@@ -96,6 +99,7 @@ export async function createEvmEnv(
               usdRate: '1',
               methods: ['eip3009', 'transfer'],
             },
+            ...extraAssets,
           },
         },
       },

@@ -77,3 +77,50 @@ export const erc1271Abi = [
     outputs: [{ name: '', type: 'bytes4' }],
   },
 ] as const
+
+/** Permit2's signature transfer with a witness (ISignatureTransfer), and the errors it reverts with. */
+export const permit2Abi = [
+  {
+    type: 'function',
+    name: 'permitWitnessTransferFrom',
+    stateMutability: 'nonpayable',
+    inputs: [
+      {
+        name: 'permit',
+        type: 'tuple',
+        components: [
+          {
+            name: 'permitted',
+            type: 'tuple',
+            components: [
+              { name: 'token', type: 'address' },
+              { name: 'amount', type: 'uint256' },
+            ],
+          },
+          { name: 'nonce', type: 'uint256' },
+          { name: 'deadline', type: 'uint256' },
+        ],
+      },
+      {
+        name: 'transferDetails',
+        type: 'tuple',
+        components: [
+          { name: 'to', type: 'address' },
+          { name: 'requestedAmount', type: 'uint256' },
+        ],
+      },
+      { name: 'owner', type: 'address' },
+      { name: 'witness', type: 'bytes32' },
+      { name: 'witnessTypeString', type: 'string' },
+      { name: 'signature', type: 'bytes' },
+    ],
+    outputs: [],
+  },
+  { type: 'error', name: 'InvalidNonce', inputs: [] },
+  { type: 'error', name: 'InvalidSignature', inputs: [] },
+  { type: 'error', name: 'InvalidSigner', inputs: [] },
+  { type: 'error', name: 'InvalidContractSignature', inputs: [] },
+  { type: 'error', name: 'InvalidSignatureLength', inputs: [] },
+  { type: 'error', name: 'SignatureExpired', inputs: [{ name: 'signatureDeadline', type: 'uint256' }] },
+  { type: 'error', name: 'InvalidAmount', inputs: [{ name: 'maxAmount', type: 'uint256' }] },
+] as const

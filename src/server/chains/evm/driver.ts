@@ -1,4 +1,5 @@
 import { type Address, getAddress, type Hash, type Hex } from 'viem'
+import { decodePermit2TypedData, permit2Hash } from '../../../../protocol/evm/index.js'
 import { paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
 import type { ChainDriver, ConfirmContext, ConfirmOutcome } from '../types.js'
@@ -9,6 +10,7 @@ import {
   authorizationToJson,
 } from './authorization.js'
 import type { EvmChain } from './chain.js'
+import { type Permit2Collection, permit2ToJson } from './collection.js'
 import { evmJobKinds, type RelayPayload, type VerifyTransferPayload } from './outcome.js'
 import { classifyPayerSignature, verifyPayerSignature } from './payerSignature.js'
 import { type QuoteSettings, quoteEvm } from './quote.js'
@@ -25,6 +27,21 @@ export function createEvmDriver(chain: EvmChain, settings: QuoteSettings): Chain
     quote: (ctx) => quoteEvm(chain, settings, ctx),
 
     async verify(ctx) {
+      if (ctx.option.kind === 'permit2') {
+        const { index, permit, hash } = offeredPermit(chain, ctx)
+        const signed = await classifyPayerSignature(chain, permit.owner, ctx.results[index] as Hex)
+        const verdict =
+          signed.kind === 'undeployed'
+            ? { valid: false as const, reason: 'Permit2 cannot deploy an ERC-6492 account; deploy it first' }
+            : await verifyPayerSignature(chain, permit.owner, hash, signed)
+        if (!verdict.valid) {
+          throw paramsError(
+            `results.${index}`,
+            `results[${index}] is not ${permit.owner}'s signature of the Permit2 transfer this option offered: ${verdict.reason}`,
+          )
+        }
+        return
+      }
       if (ctx.option.kind === 'eip3009') {
         const { index, authorization } = offeredAuthorization(chain, ctx)
         // Checked against the message stored with the option, never against anything the wallet sent back:
@@ -56,12 +73,19 @@ export function createEvmDriver(chain: EvmChain, settings: QuoteSettings): Chain
     },
 
     async confirm(ctx): Promise<ConfirmOutcome> {
-      if (ctx.option.kind === 'eip3009') {
-        const { index, authorization } = offeredAuthorization(chain, ctx)
+      if (ctx.option.kind === 'permit2' || ctx.option.kind === 'eip3009') {
+        // What the relay job collects: the permit or the authorization offered, with the wallet's signature.
+        const collection =
+          ctx.option.kind === 'permit2'
+            ? (({ index, permit }) => ({ index, permit2: permit2ToJson(permit) }))(offeredPermit(chain, ctx))
+            : (({ index, authorization }) => ({ index, authorization: authorizationToJson(authorization) }))(
+                offeredAuthorization(chain, ctx),
+              )
+        const { index, ...offered } = collection
         const payload: RelayPayload = {
           chain: chain.caip2,
           asset: ctx.asset.id,
-          authorization: authorizationToJson(authorization),
+          ...offered,
           signature: ctx.results[index] as Hex,
         }
         await enqueueJob(ctx.db, { kind: evmJobKinds.relay, paymentId: ctx.payment.id, payload })
@@ -112,6 +136,29 @@ function offeredAuthorization(
     throw new Error(`Option ${ctx.option.id} holds an authorization the service did not build.`)
   }
   return { index, authorization }
+}
+
+/** The Permit2 transfer as offered (the option's typed-data action), its payer, and the hash it signs. */
+function offeredPermit(
+  chain: EvmChain,
+  ctx: ConfirmContext,
+): { index: number; permit: Permit2Collection; hash: Hex } {
+  const index = ctx.option.actions.findIndex(
+    (a) => a.type === 'walletRpc' && a.walletRpc.method === 'eth_signTypedData_v4',
+  )
+  const action = ctx.option.actions[index]
+  if (action?.type !== 'walletRpc') throw new Error(`Option ${ctx.option.id} has no Permit2 transfer.`)
+  const [owner, json] = JSON.parse(action.walletRpc.params) as [Address, string]
+  const { transfer } = decodePermit2TypedData(chain.chainId, JSON.parse(json))
+  if (
+    !same(transfer.spender, chain.executor.address) ||
+    !same(transfer.to, chain.executor.address) ||
+    transfer.amount !== ctx.option.tokenAmount
+  ) {
+    throw new Error(`Option ${ctx.option.id} holds a Permit2 transfer the service did not build.`)
+  }
+  const hash = permit2Hash(transfer)
+  return { index, permit: { ...transfer, owner: getAddress(owner) }, hash }
 }
 
 function submittedHash(ctx: ConfirmContext): { index: number; hash: Hash } {

@@ -3,6 +3,7 @@ import type { JobLogger } from '../../jobs/runner.js'
 import { failPayment as failProcessingPayment } from '../../payments/lifecycle.js'
 import type { Db } from '../../store/db.js'
 import type { AuthorizationJson } from './authorization.js'
+import type { Permit2Json } from './collection.js'
 
 /** Job kinds of live EVM payments. One job of a kind per payment (see jobs/queue.ts). */
 export const evmJobKinds = {
@@ -17,7 +18,9 @@ export const evmJobKinds = {
 export interface RelayPayload {
   chain: string
   asset: string
-  authorization: AuthorizationJson
+  /** An EIP-3009 payment: the authorization offered; a Permit2 payment: the permit offered. */
+  authorization?: AuthorizationJson
+  permit2?: Permit2Json
   /** As the wallet returned it: 65 bytes, an ERC-1271 signature, or an ERC-6492 wrapper. */
   signature: `0x${string}`
   /**
@@ -53,6 +56,7 @@ export interface SettlePayload {
 export type EvmFailureCode =
   | 'authorization_rejected'
   | 'deployment_refused'
+  | 'allowance_missing'
   | 'relay_reverted'
   | 'transfer_missing'
   | 'transaction_not_found'

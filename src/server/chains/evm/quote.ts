@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { type Address, encodeFunctionData, getAddress, type Hex, isAddress, toHex } from 'viem'
+import { type Address, bytesToBigInt, encodeFunctionData, getAddress, type Hex, isAddress, toHex } from 'viem'
+import { permit2Address, permit2TypedData } from '../../../../protocol/evm/index.js'
 import { parseAccountId, sameCaip } from '../../../caip/caip.js'
 import type { JobLogger } from '../../jobs/runner.js'
 import { settlementFor } from '../../payments/settlements.js'
@@ -39,7 +40,10 @@ export async function quoteEvm(
   const methods = asset.methods ?? ['eip3009', 'transfer']
   const drafts: OptionDraft[] = []
   if (methods.includes('eip3009')) {
-    const gasless = await gaslessDraft(chain, settings, ctx, asset, buyer)
+    const gasless =
+      asset.transferMethod === 'permit2'
+        ? await permit2Draft(chain, settings, ctx, asset, buyer)
+        : await gaslessDraft(chain, settings, ctx, asset, buyer)
     if (gasless) drafts.push(gasless)
   }
   if (methods.includes('transfer')) {
@@ -102,6 +106,90 @@ async function gaslessDraft(
           chainId: chain.caip2,
           method: 'eth_signTypedData_v4',
           params: JSON.stringify([buyer, JSON.stringify(authorizationTypedData(authorization))]),
+        },
+      },
+    ],
+  }
+}
+
+/**
+ * Gasless through Permit2 (tokens without EIP-3009): the buyer signs a `PermitWitnessTransferFrom` whose
+ * spender and witnessed payee are both the executor (the collection address), so only the executor can
+ * submit it and only to itself. A buyer whose allowance to Permit2 is short first approves Permit2 for
+ * exactly the amount, in the same option; a non-zero allowance is reset to zero before (USDT reverts a
+ * change from one non-zero allowance to another).
+ */
+async function permit2Draft(
+  chain: EvmChain,
+  settings: QuoteSettings,
+  ctx: QuoteContext,
+  asset: EvmAsset,
+  buyer: Address,
+): Promise<OptionDraft | undefined> {
+  let allowance: bigint
+  try {
+    allowance = await chain.publicClient.readContract({
+      address: asset.token,
+      abi: eip3009Abi,
+      functionName: 'allowance',
+      args: [buyer, permit2Address],
+    })
+  } catch (error) {
+    settings.log.warn(
+      { chain: chain.caip2, asset: asset.id, error: String(error) },
+      'Cannot read the Permit2 allowance',
+    )
+    return undefined
+  }
+  const approve = (amount: bigint) => ({
+    type: 'walletRpc' as const,
+    walletRpc: {
+      chainId: chain.caip2,
+      method: 'eth_sendTransaction',
+      params: JSON.stringify([
+        {
+          from: buyer,
+          to: asset.token,
+          data: encodeFunctionData({
+            abi: eip3009Abi,
+            functionName: 'approve',
+            args: [permit2Address, amount],
+          }),
+          value: '0x0',
+          chainId: toHex(chain.chainId),
+        },
+      ]),
+    },
+  })
+  const approvals =
+    allowance >= ctx.tokenAmount
+      ? []
+      : allowance > 0n
+        ? [approve(0n), approve(ctx.tokenAmount)]
+        : [approve(ctx.tokenAmount)]
+  const collection = chain.executor.address
+  const permit = {
+    chainId: chain.chainId,
+    token: asset.token,
+    amount: ctx.tokenAmount,
+    spender: collection,
+    nonce: bytesToBigInt(randomBytes(32)),
+    deadline: BigInt(ctx.expiresAt + settings.relayWindowS),
+    to: collection,
+    validAfter: 0n,
+  }
+  return {
+    kind: 'permit2',
+    etaS: settings.etaS,
+    state: { nonce: permit.nonce.toString(), deadline: permit.deadline.toString() },
+    actions: [
+      ...approvals,
+      {
+        type: 'walletRpc',
+        walletRpc: {
+          chainId: chain.caip2,
+          method: 'eth_signTypedData_v4',
+          params: JSON.stringify([buyer, JSON.stringify(permit2TypedData(permit))]),
         },
       },
     ],

@@ -1,11 +1,11 @@
-import { encodeFunctionData, type Hash, type Hex, type TransactionReceipt } from 'viem'
+import { encodeFunctionData, type Hash, type TransactionReceipt } from 'viem'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { loadPayment, succeedPayment } from '../../payments/lifecycle.js'
 import type { Db } from '../../store/db.js'
 import type { JobRow, PaymentRow } from '../../store/schema.js'
-import { eip3009Abi } from './abi.js'
 import { type Authorization, authorizationFromJson } from './authorization.js'
 import type { EvmChain } from './chain.js'
+import { type Collection, type CollectionCall, collectionOf, relayCall } from './collection.js'
 import { evmJobKinds, failPayment, type RelayPayload, type SettlePayload } from './outcome.js'
 import { classifyPayerSignature, factoryRefusal, type PayerSignature } from './payerSignature.js'
 import { merchantDestination } from './quote.js'
@@ -55,17 +55,24 @@ export function relayJob(settings: JobSettings): JobHandler {
       const chain = chainOf(settings, payload.chain)
       const payment = await loadPayment(ctx.db, job.payment_id)
       if (payment.status !== 'processing') return { skipped: payment.status }
-      const authorization = authorizationFromJson(payload.authorization)
+      const collection = collectionOf(chain, payload)
       // By the payer's code now, not at confirm: an account deployed since (by this job's own earlier
       // run, or by its owner) is relayed with its inner signature and no deployment.
-      const signed = await classifyPayerSignature(chain, authorization.from, payload.signature)
+      const signed = await classifyPayerSignature(chain, collection.from, payload.signature)
       if (signed.kind === 'undeployed') {
+        if (!payload.authorization) {
+          return failPayment(ctx.db, ctx.log, job.payment_id, 'deployment_refused', permit2CannotDeploy)
+        }
+        const authorization = authorizationFromJson(payload.authorization)
         const deployed = await deployAccount(settings, ctx, chain, job.payment_id, authorization, signed)
         if (deployed) return deployed
       }
-      const signature = signed.signature
+      const waiting = await collection.ready?.()
+      if (waiting?.final) return failPayment(ctx.db, ctx.log, job.payment_id, waiting.code, waiting.reason)
+      if (waiting) throw new RetryLater(waiting.reason)
+      const call = collection.call(signed.signature)
       const relayer = relayerOf(settings, chain)
-      const send = () => submitRelay(ctx.db, chain, relayer.sender, job.payment_id, authorization, signature)
+      const send = () => submitCollection(ctx.db, chain, relayer.sender, job.payment_id, call)
       let sent: Awaited<ReturnType<typeof sendAndWait>>
       const release = await relayer.sender.slot()
       try {
@@ -82,9 +89,12 @@ export function relayJob(settings: JobSettings): JobHandler {
         release()
       }
       const { hash, receipt } = sent
-      ctx.log.info({ paymentId: job.payment_id, hash }, 'Relayed EIP-3009 authorization')
+      ctx.log.info(
+        { paymentId: job.payment_id, hash, method: collection.method },
+        'Relayed the payer signature',
+      )
       if (!receipt) throw new RetryLater(`Relay transaction ${hash} has no receipt yet.`)
-      return finishRelay(ctx, chain, job, payment, payload, authorization, signature, receipt)
+      return finishRelay(ctx, chain, job, payment, payload, collection, call, receipt)
     },
     async onGiveUp(job, error, ctx) {
       await failPayment(
@@ -187,8 +197,11 @@ async function simulateDeployAndRelay(
     )
 }
 
+const permit2CannotDeploy =
+  'An undeployed (ERC-6492) account cannot pay through Permit2: Permit2 does not deploy the account.'
+
 /** The relay step alone: records and broadcasts (or finds) the relay transaction; returns its hash. */
-export async function submitRelay(
+export function submitRelay(
   db: Db,
   chain: EvmChain,
   sender: EvmSender,
@@ -196,71 +209,75 @@ export async function submitRelay(
   authorization: Authorization,
   signature: `0x${string}`,
 ): Promise<Hash> {
+  return submitCollection(db, chain, sender, paymentId, {
+    to: authorization.token,
+    ...relayCall(authorization, signature),
+  })
+}
+
+async function submitCollection(
+  db: Db,
+  chain: EvmChain,
+  sender: EvmSender,
+  paymentId: string,
+  call: CollectionCall,
+): Promise<Hash> {
   const { hash } = await sendOnce({
     db,
     chain,
     sender,
     paymentId,
     purpose: 'relay',
-    to: authorization.token,
-    data: encodeFunctionData(relayCall(authorization, signature)),
-    // The estimate is the token's verdict before gas is spent: a used or expired authorization is
-    // refused by name.
-    estimateGas: () => estimateRelay(chain, authorization, signature),
+    to: call.to,
+    data: encodeFunctionData(call as Parameters<typeof encodeFunctionData>[0]),
+    // The estimate is the contract's verdict before gas is spent: a used or expired signature is refused
+    // by name.
+    estimateGas: () => estimateCollection(chain, call),
   })
   return hash
 }
 
-function relayCall(authorization: Authorization, signature: `0x${string}`) {
-  const functionName =
-    authorization.kind === 'ReceiveWithAuthorization'
-      ? 'receiveWithAuthorization'
-      : 'transferWithAuthorization'
-  const args = [
-    authorization.from,
-    authorization.to,
-    authorization.value,
-    authorization.validAfter,
-    authorization.validBefore,
-    authorization.nonce,
-    signature,
-  ] as const
-  return { abi: eip3009Abi, functionName, args } as const
+const refusedBy = (reason: string) =>
+  new AuthorizationRefused(`The contract refused the payer's signature: ${reason}`)
+
+/** Throws AuthorizationRefused when the token would refuse the EIP-3009 relay now. */
+export function simulateRelay(chain: EvmChain, authorization: Authorization, signature: `0x${string}`) {
+  return simulateCollection(chain, { to: authorization.token, ...relayCall(authorization, signature) })
 }
 
-/** Throws AuthorizationRefused when the token would refuse the relay now. */
-export function simulateRelay(chain: EvmChain, authorization: Authorization, signature: `0x${string}`) {
+/** Throws AuthorizationRefused when the contract would refuse the collection now. */
+function simulateCollection(chain: EvmChain, call: CollectionCall) {
   return refuseOnRevert(
     chain.publicClient.simulateContract({
       account: chain.executor,
-      address: authorization.token,
-      ...relayCall(authorization, signature),
-    }),
-    (reason) => new AuthorizationRefused(`The token refused the authorization: ${reason}`),
+      address: call.to,
+      abi: call.abi,
+      functionName: call.functionName,
+      args: call.args,
+    } as Parameters<typeof chain.publicClient.simulateContract>[0]),
+    refusedBy,
   )
 }
 
-/** The relay's gas, from the same call as `simulateRelay` (one eth_estimateGas, refusals by name). */
-function estimateRelay(chain: EvmChain, authorization: Authorization, signature: `0x${string}`) {
+/** The collection's gas, from the same call as `simulateCollection` (one eth_estimateGas, refusals by name). */
+function estimateCollection(chain: EvmChain, call: CollectionCall) {
   return refuseOnRevert(
     chain.publicClient.estimateContractGas({
       account: chain.executor,
       // Only eth_estimateGas: preparing a local account's request would fill nonce and fees too.
       prepare: false,
-      address: authorization.token,
-      ...relayCall(authorization, signature),
-    }),
-    (reason) => new AuthorizationRefused(`The token refused the authorization: ${reason}`),
+      address: call.to,
+      abi: call.abi,
+      functionName: call.functionName,
+      args: call.args,
+    } as Parameters<typeof chain.publicClient.estimateContractGas>[0]),
+    refusedBy,
   )
 }
 
-async function authorizationUsable(
-  chain: EvmChain,
-  authorization: Authorization,
-  signature: `0x${string}`,
-): Promise<boolean> {
+async function collectionUsable(chain: EvmChain, call: CollectionCall): Promise<boolean> {
   try {
-    await simulateRelay(chain, authorization, signature)
+    await simulateCollection(chain, call)
     return true
   } catch (error) {
     if (error instanceof AuthorizationRefused) return false
@@ -274,8 +291,8 @@ async function finishRelay(
   job: JobRow,
   payment: PaymentRow,
   payload: RelayPayload,
-  authorization: Authorization,
-  signature: Hex,
+  collection: Collection,
+  call: CollectionCall,
   receipt: TransactionReceipt,
 ) {
   const hash = receipt.transactionHash
@@ -284,7 +301,7 @@ async function finishRelay(
     // A revert that did not use the authorization (out of gas, say) leaves it to be relayed again: the
     // next attempt signs a new transaction, after the token's verdict (a used or expired one fails the
     // payment there). The token accepts an authorization once, so a second relay cannot charge twice.
-    if (await authorizationUsable(chain, authorization, signature))
+    if (await collectionUsable(chain, call))
       throw new Error(`Relay transaction ${hash} reverted with the authorization unused; relaying it again.`)
     return failPayment(
       ctx.db,
@@ -295,10 +312,10 @@ async function finishRelay(
     )
   }
   const expected = {
-    token: authorization.token,
-    from: authorization.from,
-    to: authorization.to,
-    value: authorization.value,
+    token: collection.token,
+    from: collection.from,
+    to: collection.to,
+    value: collection.value,
   }
   if (!hasTransfer(receipt, expected)) {
     return failPayment(
@@ -311,8 +328,8 @@ async function finishRelay(
   }
   const asset = payload.direct ? undefined : chain.asset(payload.asset)
   const destination = asset && (await merchantDestination(ctx.db, chain, payment.merchant_id, asset))
-  const fee = asset ? (authorization.value * BigInt(asset.settlementFeeBps)) / 10_000n : 0n
-  const amount = authorization.value - fee
+  const fee = asset ? (collection.value * BigInt(asset.settlementFeeBps)) / 10_000n : 0n
+  const amount = collection.value - fee
   const settle: SettlePayload | undefined =
     destination !== undefined && amount > 0n
       ? { chain: chain.caip2, asset: payload.asset, destination, amount: amount.toString() }

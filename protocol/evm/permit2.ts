@@ -1,0 +1,231 @@
+import {
+  type Address,
+  encodeAbiParameters,
+  getAddress,
+  type Hex,
+  hashTypedData,
+  isAddress,
+  keccak256,
+  stringToHex,
+} from 'viem'
+import { rejected } from './errors.js'
+import { isRecord, type TypedDataPayload, toBigInt, typedDataChainId } from './params.js'
+
+/** Permit2's address on every chain it is deployed to (Uniswap's CREATE2 deployment). */
+export const permit2Address = getAddress('0x000000000022D473030F116dDEE9F6B43aC78BA3')
+
+/**
+ * `PermitWitnessTransferFrom` with the witness x402's `exact` scheme signs: the payee (`to`) is part of
+ * what the payer signs, so the signature moves the tokens to that address only.
+ */
+export const permit2WitnessTypes = {
+  PermitWitnessTransferFrom: [
+    { name: 'permitted', type: 'TokenPermissions' },
+    { name: 'spender', type: 'address' },
+    { name: 'nonce', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+    { name: 'witness', type: 'Witness' },
+  ],
+  TokenPermissions: [
+    { name: 'token', type: 'address' },
+    { name: 'amount', type: 'uint256' },
+  ],
+  Witness: [
+    { name: 'to', type: 'address' },
+    { name: 'validAfter', type: 'uint256' },
+  ],
+} as const
+
+/** The tail Permit2 appends to its own type string (`permitWitnessTransferFrom`'s `witnessTypeString`). */
+export const permit2WitnessTypeString =
+  'Witness witness)TokenPermissions(address token,uint256 amount)Witness(address to,uint256 validAfter)'
+
+const witnessTypeHash = keccak256(stringToHex('Witness(address to,uint256 validAfter)'))
+
+/** Permit2's EIP-712 domain has no version. */
+const domainFields = [
+  { name: 'name', type: 'string' },
+  { name: 'chainId', type: 'uint256' },
+  { name: 'verifyingContract', type: 'address' },
+] as const
+
+/** One Permit2 signature transfer with the payee as witness. */
+export interface Permit2Transfer {
+  chainId: number
+  token: Address
+  amount: bigint
+  /** Who may submit it: Permit2 binds the signature to `msg.sender`. */
+  spender: Address
+  /** Permit2's unordered nonce (a bit in the owner's bitmap). */
+  nonce: bigint
+  /** Unix seconds. */
+  deadline: bigint
+  /** The witness: where the tokens go. */
+  to: Address
+  validAfter: bigint
+}
+
+/** Typed data for `eth_signTypedData_v4`, uints as decimal strings (JSON). */
+export function permit2TypedData(p: Permit2Transfer): TypedDataPayload {
+  return {
+    types: { EIP712Domain: domainFields, ...permit2WitnessTypes },
+    primaryType: 'PermitWitnessTransferFrom',
+    domain: { name: 'Permit2', chainId: p.chainId, verifyingContract: permit2Address },
+    message: {
+      permitted: { token: p.token, amount: p.amount.toString() },
+      spender: p.spender,
+      nonce: p.nonce.toString(),
+      deadline: p.deadline.toString(),
+      witness: { to: p.to, validAfter: p.validAfter.toString() },
+    },
+  }
+}
+
+/** The EIP-712 hash the payer signs (what an ERC-1271 account is asked about). */
+export function permit2Hash(p: Permit2Transfer): Hex {
+  return hashTypedData({
+    domain: { name: 'Permit2', chainId: p.chainId, verifyingContract: permit2Address },
+    types: permit2WitnessTypes,
+    primaryType: 'PermitWitnessTransferFrom',
+    message: {
+      permitted: { token: p.token, amount: p.amount },
+      spender: p.spender,
+      nonce: p.nonce,
+      deadline: p.deadline,
+      witness: { to: p.to, validAfter: p.validAfter },
+    },
+  })
+}
+
+/** The witness as Permit2 hashes it (`permitWitnessTransferFrom`'s `witness` argument). */
+export function permit2WitnessHash(to: Address, validAfter: bigint): Hex {
+  return keccak256(
+    encodeAbiParameters(
+      [{ type: 'bytes32' }, { type: 'address' }, { type: 'uint256' }],
+      [witnessTypeHash, to, validAfter],
+    ),
+  )
+}
+
+// What else Permit2 signs, each refused by name: these could move more, to anyone, or for longer.
+const refusedPrimaryTypes: Record<string, string> = {
+  PermitBatchWitnessTransferFrom: 'A Permit2 batch transfer is not signed.',
+  PermitBatchTransferFrom: 'A Permit2 batch transfer is not signed.',
+  PermitTransferFrom: 'A Permit2 transfer without the payee as witness is not signed.',
+  PermitSingle: 'A Permit2 allowance is not signed (it lets the spender take funds until it expires).',
+  PermitBatch: 'A Permit2 allowance is not signed (it lets the spender take funds until it expires).',
+}
+
+/**
+ * Reads a Permit2 signature transfer the wallet is asked to sign, or refuses it. Only the single
+ * transfer with the payee as witness is read; its spender must be the payee itself, so only the payee
+ * can submit it and only to itself (another spender could hand the tokens to anyone the witness does not
+ * bind). The domain must be Permit2's on the action's chain. Returns the transfer and the typed data
+ * rebuilt from it (nothing the decoder did not read is signed).
+ */
+export function decodePermit2TypedData(
+  chainId: number,
+  typedData: TypedDataPayload,
+): { transfer: Permit2Transfer; typedData: TypedDataPayload } {
+  const { primaryType } = typedData
+  const refusal = refusedPrimaryTypes[primaryType]
+  if (refusal) throw rejected(refusal, { primaryType })
+  if (primaryType !== 'PermitWitnessTransferFrom') {
+    throw rejected('This Permit2 typed data cannot be inspected, so it is not signed.', { primaryType })
+  }
+  const domain = typedData.domain as Record<string, unknown>
+  const domainKeys = Object.keys(domain).sort().join(',')
+  if (domainKeys !== 'chainId,name,verifyingContract' || domain.name !== 'Permit2') {
+    throw rejected("The typed data domain is not Permit2's.", { domain: domainKeys })
+  }
+  if (
+    typeof domain.verifyingContract !== 'string' ||
+    !sameAddress(domain.verifyingContract, permit2Address)
+  ) {
+    throw rejected('The typed data names another Permit2 contract than the canonical one.', {
+      verifyingContract: String(domain.verifyingContract),
+    })
+  }
+  const domainChainId = typedDataChainId(typedData)
+  if (domainChainId !== chainId) {
+    throw rejected('The typed data is not bound to the action chain.', { chainId, domainChainId })
+  }
+  const { EIP712Domain, ...types } = typedData.types
+  if (EIP712Domain !== undefined && shape(EIP712Domain) !== shape(domainFields)) {
+    throw rejected('The typed data EIP712Domain type does not match its domain.', {})
+  }
+  if (
+    Object.keys(types).sort().join(',') !== Object.keys(permit2WitnessTypes).sort().join(',') ||
+    Object.entries(permit2WitnessTypes).some(([name, fields]) => shape(types[name]) !== shape(fields))
+  ) {
+    throw rejected('The Permit2 typed data does not follow the payee-witness transfer struct.', {})
+  }
+  const { message } = typedData
+  exactKeys(message, ['deadline', 'nonce', 'permitted', 'spender', 'witness'], 'message')
+  const permitted = message.permitted
+  const witness = message.witness
+  if (!isRecord(permitted) || !isRecord(witness)) throw rejected('The Permit2 message is malformed.', {})
+  exactKeys(permitted, ['amount', 'token'], 'permitted')
+  exactKeys(witness, ['to', 'validAfter'], 'witness')
+  const transfer: Permit2Transfer = {
+    chainId,
+    token: address(permitted.token, 'permitted.token'),
+    amount: uint(permitted.amount, 'permitted.amount'),
+    spender: address(message.spender, 'spender'),
+    nonce: uint(message.nonce, 'nonce'),
+    deadline: uint(message.deadline, 'deadline'),
+    to: address(witness.to, 'witness.to'),
+    validAfter: uint(witness.validAfter, 'witness.validAfter'),
+  }
+  if (transfer.spender !== transfer.to) {
+    throw rejected('The Permit2 spender is not the payee: it could send the tokens elsewhere.', {
+      spender: transfer.spender,
+      to: transfer.to,
+    })
+  }
+  return { transfer, typedData: permit2TypedData(transfer) }
+}
+
+/**
+ * Whether this typed data is for Permit2 (by its domain): such typed data is read by
+ * `decodePermit2TypedData` or refused, never by the token decoders.
+ */
+export function isPermit2TypedData(typedData: TypedDataPayload): boolean {
+  const domain = typedData.domain as Record<string, unknown>
+  return (
+    domain.name === 'Permit2' ||
+    (typeof domain.verifyingContract === 'string' && sameAddress(domain.verifyingContract, permit2Address)) ||
+    typedData.primaryType in refusedPrimaryTypes
+  )
+}
+
+function exactKeys(value: Record<string, unknown>, keys: readonly string[], where: string) {
+  const got = Object.keys(value).sort().join(',')
+  if (got !== [...keys].sort().join(',')) {
+    throw rejected('The Permit2 message carries other fields than its struct.', { where, fields: got })
+  }
+}
+
+function address(value: unknown, field: string): Address {
+  if (typeof value !== 'string' || !isAddress(value, { strict: false })) {
+    throw rejected(`Permit2 \`${field}\` is not an address.`, { field })
+  }
+  return getAddress(value)
+}
+
+function uint(value: unknown, field: string): bigint {
+  const number = toBigInt(value)
+  if (number === undefined || number < 0n || number >= 2n ** 256n) {
+    throw rejected(`Permit2 \`${field}\` is not an integer.`, { field })
+  }
+  return number
+}
+
+function shape(fields: readonly { name: string; type: string }[] | undefined): string {
+  if (!Array.isArray(fields)) return ''
+  return fields.map((f) => (isRecord(f) ? `${f.type} ${f.name}` : '?')).join(',')
+}
+
+function sameAddress(a: string, b: string): boolean {
+  return a.toLowerCase() === b.toLowerCase()
+}
