@@ -27,7 +27,6 @@ export {
   type TypedDataPayload,
   toBigInt,
 } from './params.js'
-export type { EvmDecodePolicy } from './policy.js'
 export {
   decodePermit2TypedData,
   isPermit2TypedData,
@@ -39,3 +38,4 @@ export {
   permit2WitnessTypeString,
   permit2WitnessTypes,
 } from './permit2.js'
+export type { EvmDecodePolicy } from './policy.js'
