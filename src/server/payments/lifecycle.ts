@@ -306,7 +306,8 @@ export async function failPayment(
  */
 export async function settlePayment(
   db: Db,
-  params: { paymentId: string; txId: string; assetId: string; value: string | bigint; now?: Date },
+  /** `txId` null: nothing was left to send (refunds took all of it before the settlement). */
+  params: { paymentId: string; txId: string | null; assetId: string; value: string | bigint; now?: Date },
 ): Promise<PaymentRow | undefined> {
   const now = params.now ?? new Date()
   const [row] = await changePayments(db, {

@@ -1,12 +1,14 @@
 /** Live payments on EVM chains: drivers for the gateway and the jobs that execute them. */
 import type { ServerConfig } from '../../config.js'
 import type { JobHandler, JobLogger } from '../../jobs/runner.js'
+import { refundJobKinds } from '../../refunds/jobs.js'
 import type { Db } from '../../store/db.js'
 import { configuredAssets } from '../configured.js'
 import type { ChainDriver } from '../types.js'
 import { createEvmChain, type EvmChain } from './chain.js'
 import { createEvmDriver } from './driver.js'
 import { evmJobKinds } from './outcome.js'
+import { refundJob } from './refund.js'
 import { relayJob } from './relay.js'
 import { createEvmSender } from './sender.js'
 import { settleJob } from './settle.js'
@@ -85,6 +87,7 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
     drivers: chains.map((chain) => createEvmDriver(chain, quoteSettings)),
     jobHandlers: {
       [evmJobKinds.relay]: relayJob(jobSettings),
+      [refundJobKinds.evm]: refundJob(jobSettings),
       [evmJobKinds.verifyTransfer]: verifyTransferJob({
         ...jobSettings,
         missingTransactionGraceMs: options.missingTransactionGraceMs ?? 10 * 60_000,

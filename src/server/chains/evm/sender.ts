@@ -7,6 +7,8 @@ import type { EvmTransactionRow, EvmTxPurpose } from './schema.js'
 export interface NewTransaction {
   paymentId: string
   purpose: EvmTxPurpose
+  /** The refund a `refund` transaction pays. */
+  refundId?: string
   to: Address
   data: Hex
   /** The gas limit to sign with (an estimate with headroom). */
@@ -118,6 +120,7 @@ export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
         values.push({
           payment_id: transaction.paymentId,
           purpose: transaction.purpose,
+          refund_id: transaction.refundId ?? null,
           chain_id: chain.caip2,
           sender,
           nonce,

@@ -1,6 +1,7 @@
 import { encodeFunctionData } from 'viem'
 import { type JobHandler, RetryLater } from '../../jobs/runner.js'
 import { loadPayment, settlePayment } from '../../payments/lifecycle.js'
+import { fixSettlementAmount } from '../../refunds/settlement.js'
 import { eip3009Abi } from './abi.js'
 import type { SettlePayload } from './outcome.js'
 import { chainOf, type JobSettings, relayerOf } from './relay.js'
@@ -23,7 +24,13 @@ export function settleJob(settings: JobSettings): JobHandler {
       if (!asset) throw new Error(`Asset ${payload.asset} is not configured on ${payload.chain}.`)
       const payment = await loadPayment(ctx.db, job.payment_id)
       if (payment.settlement_status !== 'pending') return { skipped: payment.settlement_status }
-      const args = [payload.destination, BigInt(payload.amount)] as const
+      // Less the refunds already paid from the collected funds; fixed before the first signature.
+      const amount = await fixSettlementAmount(ctx.db, job.payment_id, BigInt(payload.amount), ctx.now())
+      if (amount === 0n) {
+        await settlePayment(ctx.db, { paymentId: job.payment_id, txId: null, assetId: asset.id, value: 0n })
+        return { refunded: true }
+      }
+      const args = [payload.destination, amount] as const
       const relayer = relayerOf(settings, chain)
       const send = async () => {
         const { hash } = await sendOnce({
@@ -78,9 +85,9 @@ export function settleJob(settings: JobSettings): JobHandler {
         paymentId: job.payment_id,
         txId: hash,
         assetId: asset.id,
-        value: payload.amount,
+        value: amount,
       })
-      ctx.log.info({ paymentId: job.payment_id, hash, amount: payload.amount }, 'Settled live EVM payment')
+      ctx.log.info({ paymentId: job.payment_id, hash, amount: String(amount) }, 'Settled live EVM payment')
       return { hash }
     },
     async onGiveUp(job, error, ctx) {

@@ -23,6 +23,8 @@ export interface SendOnceParameters {
   sender: EvmSender
   paymentId: string
   purpose: EvmTxPurpose
+  /** A `refund` step's refund: a payment has one step per other purpose, but one per refund. */
+  refundId?: string
   to: Address
   data: Hex
   /**
@@ -44,14 +46,14 @@ export interface SendOnceParameters {
  */
 export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row: EvmTransactionRow }> {
   const { db, chain } = p
-  const prior = await db
+  let priorQuery = db
     .selectFrom('evm_transactions')
     .selectAll()
     .where('payment_id', '=', p.paymentId)
     .where('purpose', '=', p.purpose)
     .where('status', 'in', ['sent', 'succeeded'])
-    .orderBy('id', 'desc')
-    .execute()
+  if (p.refundId !== undefined) priorQuery = priorQuery.where('refund_id', '=', p.refundId)
+  const prior = await priorQuery.orderBy('id', 'desc').execute()
   // Newest first: a replacement comes before the transaction it replaced (same nonce), and whichever
   // of them is mined is the step.
   for (const row of prior) {
@@ -72,6 +74,7 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
   const row = await p.sender.record({
     paymentId: p.paymentId,
     purpose: p.purpose,
+    ...(p.refundId !== undefined ? { refundId: p.refundId } : {}),
     to: p.to,
     data: p.data,
     gas,
@@ -226,7 +229,7 @@ const min = (a: bigint, b: bigint) => (a < b ? a : b)
  */
 export async function sendAndWait(
   watcher: EvmWatcher,
-  step: { paymentId: string; purpose: EvmTxPurpose },
+  step: { paymentId: string; purpose: EvmTxPurpose; refundId?: string },
   send: () => Promise<Hash>,
   options: { timeoutMs: number; signal: AbortSignal; idle: JobRunContext['idle'] },
 ): Promise<{ hash: Hash; receipt: TransactionReceipt | undefined }> {
@@ -238,6 +241,7 @@ export async function sendAndWait(
       watcher.wait(step.paymentId, step.purpose, {
         timeoutMs: Math.max(0, deadline - Date.now()),
         signal: options.signal,
+        ...(step.refundId !== undefined ? { refundId: step.refundId } : {}),
       }),
     )
     if (outcome.kind === 'receipt') return { hash: outcome.receipt.transactionHash, receipt: outcome.receipt }
@@ -255,15 +259,17 @@ export async function retryWhileInFlight(
   paymentId: string,
   purpose: EvmTxPurpose,
   error: unknown,
+  refundId?: string,
 ): Promise<unknown> {
   if (error instanceof RetryLater) return error
-  const row = await db
+  let query = db
     .selectFrom('evm_transactions')
     .select('id')
     .where('payment_id', '=', paymentId)
     .where('purpose', '=', purpose)
     .where('status', '=', 'sent')
-    .executeTakeFirst()
+  if (refundId !== undefined) query = query.where('refund_id', '=', refundId)
+  const row = await query.executeTakeFirst()
   return row === undefined ? error : new RetryLater(String(error))
 }
 

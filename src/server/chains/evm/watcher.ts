@@ -21,13 +21,15 @@ export interface EvmWatcher {
   wait(
     paymentId: string,
     purpose: EvmTxPurpose,
-    options: { timeoutMs: number; signal: AbortSignal },
+    /** `refundId`: a `refund` step's refund (a payment has one such step per refund). */
+    options: { timeoutMs: number; signal: AbortSignal; refundId?: string },
   ): Promise<WatchOutcome>
 }
 
 interface Waiter {
   paymentId: string
   purpose: EvmTxPurpose
+  refundId: string | null
   settle(outcome: WatchOutcome | { kind: 'error'; error: unknown }): void
 }
 
@@ -90,7 +92,7 @@ export function createEvmWatcher(
       .execute()
     const byStep = new Map<string, EvmTransactionRow[]>()
     for (const row of rows) {
-      const key = stepKey(row.payment_id, row.purpose)
+      const key = stepKey(row.payment_id, row.purpose, row.refund_id)
       byStep.set(key, [...(byStep.get(key) ?? []), row])
     }
     const receipts = await receiptsOf(
@@ -98,7 +100,7 @@ export function createEvmWatcher(
       rows.map((r) => r.hash as Hash),
     )
     for (const waiter of watching) {
-      const own = byStep.get(stepKey(waiter.paymentId, waiter.purpose)) ?? []
+      const own = byStep.get(stepKey(waiter.paymentId, waiter.purpose, waiter.refundId)) ?? []
       if (own.length === 0) {
         waiter.settle({ kind: 'gone' })
         continue
@@ -121,6 +123,7 @@ export function createEvmWatcher(
         const waiter: Waiter = {
           paymentId,
           purpose,
+          refundId: options.refundId ?? null,
           settle(outcome) {
             if (!waiters.delete(waiter)) return
             clearTimeout(timeout)
@@ -140,7 +143,8 @@ export function createEvmWatcher(
   }
 }
 
-const stepKey = (paymentId: string, purpose: string) => `${paymentId}/${purpose}`
+const stepKey = (paymentId: string, purpose: string, refundId: string | null) =>
+  `${paymentId}/${purpose}/${refundId ?? ''}`
 
 /** Receipts by hash (lower case), read in one batch; absent: none yet. */
 async function receiptsOf(

@@ -1,0 +1,102 @@
+import { encodeFunctionData, erc20Abi, getAddress } from 'viem'
+import { parseAccountId } from '../../../caip/caip.js'
+import { type JobHandler, RetryLater } from '../../jobs/runner.js'
+import { failRefund, loadRefund, noteRefundShortfall, succeedRefund } from '../../refunds/finish.js'
+import { eip3009Abi } from './abi.js'
+import { chainOf, type JobSettings, relayerOf } from './relay.js'
+import { retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
+import { hasTransfer, refuseOnRevert } from './transfers.js'
+
+/** The collection address holds less of the asset than the refund sends: wait for the float. */
+class FloatShort extends RetryLater {}
+
+/**
+ * A live EVM refund: an ERC-20 `transfer` of the refund's amount of the paid asset from the collection
+ * address (the executor) to the refund's destination, through the same sender and watcher as relays and
+ * settlements (recorded before it is sent, one nonce, found again after a crash, fee-bumped by the
+ * sweep). Before a new transaction is signed the float is read: short, the refund stays pending with
+ * `insufficient_funds` and is tried again until funded. It succeeds only on a mined receipt whose
+ * Transfer log moves exactly that amount to the destination.
+ */
+export function refundJob(settings: JobSettings): JobHandler {
+  return {
+    maxAttempts: 10,
+    retryDelayMs: (attempts) => Math.min(10_000, 250 * 2 ** attempts),
+    async run(job, ctx) {
+      if (!job.refund_id) throw new Error(`Job ${job.id} has no refund.`)
+      const refund = await loadRefund(ctx.db, job.refund_id)
+      if (refund.status !== 'pending') return { skipped: refund.status }
+      if (!refund.asset || !refund.asset_value || !refund.destination)
+        throw new Error(`Refund ${refund.id} has no asset, amount or destination to send.`)
+      const destination = parseAccountId(refund.destination)
+      const chain = chainOf(settings, destination.chainId)
+      const asset = chain.asset(refund.asset)
+      if (!asset) throw new Error(`Asset ${refund.asset} is not configured on ${chain.caip2}.`)
+      const args = [getAddress(destination.address), BigInt(refund.asset_value)] as const
+      const relayer = relayerOf(settings, chain)
+      const step = { paymentId: refund.payment_id, purpose: 'refund' as const, refundId: refund.id }
+      const send = async () => {
+        const { hash } = await sendOnce({
+          db: ctx.db,
+          chain,
+          sender: relayer.sender,
+          ...step,
+          to: asset.token,
+          data: encodeFunctionData({ abi: eip3009Abi, functionName: 'transfer', args }),
+          estimateGas: async () => {
+            const float = await chain.publicClient.readContract({
+              address: asset.token,
+              abi: erc20Abi,
+              functionName: 'balanceOf',
+              args: [chain.executor.address],
+            })
+            if (float < args[1]) {
+              await noteRefundShortfall(ctx.db, refund.id, true, ctx.now())
+              throw new FloatShort(
+                `The collection address holds ${float} of ${asset.id}; refund ${refund.id} needs ${args[1]}.`,
+              )
+            }
+            return refuseOnRevert(
+              chain.publicClient.estimateContractGas({
+                account: chain.executor,
+                prepare: false,
+                address: asset.token,
+                abi: eip3009Abi,
+                functionName: 'transfer',
+                args,
+              }),
+              (reason) => new Error(`The token refused the refund transfer: ${reason}`),
+            )
+          },
+        })
+        return hash
+      }
+      const release = await relayer.sender.slot()
+      const { hash, receipt } = await sendAndWait(relayer.watcher, step, send, {
+        timeoutMs: settings.receiptTimeoutMs,
+        signal: ctx.signal,
+        idle: ctx.idle,
+      })
+        .catch(async (error: unknown) => {
+          throw await retryWhileInFlight(ctx.db, refund.payment_id, 'refund', error, refund.id)
+        })
+        .finally(release)
+      if (!receipt) throw new RetryLater(`Refund transaction ${hash} has no receipt yet.`)
+      const expected = { token: asset.token, from: chain.executor.address, to: args[0], value: args[1] }
+      if (!hasTransfer(receipt, expected)) {
+        await setTxStatus(ctx.db, hash, 'reverted')
+        throw new Error(`Refund transaction ${hash} did not transfer the amount; retrying with a new one.`)
+      }
+      await setTxStatus(ctx.db, hash, 'succeeded')
+      await succeedRefund(ctx.db, { refundId: refund.id, txId: hash, now: ctx.now() })
+      ctx.log.info({ refundId: refund.id, hash, amount: String(args[1]) }, 'Refunded live EVM payment')
+      return { hash }
+    },
+    async onGiveUp(job, error, ctx) {
+      // Only errors with nothing in flight count toward giving up (retryWhileInFlight): nothing was sent.
+      ctx.log.error({ refundId: job.refund_id, error: String(error) }, 'Refund gave up; nothing was sent')
+      if (job.refund_id)
+        await failRefund(ctx.db, { refundId: job.refund_id, failureCode: 'transfer_failed', now: ctx.now() })
+    },
+  }
+}
