@@ -3,7 +3,13 @@
 export { type GuardContext, guardActions } from './actions/guard.js'
 export { createSignerRegistry, knownNamespaces, type SignerRegistry } from './actions/registry.js'
 export { isUserRejection, userRejectedCode } from './actions/rejection.js'
-export type { ActionInspection, InspectedTransfer, Signer, SignerRequest } from './actions/types.js'
+export type {
+  ActionInspection,
+  InspectedTransfer,
+  SignatureStatus,
+  Signer,
+  SignerRequest,
+} from './actions/types.js'
 export { formatAmount, fromDecimalString, parseMinor, toDecimalString } from './amount/amount.js'
 export {
   type AccountId,

@@ -1,5 +1,6 @@
 import type { Address, Hash, Hex } from 'viem'
 import type { RpcTransaction, TypedDataPayload } from '../../protocol/evm/index.js'
+import type { EvmNode } from './signatureStatus.js'
 
 /** One key on one chain. */
 export interface EvmAccountRef {
@@ -18,6 +19,8 @@ export interface EvmBackend {
   signMessage(chainId: number, address: Address, message: Hex): Promise<Hex>
   sendTransaction(chainId: number, tx: RpcTransaction): Promise<Hash>
   waitForReceipt(chainId: number, hash: Hash): Promise<'success' | 'reverted'>
+  /** The wallet's own node on `chainId`, for reads that prove what became of a signature. */
+  node(chainId: number): EvmNode
 }
 
 export interface ReceiptOptions {

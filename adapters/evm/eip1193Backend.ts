@@ -63,5 +63,13 @@ export function eip1193Backend(
       })
       return receipt.status
     },
+    // Reads go to whatever chain the wallet shows; one on another chain proves nothing (answers live).
+    node: (chainId) => ({
+      async request(args) {
+        const current = Number(await provider.request({ method: 'eth_chainId' }))
+        if (current !== chainId) throw rejected('The wallet is on another chain.', { chainId, current })
+        return provider.request(args as { method: string; params?: readonly unknown[] })
+      },
+    }),
   }
 }

@@ -13,6 +13,7 @@ import { PayError } from '../../src/errors/PayError.js'
 import type { EvmAccountRef, EvmBackend, ReceiptOptions } from './backend.js'
 import { type Eip1193Provider, eip1193Backend } from './eip1193Backend.js'
 import { rejected, throwIfAborted, toPayError, withAbort } from './errors.js'
+import { evmSignatureStatus } from './signatureStatus.js'
 import { clientsForAccount, viemBackend } from './viemBackend.js'
 
 /** How to reach one chain: an RPC URL, or any viem transport (fallback, websocket, custom...). */
@@ -86,6 +87,7 @@ export function evmSigner(options: EvmSignerOptions): EvmSigner {
       }
     },
     inspect: (request) => decodeEvmAction(request, options),
+    signatureStatus: evmSignatureStatus((chainId) => backend.node(chainId), options),
   }
 }
 

@@ -10,6 +10,7 @@ it('exports exactly this API', () => {
       "decodeTypedData",
       "evmForwardParams",
       "evmMethods",
+      "evmSignatureStatus",
       "evmSigner",
       "parsePersonalSignParams",
       "parseTransactionParams",

@@ -24,3 +24,4 @@ export {
   evmSigner,
   type SignMessageRequest,
 } from './evmSigner.js'
+export { type EvmNode, evmSignatureStatus } from './signatureStatus.js'

@@ -17,6 +17,7 @@ import {
   type EvmBackend,
   type ReceiptOptions,
 } from './backend.js'
+import type { EvmNode } from './signatureStatus.js'
 
 type BoundClient = WalletClient<Transport, Chain, Account>
 
@@ -83,6 +84,8 @@ export function viemBackend(clients: readonly WalletClient[], options: ReceiptOp
       })
       return receipt.status
     },
+    // The client's transport is the wallet's node; viem types a WalletClient's requests narrowly.
+    node: (chainId) => anyClientOn(chainId) as unknown as EvmNode,
   }
 }
 

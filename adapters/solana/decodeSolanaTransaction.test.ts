@@ -194,6 +194,7 @@ describe('public API of caipay/adapters/solana', () => {
       'memoProgramIds',
       'solanaInspector',
       'solanaSignTransactionMethod',
+      'solanaSignatureStatus',
       'solanaSigner',
       'token2022ProgramId',
       'tokenProgramId',

@@ -29,6 +29,7 @@ export {
   defaultMaxFeeLamports,
   inspectSolanaTransaction,
 } from './inspectSolanaTransaction.js'
+export { type SolanaNode, solanaSignatureStatus } from './signatureStatus.js'
 export type {
   SolanaExpiryOptions,
   SolanaInspectorOptions,

@@ -13,6 +13,7 @@ import {
   inspectSolanaTransaction,
   type SolanaPolicyOptions,
 } from './inspectSolanaTransaction.js'
+import { blockhashIsValid, type SolanaNode, solanaSignatureStatus } from './signatureStatus.js'
 import {
   isUserRejection,
   resolveSignTransactionFeature,
@@ -26,13 +27,13 @@ export const solanaSignTransactionMethod = 'solana_signTransaction'
 
 export interface SolanaExpiryOptions {
   /**
-   * Asks the wallet's own node whether a blockhash is still valid, e.g.
-   * `(hash) => connection.isBlockhashValid(hash, { commitment: 'processed' }).then((r) => r.value)`.
-   * With it, a transaction is signed only while its blockhash is valid, and once the node says it
-   * expired, the flow may sign a rebuilt one after `quote_expired` (the old one can no longer land).
-   * Without it, an earlier signature always counts against the option's amount.
+   * The wallet's own node (a web3.js `Connection` to the signer's one chain). With it, a transaction
+   * is signed only while the node accepts its blockhash, and the flow can learn what became of an
+   * earlier signature (`signatureStatus`): landed means the option is paid; not landed with its
+   * blockhash expired lets a rebuilt transaction be signed after `quote_expired`. Without it, an
+   * earlier signature always counts against the option's amount. See docs/exposure.md.
    */
-  isBlockhashValid?: (blockhash: string, chainId: string) => Promise<boolean>
+  connection?: SolanaNode
 }
 
 export interface SolanaKeypairSignerOptions extends SolanaPolicyOptions, SolanaExpiryOptions {
@@ -77,7 +78,14 @@ type SignSlot = (
 export function solanaSigner(options: SolanaSignerOptions): SolanaSigner {
   const { address, chains, signSlot } =
     'keypair' in options ? fromKeypair(options) : fromWalletStandard(options)
-  const { isBlockhashValid } = options
+  const { connection } = options
+  if (connection && chains.length !== 1) {
+    throw new PayError({
+      code: 'invalid_signer',
+      message: 'A Solana signer with a connection serves exactly the connection’s chain.',
+      context: { chains },
+    })
+  }
   const prepare = (request: SignerRequest) => decodeForSigner(request, address, chains, options)
 
   const signer: SolanaSigner = {
@@ -93,8 +101,8 @@ export function solanaSigner(options: SolanaSignerOptions): SolanaSigner {
       throwIfAborted(request.signal)
       const decoded = prepare(request)
       // A blockhash the wallet's node does not know yet cannot later be seen to expire, so it is
-      // not signed: `hasExpired` relies on it.
-      if (isBlockhashValid && !(await isBlockhashValid(decoded.recentBlockhash, request.chainId))) {
+      // not signed: `signatureStatus` relies on it.
+      if (connection && !(await blockhashIsValid(connection, decoded.recentBlockhash))) {
         throw new PayError({
           code: 'action_rejected',
           message: 'The Solana transaction’s blockhash is not valid on the wallet’s node.',
@@ -111,12 +119,7 @@ export function solanaSigner(options: SolanaSignerOptions): SolanaSigner {
       return encodeBase64(signed)
     },
   }
-  if (isBlockhashValid) {
-    signer.hasExpired = async (request) => {
-      const decoded = prepare(request)
-      return !(await isBlockhashValid(decoded.recentBlockhash, request.chainId))
-    }
-  }
+  if (connection) signer.signatureStatus = solanaSignatureStatus(connection, address)
   return signer
 }
 

@@ -7,6 +7,7 @@ export type {
 export {
   type WalletConnectForwardParams,
   type WalletConnectInspect,
+  type WalletConnectSignatureStatus,
   type WalletConnectSigner,
   type WalletConnectSignerBaseOptions,
   type WalletConnectSignerOptions,

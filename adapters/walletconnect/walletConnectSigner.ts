@@ -1,4 +1,4 @@
-import type { ActionInspection, Signer, SignerRequest } from '../../src/actions/types.js'
+import type { ActionInspection, SignatureStatus, Signer, SignerRequest } from '../../src/actions/types.js'
 import { sameCaip } from '../../src/caip/caip.js'
 import { PayError } from '../../src/errors/PayError.js'
 import { abortedError, timeoutError, toPayError } from './errors.js'
@@ -27,7 +27,18 @@ export interface WalletConnectSignerBaseOptions {
    * (Solana: only `transaction`).
    */
   forwardParams?: WalletConnectForwardParams
+  /**
+   * Reads what became of an earlier signature from the dapp's own node of the chain, e.g.
+   * `evmSignatureStatus(publicClient)` or `solanaSignatureStatus(connection, address)`. The remote
+   * wallet cannot be asked, so without it every earlier signature answers `live` (docs/exposure.md).
+   */
+  signatureStatus?: WalletConnectSignatureStatus
 }
+
+export type WalletConnectSignatureStatus = (
+  request: SignerRequest,
+  result: string,
+) => Promise<SignatureStatus>
 
 /** Builds the params forwarded for an action from its decoded fields. */
 export type WalletConnectForwardParams = (request: SignerRequest) => readonly unknown[]
@@ -62,7 +73,7 @@ const maxExpirySeconds = 7 * 24 * 60 * 60
  * Nothing is sent for a chain or method the session did not approve.
  */
 export function walletConnectSigner(options: WalletConnectSignerOptions): WalletConnectSigner {
-  const { client, namespace, inspect, forwardParams } = options
+  const { client, namespace, inspect, forwardParams, signatureStatus } = options
   const topic = 'topic' in options ? options.topic : options.session.topic
   const timeoutMs = requestTimeout(options.requestTimeoutMs)
   const expiry = Math.min(maxExpirySeconds, Math.max(minExpirySeconds, Math.ceil(timeoutMs / 1000) + 1))
@@ -145,6 +156,7 @@ export function walletConnectSigner(options: WalletConnectSignerOptions): Wallet
     },
   }
   if (inspect) signer.inspect = inspect
+  signer.signatureStatus = signatureStatus ?? (async () => 'live')
   return signer
 }
 
@@ -154,6 +166,8 @@ export interface WalletConnectSignersOptions {
   inspect?: Readonly<Record<string, WalletConnectInspect>>
   /** Param builders by namespace, e.g. `{ eip155: evmForwardParams }`. */
   forwardParams?: Readonly<Record<string, WalletConnectForwardParams>>
+  /** Readers of earlier signatures by namespace (see `WalletConnectSignerBaseOptions.signatureStatus`). */
+  signatureStatus?: Readonly<Record<string, WalletConnectSignatureStatus>>
 }
 
 /** One signer per namespace the session approved, in the session's order. */
@@ -174,6 +188,7 @@ export function walletConnectSigners(
   return sessionNamespaces(current).map((namespace) => {
     const inspect = options.inspect?.[namespace]
     const forwardParams = options.forwardParams?.[namespace]
+    const signatureStatus = options.signatureStatus?.[namespace]
     return walletConnectSigner({
       client,
       topic,
@@ -181,6 +196,7 @@ export function walletConnectSigners(
       ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
       ...(inspect ? { inspect } : {}),
       ...(forwardParams ? { forwardParams } : {}),
+      ...(signatureStatus ? { signatureStatus } : {}),
     })
   })
 }

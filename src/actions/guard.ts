@@ -12,8 +12,9 @@ export interface GuardContext {
   /** The selected option's amount: the most the option may move, in its asset. */
   amount: Amount
   /**
-   * What earlier rounds of this payment signed that may still execute (rebuilds after
-   * `quote_expired`), in the option's minor units. It counts against the same amount.
+   * What earlier rounds of this payment signed that may still execute or already did (rebuilds after
+   * `quote_expired`, read from the flow's exposure ledger), in the option's minor units. It counts
+   * against the same amount.
    */
   stillAuthorized?: bigint
 }
@@ -94,27 +95,6 @@ export async function checkAction(
     total += transfer.amount
   }
   return { total, inspection }
-}
-
-/**
- * What actions signed in earlier rounds of a payment can still move: each counts unless it is
- * provably dead, by the bound its own bytes set (`validUntil` passed on the wallet's clock) or by
- * its signer (`hasExpired`, e.g. a Solana blockhash the wallet's node saw expire).
- */
-export async function stillAuthorized(
-  earlier: readonly RoutedAction[],
-  context: Pick<GuardContext, 'accounts' | 'account' | 'amount'>,
-  nowSeconds: number,
-): Promise<bigint> {
-  let live = 0n
-  for (const action of earlier) {
-    const { total, inspection } = await checkAction(action, context)
-    if (total === 0n) continue
-    if (inspection.validUntil !== undefined && nowSeconds >= inspection.validUntil) continue
-    if (action.signer.hasExpired && (await action.signer.hasExpired(action.request))) continue
-    live += total
-  }
-  return live
 }
 
 /** An action the adapter cannot decode cannot be checked, so it is not signed. */

@@ -27,6 +27,9 @@ export interface ActionInspection {
   validUntil?: number
 }
 
+/** `spent`: the chain used it; `live`: it may still execute; `dead`: it provably never will. */
+export type SignatureStatus = 'spent' | 'live' | 'dead'
+
 export interface InspectedTransfer {
   /** CAIP-19 asset id, e.g. `eip155:1/erc20:0xa0b8...` or `solana:5eyk.../token:EPjF...`. */
   asset: string
@@ -57,9 +60,11 @@ export interface Signer {
    */
   inspect?(request: SignerRequest): ActionInspection | Promise<ActionInspection>
   /**
-   * True only when a signature of this action provably can no longer execute (for a Solana
-   * transaction: its blockhash expired on the wallet's own node). Lets the flow sign a rebuilt
-   * action after `quote_expired` without the earlier signature counting against the amount.
+   * What became of a signature this signer gave for `request` (`result` is what `request` returned),
+   * read from the wallet's own node: `spent` once the chain shows it used, `dead` only when the node
+   * proves it unused and unusable for good (EIP-3009: nonce unused and `validBefore` passed; Solana:
+   * no status and the blockhash expired), `live` otherwise, including when the node cannot be read.
+   * Without it, every earlier signature counts as live. See docs/exposure.md.
    */
-  hasExpired?(request: SignerRequest): Promise<boolean>
+  signatureStatus?(request: SignerRequest, result: string): Promise<SignatureStatus>
 }

@@ -8,7 +8,7 @@ import {
   parseCollectDataMessage,
 } from './collectData.js'
 import type { CollectDataRequest } from './config.js'
-import { type FlowData, type FlowRun, wrap } from './run.js'
+import { type FlowData, type FlowRun, snapshotChanged, wrap } from './run.js'
 import { invalidTransition } from './states.js'
 
 /** The form an option asks for: its own, else the payment-wide one; none without a URL. */
@@ -51,7 +51,7 @@ export function completeCollectData(run: FlowRun, message: unknown): CollectData
   }
   if (parsed.type === 'complete') {
     run.data.collectDataCompleted = form.url
-    run.snapshotChanged()
+    snapshotChanged(run)
   } else {
     run.events.emit(
       'error',
@@ -78,7 +78,7 @@ export async function collectData(run: FlowRun): Promise<void> {
     }
     let message: unknown
     try {
-      message = await abortable(handler(request), run.signal)
+      message = await abortable(handler(request), run.controller.signal)
     } catch (cause) {
       throw wrap(cause, 'collect_data_failed', 'The data-collection form could not be completed.')
     }

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'eventemitter3'
+import { createSignerRegistry } from '../actions/registry.js'
 import { randomHex } from '../client/random.js'
 import type { CollectData, PaymentOption } from '../contract/gateway.js'
 import { abortError, throwIfAborted } from '../errors/abort.js'
@@ -14,7 +15,17 @@ import {
 import type { LoadOptionsResult, PaymentFlowOptions, ResumeFlowOptions } from './config.js'
 import { confirm, poll } from './confirming.js'
 import { loadOptions, selectOption } from './options.js'
-import { type FlowData, FlowRun, wrap } from './run.js'
+import {
+  checkpoint,
+  checkpointOrReport,
+  enter,
+  type FlowData,
+  type FlowRun,
+  finish,
+  snapshotOf,
+  transition,
+  wrap,
+} from './run.js'
 import { fetchActions, signActions } from './signing.js'
 import { type FlowSnapshot, parseFlowSnapshot } from './snapshot.js'
 import {
@@ -57,7 +68,15 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
   constructor(config: ResumeFlowOptions, paymentId: string, data: FlowData) {
     super()
     this.paymentId = paymentId
-    this.#run = new FlowRun(paymentId, config, data, this)
+    this.#run = {
+      paymentId,
+      config,
+      data,
+      events: this,
+      registry: createSignerRegistry(config.signers),
+      controller: new AbortController(),
+      rebuilds: 0,
+    }
     const external = config.signal
     // Already aborted: the first call ends the flow, once there can be listeners to see it.
     if (external?.aborted) this.#run.controller.abort(abortError(external))
@@ -93,13 +112,13 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
 
   /** Plain JSON; `resumePaymentFlow(snapshot, deps)` continues from it. */
   snapshot(): FlowSnapshot {
-    return this.#run.snapshot()
+    return snapshotOf(this.#run)
   }
 
   /** Advertises the signers' accounts (possibly none) and receives the payment options. */
   async loadOptions(): Promise<LoadOptionsResult> {
     // Outside the try: a second call is a programming error that does not end the flow.
-    this.#run.transition('loadingOptions')
+    transition(this.#run, 'loadingOptions')
     this.#busy++
     try {
       return await loadOptions(this.#run)
@@ -177,12 +196,12 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
     const run = this.#run
     this.#busy++
     try {
-      await run.checkpoint()
+      await checkpoint(run)
       while (!isTerminalState(run.data.state)) {
-        throwIfAborted(run.signal)
+        throwIfAborted(run.controller.signal)
         await this.#step()
       }
-      await run.checkpointOrReport()
+      await checkpointOrReport(run)
       return run.data.result!
     } catch (error) {
       return await this.#settle(error)
@@ -196,10 +215,10 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
     const run = this.#run
     switch (run.data.state) {
       case 'selecting':
-        return run.enter('fetchingActions')
+        return enter(run, 'fetchingActions')
       case 'collectingData':
         if (!this.collectDataReady) await collectData(run)
-        return run.enter('fetchingActions')
+        return enter(run, 'fetchingActions')
       case 'fetchingActions':
         return fetchActions(run)
       case 'signing':
@@ -220,7 +239,7 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
    */
   async #settle(error: unknown): Promise<PaymentResult> {
     if (this.#cancelling) return this.#cancelling
-    const signal = this.#run.signal
+    const signal = this.#run.controller.signal
     const failure = signal.aborted
       ? abortError(signal)
       : wrap(error, 'internal_error', 'The payment flow failed.')
@@ -239,8 +258,8 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
 
   /** An end the service holds too: the result, `final`, and a snapshot that says so. */
   async #end(status: TerminalState): Promise<PaymentResult> {
-    const ended = this.#run.finish(status)
-    await this.#run.checkpointOrReport()
+    const ended = finish(this.#run, status)
+    await checkpointOrReport(this.#run)
     return ended
   }
 
@@ -249,9 +268,9 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
    * (`failure`, then what else went wrong on the way out); rejects with `failure`.
    */
   async #endLocally(state: 'cancelled' | 'failed', failure: PayError, ...also: PayError[]): Promise<never> {
-    this.#run.transition(state)
+    transition(this.#run, state)
     for (const error of [failure, ...also]) this.emit('error', error)
-    await this.#run.checkpointOrReport()
+    await checkpointOrReport(this.#run)
     throw failure
   }
 
@@ -265,7 +284,9 @@ class PaymentFlow extends EventEmitter<FlowEvents> {
 
   async #cancelAtGateway(): Promise<PayError | undefined> {
     try {
-      await this.#run.gateway.cancel(this.paymentId, { idempotencyKey: `caipay-${this.flowId}-cancel` })
+      await this.#run.config.gateway.cancel(this.paymentId, {
+        idempotencyKey: `caipay-${this.flowId}-cancel`,
+      })
       return undefined
     } catch (error) {
       return wrap(error, 'internal_error', 'The payment could not be cancelled at the service.')
@@ -286,7 +307,7 @@ export function createPaymentFlow(options: PaymentFlowOptions): PaymentFlow {
     option: null,
     collectDataCompleted: null,
     actions: null,
-    earlier: [],
+    exposure: [],
     results: [],
     inFlight: null,
     pollInMs: null,
@@ -301,5 +322,5 @@ export function createPaymentFlow(options: PaymentFlowOptions): PaymentFlow {
 export function resumePaymentFlow(snapshot: unknown, options: ResumeFlowOptions): PaymentFlow {
   const { version: _version, paymentId, ...data } = parseFlowSnapshot(snapshot)
   if (data.state === 'loadingOptions') data.state = 'idle'
-  return new PaymentFlow(options, paymentId, { ...data, earlier: data.earlier ?? [] } as FlowData)
+  return new PaymentFlow(options, paymentId, { ...data, exposure: data.exposure ?? [] } as FlowData)
 }

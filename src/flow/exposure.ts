@@ -1,50 +1,78 @@
-import { stillAuthorized as stillAuthorizedBy } from '../actions/guard.js'
+import { checkAction } from '../actions/guard.js'
 import { routeActions } from '../actions/route.js'
 import type { WalletRpcAction } from '../contract/gateway.js'
 import { broadcastingMethods } from '../contract/walletMethods.js'
-import type { FlowRun } from './run.js'
+import { checkpointOrReport, type FlowRun, transition } from './run.js'
+
+// The rebuild rules, as docs/exposure.md states them: every signature of an earlier round counts
+// against the option until the wallet's own node proves it unused and unusable (`dead`); one proved
+// used (`spent`) means the option is paid, and nothing more is signed for it.
+
+/** One signed action of a round that was built again: what was signed and what the signer returned. */
+export interface ExposureEntry {
+  action: WalletRpcAction
+  result: string
+}
+
+export interface Exposure {
+  /** What the entries not proved dead can move (or moved), in the option's minor units. */
+  counted: bigint
+  /** An entry was proved used: the option is paid. */
+  spent: boolean
+}
 
 /** Times a flow builds and signs again after `quote_expired` before giving up. */
 const maxRebuilds = 2
 
-/**
- * After `quote_expired`: when a rebuild is allowed, keeps the round's actions as earlier exposure and
- * goes back to `fetchingActions`; false leaves the error to the caller. A built transaction outlived
- * its blockhash before confirm. Nothing was broadcast by the wallet, so a fresh build and new
- * signatures are safe as long as what was signed cannot also execute (the guard counts what still
- * can); bounded so a broken service cannot loop us.
- */
-export async function rebuildAfterExpiredQuote(run: FlowRun): Promise<boolean> {
-  if (!(await mayRebuild(run))) return false
-  run.rebuilds++
-  run.data.earlier = [...run.data.earlier, ...run.data.actions!]
-  run.transition('fetchingActions')
-  await run.checkpointOrReport()
-  return true
+/** Asks each entry's signer what became of its signature; one that cannot tell counts as live. */
+export async function readExposure(run: FlowRun, entries: readonly ExposureEntry[]): Promise<Exposure> {
+  const exposure: Exposure = { counted: 0n, spent: false }
+  if (entries.length === 0) return exposure
+  const { account, amount } = run.data.option!
+  const context = { accounts: run.data.accounts, account, amount }
+  const routed = routeActions(
+    run.registry,
+    entries.map((entry) => entry.action),
+  )
+  for (const [index, action] of routed.entries()) {
+    const { total } = await checkAction(action, context)
+    if (total === 0n) continue
+    const status = await action.signer
+      .signatureStatus?.(action.request, entries[index]!.result)
+      .catch(() => undefined)
+    if (status === 'dead') continue
+    if (status === 'spent') exposure.spent = true
+    exposure.counted += total
+  }
+  return exposure
 }
 
 /**
- * Only signature-only actions that came from a build may be built and signed again, and only while
- * what the signed ones can still move leaves room in the option's amount.
+ * After `quote_expired`, with the round's results recorded: a signature-only round that came from a
+ * build joins the ledger. When one of its signatures (or an earlier one) was used, the option is paid:
+ * the flow signs nothing more and polls the payment's status. Otherwise it builds and signs again while
+ * what may still execute leaves room in the option's amount, a bounded number of times. False leaves
+ * the error to the caller.
  */
-async function mayRebuild(run: FlowRun): Promise<boolean> {
-  const { option, actions, earlier } = run.data
+export async function afterExpiredQuote(run: FlowRun): Promise<boolean> {
+  const { option, actions, results } = run.data
   if (
-    run.rebuilds >= maxRebuilds ||
     !option!.actions.some((a) => a.type === 'build') ||
     actions!.some((a) => broadcastingMethods.includes(a.walletRpc.method))
   ) {
     return false
   }
-  if (run.config.guard === 'off') return true
-  const live = await stillAuthorized(run, [...earlier, ...actions!])
-  return live < BigInt(option!.amount.value)
-}
-
-/** What the signed `actions` of earlier rounds can still move, in the selected option's asset. */
-export async function stillAuthorized(run: FlowRun, actions: readonly WalletRpcAction[]): Promise<bigint> {
-  if (actions.length === 0) return 0n
-  const { account, amount } = run.data.option!
-  const context = { accounts: run.data.accounts, account, amount }
-  return stillAuthorizedBy(routeActions(run.registry, actions), context, Math.floor(Date.now() / 1000))
+  const ledger = [...run.data.exposure, ...actions!.map((action, i) => ({ action, result: results[i]! }))]
+  const { counted, spent } =
+    run.config.guard === 'off' ? { counted: 0n, spent: false } : await readExposure(run, ledger)
+  if (!spent && (run.rebuilds >= maxRebuilds || counted >= BigInt(option!.amount.value))) return false
+  run.data.exposure = ledger
+  if (spent) {
+    transition(run, 'polling')
+  } else {
+    run.rebuilds++
+    transition(run, 'fetchingActions')
+  }
+  await checkpointOrReport(run)
+  return true
 }

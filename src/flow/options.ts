@@ -3,7 +3,7 @@ import { throwIfAborted } from '../errors/abort.js'
 import { PayError } from '../errors/PayError.js'
 import { formOf } from './collecting.js'
 import type { LoadOptionsResult } from './config.js'
-import type { FlowRun } from './run.js'
+import { call, checkpoint, type FlowRun, finish, snapshotChanged, transition } from './run.js'
 import { invalidTransition, type TerminalState } from './states.js'
 import { validateOptions } from './validateOptions.js'
 
@@ -12,10 +12,12 @@ import { validateOptions } from './validateOptions.js'
  * that already carries the payment's outcome ends the flow. Errors are the caller's to settle.
  */
 export async function loadOptions(run: FlowRun): Promise<LoadOptionsResult> {
-  throwIfAborted(run.signal)
+  throwIfAborted(run.controller.signal)
   const accounts = run.registry.accounts()
   run.data.accounts = accounts
-  const response = await run.call((signal) => run.gateway.getOptions(run.paymentId, { accounts }, { signal }))
+  const response = await call(run, (signal) =>
+    run.config.gateway.getOptions(run.paymentId, { accounts }, { signal }),
+  )
   validateOptions(response, run.paymentId)
   run.data.options = response.options
   run.data.collectData = response.collectData ?? null
@@ -26,13 +28,13 @@ export async function loadOptions(run: FlowRun): Promise<LoadOptionsResult> {
   run.events.emit('options', loaded)
 
   if (response.resultInfo) {
-    run.finish('succeeded', response.resultInfo)
+    finish(run, 'succeeded', response.resultInfo)
   } else if (response.info && isFinalStatus(response.info.status)) {
-    run.finish(response.info.status as TerminalState)
+    finish(run, response.info.status as TerminalState)
   } else {
-    run.transition('selecting')
+    transition(run, 'selecting')
   }
-  await run.checkpoint()
+  await checkpoint(run)
   return run.data.result ? { ...loaded, result: run.data.result } : loaded
 }
 
@@ -50,15 +52,15 @@ export function selectOption(run: FlowRun, optionId: string): void {
       context: { optionId, known: run.data.options.map((o) => o.id) },
     })
   }
-  if (state === 'collectingData') run.transition('selecting')
+  if (state === 'collectingData') transition(run, 'selecting')
   run.data.option = option
   const form = formOf(run.data, option)
   if (form && form.url !== run.data.collectDataCompleted) {
-    run.transition('collectingData')
+    transition(run, 'collectingData')
     run.events.emit('collectData', {
       url: form.url,
       ...(form.schema !== undefined && { schema: form.schema }),
     })
   }
-  run.snapshotChanged()
+  snapshotChanged(run)
 }

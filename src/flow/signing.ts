@@ -4,23 +4,23 @@ import { type RoutedAction, routeActions } from '../actions/route.js'
 import { broadcastingMethods } from '../contract/walletMethods.js'
 import { abortable } from '../errors/abort.js'
 import { PayError } from '../errors/PayError.js'
-import { stillAuthorized } from './exposure.js'
-import { type FlowRun, wrap } from './run.js'
+import { readExposure } from './exposure.js'
+import { call, checkpoint, checkpointOrReport, enter, type FlowRun, transition, wrap } from './run.js'
 import type { ActionEvent } from './types.js'
 
 /** Resolves the selected option's `build` actions into what gets signed, then moves to `signing`. */
 export async function fetchActions(run: FlowRun): Promise<void> {
   const option = run.data.option!
   const actions = await resolveActions(option.actions, async (data) => {
-    const response = await run.call((signal) =>
-      run.gateway.fetchActions(run.paymentId, { optionId: option.id, data }, { signal }),
+    const response = await call(run, (signal) =>
+      run.config.gateway.fetchActions(run.paymentId, { optionId: option.id, data }, { signal }),
     )
     return response.actions
   })
   run.data.actions = actions
   run.data.results = []
   run.data.inFlight = null
-  await run.enter('signing')
+  await enter(run, 'signing')
 }
 
 /**
@@ -30,12 +30,15 @@ export async function fetchActions(run: FlowRun): Promise<void> {
 export async function signActions(run: FlowRun): Promise<void> {
   const option = run.data.option!
   const actions = run.data.actions!
-  const signal = run.signal
+  const signal = run.controller.signal
   const routed = routeActions(run.registry, actions)
   if (run.config.guard !== 'off') {
     const context = { accounts: run.data.accounts, account: option.account, amount: option.amount }
-    const earlier = await abortable(stillAuthorized(run, run.data.earlier), signal)
-    await abortable(guardActions(routed, { ...context, stillAuthorized: earlier }), signal)
+    const { counted, spent } = await abortable(readExposure(run, run.data.exposure), signal)
+    if (spent) {
+      throw new PayError({ code: 'action_rejected', message: 'An earlier signature paid this option.' })
+    }
+    await abortable(guardActions(routed, { ...context, stillAuthorized: counted }), signal)
   }
   await reconcileInFlight(run, routed)
 
@@ -45,7 +48,7 @@ export async function signActions(run: FlowRun): Promise<void> {
     const event = { index, count: routed.length, chainId: request.chainId, method: request.method }
     run.data.inFlight = index
     run.events.emit('action', { ...event, phase: 'start' })
-    await run.checkpoint()
+    await checkpoint(run)
     let result: unknown
     try {
       result = await abortable(
@@ -63,10 +66,10 @@ export async function signActions(run: FlowRun): Promise<void> {
       })
     }
     record(run, result, { ...event, phase: 'signed' })
-    await run.checkpointOrReport()
+    await checkpointOrReport(run)
   }
-  run.transition('confirming')
-  await run.checkpointOrReport()
+  transition(run, 'confirming')
+  await checkpointOrReport(run)
 }
 
 /** A resumed flow whose last snapshot shows an action with its signer but no result recorded. */
@@ -80,7 +83,7 @@ async function reconcileInFlight(run: FlowRun, routed: readonly RoutedAction[]):
     if (run.config.reconcile) {
       const found = await abortable(
         run.config.reconcile({ index: inFlight, chainId, method, params }),
-        run.signal,
+        run.controller.signal,
       )
       if (typeof found === 'string' && found.length > 0) record(run, found, { ...facts, phase: 'signed' })
     } else if (broadcastingMethods.includes(method)) {
@@ -92,7 +95,7 @@ async function reconcileInFlight(run: FlowRun, routed: readonly RoutedAction[]):
     }
   }
   run.data.inFlight = null
-  await run.checkpoint()
+  await checkpoint(run)
 }
 
 function record(run: FlowRun, result: string, event: ActionEvent): void {

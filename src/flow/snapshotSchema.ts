@@ -26,8 +26,11 @@ export const FlowSnapshot = z.object({
   collectDataCompleted: z.nullable(z.string()),
   /** The selected option's actions after `build` resolution: exactly what gets signed. */
   actions: z.nullable(z.array(WalletRpcAction)),
-  /** Actions signed in earlier rounds (before a rebuild after `quote_expired`): they may still execute. */
-  earlier: z.optional(z.array(WalletRpcAction)),
+  /**
+   * The exposure ledger: every action signed in a round that was built again after `quote_expired`,
+   * with its result. Each counts against the option until the wallet's node proves it dead.
+   */
+  exposure: z.optional(z.array(z.object({ action: WalletRpcAction, result: z.string() }))),
   results: z.array(z.string()),
   inFlight: z.nullable(z.int().check(z.minimum(0))),
   pollInMs: z.nullable(z.int().check(z.minimum(0))),

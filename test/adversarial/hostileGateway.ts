@@ -13,8 +13,12 @@ export interface Scripted {
   body: unknown
 }
 
+/** An answer may be awaited: a gateway that acts on chain (relays what it was given) before it answers. */
 export type Script = Partial<
-  Record<'options' | 'fetch' | 'confirm' | 'status' | 'cancel', (body: unknown, n: number) => Scripted>
+  Record<
+    'options' | 'fetch' | 'confirm' | 'status' | 'cancel',
+    (body: unknown, n: number) => Scripted | Promise<Scripted>
+  >
 >
 
 export interface HostileGateway {
@@ -35,7 +39,7 @@ export async function startHostileGateway(script: Script): Promise<HostileGatewa
     const seen = calls[route] ?? []
     calls[route] = seen
     seen.push(body)
-    const answer = script[route]?.(body, seen.length) ?? {
+    const answer = (await script[route]?.(body, seen.length)) ?? {
       status: 404,
       body: { code: 'not_found', message: 'No such route.' },
     }

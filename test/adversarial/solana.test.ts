@@ -22,7 +22,15 @@ import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } fr
 import { solanaInspector, solanaSigner } from '../../adapters/solana/index.js'
 import { walletConnectSigner } from '../../adapters/walletconnect/index.js'
 import { isPayError } from '../../src/errors/PayError.js'
-import { type Outcome, option, payAgainst, rpc, succeeded } from './support.js'
+import {
+  type Outcome,
+  option,
+  payAgainst,
+  rpc,
+  solanaWalletConnectSession,
+  succeeded,
+  walletStandardWallet,
+} from './support.js'
 
 // The gateway is the attacker (issue 13), on every Solana signer path: a Keypair, a Wallet Standard
 // wallet and a WalletConnect wallet, all holding one real key whose every signing call is counted
@@ -48,48 +56,10 @@ afterEach(() => signCalls.mockRestore())
 function signerOn(path: SolanaPath, policy: { allowFeePayer?: boolean; maxFeeLamports?: bigint } = {}) {
   if (path === 'Keypair') return solanaSigner({ keypair: buyer, chains: [chain], ...policy })
   if (path === 'Wallet Standard') {
-    return solanaSigner({
-      account: {
-        address: buyer.publicKey.toBase58(),
-        publicKey: buyer.publicKey.toBytes(),
-        chains: [chain],
-        features: ['solana:signTransaction'],
-      },
-      feature: {
-        version: '1.0.0',
-        supportedTransactionVersions: ['legacy', 0],
-        async signTransaction(...inputs) {
-          return inputs.map(({ transaction }) => {
-            const tx = VersionedTransaction.deserialize(transaction)
-            tx.sign([buyer])
-            return { signedTransaction: tx.serialize() }
-          })
-        },
-      },
-      chains: [chain],
-      ...policy,
-    })
-  }
-  const session = {
-    topic: 's'.repeat(64),
-    expiry: Math.floor(Date.now() / 1000) + 3600,
-    namespaces: {
-      solana: { chains: [chain], accounts: [account], methods: ['solana_signTransaction'], events: [] },
-    },
-  }
-  const client = {
-    session: { get: () => session },
-    async request<T>({ request }: { request: { params: unknown } }): Promise<T> {
-      const tx = VersionedTransaction.deserialize(
-        Buffer.from((request.params as { transaction: string }).transaction, 'base64'),
-      )
-      tx.sign([buyer])
-      return { transaction: Buffer.from(tx.serialize()).toString('base64') } as T
-    },
+    return solanaSigner({ ...walletStandardWallet(buyer, chain), chains: [chain], ...policy })
   }
   return walletConnectSigner({
-    client,
-    topic: session.topic,
+    ...solanaWalletConnectSession(buyer, chain),
     namespace: 'solana',
     inspect: solanaInspector({ address: buyer.publicKey.toBase58(), chains: [chain], ...policy }),
   })

@@ -1,7 +1,8 @@
+import { type Keypair, VersionedTransaction } from '@solana/web3.js'
 import { createWalletClient, type Hex, http } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import type { EvmSignerPolicy } from '../../adapters/evm/evmSigner.js'
-import { evmForwardParams, evmMethods, evmSigner } from '../../adapters/evm/index.js'
+import { evmForwardParams, evmMethods, evmSignatureStatus, evmSigner } from '../../adapters/evm/index.js'
 import { walletConnectSigner } from '../../adapters/walletconnect/index.js'
 import { decodeEvmAction } from '../../protocol/evm/index.js'
 import type { Signer } from '../../src/actions/types.js'
@@ -56,6 +57,8 @@ export function evmSignerOn(
   keys: Hex | readonly Hex[],
   anvil: { rpcUrl: string; chainId: number; caip2: string },
   policy: EvmSignerPolicy = {},
+  /** WalletConnect only: read earlier signatures from the dapp's own node (default), or not at all. */
+  readsNode = true,
 ): CountedSigner {
   const all = typeof keys === 'string' ? [keys] : keys
   const receipt = { pollingInterval: 50 }
@@ -111,6 +114,7 @@ export function evmSignerOn(
       namespace: 'eip155',
       inspect: (request) => decodeEvmAction(request, policy),
       forwardParams: (request) => evmForwardParams(request, policy),
+      ...(readsNode && { signatureStatus: evmSignatureStatus(node, policy) }),
     }),
     calls: node.calls,
   }
@@ -177,4 +181,54 @@ export async function payAgainst(
   } finally {
     await gateway.close()
   }
+}
+
+/** A Wallet Standard account on `chain` and its `solana:signTransaction` feature, holding `keypair`. */
+export function walletStandardWallet(keypair: Keypair, chain: string) {
+  return {
+    account: {
+      address: keypair.publicKey.toBase58(),
+      publicKey: keypair.publicKey.toBytes(),
+      chains: [chain],
+      features: ['solana:signTransaction'],
+    },
+    feature: {
+      version: '1.0.0' as const,
+      supportedTransactionVersions: ['legacy', 0] as const,
+      async signTransaction(...inputs: readonly { transaction: Uint8Array }[]) {
+        return inputs.map(({ transaction }) => {
+          const tx = VersionedTransaction.deserialize(transaction)
+          tx.sign([keypair])
+          return { signedTransaction: tx.serialize() }
+        })
+      },
+    },
+  }
+}
+
+/** A WalletConnect session whose remote wallet holds `keypair` on `chain` (web3.js signs). */
+export function solanaWalletConnectSession(keypair: Keypair, chain: string) {
+  const session = {
+    topic: 's'.repeat(64),
+    expiry: Math.floor(Date.now() / 1000) + 3600,
+    namespaces: {
+      solana: {
+        chains: [chain],
+        accounts: [`${chain}:${keypair.publicKey.toBase58()}`],
+        methods: ['solana_signTransaction'],
+        events: [],
+      },
+    },
+  }
+  const client = {
+    session: { get: () => session },
+    async request<T>({ request }: { request: { params: unknown } }): Promise<T> {
+      const tx = VersionedTransaction.deserialize(
+        Buffer.from((request.params as { transaction: string }).transaction, 'base64'),
+      )
+      tx.sign([keypair])
+      return { transaction: Buffer.from(tx.serialize()).toString('base64') } as T
+    },
+  }
+  return { client, topic: session.topic }
 }

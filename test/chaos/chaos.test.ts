@@ -176,13 +176,8 @@ beforeAll(async () => {
         kind,
         usdCents,
         amount,
-        // The wallet's own node says whether a blockhash still lives, so it may rebuild after an expiry.
-        signer: solanaSigner({
-          keypair,
-          chains: [validator.caip2],
-          isBlockhashValid: async (blockhash) =>
-            (await connection.isBlockhashValid(blockhash, { commitment: 'processed' })).value,
-        }),
+        // The wallet's own node: blockhashes are checked before signing and earlier signatures read.
+        signer: solanaSigner({ keypair, chains: [validator.caip2], connection }),
         buyer: `${validator.caip2}:${keypair.publicKey.toBase58()}`,
         solanaBuyer: keypair.publicKey,
       })

@@ -377,9 +377,18 @@ export const FlowSnapshot = {
         },
       ],
     },
-    earlier: {
+    exposure: {
       type: 'array',
-      items: WalletRpcAction,
+      items: {
+        type: 'object',
+        properties: {
+          action: WalletRpcAction,
+          result: {
+            type: 'string',
+          },
+        },
+        required: ['action', 'result'],
+      },
     },
     results: {
       type: 'array',
