@@ -233,7 +233,8 @@ describe('EVM (Anvil): EIP-3009 and EIP-2612 signatures across quote_expired', (
     })
 
     it('EIP-2612: a permit used before its deadline leaves an allowance that outlives it: nothing more is signed', async () => {
-      const counted = evmSignerOn(path, payerKey, anvil)
+      // The relayer is a spender this wallet allow-lists (the guard signs no permit to any other).
+      const counted = evmSignerOn(path, payerKey, anvil, { spenders: [`${anvil.caip2}:${relayer.address}`] })
       let first: Awaited<ReturnType<typeof permitAction>> | undefined
       const round = async () => {
         const next = await permitAction()
