@@ -236,7 +236,10 @@ function expectedFor(row: Row, actor: Actor, owner: Actor): Seen {
 const seen = (res: { statusCode: number; json: { code?: string } | undefined }): Seen =>
   res.statusCode >= 400 ? { status: res.statusCode, code: res.json?.code } : { status: res.statusCode }
 
-const notFound = (code: 'merchant_not_found' | 'payment_not_found'): Seen => ({ status: 404, code })
+const notFound = (code: 'merchant_not_found' | 'payment_not_found' | 'settlement_not_found'): Seen => ({
+  status: 404,
+  code,
+})
 const same = (a: Actor, b: Actor) => a.partner === b.partner && a.mode === b.mode
 
 /** A merchant API call with the Merchant-Id of the owner's merchant ('victim') or the actor's own. */
@@ -456,7 +459,7 @@ const rows: Row[] = [
       },
     ),
     // The settlement is looked up under the merchant in the path: never found through another merchant.
-    expected: () => ({ status: 400, code: 'invalid_params' }),
+    expected: () => notFound('settlement_not_found'),
   },
   {
     name: '9 remove settlement',

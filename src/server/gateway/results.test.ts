@@ -63,7 +63,8 @@ describe('checkResults', () => {
       action('solana_signTransaction'),
     ]
     expect(issuePath(() => checkResults(actions, [sig, hash, 'x']))).toBe('results.0')
-    expect(issuePath(() => checkResults(actions, [hash, hash, 'x']))).toBe('results.1')
+    // A signature is any whole-bytes hex (EOA, ERC-1271, ERC-6492): an odd nibble count is not one.
+    expect(issuePath(() => checkResults(actions, [hash, '0xabc', 'x']))).toBe('results.1')
     expect(issuePath(() => checkResults(actions, [hash, sig, 'x']))).toBe('results.2')
     const detached = Buffer.from(new Uint8Array(64).fill(9)).toString('base64')
     expect(issuePath(() => checkResults(actions, [hash, sig, detached]))).toBe('results.2')
