@@ -367,6 +367,35 @@ describe('caipay CLI', () => {
     ])
   })
 
+  it("docs/refunds.md's curl walkthrough runs after the README's", { timeout: 240_000 }, async () => {
+    const block = (file: string, name: string) =>
+      new RegExp(`<!-- ${name}:start -->\n\`\`\`sh\n([\\s\\S]*?)\`\`\`\n<!-- ${name}:end -->`).exec(file)?.[1]
+    const readme = block(await fs.readFile('README.md', 'utf8'), 'walkthrough')
+    const refunds = block(await fs.readFile('docs/refunds.md', 'utf8'), 'refunds-walkthrough')
+    expect(refunds).toBeDefined()
+    const db = await createTestDatabase()
+    cleanups.push(() => db.drop())
+    const server = await serve(['--database-url', db.url])
+    const script = `${readme!.replace(/^BASE=.*\nKEY=.*\n/, `BASE=${server.url}\nKEY=${server.apiKey}\n`)}${refunds}`
+    const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn('bash', ['-euo', 'pipefail', '-c', script])
+      let stdout = ''
+      let stderr = ''
+      child.stdout.on('data', (d) => (stdout += d))
+      child.stderr.on('data', (d) => (stderr += d))
+      child.on('exit', (code) => resolve({ code, stdout, stderr }))
+    })
+    server.child.kill('SIGTERM')
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout.trim().split('\n').slice(-5)).toEqual([
+      'pending',
+      expect.stringMatching(/^test:ref_\w+$/),
+      '750',
+      '2',
+      'already_refunded',
+    ])
+  })
+
   it('--version, and --help for each command', async () => {
     const version = await runHere(['--version'])
     expect(version.stdout.trim()).toBe(JSON.parse(await fs.readFile('package.json', 'utf8')).version)

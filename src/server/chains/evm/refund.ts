@@ -5,7 +5,7 @@ import { failRefund, loadRefund, noteRefundShortfall, succeedRefund } from '../.
 import { eip3009Abi } from './abi.js'
 import { chainOf, type JobSettings, relayerOf } from './relay.js'
 import { retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
-import { hasTransfer, refuseOnRevert } from './transfers.js'
+import { estimateExecutorTransfer, hasTransfer } from './transfers.js'
 
 /** The collection address holds less of the asset than the refund sends: wait for the float. */
 class FloatShort extends RetryLater {}
@@ -56,17 +56,7 @@ export function refundJob(settings: JobSettings): JobHandler {
                 `The collection address holds ${float} of ${asset.id}; refund ${refund.id} needs ${args[1]}.`,
               )
             }
-            return refuseOnRevert(
-              chain.publicClient.estimateContractGas({
-                account: chain.executor,
-                prepare: false,
-                address: asset.token,
-                abi: eip3009Abi,
-                functionName: 'transfer',
-                args,
-              }),
-              (reason) => new Error(`The token refused the refund transfer: ${reason}`),
-            )
+            return estimateExecutorTransfer(chain, asset.token, args, 'refund')
           },
         })
         return hash

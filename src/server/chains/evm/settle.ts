@@ -6,7 +6,7 @@ import { eip3009Abi } from './abi.js'
 import type { SettlePayload } from './outcome.js'
 import { chainOf, type JobSettings, relayerOf } from './relay.js'
 import { retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
-import { hasTransfer, refuseOnRevert } from './transfers.js'
+import { estimateExecutorTransfer, hasTransfer } from './transfers.js'
 
 /**
  * After a gasless payment: transfers the collected amount (less the configured fee) from the collection
@@ -41,18 +41,7 @@ export function settleJob(settings: JobSettings): JobHandler {
           purpose: 'settle',
           to: asset.token,
           data: encodeFunctionData({ abi: eip3009Abi, functionName: 'transfer', args }),
-          estimateGas: () =>
-            refuseOnRevert(
-              chain.publicClient.estimateContractGas({
-                account: chain.executor,
-                prepare: false,
-                address: asset.token,
-                abi: eip3009Abi,
-                functionName: 'transfer',
-                args,
-              }),
-              (reason) => new Error(`The token refused the settlement transfer: ${reason}`),
-            ),
+          estimateGas: () => estimateExecutorTransfer(chain, asset.token, args, 'settlement'),
         })
         return hash
       }

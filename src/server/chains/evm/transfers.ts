@@ -6,6 +6,7 @@ import {
   type TransactionReceipt,
 } from 'viem'
 import { eip3009Abi } from './abi.js'
+import type { EvmChain } from './chain.js'
 
 export interface ExpectedTransfer {
   token: Address
@@ -65,4 +66,27 @@ export async function refuseOnRevert<T>(
     const reason = revertReason(error)
     throw reason ? refused(reason) : error
   }
+}
+
+/**
+ * The gas of an ERC-20 `transfer` from the executor (also its simulation): a revert becomes an error
+ * naming `what` the transfer was for (settlement, refund).
+ */
+export function estimateExecutorTransfer(
+  chain: EvmChain,
+  token: Address,
+  args: readonly [Address, bigint],
+  what: string,
+): Promise<bigint> {
+  return refuseOnRevert(
+    chain.publicClient.estimateContractGas({
+      account: chain.executor,
+      prepare: false,
+      address: token,
+      abi: eip3009Abi,
+      functionName: 'transfer',
+      args,
+    }),
+    (reason) => new Error(`The token refused the ${what} transfer: ${reason}`),
+  )
 }
