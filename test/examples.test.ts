@@ -26,7 +26,10 @@ describe('examples', () => {
     ['examples/solana-pay.ts', /settled to the merchant: txId \w+/],
     ['examples/walletconnect-pay.ts', /result succeeded test:pay_/],
     ['examples/x402-facilitator.ts', /merchant API: pay_\w+ succeeded 10000 caip19\//],
-    ['examples/x402-pay.ts', /request 3 refused \(action_rejected\), nothing signed[\s\S]*merchant received 20000/],
+    [
+      'examples/x402-pay.ts',
+      /request 3 refused \(action_rejected\), nothing signed[\s\S]*merchant received 20000/,
+    ],
   ])('%s runs to success', { timeout: 120_000 }, async (script, expected) => {
     const { code, output } = await run(script)
     expect(output).toMatch(expected)
