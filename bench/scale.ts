@@ -1,8 +1,8 @@
 /**
  * Reads and lists with a big `payments` table against a small one.
  * - `populate`: a migrated database (the real schema and indexes), a partner with four merchants of
- *   skewed size plus another partner, and N payments from one `INSERT ... SELECT generate_series`
- *   (mixed statuses, ~30 s apart, random-looking ids). Secondary indexes are dropped during the load
+ *   skewed size plus another partner, and N payments copied in one statement from a payment the domain
+ *   made (mixed statuses, ~30 s apart, random-looking ids). Secondary indexes are dropped during the load
  *   and recreated from their own definitions, then VACUUM ANALYZE.
  * - `scaleEndpoints`: the requests measured (status reads, list first page, deep cursor page, filters).
  * - `explainEndpoints`: runs each request once in-process with a query log, then `EXPLAIN (ANALYZE,
@@ -13,10 +13,28 @@ import pg from 'pg'
 import { createApiKey, createPartner } from '../src/server/accounts/accounts.js'
 import { buildApp } from '../src/server/app.js'
 import { resolveConfig } from '../src/server/config.js'
+import type { AuthContext } from '../src/server/context.js'
 import { newId } from '../src/server/ids.js'
 import { encodeCursor } from '../src/server/pagination.js'
-import { openDatabase } from '../src/server/store/db.js'
+import { createPayment } from '../src/server/payments/create.js'
+import { type Db, openDatabase } from '../src/server/store/db.js'
 import type { Database } from '../src/server/store/schema.js'
+
+/**
+ * One payment awaiting payment, made by the domain as `POST /v1/payments` makes it: the template the
+ * bench's bulk rows copy (jsonb_populate_record), so they follow every migration. Its id.
+ */
+async function templatePayment(db: Db, partnerId: string, merchantId: string): Promise<string> {
+  const created = await createPayment(db, {
+    auth: { partnerId, mode: 'test' } as AuthContext,
+    merchant: { id: merchantId },
+    body: { referenceId: 'bench-template', amount: { unit: 'iso4217/USD', value: '1250' } },
+    config: resolveConfig({}),
+    now: new Date(),
+    afterCommit: () => {},
+  })
+  return created.paymentId
+}
 
 export interface ScaleData {
   url: string
@@ -78,6 +96,7 @@ export async function populate(url: string, rows: number): Promise<ScaleData> {
     const merchantIds: string[] = []
     for (let i = 0; i < merchantShares.length; i++) merchantIds.push(await merchant(partnerId, i))
     const otherMerchant = await merchant(otherPartner, 99)
+    const template = await templatePayment(db, partnerId, merchantIds[0]!)
 
     const client = new pg.Client({ connectionString: url })
     await client.connect()
@@ -96,30 +115,30 @@ export async function populate(url: string, rows: number): Promise<ScaleData> {
       const merchantCase = `CASE ${bounds
         .map((b, i) => `WHEN (g::bigint * 7919) % 1000 < ${Math.round(b * 1000)} THEN '${merchantIds[i]}'`)
         .join(' ')} ELSE '${otherMerchant}' END`
+      // Every row is a copy of one payment made by the domain (createPayment), with the columns below
+      // replaced: a column a migration adds comes along with the template's value.
       await client.query(
-        `INSERT INTO payments (
-           id, partner_id, merchant_id, mode, reference_id, amount_unit, amount_value, status, failure_code,
-           expires_at, selected_option_id, buyer, option_amount, tx_id, settlement_status, settlement_tx_id,
-           settlement_unit, refunded_at, cancelled_at, cancelled_reason, checkout, created_at, updated_at)
-         SELECT id, CASE WHEN merchant_id = $3 THEN $2 ELSE $1 END, merchant_id, 'test', 'order-' || g,
-           'iso4217/USD', 100 + (g * 37) % 100000, status,
-           CASE WHEN status = 'failed' THEN 'declined_user' END,
-           CASE WHEN status = 'requires_action' THEN now() + interval '1 day' ELSE created_at + interval '15 minutes' END,
-           NULL,
-           CASE WHEN status IN ('processing', 'succeeded', 'failed') THEN 'eip155:8453:0x' || md5(g::text || 'buyer') END,
-           CASE WHEN status IN ('processing', 'succeeded', 'failed')
+        `INSERT INTO payments
+         SELECT (jsonb_populate_record(NULL::payments, to_jsonb(t) || jsonb_build_object(
+           'id', s.id, 'partner_id', CASE WHEN s.merchant_id = $3 THEN $2 ELSE $1 END,
+           'merchant_id', s.merchant_id, 'reference_id', 'order-' || g, 'amount_unit', 'iso4217/USD',
+           'amount_value', 100 + (g * 37) % 100000, 'status', s.status,
+           'failure_code', CASE WHEN s.status = 'failed' THEN 'declined_user' END,
+           'expires_at', CASE WHEN s.status = 'requires_action' THEN now() + interval '1 day' ELSE s.created_at + interval '15 minutes' END,
+           'buyer', CASE WHEN s.status IN ('processing', 'succeeded', 'failed') THEN 'eip155:8453:0x' || md5(g::text || 'buyer') END,
+           'option_amount', CASE WHEN s.status IN ('processing', 'succeeded', 'failed')
              THEN jsonb_build_object('unit', 'caip19/eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
                'value', ((100 + (g * 37) % 100000) * 10000)::text,
                'display', jsonb_build_object('assetName', 'USD Coin', 'assetSymbol', 'USDC', 'decimals', 6)) END,
-           CASE WHEN status = 'succeeded' THEN 'test:' || id END,
-           CASE WHEN status = 'succeeded' THEN 'succeeded' END,
-           CASE WHEN status = 'succeeded' THEN 'test:' || id || ':settlement' END,
-           CASE WHEN status = 'succeeded' THEN 'caip19/eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913' END,
-           CASE WHEN status = 'succeeded' AND g % 97 = 0 THEN created_at + interval '1 day' END,
-           CASE WHEN status = 'cancelled' THEN created_at + interval '5 minutes' END,
-           CASE WHEN status = 'cancelled' THEN 'cancelled_by_merchant' END,
-           NULL, created_at, created_at + interval '2 minutes'
-         FROM (
+           'tx_id', CASE WHEN s.status = 'succeeded' THEN 'test:' || s.id END,
+           'settlement_status', CASE WHEN s.status = 'succeeded' THEN 'succeeded' END,
+           'settlement_tx_id', CASE WHEN s.status = 'succeeded' THEN 'test:' || s.id || ':settlement' END,
+           'settlement_unit', CASE WHEN s.status = 'succeeded' THEN 'caip19/eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913' END,
+           'refunded_at', CASE WHEN s.status = 'succeeded' AND g % 97 = 0 THEN s.created_at + interval '1 day' END,
+           'cancelled_at', CASE WHEN s.status = 'cancelled' THEN s.created_at + interval '5 minutes' END,
+           'cancelled_reason', CASE WHEN s.status = 'cancelled' THEN 'cancelled_by_merchant' END,
+           'created_at', s.created_at, 'updated_at', s.created_at + interval '2 minutes'))).*
+         FROM (SELECT * FROM payments WHERE id = $5) AS t, (
            SELECT g,
              'pay_' || substr(md5(g::text || 'caipay-bench'), 1, 24) AS id,
              ${merchantCase} AS merchant_id,
@@ -134,8 +153,10 @@ export async function populate(url: string, rows: number): Promise<ScaleData> {
              now() - interval '1 minute' - ($4::int - g) * interval '30 seconds' AS created_at
            FROM generate_series(1, $4::int) AS g
          ) AS s`,
-        [partnerId, otherPartner, otherMerchant, rows],
+        [partnerId, otherPartner, otherMerchant, rows, template],
       )
+      await client.query('DELETE FROM payment_events WHERE payment_id = $1', [template])
+      await client.query('DELETE FROM payments WHERE id = $1', [template])
       for (const index of indexes) await client.query(index.indexdef)
       await client.query('VACUUM ANALYZE payments')
       await client.query('ANALYZE merchants')
@@ -214,14 +235,18 @@ export async function insertOpenPayments(
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   try {
+    const db = new Kysely<Database>({
+      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 1 }) }),
+    })
+    const template = await templatePayment(db, owner.partnerId, owner.merchantId).finally(() => db.destroy())
     const { rows } = await client.query<{ id: string }>(
-      `INSERT INTO payments (id, partner_id, merchant_id, mode, reference_id, amount_unit, amount_value, status,
-         expires_at, created_at, updated_at)
-       SELECT 'pay_' || substr(md5($3 || g), 1, 24), $1, $2, 'test', 'flow-' || g, 'iso4217/USD', '1250',
-         'requires_action', now() + interval '1 hour', now(), now()
-       FROM generate_series(1, $4::int) AS g
+      `INSERT INTO payments
+       SELECT (jsonb_populate_record(NULL::payments, to_jsonb(t) || jsonb_build_object('id', 'pay_' || substr(md5($2 || g), 1, 24),
+         'reference_id', 'flow-' || g, 'expires_at', now() + interval '1 hour', 'created_at', now(),
+         'updated_at', now()))).*
+       FROM (SELECT * FROM payments WHERE id = $1) AS t, generate_series(1, $3::int) AS g
        RETURNING id`,
-      [owner.partnerId, owner.merchantId, `flow-${Date.now()}-`, count],
+      [template, `flow-${Date.now()}-`, count],
     )
     await client.query('ANALYZE payments')
     return rows.map((r) => r.id)

@@ -112,12 +112,18 @@ export function removeTargetFiles(): void {
   leftovers.clear()
 }
 
+/** The servers' config: no rate limit; CAIPAY_FAST_PATHS=0 measures them with every fast path off. */
+const serverConfig = {
+  rateLimit: false,
+  ...(process.env.CAIPAY_FAST_PATHS === '0' ? { fastPaths: false } : {}),
+}
+
 async function spawnCli(options: TargetOptions): Promise<CliTarget> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-bench-cli-'))
   leftovers.add(dir)
   const configFile = path.join(dir, 'config.json')
   const logFile = path.join(dir, 'server.log')
-  await fs.writeFile(configFile, JSON.stringify({ rateLimit: false }))
+  await fs.writeFile(configFile, JSON.stringify(serverConfig))
   const out = openSync(logFile, 'a')
   const env = { ...process.env }
   delete env.LOG_LEVEL
@@ -167,7 +173,7 @@ async function serve(kind: TargetKind, databaseUrl: string): Promise<void> {
           port: 0,
           host: '127.0.0.1',
           databaseUrl,
-          config: (await import('../src/server/config.js')).resolveConfig({ rateLimit: false }),
+          config: (await import('../src/server/config.js')).resolveConfig(serverConfig),
           logger: false,
         })
   let closing: Promise<void> | undefined
