@@ -13,6 +13,7 @@
  * the clock starts, as the ceiling's calls are signed before its clock starts.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import { createServer } from 'node:net'
 import os from 'node:os'
@@ -46,6 +47,8 @@ export interface LiveRelayResult {
     paymentsPerSecond: number
     seconds: number
     failed: number
+    /** How long the confirm request itself took, ms. */
+    confirmMs: { p50: number; max: number }
     blocksToSucceeded: { p50: number; p95: number; max: number }
     relayBlocks: number
     relaysPerBlock: number
@@ -64,6 +67,8 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
   const n = options.payers
   const anvil = await startAnvil()
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-bench-relay-'))
+  // Embedded PostgreSQL may run as another OS user (under root), which must reach its data directory.
+  await fs.chmod(dataDir, 0o755)
   let server: ChildProcess | undefined
   try {
     const chain = anvilChain(anvil.chainId, anvil.rpcUrl)
@@ -98,19 +103,30 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
     )
     const dbArgs = ['--data-dir', path.join(dataDir, 'db')]
     const key = JSON.parse(await cli(['keys', 'create', '--mode', 'live', '--json', ...dbArgs])).apiKey
+    // The server logs a line per request: to a file, as an operator's service manager would keep it (a
+    // pipe this busy process drains late would block the server's synchronous log writes).
+    const logFile = path.join(dataDir, 'server.log')
+    const logHandle = await fs.open(logFile, 'w')
     server = spawn(
       process.execPath,
-      [path.join(root, 'bin/caipay.js'), 'serve', '--port', String(port), '--config', configFile, ...dbArgs],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      [
+        ...(process.env.CAIPAY_BENCH_PROFILE_DIR
+          ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CAIPAY_BENCH_PROFILE_DIR}`]
+          : []),
+        path.join(root, 'bin/caipay.js'),
+        'serve',
+        '--port',
+        String(port),
+        '--config',
+        configFile,
+        ...dbArgs,
+      ],
+      { stdio: ['ignore', logHandle.fd, logHandle.fd] },
     )
-    let log = ''
-    const keep = (chunk: Buffer) => {
-      log = (log + chunk.toString()).slice(-8_000)
-    }
-    server.stdout?.on('data', keep)
-    server.stderr?.on('data', keep)
+    await logHandle.close()
+    const log = () => readFileSync(logFile, 'utf8').slice(-8_000)
     const base = `http://127.0.0.1:${port}`
-    await waitForServer(base, server, () => log)
+    await waitForServer(base, server, log)
     const call = api(base, key)
 
     const { merchant } = await call('POST', '/v1/merchants', {
@@ -157,17 +173,20 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
           optionId: s.optionId,
           results: [s.result],
         }).catch((error: unknown) => ({ error: String(error) }))
-        if ('error' in confirm) return { ...s, status: 'confirm failed', confirmedAt, doneAt: Date.now() }
+        const answeredAt = Date.now()
+        if ('error' in confirm)
+          return { ...s, status: 'confirm failed', confirmedAt, answeredAt, doneAt: Date.now() }
         for (;;) {
           const status = await call('GET', `/v1/gateway/payment/${s.paymentId}/status`)
           if (status.isFinal)
-            return { ...s, status: status.status as string, confirmedAt, doneAt: Date.now() }
+            return { ...s, status: status.status as string, confirmedAt, answeredAt, doneAt: Date.now() }
           await sleep(options.statusPollMs ?? 250)
         }
       }),
     )
     const seconds = (Math.max(...outcomes.map((o) => o.doneAt)) - started) / 1000
     heads.stop()
+    const confirmMs = outcomes.map((o) => o.answeredAt - o.confirmedAt).sort((a, b) => a - b)
     const blocks = outcomes
       .filter((o) => o.status === 'succeeded')
       .map((o) => heads.at(o.doneAt) - heads.at(o.confirmedAt))
@@ -217,6 +236,10 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
         paymentsPerSecond,
         seconds,
         failed: n - succeeded,
+        confirmMs: {
+          p50: confirmMs[confirmMs.length >> 1] ?? Number.NaN,
+          max: confirmMs.at(-1) ?? Number.NaN,
+        },
         blocksToSucceeded: {
           p50: blocks[Math.floor(blocks.length * 0.5)] ?? Number.NaN,
           p95: blocks[Math.min(blocks.length - 1, Math.floor(blocks.length * 0.95))] ?? Number.NaN,
@@ -452,6 +475,7 @@ export function formatLiveRelay(r: LiveRelayResult): string {
     `Live gasless relay, Anvil --block-time 1, ${r.payers} payers at once, caipay serve with defaults`,
     `  ceiling (one key, pre-signed, pipelined): ${r.ceiling.paymentsPerSecond.toFixed(1)} payments/s (${r.ceiling.seconds.toFixed(2)} s, ${r.ceiling.blocks} block(s))`,
     `  caipay: ${c.paymentsPerSecond.toFixed(1)} payments/s (${c.seconds.toFixed(2)} s) = ${r.ratio.toFixed(2)} of the ceiling; failed ${c.failed}`,
+    `  confirm answered in p50 ${c.confirmMs.p50} ms, max ${c.confirmMs.max} ms`,
     `  confirm -> succeeded: p50 ${c.blocksToSucceeded.p50} blocks, p95 ${c.blocksToSucceeded.p95}, max ${c.blocksToSucceeded.max}`,
     `  relays over ${c.relayBlocks} block(s), ${c.relaysPerBlock.toFixed(1)} per block; settlement txs per payment ${c.settlementTxsPerPayment.toFixed(2)}; gas per payment ${Math.round(c.gasPerPayment)}`,
     `  money moved exactly once: ${c.movedExactlyOnce ? 'yes' : 'NO'}`,

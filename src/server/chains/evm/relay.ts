@@ -232,7 +232,7 @@ async function submitCollection(
     data: encodeFunctionData(call as Parameters<typeof encodeFunctionData>[0]),
     // The estimate is the contract's verdict before gas is spent: a used or expired signature is refused
     // by name.
-    estimateGas: () => estimateCollection(chain, call),
+    estimateGas: () => estimateCollection(chain, sender, call),
   })
   return hash
 }
@@ -259,19 +259,26 @@ function simulateCollection(chain: EvmChain, call: CollectionCall) {
   )
 }
 
-/** The collection's gas, from the same call as `simulateCollection` (one eth_estimateGas, refusals by name). */
-function estimateCollection(chain: EvmChain, call: CollectionCall) {
-  return refuseOnRevert(
-    chain.publicClient.estimateContractGas({
-      account: chain.executor,
-      // Only eth_estimateGas: preparing a local account's request would fill nonce and fees too.
-      prepare: false,
-      address: call.to,
-      abi: call.abi,
-      functionName: call.functionName,
-      args: call.args,
-    } as Parameters<typeof chain.publicClient.estimateContractGas>[0]),
-    refusedBy,
+/**
+ * The collection's gas after its simulation: the contract's verdict by one eth_call (a used or expired
+ * signature is refused by name, nothing paid), the gas shared by the key's collections of this contract
+ * and function within a block.
+ */
+async function estimateCollection(chain: EvmChain, sender: EvmSender, call: CollectionCall): Promise<bigint> {
+  await simulateCollection(chain, call)
+  return sender.gas(`${call.to}:${call.functionName}`, () =>
+    refuseOnRevert(
+      chain.publicClient.estimateContractGas({
+        account: chain.executor,
+        // Only eth_estimateGas: preparing a local account's request would fill nonce and fees too.
+        prepare: false,
+        address: call.to,
+        abi: call.abi,
+        functionName: call.functionName,
+        args: call.args,
+      } as Parameters<typeof chain.publicClient.estimateContractGas>[0]),
+      refusedBy,
+    ),
   )
 }
 

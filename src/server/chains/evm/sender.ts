@@ -28,6 +28,12 @@ export interface EvmSender {
   record(transaction: NewTransaction): Promise<EvmTransactionRow>
   /** Today's EIP-1559 fees, read once per block (or polling interval) and shared by every transaction. */
   fees(): Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }>
+  /**
+   * The gas of a call shape (`key`: contract and function), estimated once per block (or polling
+   * interval) and shared: the calls of one shape cost the same but for storage first written, which
+   * the signed limit's headroom covers. A failed shared estimate leaves each caller to its own.
+   */
+  gas(key: string, estimate: () => Promise<bigint>): Promise<bigint>
   /** A nonce was refused as too low: read the chain's count again before numbering the next ones. */
   forgetChainNonce(): void
   /** Waits for room under the in-flight cap; the returned function gives the room back. */
@@ -55,6 +61,7 @@ export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
     | undefined
   const freshMs = Math.max(100, chain.pollingIntervalMs)
   let inFlight = 0
+  const gasCache = new Map<string, { value: Promise<bigint>; at: number }>()
   const waitingForRoom: (() => void)[] = []
 
   function pendingCount(): Promise<bigint> {
@@ -159,6 +166,22 @@ export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
       })
     },
     fees: currentFees,
+    async gas(key, estimate) {
+      const cached = gasCache.get(key)
+      if (cached && Date.now() - cached.at <= freshMs) {
+        try {
+          return await cached.value
+        } catch {
+          // Another caller's estimate failed (its own call refused): estimate this one itself.
+        }
+      }
+      const value = estimate()
+      gasCache.set(key, { value, at: Date.now() })
+      value.catch(() => {
+        if (gasCache.get(key)?.value === value) gasCache.delete(key)
+      })
+      return value
+    },
     forgetChainNonce() {
       chainCount = undefined
       localNext = 0n
