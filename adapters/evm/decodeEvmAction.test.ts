@@ -93,7 +93,7 @@ describe('decodeEvmAction', () => {
     ).toEqual([{ asset: usdc, amount: 25n, to: `${chain}:${merchant}` }])
     const approve = encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [merchant, 27n] })
     expect(call(approve, [`${chain}:${merchant}`])).toEqual([
-      { asset: usdc, amount: 27n, to: `${chain}:${merchant}` },
+      { asset: usdc, amount: 27n, to: `${chain}:${merchant}`, approval: true },
     ])
     expect(codeOf(() => call(approve))).toBe('action_rejected')
   })

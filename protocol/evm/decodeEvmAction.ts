@@ -1,6 +1,6 @@
 import type { Address, Hex } from 'viem'
 import type { ActionInspection } from '../../src/actions/types.js'
-import { eip155Account, eip155ChainId } from './caip.js'
+import { eip155Account, eip155ChainId, erc20Asset } from './caip.js'
 import { decodeTransaction } from './decodeTransaction.js'
 import { decodeTypedData } from './decodeTypedData.js'
 import { rejected } from './errors.js'
@@ -13,6 +13,7 @@ import {
   type TypedDataPayload,
   toBigInt,
 } from './params.js'
+import { decodePermit2TypedData, isPermit2TypedData, permit2Address } from './permit2.js'
 import type { EvmDecodePolicy } from './policy.js'
 
 export interface EvmActionRequest {
@@ -76,6 +77,28 @@ export function decodeEvmRequest(request: EvmActionRequest, policy: EvmDecodePol
     }
   }
   const { address, typedData } = parseTypedDataParams(method, params)
+  if (isPermit2TypedData(typedData)) {
+    // Permit2 signatures name no owner: whoever signs is the payer, and the guard binds the signer.
+    const { transfer, typedData: rebuilt } = decodePermit2TypedData(chainId, typedData)
+    return {
+      chainId,
+      inspection: {
+        account: eip155Account(chainId, address),
+        transfers: [
+          {
+            asset: erc20Asset(chainId, transfer.token),
+            amount: transfer.amount,
+            to: eip155Account(chainId, transfer.to),
+            through: eip155Account(chainId, permit2Address),
+          },
+        ],
+        ...(transfer.deadline <= BigInt(Number.MAX_SAFE_INTEGER) && {
+          validUntil: Number(transfer.deadline),
+        }),
+      },
+      signable: { kind: 'typedData', address, typedData: rebuilt },
+    }
+  }
   const decoded = decodeTypedData(chainId, typedData, policy)
   if (decoded.owner !== address) {
     throw rejected('The typed data moves funds of another address than the one signing it.', {

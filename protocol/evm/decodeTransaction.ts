@@ -65,6 +65,9 @@ export function decodeErc20Call(
   const asset = erc20Asset(chainId, token)
   const account = eip155Account(chainId, to)
   // An approval moves nothing yet but lets the spender take the amount: bounded like a transfer.
-  if (selector === erc20Selectors.approve) assertAllowedSpender(policy, account, context)
+  if (selector === erc20Selectors.approve) {
+    assertAllowedSpender(policy, account, context)
+    return { asset, amount, to: account, approval: true }
+  }
   return { asset, amount, to: account }
 }

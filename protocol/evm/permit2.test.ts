@@ -2,6 +2,7 @@ import { hashTypedData } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { describe, expect, it } from 'vitest'
 import { expectPayError } from '../../test/expectPayError.js'
+import { decodeEvmRequest } from './decodeEvmAction.js'
 import type { TypedDataPayload } from './params.js'
 import {
   decodePermit2TypedData,
@@ -89,5 +90,30 @@ describe('Permit2 witness transfers', () => {
         message: { ...typed.message, permitted: { token: transfer.token, amount: '-1' } },
       }),
     ).toThrow(/not an integer/)
+  })
+
+  it('the wallet decoder reads it as a transfer to the payee pulled through Permit2, and signs only the rebuilt data', () => {
+    const signer = privateKeyToAccount(generatePrivateKey()).address
+    const request = (t: unknown) => ({
+      chainId: 'eip155:8453',
+      method: 'eth_signTypedData_v4',
+      params: [signer, JSON.stringify(t)],
+    })
+    const decoded = decodeEvmRequest(request({ ...typed, types: { ...typed.types } }))
+    expect(decoded.inspection).toEqual({
+      account: `eip155:8453:${signer}`,
+      transfers: [
+        {
+          asset: `eip155:8453/erc20:${transfer.token}`,
+          amount: transfer.amount,
+          to: `eip155:8453:${payee}`,
+          through: `eip155:8453:${permit2Address}`,
+        },
+      ],
+      validUntil: 1_900_000_000,
+    })
+    expect(decoded.signable).toEqual({ kind: 'typedData', address: signer, typedData: typed })
+    const allowance = { ...typed, primaryType: 'PermitSingle', types: { ...typed.types, PermitSingle: [] } }
+    expect(() => decodeEvmRequest(request(allowance))).toThrow(/allowance is not signed/)
   })
 })

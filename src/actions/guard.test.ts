@@ -36,6 +36,29 @@ const rejected = (context: Record<string, unknown> = {}) =>
   expect.objectContaining({ code: 'action_rejected', context: expect.objectContaining(context) })
 
 describe('guardActions', () => {
+  it('counts an approval of Permit2 and the transfer Permit2 pulls out of it once; a plain transfer there in full', async () => {
+    const permit2 = 'eip155:8453:0x000000000022D473030F116dDEE9F6B43aC78BA3'
+    const payee = 'eip155:8453:0x2222222222222222222222222222222222222222'
+    const approve = { asset: usdcBase, amount: 1_000_000n, to: permit2, approval: true as const }
+    const pull = { asset: usdcBase, amount: 1_000_000n, to: payee, through: permit2.toLowerCase() }
+    const actions = [rpc('eip155:8453', 'eth_sendTransaction'), rpc('eip155:8453', 'eth_signTypedData_v4')]
+    const signer = (transfers: ActionInspection['transfers'][]) => {
+      let call = 0
+      return evmSigner({ inspect: () => ({ account: evmAccount, transfers: transfers[call++ % 2]! }) })
+    }
+    await expect(check([signer([[approve], [pull]])], actions)).resolves.toBeUndefined()
+    // More pulled than approved: the rest counts.
+    const more = { ...pull, amount: 1_000_001n }
+    await expect(check([signer([[approve], [more]])], actions)).rejects.toThrowError(
+      rejected({ total: '1000001' }),
+    )
+    // A transfer to Permit2 is no allowance: both count.
+    const { approval: _, ...sent } = approve
+    await expect(check([signer([[sent], [pull]])], actions)).rejects.toThrowError(
+      rejected({ total: '2000000' }),
+    )
+  })
+
   it('accepts transfers in the option asset up to its amount; EVM hex compared case-insensitively', async () => {
     const signer = inspecting({ transfers: [{ asset: usdcBase.toLowerCase(), amount: 1_000_000n }] })
     await expect(check([signer])).resolves.toBeUndefined()

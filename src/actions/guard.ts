@@ -1,4 +1,4 @@
-import { sameCaip } from '../caip/caip.js'
+import { canonicalCaip, sameCaip } from '../caip/caip.js'
 import type { Amount } from '../contract/common.js'
 import { isPayError, PayError } from '../errors/PayError.js'
 import type { RoutedAction } from './route.js'
@@ -33,7 +33,13 @@ export interface GuardContext {
 export async function guardActions(actions: readonly RoutedAction[], context: GuardContext): Promise<void> {
   const limit = BigInt(context.amount.value)
   let total = 0n
-  for (const action of actions) total += (await checkAction(action, context)).total
+  const inspections: ActionInspection[] = []
+  for (const action of actions) {
+    const checked = await checkAction(action, context)
+    total += checked.total
+    inspections.push(checked.inspection)
+  }
+  total -= countedTwice(inspections)
   const earlier = context.stillAuthorized ?? 0n
   if (total + earlier > limit) {
     throw rejected(
@@ -46,6 +52,30 @@ export async function guardActions(actions: readonly RoutedAction[], context: Gu
       },
     )
   }
+}
+
+/**
+ * An approval of a contract (Permit2) and a transfer that contract pulls out of it, in the same option,
+ * are one movement: the part of them both sums count, at most the smaller of the two. Only an approval
+ * (never a transfer to that contract) is netted, so a transfer sent there still counts in full.
+ */
+function countedTwice(inspections: readonly ActionInspection[]): bigint {
+  const approved = new Map<string, bigint>()
+  const pulled = new Map<string, bigint>()
+  const add = (map: Map<string, bigint>, key: string, amount: bigint) =>
+    map.set(key, (map.get(key) ?? 0n) + amount)
+  for (const { transfers } of inspections) {
+    for (const transfer of transfers) {
+      if (transfer.through) add(pulled, canonicalCaip(transfer.through), transfer.amount)
+      else if (transfer.approval && transfer.to) add(approved, canonicalCaip(transfer.to), transfer.amount)
+    }
+  }
+  let twice = 0n
+  for (const [spender, amount] of pulled) {
+    const allowance = approved.get(spender) ?? 0n
+    twice += amount < allowance ? amount : allowance
+  }
+  return twice
 }
 
 /**

@@ -39,6 +39,13 @@ export interface InspectedTransfer {
   to?: string
   /** The decimals the action itself states for the asset (SPL `transferChecked`), when it states them. */
   decimals?: number
+  /** An allowance (ERC-20 `approve`): `to` may take the amount, nothing has moved yet. */
+  approval?: true
+  /**
+   * CAIP-10 of the contract that pulls this transfer out of an allowance (Permit2): an approval of that
+   * contract in the same option and this transfer are one movement, and the guard counts it once.
+   */
+  through?: string
 }
 
 export interface Signer {
