@@ -24,18 +24,25 @@ export interface Exposure {
 /** Times a flow builds and signs again after `quote_expired` before giving up. */
 const maxRebuilds = 2
 
-/** Asks each entry's signer what became of its signature; one that cannot tell counts as live. */
+/** What the signing guard checks the selected option's actions against. */
+export function guardContext({ data }: FlowRun) {
+  const { account, amount } = data.option!
+  return { accounts: data.accounts, account, amount }
+}
+
+/**
+ * Asks each entry's signer what became of its signature; one that cannot tell counts as live. With
+ * the guard off nothing is read (nothing counts).
+ */
 export async function readExposure(run: FlowRun, entries: readonly ExposureEntry[]): Promise<Exposure> {
   const exposure: Exposure = { counted: 0n, spent: false }
-  if (entries.length === 0) return exposure
-  const { account, amount } = run.data.option!
-  const context = { accounts: run.data.accounts, account, amount }
+  if (run.config.guard === 'off') return exposure
   const routed = routeActions(
     run.registry,
     entries.map((entry) => entry.action),
   )
   for (const [index, action] of routed.entries()) {
-    const { total } = await checkAction(action, context)
+    const { total } = await checkAction(action, guardContext(run))
     if (total === 0n) continue
     const status = await action.signer
       .signatureStatus?.(action.request, entries[index]!.result)
@@ -63,8 +70,7 @@ export async function afterExpiredQuote(run: FlowRun): Promise<boolean> {
     return false
   }
   const ledger = [...run.data.exposure, ...actions!.map((action, i) => ({ action, result: results[i]! }))]
-  const { counted, spent } =
-    run.config.guard === 'off' ? { counted: 0n, spent: false } : await readExposure(run, ledger)
+  const { counted, spent } = await readExposure(run, ledger)
   if (!spent && (run.rebuilds >= maxRebuilds || counted >= BigInt(option!.amount.value))) return false
   run.data.exposure = ledger
   if (spent) {

@@ -4,7 +4,7 @@ import { type RoutedAction, routeActions } from '../actions/route.js'
 import { broadcastingMethods } from '../contract/walletMethods.js'
 import { abortable } from '../errors/abort.js'
 import { PayError } from '../errors/PayError.js'
-import { readExposure } from './exposure.js'
+import { guardContext, readExposure } from './exposure.js'
 import { call, checkpoint, checkpointOrReport, enter, type FlowRun, transition, wrap } from './run.js'
 import type { ActionEvent } from './types.js'
 
@@ -28,17 +28,15 @@ export async function fetchActions(run: FlowRun): Promise<void> {
  * nothing), then signs the ones without a recorded result, in order, and moves to `confirming`.
  */
 export async function signActions(run: FlowRun): Promise<void> {
-  const option = run.data.option!
   const actions = run.data.actions!
   const signal = run.controller.signal
   const routed = routeActions(run.registry, actions)
   if (run.config.guard !== 'off') {
-    const context = { accounts: run.data.accounts, account: option.account, amount: option.amount }
     const { counted, spent } = await abortable(readExposure(run, run.data.exposure), signal)
     if (spent) {
       throw new PayError({ code: 'action_rejected', message: 'An earlier signature paid this option.' })
     }
-    await abortable(guardActions(routed, { ...context, stillAuthorized: counted }), signal)
+    await abortable(guardActions(routed, { ...guardContext(run), stillAuthorized: counted }), signal)
   }
   await reconcileInFlight(run, routed)
 
