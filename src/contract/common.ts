@@ -1,5 +1,12 @@
 import * as z from 'zod/mini'
-import { accountIdPattern, assetIdPattern, chainIdPattern, isAccountId } from '../caip/caip.js'
+import {
+  accountIdPattern,
+  assetIdPattern,
+  chainIdPattern,
+  isAccountId,
+  isAssetId,
+  isChainId,
+} from '../caip/caip.js'
 import { paymentStatuses } from './statuses.js'
 
 export { finalStatuses, isFinalStatus, paymentStatuses } from './statuses.js'
@@ -42,6 +49,34 @@ export const AmountUnit = z
     ),
   )
 
+const octet = '(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])'
+const port = '(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?'
+
+/**
+ * An absolute URL of `scheme` (a regex alternative, e.g. `https?`) as a regex, so the published schema
+ * says exactly what is accepted: a DNS name (its last label starting with a letter) or an IPv4 address,
+ * a port, then printable ASCII; no credentials, no fragment. Everything it matches parses as a URL.
+ */
+export function httpUrlPattern(scheme: string): RegExp {
+  const host = `(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.)*[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?|${octet}(?:\\.${octet}){3})`
+  return new RegExp(`^(?:${scheme})://${host}${port}(?:[/?][\\x21-\\x22\\x24-\\x7e]*)?$`)
+}
+
+/**
+ * What responses carry: the same rules as refinements, which the wallet core's generated validator leaves
+ * out (its bundle budget; routing refuses a malformed chain id or unit anyway). Requests use the patterns.
+ */
+export const ResponseCaip2 = z
+  .string()
+  .check(z.refine(isChainId, 'Expected a CAIP-2 chain id (namespace:reference).'))
+const ResponseAmountUnit = z.string().check(
+  z.maxLength(256),
+  z.refine(
+    (unit) => /^iso4217\/[A-Z]{3}$/.test(unit) || (unit.startsWith('caip19/') && isAssetId(unit.slice(7))),
+    'Expected iso4217/<currency> or caip19/<asset id>.',
+  ),
+)
+
 export const UnixSeconds = z.int().check(z.minimum(0))
 
 export const AmountDisplay = z.object({
@@ -54,7 +89,7 @@ export const AmountDisplay = z.object({
 })
 export type AmountDisplay = z.infer<typeof AmountDisplay>
 
-export const Amount = z.object({ unit: AmountUnit, value: MinorUnits, display: AmountDisplay })
+export const Amount = z.object({ unit: ResponseAmountUnit, value: MinorUnits, display: AmountDisplay })
 export type Amount = z.infer<typeof Amount>
 
 /** What a caller sends: the display part is the service's to fill in. */

@@ -1,4 +1,5 @@
 import type * as z from 'zod/mini'
+import type { ServiceErrorCode } from './errors.js'
 
 /**
  * Who may call an endpoint:
@@ -20,6 +21,12 @@ export interface Endpoint {
   /** HTTP status of success. */
   status: 200 | 201
   idempotencyKey?: 'required' | 'optional'
+  /**
+   * The error codes the operation itself can answer, beyond those of the request pipeline (auth, version,
+   * validation, idempotency, rate limit, server errors). The OpenAPI document lists every one under its
+   * status; the server's tests fail on any code an operation answers that its list lacks.
+   */
+  errors?: readonly ServiceErrorCode[]
   deprecated?: boolean
   summary: string
 }

@@ -79,6 +79,7 @@ export const merchantEndpoints = {
     params: MerchantIdParams,
     response: MerchantResponse,
     status: 200,
+    errors: ['merchant_not_found'],
     summary: 'Read a merchant with its settlements',
   }),
   updateMerchant: endpoint({
@@ -89,6 +90,7 @@ export const merchantEndpoints = {
     body: MerchantUpdateBody,
     response: MerchantResponse,
     status: 200,
+    errors: ['merchant_not_found'],
     summary: 'Update a merchant',
   }),
   deleteMerchant: endpoint({
@@ -98,6 +100,7 @@ export const merchantEndpoints = {
     params: MerchantIdParams,
     response: DeletedResponse,
     status: 200,
+    errors: ['merchant_not_found'],
     summary: 'Delete a merchant (soft, idempotent)',
   }),
   listSettlements: endpoint({
@@ -107,6 +110,7 @@ export const merchantEndpoints = {
     params: MerchantIdParams,
     response: SettlementsResponse,
     status: 200,
+    errors: ['merchant_not_found'],
     summary: 'List settlement destinations',
   }),
   createCryptoSettlements: endpoint({
@@ -118,6 +122,7 @@ export const merchantEndpoints = {
     response: CryptoSettlementCreateResponse,
     status: 201,
     idempotencyKey: 'required',
+    errors: ['merchant_not_found', 'settlement_asset_conflict'],
     summary: 'Register crypto settlement destinations',
   }),
   updateCryptoSettlement: endpoint({
@@ -128,6 +133,7 @@ export const merchantEndpoints = {
     body: CryptoSettlementUpdateBody,
     response: CryptoSettlementResponse,
     status: 200,
+    errors: ['merchant_not_found', 'settlement_not_found'],
     summary: 'Change a settlement destination',
   }),
   deleteCryptoSettlement: endpoint({
@@ -137,6 +143,7 @@ export const merchantEndpoints = {
     params: SettlementIdParams,
     response: DeletedResponse,
     status: 200,
+    errors: ['merchant_not_found', 'settlement_not_found'],
     summary: 'Remove a crypto settlement',
   }),
   createPayment: endpoint({
@@ -156,6 +163,7 @@ export const merchantEndpoints = {
     query: PaymentListQuery,
     response: PaymentListResponse,
     status: 200,
+    errors: ['merchant_not_found'],
     summary: "List the partner's payments",
   }),
   getPayment: endpoint({
@@ -165,6 +173,7 @@ export const merchantEndpoints = {
     params: PaymentIdParams,
     response: Payment,
     status: 200,
+    errors: ['payment_not_found'],
     summary: 'Read a payment',
   }),
   getPaymentStatus: endpoint({
@@ -174,6 +183,7 @@ export const merchantEndpoints = {
     params: PaymentIdParams,
     response: StatusResponse,
     status: 200,
+    errors: ['payment_not_found'],
     summary: 'Payment status',
   }),
   listMerchantPayments: endpoint({
@@ -194,6 +204,7 @@ export const merchantEndpoints = {
     response: PaymentListResponse,
     status: 200,
     deprecated: true,
+    errors: ['merchant_not_found'],
     summary: "List the merchant's payments (deprecated: use /v1/merchants/payments)",
   }),
   cancelPayment: endpoint({
@@ -204,6 +215,7 @@ export const merchantEndpoints = {
     response: CancelResponse,
     status: 200,
     idempotencyKey: 'optional',
+    errors: ['payment_not_found', 'invalid_state'],
     summary: 'Cancel a payment (merchant)',
   }),
   createRefund: endpoint({
@@ -214,6 +226,7 @@ export const merchantEndpoints = {
     response: Refund,
     status: 201,
     idempotencyKey: 'optional',
+    errors: ['payment_not_found', 'payment_not_succeeded', 'already_refunded', 'invalid_state'],
     summary: 'Refund a payment in full or in part (money sent back on its chain)',
   }),
   listRefunds: endpoint({
@@ -232,6 +245,7 @@ export const merchantEndpoints = {
     params: RefundIdParams,
     response: Refund,
     status: 200,
+    errors: ['refund_not_found'],
     summary: 'Read a refund',
   }),
   simulateRefund: endpoint({
@@ -243,6 +257,7 @@ export const merchantEndpoints = {
     response: Refund,
     status: 200,
     idempotencyKey: 'optional',
+    errors: ['refund_not_found', 'invalid_state', 'not_sandbox_api_key'],
     summary: 'Finish a pending refund as succeeded or failed (test mode only)',
   }),
   simulatePayment: endpoint({
@@ -253,6 +268,7 @@ export const merchantEndpoints = {
     body: SimulateBody,
     response: StatusResponse,
     status: 200,
+    errors: ['payment_not_found', 'invalid_state', 'not_sandbox_api_key'],
     summary: 'Force an outcome (test mode only)',
   }),
   createWebhookEndpoint: endpoint({
@@ -281,6 +297,7 @@ export const merchantEndpoints = {
     params: WebhookEndpointIdParams,
     response: WebhookEndpoint,
     status: 200,
+    errors: ['webhook_endpoint_not_found'],
     summary: 'Read a webhook endpoint',
   }),
   deleteWebhookEndpoint: endpoint({
@@ -290,6 +307,7 @@ export const merchantEndpoints = {
     params: WebhookEndpointIdParams,
     response: DeletedResponse,
     status: 200,
+    errors: ['webhook_endpoint_not_found'],
     summary: 'Delete a webhook endpoint (deliveries stop at once)',
   }),
   rotateWebhookSecret: endpoint({
@@ -300,6 +318,7 @@ export const merchantEndpoints = {
     response: WebhookSecretResponse,
     status: 200,
     idempotencyKey: 'optional',
+    errors: ['webhook_endpoint_not_found'],
     summary: 'Rotate a webhook secret (both secrets sign for 24 hours)',
   }),
   sendTestWebhook: endpoint({
@@ -309,6 +328,7 @@ export const merchantEndpoints = {
     params: WebhookEndpointIdParams,
     response: WebhookDelivery,
     status: 200,
+    errors: ['webhook_endpoint_not_found'],
     summary: 'Send a test event (live: false) now',
   }),
   listWebhookDeliveries: endpoint({
@@ -319,6 +339,7 @@ export const merchantEndpoints = {
     query: WebhookDeliveryListQuery,
     response: WebhookDeliveryListResponse,
     status: 200,
+    errors: ['webhook_endpoint_not_found'],
     summary: 'List the deliveries of a webhook endpoint, newest first',
   }),
   retryWebhookDelivery: endpoint({
@@ -328,6 +349,7 @@ export const merchantEndpoints = {
     params: WebhookDeliveryIdParams,
     response: WebhookDelivery,
     status: 200,
+    errors: ['webhook_endpoint_not_found', 'webhook_delivery_not_found'],
     summary: 'Deliver again now (also after the automatic schedule gave up)',
   }),
 } as const

@@ -1,5 +1,5 @@
 import * as z from 'zod/mini'
-import { Amount, Caip2, Caip10, PaymentStatus, UnixSeconds } from './common.js'
+import { Amount, Caip10, PaymentStatus, ResponseCaip2, UnixSeconds } from './common.js'
 import { PaymentInformation } from './status.js'
 
 export const GatewayPayment = z.object({
@@ -12,7 +12,7 @@ export const GatewayPayment = z.object({
 export type GatewayPayment = z.infer<typeof GatewayPayment>
 
 export const WalletRpc = z.object({
-  chainId: Caip2,
+  chainId: ResponseCaip2,
   method: z.string().check(z.minLength(1), z.maxLength(128)),
   /** A JSON array, as a string: parse it to use it. */
   params: z.string(),

@@ -19,6 +19,7 @@ export const gatewayEndpoints = {
     params: PaymentIdParams,
     response: GatewayPayment,
     status: 200,
+    errors: ['payment_not_found'],
     summary: 'Payment info for display',
   }),
   gatewayGetStatus: endpoint({
@@ -28,6 +29,7 @@ export const gatewayEndpoints = {
     params: PaymentIdParams,
     response: StatusResponse,
     status: 200,
+    errors: ['payment_not_found'],
     summary: 'Payment status (wallet)',
   }),
   gatewayOptions: endpoint({
@@ -39,6 +41,7 @@ export const gatewayEndpoints = {
     response: OptionsResponse,
     status: 200,
     idempotencyKey: 'optional',
+    errors: ['payment_not_found', 'payment_expired', 'invalid_state', 'sanctioned_user'],
     summary: 'Payment options for the wallet accounts',
   }),
   gatewayFetch: endpoint({
@@ -50,6 +53,7 @@ export const gatewayEndpoints = {
     response: FetchResponse,
     status: 200,
     idempotencyKey: 'optional',
+    errors: ['payment_not_found', 'payment_expired', 'invalid_state', 'quote_expired'],
     summary: "Resolve an option's build actions",
   }),
   gatewayCancel: endpoint({
@@ -60,6 +64,7 @@ export const gatewayEndpoints = {
     response: CancelResponse,
     status: 200,
     idempotencyKey: 'optional',
+    errors: ['payment_not_found', 'payment_expired', 'invalid_state'],
     summary: 'Cancel a payment (wallet)',
   }),
   gatewayConfirm: endpoint({
@@ -71,6 +76,7 @@ export const gatewayEndpoints = {
     response: ConfirmResponse,
     status: 200,
     idempotencyKey: 'optional',
+    errors: ['payment_not_found', 'payment_expired', 'invalid_state', 'quote_expired', 'sanctioned_user'],
     summary: 'Confirm with the action results',
   }),
 } as const

@@ -1,14 +1,19 @@
 import * as z from 'zod/mini'
 import { parseAccountId, parseAssetId } from '../caip/caip.js'
-import { Caip10, Caip19, Cursor, limitQuery } from './common.js'
+import { Caip10, Caip19, Cursor, httpUrlPattern, limitQuery } from './common.js'
 
 export const merchantStatuses = ['active', 'inactive', 'suspended'] as const
 export const MerchantStatus = z.enum(merchantStatuses)
 export type MerchantStatus = z.infer<typeof MerchantStatus>
 
-const MerchantName = z.string().check(z.trim(), z.minLength(1), z.maxLength(256))
+// Bounds apply to the text as sent (so the published schema states them); it is stored trimmed.
+const MerchantName = z
+  .string()
+  .check(z.minLength(1), z.maxLength(256), z.regex(/\S/, 'Expected a name, not only spaces.'), z.trim())
 const MerchantEmail = z.email().check(z.maxLength(320))
-const IconUrl = z.nullable(z.url({ protocol: /^https$/ }).check(z.maxLength(2048)))
+export const IconUrl = z
+  .string()
+  .check(z.maxLength(2048), z.regex(httpUrlPattern('https'), 'Expected an https URL.'))
 
 export const CryptoSettlement = z.object({ id: z.string(), asset: Caip19, destination: Caip10 })
 export type CryptoSettlement = z.infer<typeof CryptoSettlement>
@@ -35,7 +40,7 @@ export type Merchant = z.infer<typeof Merchant>
 export const MerchantCreateBody = z.strictObject({
   merchantName: MerchantName,
   merchantEmail: MerchantEmail,
-  iconUrl: z.optional(IconUrl),
+  iconUrl: z.optional(z.nullable(IconUrl)),
 })
 export type MerchantCreateBody = z.infer<typeof MerchantCreateBody>
 
@@ -43,7 +48,7 @@ export const MerchantUpdateBody = z
   .strictObject({
     merchantName: z.optional(MerchantName),
     merchantEmail: z.optional(MerchantEmail),
-    iconUrl: z.optional(IconUrl),
+    iconUrl: z.optional(z.nullable(IconUrl)),
   })
   .check(
     z.refine((body) => Object.keys(body).length > 0, 'At least one of merchantName, merchantEmail, iconUrl.'),

@@ -1,5 +1,14 @@
 import * as z from 'zod/mini'
-import { Amount, AmountInput, Cursor, limitQuery, PaymentStatus, queryInt, UnixSeconds } from './common.js'
+import {
+  Amount,
+  AmountInput,
+  Cursor,
+  httpUrlPattern,
+  limitQuery,
+  PaymentStatus,
+  queryInt,
+  UnixSeconds,
+} from './common.js'
 import { PaymentId, PaymentInformation } from './status.js'
 
 export {
@@ -29,10 +38,10 @@ const PaymentCreateFields = {
 export const PaymentCreateBody = z.strictObject(PaymentCreateFields)
 export type PaymentCreateBody = z.infer<typeof PaymentCreateBody>
 
-export const CheckoutUrls = z.strictObject({
-  successUrl: z.url({ protocol: /^https?$/ }).check(z.maxLength(2048)),
-  errorUrl: z.url({ protocol: /^https?$/ }).check(z.maxLength(2048)),
-})
+const RedirectUrl = z
+  .string()
+  .check(z.maxLength(2048), z.regex(httpUrlPattern('https?'), 'Expected an http(s) URL.'))
+export const CheckoutUrls = z.strictObject({ successUrl: RedirectUrl, errorUrl: RedirectUrl })
 
 /** Preview version (2026-02-19.preview) also takes hosted checkout redirects. */
 export const PaymentCreateBodyPreview = z.strictObject({

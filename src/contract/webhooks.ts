@@ -1,5 +1,5 @@
 import * as z from 'zod/mini'
-import { Cursor, limitQuery } from './common.js'
+import { Cursor, httpUrlPattern, limitQuery } from './common.js'
 
 /**
  * Merchant webhooks: endpoint management (`/v1/webhook-endpoints`) and the event payload, which is
@@ -35,15 +35,12 @@ export const webhookEventTypes = [
 export const WebhookEventType = z.enum(webhookEventTypes)
 export type WebhookEventType = z.infer<typeof WebhookEventType>
 
-/** http(s), no credentials, no fragment; the server also checks where the host points (urlPolicy.ts). */
+/** The server also checks the scheme for the mode and where the host points (urlPolicy.ts). */
 const WebhookUrl = z
   .string()
   .check(
     z.maxLength(2048),
-    z.regex(
-      /^https?:\/\/[^\s/?#@]+(?:[/?][^\s#]*)?$/,
-      'Expected an http(s) URL without credentials or fragment.',
-    ),
+    z.regex(httpUrlPattern('https?'), 'Expected an http(s) URL without credentials or fragment.'),
   )
 
 export const WebhookEndpointCreateBody = z.strictObject({

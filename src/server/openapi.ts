@@ -1,31 +1,168 @@
 import * as z from 'zod/mini'
-import { ErrorResponse } from '../contract/common.js'
-import { type Endpoint, endpoints } from '../contract/endpoints.js'
-import { apiVersions, defaultApiVersion } from '../contract/errors.js'
+import { Caip10, ErrorResponse } from '../contract/common.js'
+import type { Endpoint } from '../contract/endpoint.js'
+import { endpoints } from '../contract/endpoints.js'
+import {
+  apiVersions,
+  defaultApiVersion,
+  type ServiceErrorCode,
+  serviceErrorStatus,
+} from '../contract/errors.js'
+import { CryptoSettlementInput, MerchantUpdateBody } from '../contract/merchant.js'
 import { PaymentCreateBodyPreview } from '../contract/payment.js'
+import { databaseRetryAfterSeconds } from './errors.js'
+import { wcpWireStatus } from './wcp/routes.js'
+import { wcpEndpoints } from './wcp/wire.js'
 
 type JsonSchema = Record<string, unknown>
 
-function toSchema(schema: z.ZodMiniType, io: 'input' | 'output'): JsonSchema {
-  // Refinements (CAIP checks) have no JSON Schema form: the text of the description stays.
-  const json = z.toJSONSchema(schema, { io, target: 'draft-2020-12', unrepresentable: 'any' }) as JsonSchema
+/**
+ * The JSON Schema form of what a refinement checks, for the refinements JSON Schema can state (and the
+ * words for the one it cannot). Every refinement of a request schema must have an entry: the contract
+ * tests walk the schemas and fail on one that has none, so the document never states less than the
+ * server checks.
+ */
+export const jsonForms = z.registry<JsonSchema>()
+
+/** JSON Schema's `if`/`then`: a value matching the first pattern must match the second. */
+function ifThen(when: string, then: string): JsonSchema {
+  return Object.fromEntries([
+    ['if', { pattern: when }],
+    ['then', { pattern: then }],
+  ])
+}
+
+jsonForms.add(Caip10, {
+  description: 'CAIP-10 account id; eip155 addresses are 0x + 40 hex, solana addresses a base58 32-byte key.',
+  allOf: [
+    ifThen('^eip155:', '^eip155:[-_a-zA-Z0-9]{1,32}:0x[0-9a-fA-F]{40}$'),
+    ifThen('^solana:', '^solana:[-_a-zA-Z0-9]{1,32}:[1-9A-HJ-NP-Za-km-z]{32,44}$'),
+  ],
+})
+jsonForms.add(MerchantUpdateBody, { minProperties: 1 })
+jsonForms.add(CryptoSettlementInput, {
+  description: '`destination` must be an account on the chain of `asset` (the CAIP-2 prefix of both).',
+})
+
+/** PostgreSQL text cannot hold NUL, so the server refuses it in any request string (app.ts). */
+const noNul = '^[^\\u0000]*$'
+const printableAscii = '^[\\x20-\\x7e]+$'
+
+export function toJsonSchema(schema: z.ZodMiniType, io: 'input' | 'output'): JsonSchema {
+  const json = z.toJSONSchema(schema, { io, target: 'draft-2020-12', metadata: jsonForms }) as JsonSchema
   delete json.$schema
-  return json
+  return io === 'input' ? refuseNul(json) : json
 }
 
-const errorResponse = {
-  description: 'Error',
-  content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } },
+function refuseNul(schema: unknown): JsonSchema {
+  if (Array.isArray(schema)) return schema.map(refuseNul) as unknown as JsonSchema
+  if (!schema || typeof schema !== 'object') return schema as JsonSchema
+  const out: JsonSchema = {}
+  for (const [key, value] of Object.entries(schema))
+    out[key] = typeof value === 'object' ? refuseNul(value) : value
+  if (out.type !== 'string' || out.enum !== undefined || out.const !== undefined) return out
+  if (out.pattern === undefined) out.pattern = noNul
+  else if (mayMatchNul(out.pattern as string))
+    out.allOf = [...((out.allOf as JsonSchema[]) ?? []), { pattern: noNul }]
+  return out
 }
 
-function parameters(endpoint: Endpoint): JsonSchema[] {
+/** Whether a pattern could match a string holding NUL: unanchored, or with `.`, `\S`, `\W`, `\D` or `[^`. */
+function mayMatchNul(pattern: string): boolean {
+  if (!pattern.startsWith('^') || !pattern.endsWith('$')) return true
+  const outsideClasses = pattern
+    .replace(/\\./g, (escaped) => (/\\[SWD]/.test(escaped) ? escaped : ''))
+    .replace(/\[[^\]]*\]/g, (cls) => (cls.startsWith('[^') ? '[^' : ''))
+  return /\.|\\[SWD]|\[\^/.test(outsideClasses)
+}
+
+/** The codes the request pipeline (route.ts, auth.ts, app.ts) can answer for any operation of this kind. */
+function pipelineErrors(endpoint: Endpoint): ServiceErrorCode[] {
+  const codes: ServiceErrorCode[] = [
+    'invalid_params',
+    'header_not_ascii',
+    'invalid_api_version',
+    'unknown_api_version',
+    'api_version_downgrade',
+    'conflicting_auth_headers',
+    'invalid_api_key',
+    'rate_limited',
+    'internal_error',
+  ]
+  if (endpoint.params || endpoint.query || endpoint.body) codes.push('params_validation')
+  if (endpoint.auth === 'gateway') {
+    codes.push('missing_auth_headers', 'missing_app_id', 'missing_client_id', 'invalid_app_id')
+  } else {
+    codes.push('missing_api_key', 'forbidden')
+  }
+  if (endpoint.auth === 'merchant') codes.push('missing_merchant_id', 'merchant_not_found')
+  if (endpoint.method !== 'GET') codes.push('idempotency_conflict')
+  return codes
+}
+
+const requestIdHeader = {
+  'Request-Id': {
+    description: 'This request, as the server logged it.',
+    required: true,
+    schema: { type: 'string' },
+  },
+}
+
+interface Mount {
+  /** The header that carries the API version in and out. */
+  versionHeader: string
+  /** The status the mount answers for a status the shared pipeline chose. */
+  wireStatus: (status: number) => number
+}
+
+function errorResponses(endpoint: Endpoint, mount: Mount): Record<string, JsonSchema> {
+  const byStatus = new Map<number, Set<ServiceErrorCode>>()
+  for (const code of [...pipelineErrors(endpoint), ...(endpoint.errors ?? [])]) {
+    const status = mount.wireStatus(serviceErrorStatus[code])
+    if (!byStatus.has(status)) byStatus.set(status, new Set())
+    byStatus.get(status)!.add(code)
+  }
+  // The database unreachable: nothing was done, retry (errors.ts).
+  byStatus.set(503, new Set(['internal_error']))
+  const out: Record<string, JsonSchema> = {}
+  for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
+    const list = [...codes].sort()
+    const retry = status === 429 || status === 503
+    out[String(status)] = {
+      description: list.map((code) => `\`${code}\``).join(', '),
+      headers: {
+        ...requestIdHeader,
+        ...(retry
+          ? {
+              'Retry-After': {
+                description: `Seconds to wait before retrying${status === 503 ? ` (${databaseRetryAfterSeconds} while the database is unreachable)` : ''}.`,
+                required: true,
+                schema: { type: 'string', pattern: '^[0-9]+$' },
+              },
+            }
+          : {}),
+      },
+      content: {
+        'application/json': {
+          schema: {
+            allOf: [{ $ref: '#/components/schemas/ErrorResponse' }],
+            properties: { code: { enum: list } },
+          },
+        },
+      },
+    }
+  }
+  return out
+}
+
+function parameters(endpoint: Endpoint, mount: Mount): JsonSchema[] {
   const out: JsonSchema[] = []
   for (const [location, schema] of [
     ['path', endpoint.params],
     ['query', endpoint.query],
   ] as const) {
     if (!schema) continue
-    const json = toSchema(schema, 'input')
+    const json = toJsonSchema(schema, 'input')
     const required = new Set((json.required as string[] | undefined) ?? [])
     for (const [name, property] of Object.entries((json.properties as Record<string, JsonSchema>) ?? {})) {
       out.push({
@@ -38,65 +175,277 @@ function parameters(endpoint: Endpoint): JsonSchema[] {
     }
   }
   if (endpoint.auth === 'merchant') {
-    out.push({ name: 'Merchant-Id', in: 'header', required: true, schema: { type: 'string', maxLength: 64 } })
+    out.push({
+      name: 'Merchant-Id',
+      in: 'header',
+      required: true,
+      description: "The merchant the call acts for (one of the partner's, same mode as the key).",
+      schema: { type: 'string', minLength: 1, maxLength: 64, pattern: printableAscii },
+    })
   }
   if (endpoint.idempotencyKey || endpoint.method !== 'GET') {
     out.push({
       name: 'Idempotency-Key',
       in: 'header',
       required: endpoint.idempotencyKey === 'required',
-      description: 'Replays return the original response with Idempotent-Replayed: true (24 h).',
-      schema: { type: 'string', minLength: 1, maxLength: 255 },
+      description:
+        'Replays within 24 h return the stored response with `Idempotent-Replayed: true`; the same key with ' +
+        'another request is `409 idempotency_conflict`. An empty value is refused, not taken for absent.',
+      schema: { type: 'string', minLength: 1, maxLength: 255, pattern: printableAscii },
     })
   }
   out.push({
-    name: 'Pay-Version',
+    name: mount.versionHeader,
     in: 'header',
     required: false,
-    description: "Overrides the account's pinned version; previews only when sent.",
+    description:
+      "Overrides the account's pinned version; previews only when sent. An empty value is refused.",
     schema: { type: 'string', enum: [...apiVersions] },
   })
   return out
 }
 
-/** The OpenAPI 3.1 document, generated from the contract registry (the same schemas that validate). */
+/** Request bodies a reader can send as they are (the examples phase of a fuzzer sends them too). */
+const bodyExamples: Record<string, Record<string, { summary: string; value: unknown }>> = {
+  createMerchant: {
+    shop: {
+      summary: 'A merchant',
+      value: { merchantName: 'Coffee Shop', merchantEmail: 'shop@example.com' },
+    },
+  },
+  updateMerchant: { rename: { summary: 'Rename', value: { merchantName: 'Coffee Shop & Bakery' } } },
+  createCryptoSettlements: {
+    base: {
+      summary: 'USDC on Base to the merchant wallet',
+      value: {
+        settlements: [
+          {
+            asset: 'eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+            destination: 'eip155:8453:0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed',
+          },
+        ],
+      },
+    },
+  },
+  updateCryptoSettlement: {
+    wallet: {
+      summary: 'Another wallet on the same chain',
+      value: { destination: 'eip155:8453:0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359' },
+    },
+  },
+  createPayment: {
+    usd: {
+      summary: '12.50 USD',
+      value: { referenceId: 'order-1042', amount: { unit: 'iso4217/USD', value: '1250' } },
+    },
+  },
+  createRefund: { full: { summary: 'Refund a succeeded payment', value: { paymentId: 'pay_3fK9sLq0Vw2' } } },
+  simulatePayment: { succeeded: { summary: 'Pay it (test mode)', value: { outcome: 'succeeded' } } },
+  createWebhookEndpoint: {
+    https: { summary: 'A public https receiver', value: { url: 'https://shop.example.com/webhooks/caipay' } },
+    sandbox: {
+      summary: 'A receiver on this machine (test keys only)',
+      value: { url: 'http://127.0.0.1:9/webhooks', enabledEvents: ['payment.succeeded', 'payment.failed'] },
+    },
+  },
+  gatewayOptions: {
+    evm: {
+      summary: 'An EVM wallet',
+      value: { accounts: ['eip155:8453:0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed'] },
+    },
+  },
+}
+
+/** OpenAPI links: the flows a client (and a stateful fuzzer) follows from one answer to the next. */
+const paymentId = { id: '$response.body#/paymentId' }
+const links: Record<string, Record<string, JsonSchema>> = {
+  createMerchant: Object.fromEntries(
+    ['getMerchant', 'updateMerchant', 'listSettlements', 'createCryptoSettlements', 'deleteMerchant'].map(
+      (op) => [op, { operationId: op, parameters: { merchantId: '$response.body#/merchant/id' } }],
+    ),
+  ),
+  createCryptoSettlements: Object.fromEntries(
+    ['updateCryptoSettlement', 'deleteCryptoSettlement'].map((op) => [
+      op,
+      {
+        operationId: op,
+        parameters: { merchantId: '$request.path.merchantId', id: '$response.body#/settlements/0/id' },
+      },
+    ]),
+  ),
+  createPayment: Object.fromEntries(
+    [
+      'getPaymentStatus',
+      'getPayment',
+      'cancelPayment',
+      'simulatePayment',
+      'gatewayGetPayment',
+      'gatewayGetStatus',
+      'gatewayOptions',
+    ].map((op) => [op, { operationId: op, parameters: paymentId }]),
+  ),
+  gatewayOptions: {
+    gatewayFetch: {
+      operationId: 'gatewayFetch',
+      description: 'Resolve the first option (its build action, if it has one).',
+      parameters: { id: '$request.path.id' },
+      requestBody: {
+        optionId: '$response.body#/options/0/id',
+        data: '$response.body#/options/0/actions/0/build/data',
+      },
+    },
+    gatewayConfirm: {
+      operationId: 'gatewayConfirm',
+      description: 'Confirm the first option with one result per action.',
+      parameters: { id: '$request.path.id' },
+      requestBody: { optionId: '$response.body#/options/0/id', results: ['0x'] },
+    },
+  },
+  gatewayFetch: {
+    gatewayConfirm: {
+      operationId: 'gatewayConfirm',
+      parameters: { id: '$request.path.id' },
+      requestBody: { optionId: '$request.body#/optionId', results: ['0x'] },
+    },
+  },
+  gatewayConfirm: {
+    gatewayGetStatus: { operationId: 'gatewayGetStatus', parameters: { id: '$request.path.id' } },
+  },
+  createWebhookEndpoint: Object.fromEntries(
+    [
+      'listWebhookDeliveries',
+      'getWebhookEndpoint',
+      'sendTestWebhook',
+      'rotateWebhookSecret',
+      'deleteWebhookEndpoint',
+    ].map((op) => [op, { operationId: op, parameters: { id: '$response.body#/id' } }]),
+  ),
+  sendTestWebhook: {
+    retryWebhookDelivery: {
+      operationId: 'retryWebhookDelivery',
+      parameters: { id: '$request.path.id', deliveryId: '$response.body#/id' },
+    },
+  },
+}
+
+function operation(name: string, endpoint: Endpoint, mount: Mount, tag: string): JsonSchema {
+  const body =
+    name === 'createPayment'
+      ? { anyOf: [toJsonSchema(endpoint.body!, 'input'), toJsonSchema(PaymentCreateBodyPreview, 'input')] }
+      : endpoint.body
+        ? toJsonSchema(endpoint.body, 'input')
+        : undefined
+  const examples = bodyExamples[name]
+  return {
+    operationId: name,
+    summary: endpoint.summary,
+    ...(endpoint.deprecated ? { deprecated: true } : {}),
+    ...(name === 'createPayment'
+      ? { description: 'The `checkout` field is accepted only with `Pay-Version: 2026-02-19.preview`.' }
+      : {}),
+    tags: [tag],
+    security: endpoint.auth === 'gateway' ? [{ ApiKey: [] }, { AppId: [], ClientId: [] }] : [{ ApiKey: [] }],
+    parameters: parameters(endpoint, mount),
+    ...(body
+      ? {
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: body, ...(examples ? { examples } : {}) } },
+          },
+        }
+      : {}),
+    responses: {
+      [String(endpoint.status)]: {
+        description: 'Success',
+        headers: {
+          ...requestIdHeader,
+          [mount.versionHeader]: {
+            description: 'The version the request was served with.',
+            required: true,
+            schema: { type: 'string', enum: [...apiVersions] },
+          },
+          ...(endpoint.method !== 'GET'
+            ? {
+                'Idempotent-Replayed': {
+                  description:
+                    'Present (`true`) on a replay of an earlier request with the same Idempotency-Key.',
+                  schema: { type: 'string', enum: ['true'] },
+                },
+              }
+            : {}),
+          ...(endpoint.deprecated
+            ? { Deprecation: { required: true, schema: { type: 'string', enum: ['true'] } } }
+            : {}),
+        },
+        content: { 'application/json': { schema: toJsonSchema(endpoint.response, 'output') } },
+        ...(links[name] ? { links: links[name] } : {}),
+      },
+      ...errorResponses(endpoint, mount),
+    },
+  }
+}
+
+const securitySchemes = {
+  ApiKey: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'Api-Key',
+    description: 'svc_test_... (test mode) or svc_... (live); printable ASCII.',
+  },
+  AppId: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'App-Id',
+    description: 'Public app id (wallets); with Client-Id.',
+  },
+  ClientId: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'Client-Id',
+    description: 'The wallet installation, 1-255 ASCII.',
+  },
+}
+
+function document(input: {
+  title: string
+  description: string
+  publicBaseUrl: string
+  tags: string[]
+  paths: Record<string, Record<string, JsonSchema>>
+}): JsonSchema {
+  return {
+    openapi: '3.1.0',
+    info: { title: input.title, version: defaultApiVersion, description: input.description },
+    servers: [{ url: input.publicBaseUrl }],
+    tags: input.tags.map((name) => ({ name })),
+    components: { securitySchemes, schemas: { ErrorResponse: toJsonSchema(ErrorResponse, 'output') } },
+    paths: input.paths,
+  }
+}
+
+const pipelineNote =
+  'Errors are `{code, message}` (+ `issues` for `params_validation`), each status listing its codes. ' +
+  'Header values must be printable ASCII (`400 header_not_ascii`); no request string may hold a NUL ' +
+  'character. A method a path does not have is `405` with `Allow`. While the database is unreachable ' +
+  'any operation answers `503` with `Retry-After`.'
+
+const native: Mount = { versionHeader: 'Pay-Version', wireStatus: (status) => status }
+
+function pathOf(endpoint: Endpoint): string {
+  return endpoint.path.replace(/:([A-Za-z]+)/g, '{$1}')
+}
+
+/** The OpenAPI 3.1 document of the merchant API and wallet gateway, from the schemas that validate. */
 export function openApiDocument(publicBaseUrl: string): JsonSchema {
   const paths: Record<string, Record<string, JsonSchema>> = {}
   for (const [name, endpoint] of Object.entries(endpoints) as [string, Endpoint][]) {
-    const path = endpoint.path.replace(/:([A-Za-z]+)/g, '{$1}')
-    const body =
-      name === 'createPayment'
-        ? { anyOf: [toSchema(endpoint.body!, 'input'), toSchema(PaymentCreateBodyPreview, 'input')] }
-        : endpoint.body
-          ? toSchema(endpoint.body, 'input')
-          : undefined
-    paths[path] ??= {}
-    paths[path][endpoint.method.toLowerCase()] = {
-      operationId: name,
-      summary: endpoint.summary,
-      ...(endpoint.deprecated ? { deprecated: true } : {}),
-      ...(name === 'createPayment'
-        ? { description: 'The `checkout` field is accepted only with `Pay-Version: 2026-02-19.preview`.' }
-        : {}),
-      tags: [tagOf(endpoint)],
-      security:
-        endpoint.auth === 'gateway' ? [{ ApiKey: [] }, { AppId: [], ClientId: [] }] : [{ ApiKey: [] }],
-      parameters: parameters(endpoint),
-      ...(body ? { requestBody: { required: true, content: { 'application/json': { schema: body } } } } : {}),
-      responses: {
-        [String(endpoint.status)]: {
-          description: 'Success',
-          content: { 'application/json': { schema: toSchema(endpoint.response, 'output') } },
-        },
-        '400': errorResponse,
-        '401': errorResponse,
-        '403': errorResponse,
-        '404': errorResponse,
-        '409': errorResponse,
-        '429': errorResponse,
-        '500': errorResponse,
-      },
-    }
+    paths[pathOf(endpoint)] ??= {}
+    paths[pathOf(endpoint)]![endpoint.method.toLowerCase()] = operation(
+      name,
+      endpoint,
+      native,
+      tagOf(endpoint),
+    )
   }
   paths['/healthz'] = {
     get: {
@@ -104,43 +453,71 @@ export function openApiDocument(publicBaseUrl: string): JsonSchema {
       summary: 'Liveness and database check',
       tags: ['System'],
       security: [],
-      responses: { '200': { description: 'Healthy' }, '503': errorResponse },
-    },
-  }
-  return {
-    openapi: '3.1.0',
-    info: {
-      title: 'caipay payments service',
-      version: defaultApiVersion,
-      description:
-        'Merchant API and wallet gateway. Errors are {code, message} (+ issues for params_validation). ' +
-        'Test keys (svc_test_) and live keys (svc_) see disjoint data. ' +
-        'Browsers may call the gateway from any origin by default (CORS, config key `cors`); ' +
-        'the merchant API answers only the origins listed in `cors.merchant` (none by default).',
-    },
-    servers: [{ url: publicBaseUrl }],
-    tags: [
-      { name: 'Merchants' },
-      { name: 'Payments' },
-      { name: 'Gateway' },
-      { name: 'Sandbox' },
-      { name: 'System' },
-    ],
-    components: {
-      securitySchemes: {
-        ApiKey: { type: 'apiKey', in: 'header', name: 'Api-Key' },
-        AppId: { type: 'apiKey', in: 'header', name: 'App-Id' },
-        ClientId: { type: 'apiKey', in: 'header', name: 'Client-Id' },
+      responses: {
+        '200': {
+          description: 'Healthy',
+          headers: requestIdHeader,
+          content: {
+            'application/json': {
+              schema: {
+                type: 'object',
+                properties: { ok: { const: true } },
+                required: ['ok'],
+                additionalProperties: false,
+              },
+            },
+          },
+        },
+        '503': {
+          description: '`internal_error`: the database is unreachable',
+          headers: requestIdHeader,
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } },
+        },
       },
-      schemas: { ErrorResponse: toSchema(ErrorResponse, 'output') },
     },
-    paths,
   }
+  return document({
+    title: 'caipay payments service',
+    description:
+      'Merchant API and wallet gateway. Test keys (svc_test_) and live keys (svc_) see disjoint data. ' +
+      'Browsers may call the gateway from any origin by default (CORS, config key `cors`); the merchant API ' +
+      `answers only the origins listed in \`cors.merchant\` (none by default). ${pipelineNote} ` +
+      'The WalletConnect Pay SDK wire format of the gateway is described at `/wcp/openapi.json`.',
+    publicBaseUrl,
+    tags: ['Merchants', 'Payments', 'Gateway', 'Webhooks', 'Sandbox', 'System'],
+    paths,
+  })
+}
+
+/** The OpenAPI 3.1 document of the `/wcp` mount (the gateway in the WalletConnect Pay SDK's wire format). */
+export function wcpOpenApiDocument(publicBaseUrl: string): JsonSchema {
+  const mount: Mount = { versionHeader: 'WCP-Version', wireStatus: wcpWireStatus }
+  const paths: Record<string, Record<string, JsonSchema>> = {}
+  for (const [name, endpoint] of Object.entries(wcpEndpoints) as [string, Endpoint][]) {
+    paths[pathOf(endpoint)] ??= {}
+    paths[pathOf(endpoint)]![endpoint.method.toLowerCase()] = operation(
+      `wcp_${name}`,
+      endpoint,
+      mount,
+      'WalletConnect Pay',
+    )
+  }
+  return document({
+    title: 'caipay /wcp: the wallet gateway in the WalletConnect Pay SDK wire format',
+    description:
+      "Set the SDK's `baseUrl` to `<server>/wcp`. Same payments, state and credentials as `/v1/gateway`. " +
+      'The path `id` is a payment id or a whole payment link, percent-encoded. Client errors the SDK does not ' +
+      `read by status (403, 409, 422, 451) answer 400 with the same code. ${pipelineNote}`,
+    publicBaseUrl,
+    tags: ['WalletConnect Pay'],
+    paths,
+  })
 }
 
 function tagOf(endpoint: Endpoint): string {
   if (endpoint.path.startsWith('/v1/gateway')) return 'Gateway'
   if (endpoint.path.startsWith('/v1/test')) return 'Sandbox'
+  if (endpoint.path.startsWith('/v1/webhook-endpoints')) return 'Webhooks'
   if (endpoint.path.startsWith('/v1/merchants') && !endpoint.path.includes('payments')) return 'Merchants'
   return 'Payments'
 }

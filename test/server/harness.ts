@@ -4,6 +4,7 @@ import { buildApp } from '../../src/server/app.js'
 import type { ServerConfig } from '../../src/server/config.js'
 import type { Db } from '../../src/server/store/db.js'
 import type { KeyRole, Mode } from '../../src/server/store/schema.js'
+import { undocumented } from '../contract/documented.js'
 import { createTestDatabase } from '../postgres.js'
 
 /**
@@ -70,6 +71,14 @@ export async function createTestServer(options: TestServerOptions = {}): Promise
     createAppId: (mode = 'test', partner = partnerId) => createAppId(pg.db, { partnerId: partner, mode }),
     async request(injectOptions) {
       const response = await app.inject(injectOptions)
+      // Every answer a test sees is one the published document lists (status, and error code per status).
+      const mismatch = undocumented(
+        injectOptions.method ?? 'GET',
+        typeof injectOptions.url === 'string' ? injectOptions.url : (injectOptions.url?.pathname ?? ''),
+        response.statusCode,
+        response.body,
+      )
+      if (mismatch) throw new Error(`Not in /openapi.json: ${mismatch}`)
       let json: unknown
       try {
         json = response.body === '' ? undefined : JSON.parse(response.body)

@@ -13,8 +13,6 @@ const Amount = {
     unit: {
       type: 'string',
       maxLength: 256,
-      pattern:
-        '^(?:iso4217\\/[A-Z]{3}|caip19\\/([-a-z0-9]{3,8}):([-_a-zA-Z0-9]{1,32})\\/([-a-z0-9]{3,8}):([-.%a-zA-Z0-9]{1,128})(?:\\/([-.%a-zA-Z0-9]{1,78}))?)$',
     },
     value: {
       type: 'string',
@@ -117,7 +115,6 @@ const WalletRpcAction = {
       properties: {
         chainId: {
           type: 'string',
-          pattern: '^([-a-z0-9]{3,8}):([-_a-zA-Z0-9]{1,32})$',
         },
         method: {
           type: 'string',

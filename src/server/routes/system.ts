@@ -1,20 +1,22 @@
 import type { FastifyInstance } from 'fastify'
 import { sql } from 'kysely'
 import { docsHtml } from '../docs.js'
-import { openApiDocument } from '../openapi.js'
+import { openApiDocument, wcpOpenApiDocument } from '../openapi.js'
 
 export async function systemRoutes(app: FastifyInstance): Promise<void> {
-  let document: { base: string; json: string } | undefined
-  app.get('/openapi.json', { config: { rateLimit: false } }, async (_request, reply) => {
-    // publicBaseUrl may be set after listen (CLI without a configured one), so build lazily.
-    if (document?.base !== app.config.publicBaseUrl) {
-      document = {
-        base: app.config.publicBaseUrl,
-        json: JSON.stringify(openApiDocument(app.config.publicBaseUrl)),
+  for (const [url, build] of [
+    ['/openapi.json', openApiDocument],
+    ['/wcp/openapi.json', wcpOpenApiDocument],
+  ] as const) {
+    let document: { base: string; json: string } | undefined
+    app.get(url, { config: { rateLimit: false } }, async (_request, reply) => {
+      // publicBaseUrl may be set after listen (CLI without a configured one), so build lazily.
+      if (document?.base !== app.config.publicBaseUrl) {
+        document = { base: app.config.publicBaseUrl, json: JSON.stringify(build(app.config.publicBaseUrl)) }
       }
-    }
-    return reply.type('application/json; charset=utf-8').send(document.json)
-  })
+      return reply.type('application/json; charset=utf-8').send(document.json)
+    })
+  }
   app.get('/docs', { config: { rateLimit: false } }, async (_request, reply) => {
     return reply.type('text/html; charset=utf-8').send(docsHtml)
   })

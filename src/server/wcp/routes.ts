@@ -20,6 +20,11 @@ import { wcpEndpoints } from './wire.js'
  */
 const statusesTheSdkReads = new Set([400, 401, 404, 410, 429])
 
+/** The status `/wcp` answers for a status the shared pipeline chose (see statusesTheSdkReads). */
+export function wcpWireStatus(status: number): number {
+  return status >= 400 && status < 500 && !statusesTheSdkReads.has(status) ? 400 : status
+}
+
 /** The SDK sends `WCP-Version` (and `api-version`); the shared pipeline reads and echoes `Pay-Version`. */
 async function versionIn(request: FastifyRequest): Promise<void> {
   const version = request.headers['wcp-version'] ?? request.headers['api-version']
@@ -34,7 +39,7 @@ async function wireOut(_request: FastifyRequest, reply: FastifyReply, payload: u
     reply.header('wcp-version', version)
   }
   const status = reply.statusCode
-  if (status >= 400 && status < 500 && !statusesTheSdkReads.has(status)) reply.code(400)
+  if (wcpWireStatus(status) !== status) reply.code(400)
   return payload
 }
 

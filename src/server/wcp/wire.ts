@@ -120,6 +120,7 @@ export const wcpEndpoints = {
     params: WcpParams,
     response: WcpPaymentInfo,
     status: 200,
+    errors: ['payment_not_found'],
     summary: 'Payment info (WalletConnect Pay SDK wire format)',
   }),
   status: endpoint({
@@ -129,6 +130,7 @@ export const wcpEndpoints = {
     params: WcpParams,
     response: WcpStatusResponse,
     status: 200,
+    errors: ['payment_not_found'],
     summary: 'Payment status (WalletConnect Pay SDK wire format)',
   }),
   options: endpoint({
@@ -140,6 +142,7 @@ export const wcpEndpoints = {
     body: WcpOptionsBody,
     response: WcpOptionsResponse,
     status: 200,
+    errors: ['payment_not_found', 'payment_expired', 'invalid_state', 'sanctioned_user'],
     summary: 'Payment options (WalletConnect Pay SDK wire format)',
   }),
   fetch: endpoint({
@@ -150,6 +153,7 @@ export const wcpEndpoints = {
     body: WcpFetchBody,
     response: WcpFetchResponse,
     status: 200,
+    errors: ['payment_not_found', 'payment_expired', 'invalid_state', 'quote_expired'],
     summary: 'Resolve one build action (WalletConnect Pay SDK wire format)',
   }),
   confirm: endpoint({
@@ -160,6 +164,7 @@ export const wcpEndpoints = {
     body: WcpConfirmBody,
     response: WcpStatusResponse,
     status: 200,
+    errors: ['payment_not_found', 'payment_expired', 'invalid_state', 'quote_expired', 'sanctioned_user'],
     summary: 'Confirm (WalletConnect Pay SDK wire format)',
   }),
   cancel: endpoint({
@@ -169,6 +174,7 @@ export const wcpEndpoints = {
     params: WcpParams,
     response: CancelResponse,
     status: 200,
+    errors: ['payment_not_found', 'payment_expired', 'invalid_state'],
     summary: 'Cancel (WalletConnect Pay SDK wire format)',
   }),
 } as const

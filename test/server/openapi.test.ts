@@ -1,0 +1,161 @@
+import { describe, expect, it } from 'vitest'
+import * as z from 'zod/mini'
+import type { Endpoint } from '../../src/contract/endpoint.js'
+import { endpoints } from '../../src/contract/endpoints.js'
+import { serviceErrorStatus } from '../../src/contract/errors.js'
+import { PaymentCreateBodyPreview } from '../../src/contract/payment.js'
+import { jsonForms, openApiDocument, wcpOpenApiDocument } from '../../src/server/openapi.js'
+import { wcpEndpoints } from '../../src/server/wcp/wire.js'
+
+type Json = Record<string, any>
+const doc = openApiDocument('http://127.0.0.1:8787') as Json
+const wcp = wcpOpenApiDocument('http://127.0.0.1:8787') as Json
+
+function operations(document: Json): [string, string, Json][] {
+  return Object.entries(document.paths as Json).flatMap(([path, item]) =>
+    Object.entries(item as Json).map(([method, op]) => [method, path, op] as [string, string, Json]),
+  )
+}
+
+/** Every zod schema node under `schema` (objects, arrays, unions, optionals, pipes...). */
+function* nodes(schema: unknown, seen = new Set<unknown>()): Generator<z.ZodMiniType> {
+  if (!schema || typeof schema !== 'object' || !('_zod' in schema) || seen.has(schema)) return
+  seen.add(schema)
+  yield schema as z.ZodMiniType
+  const def = (schema as { _zod: { def: Record<string, unknown> } })._zod.def
+  for (const value of Object.values(def)) {
+    for (const child of Array.isArray(value)
+      ? value
+      : value && typeof value === 'object'
+        ? [value, ...Object.values(value)]
+        : [])
+      yield* nodes(child, seen)
+  }
+}
+
+function refinements(schema: z.ZodMiniType): number {
+  const checks = (schema._zod.def as { checks?: { _zod: { def: { check: string } } }[] }).checks ?? []
+  return checks.filter((check) => check._zod.def.check === 'custom').length
+}
+
+describe('the published documents', () => {
+  const all = [...operations(doc), ...operations(wcp)]
+
+  it('state every refinement a request schema makes (else add its JSON form to jsonForms)', () => {
+    const inputs = [...Object.values(endpoints), ...Object.values(wcpEndpoints)].flatMap((e: Endpoint) =>
+      [e.params, e.query, e.body].filter((s) => s !== undefined),
+    )
+    const missing = [...inputs, PaymentCreateBodyPreview]
+      .flatMap((input) => [...nodes(input)])
+      .filter((node) => refinements(node) > 0 && !jsonForms.has(node))
+      .map((node) => JSON.stringify(z.toJSONSchema(node, { unrepresentable: 'any' })).slice(0, 200))
+    expect(missing).toEqual([])
+  })
+
+  it('leave no request value unconstrained: every string has a pattern, enum or const', () => {
+    const loose: string[] = []
+    const walk = (schema: unknown, where: string) => {
+      if (!schema || typeof schema !== 'object') return
+      const s = schema as Json
+      if (s.type === 'string' && s.pattern === undefined && s.enum === undefined && s.const === undefined)
+        loose.push(where)
+      if (Object.keys(s).length === 0) loose.push(`${where} (any value)`)
+      for (const [key, value] of Object.entries(s))
+        if (value && typeof value === 'object' && key !== 'examples') walk(value, `${where}.${key}`)
+    }
+    for (const [method, path, op] of all) {
+      for (const p of op.parameters ?? []) walk(p.schema, `${method} ${path} ${p.in} ${p.name}`)
+      walk(op.requestBody?.content['application/json'].schema, `${method} ${path} body`)
+    }
+    expect(loose).toEqual([])
+  })
+
+  it('give each integer query parameter type integer; native request bodies refuse unknown keys', () => {
+    for (const name of ['limit', 'startTs', 'endTs']) {
+      const param = doc.paths['/v1/payments'].get.parameters.find((p: Json) => p.name === name)
+      expect(param.schema.type, name).toBe('integer')
+    }
+    // (The /wcp bodies take the SDK's unknown keys, as its schemas do.)
+    for (const [method, path, op] of operations(doc)) {
+      const body = op.requestBody?.content['application/json'].schema
+      for (const branch of body?.anyOf ?? (body ? [body] : []))
+        expect(branch.additionalProperties, `${method} ${path}`).toBe(false)
+    }
+    expect(
+      doc.paths['/v1/merchants/{merchantId}'].patch.requestBody.content['application/json'].schema
+        .minProperties,
+    ).toBe(1)
+  })
+
+  it('list every status an operation can answer with its codes, 503 + Retry-After included', () => {
+    for (const [method, path, op] of operations(doc)) {
+      if (path === '/healthz') continue
+      const statuses = Object.keys(op.responses)
+      expect(statuses, `${method} ${path}`).toEqual(
+        expect.arrayContaining(['400', '401', '429', '500', '503']),
+      )
+      for (const status of ['429', '503'])
+        expect(op.responses[status].headers['Retry-After'].required).toBe(true)
+      for (const [status, response] of Object.entries(op.responses as Json)) {
+        if (Number(status) < 400) continue
+        for (const code of response.content['application/json'].schema.properties.code.enum)
+          expect(serviceErrorStatus[code as keyof typeof serviceErrorStatus], `${path} ${code}`).toBe(
+            status === '503' ? 500 : Number(status),
+          )
+      }
+    }
+    const confirm = doc.paths['/v1/gateway/payment/{id}/confirm'].post.responses
+    expect(confirm['410'].content['application/json'].schema.properties.code.enum).toEqual([
+      'payment_expired',
+    ])
+    expect(confirm['422'].content['application/json'].schema.properties.code.enum).toEqual(['quote_expired'])
+    expect(confirm['451'].content['application/json'].schema.properties.code.enum).toEqual([
+      'sanctioned_user',
+    ])
+    const settlement = doc.paths['/v1/merchants/{merchantId}/settlements/crypto/{id}'].delete.responses
+    expect(settlement['404'].content['application/json'].schema.properties.code.enum).toEqual([
+      'merchant_not_found',
+      'settlement_not_found',
+    ])
+  })
+
+  it('state the header rules: ASCII, non-empty Idempotency-Key, Pay-Version from the published list', () => {
+    const create = doc.paths['/v1/payments'].post.parameters as Json[]
+    const byName = Object.fromEntries(create.map((p) => [p.name, p.schema]))
+    expect(byName['Idempotency-Key']).toEqual({
+      type: 'string',
+      minLength: 1,
+      maxLength: 255,
+      pattern: '^[\\x20-\\x7e]+$',
+    })
+    expect(byName['Merchant-Id']).toMatchObject({ minLength: 1, maxLength: 64, pattern: '^[\\x20-\\x7e]+$' })
+    expect(byName['Pay-Version'].enum).toEqual(['2026-02-18', '2026-02-19.preview'])
+  })
+
+  it('declare the flows as links: payment -> status, options -> fetch -> confirm, endpoint -> deliveries', () => {
+    const linksOf = (path: string, method: string, status: string) =>
+      Object.keys(doc.paths[path][method].responses[status].links ?? {})
+    expect(linksOf('/v1/payments', 'post', '201')).toEqual(
+      expect.arrayContaining(['getPaymentStatus', 'gatewayOptions']),
+    )
+    expect(linksOf('/v1/gateway/payment/{id}/options', 'post', '200')).toContain('gatewayFetch')
+    expect(linksOf('/v1/gateway/payment/{id}/fetch', 'post', '200')).toContain('gatewayConfirm')
+    expect(linksOf('/v1/webhook-endpoints', 'post', '201')).toContain('listWebhookDeliveries')
+    const ids = new Set(all.map(([, , op]) => op.operationId))
+    for (const [, , op] of all)
+      for (const response of Object.values(op.responses as Json))
+        for (const link of Object.values((response as Json).links ?? {}))
+          expect(ids).toContain((link as Json).operationId)
+  })
+
+  it('/wcp has its own document: its operations, its version header, the statuses the SDK reads', () => {
+    expect(Object.keys(wcp.paths)).toHaveLength(6)
+    const confirm = wcp.paths['/wcp/v1/gateway/payment/{id}/confirm'].post
+    expect(confirm.parameters.map((p: Json) => p.name)).toContain('WCP-Version')
+    expect(Object.keys(confirm.responses)).not.toEqual(expect.arrayContaining(['409']))
+    expect(confirm.responses['400'].content['application/json'].schema.properties.code.enum).toEqual(
+      expect.arrayContaining(['invalid_state', 'quote_expired', 'sanctioned_user']),
+    )
+    expect(confirm.responses['410']).toBeDefined()
+  })
+})
