@@ -33,7 +33,8 @@ export const RefundBody = z.strictObject({
   paymentId: PaymentId,
   amount: z.optional(AmountInput),
   reason: z.optional(z.string().check(z.minLength(1), z.maxLength(500))),
-  destination: z.optional(Caip10.check(z.maxLength(256))),
+  // The CAIP-10 pattern bounds its length (at most 170 characters).
+  destination: z.optional(Caip10),
 })
 export type RefundBody = z.infer<typeof RefundBody>
 

@@ -284,6 +284,12 @@ const links: Record<string, Record<string, JsonSchema>> = {
       'gatewayOptions',
     ].map((op) => [op, { operationId: op, parameters: paymentId }]),
   ),
+  createRefund: Object.fromEntries(
+    ['getRefund', 'simulateRefund'].map((op) => [
+      op,
+      { operationId: op, parameters: { id: '$response.body#/refundId' } },
+    ]),
+  ),
   gatewayOptions: {
     gatewayFetch: {
       operationId: 'gatewayFetch',

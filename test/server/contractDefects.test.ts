@@ -115,7 +115,7 @@ describe('the server answers as its contract says', () => {
       ['TRACE', '/healthz', 'GET, HEAD'],
       ['PUT', '/v1/payments', 'GET, HEAD, POST'],
       ['DELETE', '/v1/payments/pay_abc/status', 'GET, HEAD'],
-      ['GET', '/v1/refunds', 'POST'],
+      ['DELETE', '/v1/refunds', 'GET, HEAD, POST'],
     ] as const) {
       const res = await t.request({ method, url, headers: headers(key, merchant) })
       expect([res.statusCode, res.headers.allow, res.json.code], `${method} ${url}`).toEqual([

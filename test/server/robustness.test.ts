@@ -268,7 +268,7 @@ describe('no 500s', () => {
     }
     for (const [method, url, allow] of [
       ['PATCH', '/v1/payments', 'GET, HEAD, POST'],
-      ['DELETE', '/v1/refunds', 'POST'],
+      ['DELETE', '/v1/refunds', 'GET, HEAD, POST'],
     ] as const) {
       const res = await t.request({ method, url })
       expect([res.statusCode, res.headers.allow, res.json.code]).toEqual([405, allow, 'invalid_params'])
