@@ -7,6 +7,7 @@ import {
   TOKEN_2022_PROGRAM_ID,
 } from '@solana/spl-token'
 import {
+  AddressLookupTableAccount,
   ComputeBudgetProgram,
   Keypair,
   type TransactionInstruction,
@@ -200,5 +201,38 @@ describe('public API of caipay/adapters/solana', () => {
       'tokenProgramId',
       'walletStandardChains',
     ])
+  })
+})
+
+describe('decodeSolanaTransaction and the runtime’s sanitizer', () => {
+  it('refuses a v0 instruction whose program id would load from a lookup table', () => {
+    const table = new AddressLookupTableAccount({
+      key: Keypair.generate().publicKey,
+      state: {
+        deactivationSlot: 2n ** 64n - 1n,
+        lastExtendedSlot: 0,
+        lastExtendedSlotStartIndex: 0,
+        addresses: [merchant.publicKey],
+      },
+    })
+    const ix = createTransferCheckedInstruction(
+      getAssociatedTokenAddressSync(mint, buyer.publicKey),
+      mint,
+      merchant.publicKey,
+      buyer.publicKey,
+      1n,
+      6,
+    )
+    const message = new TransactionMessage({
+      payerKey: feePayer.publicKey,
+      recentBlockhash: Keypair.generate().publicKey.toBase58(),
+      instructions: [ix],
+    }).compileToV0Message([table])
+    expect(() => decodeSolanaTransaction(new VersionedTransaction(message).serialize())).not.toThrow()
+    message.compiledInstructions[0]!.programIdIndex = message.staticAccountKeys.length
+    const bytes = new VersionedTransaction(message).serialize()
+    expect(() => decodeSolanaTransaction(bytes)).toThrowError(
+      expect.objectContaining({ code: 'invalid_action' }),
+    )
   })
 })

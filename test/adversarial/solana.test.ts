@@ -329,6 +329,25 @@ describe.each(solanaPaths)('hostile gateway, Solana signer via %s', (path) => {
       }
     })
 
+    it('cause 2: an option for another Solana account, or for the wallet’s on another cluster, is not signed', async () => {
+      const tx = transaction([transferChecked(1n)])
+      const devnet = 'solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1'
+      for (const optionAccount of [
+        `${chain}:${merchant.toBase58()}`,
+        `${devnet}:${buyer.publicKey.toBase58()}`,
+      ]) {
+        const outcome = payAgainst(
+          {
+            options: () => ({ body: { options: [option('opt_sol', optionAccount, asset, 1n, [sign(tx)])] } }),
+            confirm: () => ({ body: succeeded }),
+          },
+          [signerOn(path)],
+          'opt_sol',
+        )
+        await expectRefused(outcome, 'action_rejected', { optionAccount })
+      }
+    })
+
     it('control: the same instructions, read exactly, within the bound are signed as fee payer', async () => {
       const outcome = await pay(
         path,
