@@ -1,13 +1,20 @@
+import { getAssociatedTokenAddressSync } from '@solana/spl-token'
 import { PublicKey } from '@solana/web3.js'
 import { parseAccountId, sameCaip } from '../../../caip/caip.js'
-import type { JobHandler, JobRunContext } from '../../jobs/runner.js'
+import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { failPayment, loadPayment, settlePayment, succeedPayment } from '../../payments/lifecycle.js'
 import { settlementFor } from '../../payments/settlements.js'
+import { failRefund, loadRefund, noteRefundShortfall, succeedRefund } from '../../refunds/finish.js'
+import { refundJobKinds } from '../../refunds/jobs.js'
+import { fixSettlementAmount } from '../../refunds/settlement.js'
+import type { Db } from '../../store/db.js'
 import { inTransaction } from '../../store/db.js'
 import type { JobRow } from '../../store/schema.js'
+import type { AssetConfig } from '../types.js'
 import type { SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
-import { landTransaction } from './land.js'
+import { type LandOutcome, landTransaction } from './land.js'
+import type { SolanaTransactionRow } from './schema.js'
 import {
   countTransactions,
   findTransaction,
@@ -50,6 +57,21 @@ export function solanaJobHandlers(chains: readonly SolanaChain[]): Record<string
       run: (job, ctx) => broadcast(job, ctx, chainOf),
       async onGiveUp(job, error, ctx) {
         ctx.log.error({ paymentId: job.payment_id, error: String(error) }, 'Solana broadcast abandoned')
+      },
+    },
+    [refundJobKinds.solana]: {
+      maxAttempts: 10,
+      retryDelayMs: (attempts) => Math.min(10_000, 250 * 2 ** attempts),
+      run: (job, ctx) => refund(job, ctx, chainOf),
+      async onGiveUp(job, error, ctx) {
+        // Only transfers that failed or could never land count toward giving up: nothing was sent.
+        ctx.log.error({ refundId: job.refund_id, error: String(error) }, 'Solana refund abandoned')
+        if (job.refund_id)
+          await failRefund(ctx.db, {
+            refundId: job.refund_id,
+            failureCode: 'transfer_failed',
+            now: new Date(),
+          })
       },
     },
     [solanaJobKinds.settle]: {
@@ -112,34 +134,21 @@ async function settle(job: JobRow, ctx: JobRunContext, chainOf: (caip2: string) 
   const asset = chain.assets.find((a) => sameCaip(a.id, payload.asset))
   if (!asset) throw new Error(`${payload.asset} is not configured on ${chain.caip2}.`)
 
-  let tx = await latestTransaction(db, payment.id, 'settlement')
-  if (!tx || tx.state === 'failed' || tx.state === 'dropped') {
-    const attempt = await countTransactions(db, payment.id, 'settlement')
-    const transfer = await buildTransfer({
-      chain,
-      mint: await chain.mintInfo(asset),
-      owner: chain.service.publicKey,
-      recipient: new PublicKey(destination.address),
-      amount: BigInt(payload.amount),
-      memo: `caipay:settlement:${payment.id}:${attempt + 1}`,
-    })
-    await recordTransaction(
-      db,
-      {
-        signature: transfer.signature,
-        paymentId: payment.id,
-        purpose: 'settlement',
-        chainId: chain.caip2,
-        raw: serializeSigned(transfer.transaction).toString('base64'),
-        blockhash: transfer.blockhash,
-        lastValidBlockHeight: transfer.lastValidBlockHeight,
-      },
-      new Date(),
-    )
-    tx = (await findTransaction(db, transfer.signature))!
+  // Less the refunds already paid from the collected funds; fixed before the first signature.
+  const amount = await fixSettlementAmount(db, payment.id, BigInt(payload.amount), new Date())
+  if (amount === 0n) {
+    await settlePayment(db, { paymentId: payment.id, txId: null, assetId: asset.id, value: 0n })
+    return { refunded: true }
   }
-  const outcome =
-    tx.state === 'landed' ? ({ kind: 'landed' } as const) : await landTransaction({ chain, db, tx, signal })
+  const { tx, outcome } = await landServiceTransfer({
+    db,
+    chain,
+    asset,
+    step: { paymentId: payment.id, purpose: 'settlement' },
+    recipient: new PublicKey(destination.address),
+    amount,
+    signal,
+  })
   if (outcome.kind !== 'landed') {
     // The next run builds a new transfer: this one moved nothing.
     throw new Error(`Settlement transaction ${tx.signature} ${outcome.kind}: ${outcome.error}`)
@@ -151,8 +160,108 @@ async function settle(job: JobRow, ctx: JobRunContext, chainOf: (caip2: string) 
       paymentId: payment.id,
       txId: signature,
       assetId: asset.id,
-      value: payload.amount,
+      value: amount,
     })
   })
   return { signature }
+}
+
+/**
+ * Lands the service's SPL transfer for one step (a settlement, a refund) exactly once: the signed
+ * transfer is recorded and committed before it is sent, and a run after a crash lands that same
+ * transfer; only one that failed on chain or can never land (blockhash expired without it) is replaced
+ * by a new one. The destination's token account is created in the same transaction when missing (the
+ * service pays).
+ */
+async function landServiceTransfer(input: {
+  db: Db
+  chain: SolanaChain
+  asset: AssetConfig
+  step: { paymentId: string; purpose: 'settlement' | 'refund'; refundId?: string }
+  recipient: PublicKey
+  amount: bigint
+  signal: AbortSignal
+  /** Before a NEW transfer is built (none in flight): throw to build none. */
+  beforeBuild?: () => Promise<void>
+}): Promise<{ tx: SolanaTransactionRow; outcome: LandOutcome }> {
+  const { db, chain, step, signal } = input
+  let tx = await latestTransaction(db, step.paymentId, step.purpose, step.refundId)
+  if (!tx || tx.state === 'failed' || tx.state === 'dropped') {
+    await input.beforeBuild?.()
+    const attempt = await countTransactions(db, step.paymentId, step.purpose, step.refundId)
+    const transfer = await buildTransfer({
+      chain,
+      mint: await chain.mintInfo(input.asset),
+      owner: chain.service.publicKey,
+      recipient: input.recipient,
+      amount: input.amount,
+      memo: `caipay:${step.purpose}:${step.refundId ?? step.paymentId}:${attempt + 1}`,
+    })
+    await recordTransaction(
+      db,
+      {
+        signature: transfer.signature,
+        paymentId: step.paymentId,
+        purpose: step.purpose,
+        ...(step.refundId !== undefined ? { refundId: step.refundId } : {}),
+        chainId: chain.caip2,
+        raw: serializeSigned(transfer.transaction).toString('base64'),
+        blockhash: transfer.blockhash,
+        lastValidBlockHeight: transfer.lastValidBlockHeight,
+      },
+      new Date(),
+    )
+    tx = (await findTransaction(db, transfer.signature))!
+  }
+  const outcome =
+    tx.state === 'landed' ? ({ kind: 'landed' } as const) : await landTransaction({ chain, db, tx, signal })
+  return { tx, outcome }
+}
+
+/**
+ * A live Solana refund: the refund's amount of the paid token from the service's token account to the
+ * destination owner's (created when missing), exactly once (landServiceTransfer). Short of the token,
+ * no transfer is built: the refund stays pending with `insufficient_funds` and is tried again until
+ * funded. It succeeds only once the transfer reached the chain's commitment.
+ */
+async function refund(job: JobRow, ctx: JobRunContext, chainOf: (caip2: string) => SolanaChain) {
+  const { db, signal } = ctx
+  if (!job.refund_id) throw new Error(`Job ${job.id} has no refund.`)
+  const row = await loadRefund(db, job.refund_id)
+  if (row.status !== 'pending') return { skipped: row.status }
+  if (!row.asset || !row.asset_value || !row.destination)
+    throw new Error(`Refund ${row.id} has no asset, amount or destination to send.`)
+  const destination = parseAccountId(row.destination)
+  const chain = chainOf(destination.chainId)
+  const asset = chain.assets.find((a) => sameCaip(a.id, row.asset!))
+  if (!asset) throw new Error(`${row.asset} is not configured on ${chain.caip2}.`)
+  const amount = BigInt(row.asset_value)
+  const { tx, outcome } = await landServiceTransfer({
+    db,
+    chain,
+    asset,
+    step: { paymentId: row.payment_id, purpose: 'refund', refundId: row.id },
+    recipient: new PublicKey(destination.address),
+    amount,
+    signal,
+    async beforeBuild() {
+      const mint = await chain.mintInfo(asset)
+      const source = getAssociatedTokenAddressSync(mint.mint, chain.service.publicKey, true, mint.programId)
+      const float = await chain.connection
+        .getTokenAccountBalance(source)
+        .then((balance) => BigInt(balance.value.amount))
+        .catch(() => 0n)
+      if (float < amount) {
+        await noteRefundShortfall(db, row.id, true, new Date())
+        throw new RetryLater(`The service's token account holds ${float}; refund ${row.id} needs ${amount}.`)
+      }
+    },
+  })
+  if (outcome.kind !== 'landed')
+    throw new Error(`Refund transaction ${tx.signature} ${outcome.kind}: ${outcome.error}`)
+  await inTransaction(db, async (trx) => {
+    await markState(trx, tx.signature, 'landed', null, new Date())
+    await succeedRefund(trx, { refundId: row.id, txId: tx.signature, now: new Date() })
+  })
+  return { signature: tx.signature }
 }

@@ -40,6 +40,10 @@ describe('Solana service key', () => {
     const runtime = createSolanaRuntime({ config: good })
     expect(runtime.drivers.map((d) => d.caip2)).toEqual([caip2])
     expect(runtime.chains[0]!.service.publicKey.equals(key.publicKey)).toBe(true)
-    expect(Object.keys(runtime.jobHandlers).sort()).toEqual(['solana.broadcast', 'solana.settle'])
+    expect(Object.keys(runtime.jobHandlers).sort()).toEqual([
+      'solana.broadcast',
+      'solana.refund',
+      'solana.settle',
+    ])
   })
 })

@@ -6,6 +6,8 @@ export interface NewSolanaTransaction {
   signature: string
   paymentId: string
   purpose: SolanaTxPurpose
+  /** The refund a `refund` transaction pays. */
+  refundId?: string
   chainId: string
   raw: string
   blockhash: string
@@ -20,6 +22,7 @@ export async function recordTransaction(db: Db, tx: NewSolanaTransaction, now: D
       signature: tx.signature,
       payment_id: tx.paymentId,
       purpose: tx.purpose,
+      refund_id: tx.refundId ?? null,
       chain_id: tx.chainId,
       raw: tx.raw,
       blockhash: tx.blockhash,
@@ -33,33 +36,38 @@ export async function recordTransaction(db: Db, tx: NewSolanaTransaction, now: D
     .execute()
 }
 
-/** The newest transaction of a payment for a purpose (a settlement may need a second after a drop). */
+/**
+ * The newest transaction of a payment for a purpose (a settlement may need a second after a drop); of
+ * one refund when `refundId` is given (a payment has one step per refund).
+ */
 export async function latestTransaction(
   db: Db,
   paymentId: string,
   purpose: SolanaTxPurpose,
+  refundId?: string,
 ): Promise<SolanaTransactionRow | undefined> {
-  return db
+  let query = db
     .selectFrom('solana_transactions')
     .selectAll()
     .where('payment_id', '=', paymentId)
     .where('purpose', '=', purpose)
-    .orderBy('created_at', 'desc')
-    .limit(1)
-    .executeTakeFirst()
+  if (refundId !== undefined) query = query.where('refund_id', '=', refundId)
+  return query.orderBy('created_at', 'desc').limit(1).executeTakeFirst()
 }
 
 export async function countTransactions(
   db: Db,
   paymentId: string,
   purpose: SolanaTxPurpose,
+  refundId?: string,
 ): Promise<number> {
-  const row = await db
+  let query = db
     .selectFrom('solana_transactions')
     .select((eb) => eb.fn.countAll<string>().as('count'))
     .where('payment_id', '=', paymentId)
     .where('purpose', '=', purpose)
-    .executeTakeFirstOrThrow()
+  if (refundId !== undefined) query = query.where('refund_id', '=', refundId)
+  const row = await query.executeTakeFirstOrThrow()
   return Number(row.count)
 }
 
