@@ -39,7 +39,13 @@ export type EvmSignerOptions = ReceiptOptions &
   EvmSignerPolicy &
   (
     | {
-        /** A viem account, usually a LocalAccount (`privateKeyToAccount`, `mnemonicToAccount`). */
+        /**
+         * A viem account: a LocalAccount (`privateKeyToAccount`, `mnemonicToAccount`, an EIP-7702
+         * delegated key), or a smart account (`toCoinbaseSmartAccount`, a `toSafeSmartAccount`-style
+         * account). A smart account is advertised by its own address and signs typed data as itself:
+         * ERC-1271 once deployed, ERC-6492 before; the guard decodes the payload before that wrapper is
+         * applied. It cannot send the plain transactions an option may hold (a Permit2 approve).
+         */
         account: Account
         /** Chains the account pays on, keyed by CAIP-2 id (`eip155:8453`). */
         chains: Readonly<Record<string, EvmChainConfig>>

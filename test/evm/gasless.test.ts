@@ -11,7 +11,7 @@ import {
   mintTestToken,
   signAuthorization,
 } from '../anvil.js'
-import { type Buyer, createEvmEnv, type EvmEnv, isKind, usdc } from './support.js'
+import { type Buyer, createEvmEnv, type EvmEnv, injectFetch, isKind, usdc } from './support.js'
 
 let env: EvmEnv
 let buyer: Buyer
@@ -281,18 +281,3 @@ describe('options follow the buyer balance', () => {
 })
 
 /** The wallet library's HTTP client, served in-process by `app.inject`. */
-function injectFetch(e: EvmEnv): Fetch {
-  return async (input, init) => {
-    const url = new URL(input)
-    const res = await e.t.app.inject({
-      method: (init.method ?? 'GET') as 'GET',
-      url: url.pathname + url.search,
-      headers: Object.fromEntries(new Headers(init.headers).entries()),
-      ...(init.body ? { payload: init.body as string } : {}),
-    })
-    return new Response(res.body === '' ? null : res.body, {
-      status: res.statusCode,
-      headers: res.headers as Record<string, string>,
-    })
-  }
-}

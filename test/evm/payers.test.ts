@@ -17,7 +17,9 @@ import {
 } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { evmSigner } from '../../adapters/evm/index.js'
 import { permit2Address } from '../../protocol/evm/index.js'
+import { createPayClient } from '../../src/pay/createPayClient.js'
 import { anvilChain, mintTestToken } from '../anvil.js'
 import {
   anvilRpc,
@@ -30,7 +32,7 @@ import {
   type TypedJson,
   tetherAbi,
 } from './payers.js'
-import { createEvmEnv, type EvmEnv, isKind, usdc } from './support.js'
+import { createEvmEnv, type EvmEnv, injectFetch, isKind, usdc } from './support.js'
 
 let env: EvmEnv
 let payers: Payers
@@ -498,5 +500,49 @@ describe('payer matrix (Permit2, a USDT-style token without EIP-3009)', () => {
         ),
       /refused the signature|answered 0xffffffff/,
     )
+  })
+})
+
+describe('wallet library: evmSigner with smart accounts, through the guard', () => {
+  const payWith = async (signer: ReturnType<typeof evmSigner>, pick: (o: any) => boolean) => {
+    const { paymentId, gatewayUrl } = await env.pay('1000')
+    const client = createPayClient({
+      baseUrl: env.t.app.config.publicBaseUrl,
+      apiKey: env.walletKey,
+      fetch: injectFetch(env),
+      signers: [signer],
+      poll: { sleep: () => new Promise((resolve) => setTimeout(resolve, 25)) },
+    })
+    const result = await client.pay(gatewayUrl, { selectOption: (options) => options.find(pick)!.id })
+    expect(result).toMatchObject({ paymentId, status: 'succeeded' })
+  }
+  const chains = () => ({ [env.anvil.caip2]: { rpcUrl: env.anvil.rpcUrl } })
+
+  it('a deployed and an undeployed Coinbase-style account pay EIP-3009 as themselves (ERC-1271, ERC-6492)', async () => {
+    for (const deployed of [true, false]) {
+      const { account } = await payers.coinbase(deployed)
+      await mintTestToken(env.anvil.rpcUrl, env.token, account.address, usdc(25))
+      const signer = evmSigner({ account, chains: chains(), pollingInterval: 50 })
+      // The options request advertises the smart account, not its owner.
+      expect(signer.accounts()).toEqual([`${env.anvil.caip2}:${account.address}`])
+      await payWith(signer, isKind('eip3009'))
+      expect(await env.balance(account.address)).toBe(usdc(15))
+    }
+  })
+
+  it('an EOA pays a Permit2 option: the guard reads the approve and the permit as one movement', async () => {
+    const eoa = privateKeyToAccount(generatePrivateKey())
+    await walletOf(eoa)
+    await mintTether(eoa.address)
+    const signer = evmSigner({
+      account: eoa,
+      chains: chains(),
+      pollingInterval: 50,
+      spenders: [`${env.anvil.caip2}:${permit2Address}`],
+    })
+    await payWith(signer, (o) =>
+      o.actions.some((a: any) => a.walletRpc.params.includes('PermitWitnessTransferFrom')),
+    )
+    expect(await tetherBalance(eoa.address)).toBe(usdc(15))
   })
 })

@@ -8,6 +8,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { expect } from 'vitest'
 import { evmSigner } from '../../adapters/evm/index.js'
 import { testUsdcAbi } from '../../fixtures/token/index.js'
+import type { Fetch } from '../../src/client/http.js'
 import type { Action, WalletRpcAction } from '../../src/contract/gateway.js'
 import { createEvmRuntime } from '../../src/server/chains/evm/index.js'
 import { type JobRunner, startJobRunner } from '../../src/server/jobs/runner.js'
@@ -284,4 +285,21 @@ export async function confirmGasless(
 
 export function address(account: string): Address {
   return getAddress(account.split(':')[2]!)
+}
+
+/** The wallet library's fetch, answered by the in-process server. */
+export function injectFetch(e: EvmEnv): Fetch {
+  return async (input, init) => {
+    const url = new URL(input)
+    const res = await e.t.app.inject({
+      method: (init.method ?? 'GET') as 'GET',
+      url: url.pathname + url.search,
+      headers: Object.fromEntries(new Headers(init.headers).entries()),
+      ...(init.body ? { payload: init.body as string } : {}),
+    })
+    return new Response(res.body === '' ? null : res.body, {
+      status: res.statusCode,
+      headers: res.headers as Record<string, string>,
+    })
+  }
 }
