@@ -127,6 +127,11 @@ describe('EVM (Anvil): EIP-3009 and EIP-2612 signatures across quote_expired', (
     await reader.request({ method: 'evm_increaseTime', params: [toHex(seconds)] } as never)
     await reader.request({ method: 'evm_mine', params: [] } as never)
   }
+  // Each case starts with the node's clock on the wall clock, so a deadline set from one holds for the other.
+  afterEach(async () => {
+    await reader.request({ method: 'evm_setTime', params: [toHex(Math.floor(Date.now() / 1000))] } as never)
+    await reader.request({ method: 'evm_mine', params: [] } as never)
+  })
   const balance = () =>
     reader.readContract({ address: token, abi: erc20Abi, functionName: 'balanceOf', args: [payer] })
   const mined = async (hash: Hex) => {
@@ -134,14 +139,14 @@ describe('EVM (Anvil): EIP-3009 and EIP-2612 signatures across quote_expired', (
     expect(receipt.status).toBe('success')
   }
 
-  async function authorizationAction() {
+  async function authorizationAction(lifetime = 30n) {
     const typed = authorizationTypedData({
       token,
       chainId: anvil.chainId,
       from: payer,
       to: merchant,
       value,
-      validBefore: (await nodeTime()) + 30n,
+      validBefore: (await nodeTime()) + lifetime,
     })
     return { typed, action: rpc(anvil.caip2, 'eth_signTypedData_v4', [payer, JSON.stringify(typed)]) }
   }
@@ -193,6 +198,10 @@ describe('EVM (Anvil): EIP-3009 and EIP-2612 signatures across quote_expired', (
     return payAgainst(script, [signer], 'opt_1', poll)
   }
 
+  /**
+   * Relays the authorization at once, then waits in real time until its `validBefore` passed on the
+   * wall clock and on the node alike: "can no longer execute", though it did.
+   */
   const relayAuthorization = (typed: { message: Record<string, string> }) => async (signature: Hex) => {
     const m = typed.message
     const hash = await relayerClient().writeContract({
@@ -202,7 +211,10 @@ describe('EVM (Anvil): EIP-3009 and EIP-2612 signatures across quote_expired', (
       args: [m.from, m.to, BigInt(m.value), BigInt(m.validAfter), BigInt(m.validBefore), m.nonce, signature],
     } as never)
     await mined(hash)
-    await passTime(60)
+    const until = Number(m.validBefore) * 1000 + 100
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, until - Date.now())))
+    await reader.request({ method: 'evm_setTime', params: [toHex(Math.floor(Date.now() / 1000))] } as never)
+    await reader.request({ method: 'evm_mine', params: [] } as never)
   }
 
   describe.each(evmPaths)('EVM signer via %s', (path: EvmPath) => {
@@ -211,7 +223,7 @@ describe('EVM (Anvil): EIP-3009 and EIP-2612 signatures across quote_expired', (
       const before = await balance()
       let first: Awaited<ReturnType<typeof authorizationAction>> | undefined
       const round = async () => {
-        const next = await authorizationAction()
+        const next = await authorizationAction(2n)
         first ??= next
         return next
       }
