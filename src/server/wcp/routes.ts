@@ -46,7 +46,7 @@ async function wireOut(_request: FastifyRequest, reply: FastifyReply, payload: u
 /**
  * The wallet gateway in the wire format of the published WalletConnect Pay SDK, at `/wcp` (a wallet sets
  * `baseUrl: "<caipay>/wcp"`): the same use cases, state and credentials as `/v1/gateway`, reshaped in
- * and out (README: "caipay as a WalletConnect Pay sandbox").
+ * and out (docs/walletconnect-pay.md).
  */
 export async function wcpRoutes(app: FastifyInstance): Promise<void> {
   await app.register(async (scope) => {
