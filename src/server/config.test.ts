@@ -3,6 +3,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { defaultConfig, loadConfig, resolveConfig } from './config.js'
+import { poolSizeFor } from './server.js'
 
 const chain = {
   rpcUrl: 'http://127.0.0.1:8545',
@@ -99,6 +100,24 @@ describe('config', () => {
         { TEST_SIGNER: 'x' },
       ),
     ).toThrow(/commitment/)
+  })
+
+  it('the relayer: job slots (default 64) size the pool; a chain tunes head polling and its in-flight cap', () => {
+    expect(defaultConfig.jobSlots).toBe(64)
+    expect(resolveConfig({ jobs: { slots: 256 } }).jobSlots).toBe(256)
+    expect(() => resolveConfig({ jobs: { slots: 0 } })).toThrow(/jobs\.slots/)
+    expect(() => resolveConfig({ jobs: { workers: 4 } })).toThrow(/jobs/)
+    expect(poolSizeFor('all', 64)).toBe(26)
+    expect(poolSizeFor('worker', 256)).toBe(74)
+    expect(poolSizeFor('api', 256)).toBe(10)
+    const tuned = resolveConfig(
+      { chains: { 'eip155:31337': { ...chain, blockPollMs: 100, maxInFlight: 500 } } },
+      { TEST_SIGNER: '0x01' },
+    )
+    expect(tuned.chains['eip155:31337']).toMatchObject({ blockPollMs: 100, maxInFlight: 500 })
+    expect(() =>
+      resolveConfig({ chains: { 'eip155:31337': { ...chain, maxInFlight: 0 } } }, { TEST_SIGNER: '0x01' }),
+    ).toThrow(/maxInFlight/)
   })
 
   it('rate limit: burst defaults to twice the rate; false disables', () => {
