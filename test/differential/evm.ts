@@ -110,7 +110,8 @@ export async function runEvmCampaign(
     let words = [addressWord(merchant!.address), word(amount)]
     let tail = ''
     for (let n = 1 + random.int(3); n > 0; n--) {
-      switch (random.int(6)) {
+      // With the arguments cut away, only the selector and the tail are left to mutate.
+      switch (words.length === 0 ? random.int(2) : random.int(6)) {
         case 0:
           selector = selectors[random.int(selectors.length)]!
           if (selector === '0x23b872dd' || selector === '0x42842e0e')
