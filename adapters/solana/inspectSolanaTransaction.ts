@@ -116,10 +116,15 @@ function disallowedReason(
     case 'memo':
       return undefined
     case 'transferChecked':
-      // As a multisig co-signer the signer's signature moves someone else's tokens: not counted,
-      // so not signed.
-      return instruction.authority !== signer && instruction.multisigSigners.includes(signer)
-        ? 'signer is a multisig co-signer of a transfer'
+      // As a multisig co-signer, or as the delegate of another token account, the signer's signature
+      // moves someone else's tokens: a transfer it authorises is from its own associated token account.
+      if (instruction.authority !== signer) {
+        return instruction.multisigSigners.includes(signer)
+          ? 'signer is a multisig co-signer of a transfer'
+          : undefined
+      }
+      return instruction.source !== associatedTokenAddress(signer, instruction.mint, instruction.programId)
+        ? 'signer authorises a transfer from another account'
         : undefined
     case 'advanceNonce':
       return instruction.accounts.includes(signer) ? 'signer advances a nonce account' : undefined

@@ -192,6 +192,26 @@ describe.each(solanaPaths)('hostile gateway, Solana signer via %s', (path) => {
     }
   })
 
+  it('class 3 on Solana: refuses a transferChecked the wallet authorises as the delegate of another account', async () => {
+    // Found by the independent review: the wallet, approved as delegate of a third party's token
+    // account, would have signed a transfer of that account's tokens within the option amount.
+    for (const program of [TOKEN_PROGRAM_ID, TOKEN_2022_PROGRAM_ID]) {
+      const ix = createTransferCheckedInstruction(
+        getAssociatedTokenAddressSync(mint, Keypair.generate().publicKey, false, program),
+        mint,
+        getAssociatedTokenAddressSync(mint, merchant, false, program),
+        buyer.publicKey,
+        1n,
+        6,
+        [],
+        program,
+      )
+      await expectRefused(pay(path, 1n, transaction([ix], { version: 0 })), 'action_rejected', {
+        reason: 'signer authorises a transfer from another account',
+      })
+    }
+  })
+
   it('refuses other token instructions, lookup-table accounts, durable nonces and misstated decimals', async () => {
     const source = getAssociatedTokenAddressSync(mint, buyer.publicKey)
     const sink = getAssociatedTokenAddressSync(mint, merchant)
