@@ -73,7 +73,7 @@ export interface DecodedTypedData {
  * Decodes the token movement an EIP-712 signature authorises: EIP-3009 transfer/receive
  * authorizations, and EIP-2612 permits to a spender `policy.spenders` allow-lists. Any other typed
  * data is refused, because a guard that cannot read a signature cannot bound what it moves
- * (Permit2 until it is decoded, orders, ...).
+ * (orders, ...; Permit2 is read by decodePermit2TypedData).
  *
  * @param chainId the action's chain; the domain must name exactly this chain.
  */
