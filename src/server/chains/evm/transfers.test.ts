@@ -23,7 +23,8 @@ describe('refuseOnRevert', () => {
     await expect(refuseOnRevert(Promise.reject(down), refused)).rejects.toBe(down)
   })
 
-  it('resolves when the simulation succeeds', async () => {
-    await expect(refuseOnRevert(Promise.resolve({ result: true }), refused)).resolves.toBeUndefined()
+  it("resolves with the simulation's own answer when it succeeds", async () => {
+    const answer = { result: true }
+    await expect(refuseOnRevert(Promise.resolve(answer), refused)).resolves.toBe(answer)
   })
 })
