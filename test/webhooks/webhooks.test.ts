@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { verifyWebhook } from '../../src/client/webhooks.js'
 import type { PaymentOption, WalletRpcAction } from '../../src/contract/gateway.js'
-import type { WebhookEvent } from '../../src/contract/webhooks.js'
+import { type WebhookEvent, webhookEventTypes } from '../../src/contract/webhooks.js'
 import { createApiKey, createPartner } from '../../src/server/accounts/accounts.js'
 import { resolveConfig } from '../../src/server/config.js'
 import { type RunningServer, startServer } from '../../src/server/server.js'
@@ -424,6 +424,76 @@ describe('payment events', () => {
     // The default endpoint got none of caipay's own events; the refunds endpoint nothing else.
     expect(r.received.some((x) => /refund/.test(x.event.type))).toBe(false)
     expect(withRefunds.received.every((x) => /refund/.test(x.event.type))).toBe(true)
+  })
+
+  it("two partners: each endpoint receives its own partner's payment, settlement and refund events only", async () => {
+    const otherKey = (
+      await createApiKey(server.db, { partnerId: await createPartner(server.db), mode: 'test' })
+    ).apiKey
+    const other = await call(
+      'POST',
+      '/v1/merchants',
+      { merchantName: 'B', merchantEmail: 'b@example.com' },
+      otherKey,
+      {
+        'idempotency-key': 'wh-merchant-b',
+      },
+    )
+    const otherMerchant = other.json.merchant.id as string
+    const everything = [...webhookEventTypes]
+    const mine = await receiver()
+    const mineEndpoint = await register(mine.url, everything)
+    const theirs = await receiver()
+    const theirsEndpoint = await register(theirs.url, everything, otherKey)
+    const pay = async (key: string, merchant: string) => {
+      const created = await call(
+        'POST',
+        '/v1/payments',
+        { referenceId: 'two-partners', amount: { unit: 'iso4217/USD', value: '800' } },
+        key,
+        { 'merchant-id': merchant },
+      )
+      await call(
+        'POST',
+        `/v1/test/payments/${created.json.paymentId}/simulate`,
+        { outcome: 'succeeded' },
+        key,
+        {
+          'merchant-id': merchant,
+        },
+      )
+      const refunded = await call('POST', '/v1/refunds', { paymentId: created.json.paymentId }, key, {
+        'merchant-id': merchant,
+      })
+      expect(refunded.status, refunded.body).toBe(201)
+      return created.json.paymentId as string
+    }
+    const a = await pay(apiKey, merchantId)
+    const b = await pay(otherKey, otherMerchant)
+    const refundedIn = async (r: Receiver, secret: string, paymentId: string) => {
+      const deadline = Date.now() + 15_000
+      while (
+        !r.received.some((x) => x.event.type === 'payment.refunded' && x.event.data.payment_id === paymentId)
+      ) {
+        if (Date.now() > deadline) throw new Error(`no payment.refunded for ${paymentId}`)
+        await new Promise((resolve) => setTimeout(resolve, 25))
+      }
+      const own = r.received.filter((x) => x.event.data.payment_id === paymentId)
+      for (const x of own) expect(verifyWithStandardWebhooks(secret, x)).toEqual(x.event)
+      return own.map((x) => x.event.type)
+    }
+    for (const [r, secret, paymentId] of [
+      [mine, mineEndpoint.secret, a],
+      [theirs, theirsEndpoint.secret, b],
+    ] as const) {
+      const types = await refundedIn(r, secret, paymentId)
+      expect(types).toEqual(
+        expect.arrayContaining(['payment.succeeded', 'refund.created', 'refund.succeeded']),
+      )
+    }
+    // Neither endpoint got anything of the other partner's.
+    expect(mine.received.some((x) => x.event.data.payment_id === b)).toBe(false)
+    expect(theirs.received.every((x) => x.event.data.payment_id === b)).toBe(true)
   })
 })
 
