@@ -40,8 +40,9 @@ export interface CheckSolanaTransactionParameters extends SolanaPolicyOptions {
  * `maxFeeLamports` and funding at most one token account), the blockhash is not a durable nonce
  * (such a transaction never expires), and every instruction that involves the signer is a
  * compute-budget, associated-token-account create, SPL `transferChecked` (with the signer as the
- * authority, never as a multisig co-signer) or memo instruction. Foreign instructions that do not
- * name the signer cannot use its signature, so they are left to the fee payer.
+ * authority, from its own associated token account, never as an extra account) or memo instruction.
+ * Foreign instructions that do not name the signer cannot use its signature, so they are left to the
+ * fee payer.
  */
 export function checkSolanaTransaction(parameters: CheckSolanaTransactionParameters): void {
   const { decoded, signer, chainId } = parameters
@@ -116,13 +117,12 @@ function disallowedReason(
     case 'memo':
       return undefined
     case 'transferChecked':
-      // As a multisig co-signer, or as the delegate of another token account, the signer's signature
-      // moves someone else's tokens: a transfer it authorises is from its own associated token account.
-      if (instruction.authority !== signer) {
-        return instruction.multisigSigners.includes(signer)
-          ? 'signer is a multisig co-signer of a transfer'
-          : undefined
-      }
+      // The signer's signature serves a transfer only as its authority, from its own associated token
+      // account. After the authority it would serve someone else: a multisig's transfer (Token) or a
+      // transfer hook's program (Token-2022 passes those accounts on with their signer flag); as the
+      // delegate of another account it would move that account's tokens.
+      if (instruction.extraAccounts.includes(signer)) return 'signer is an extra account of a transfer'
+      if (instruction.authority !== signer) return undefined
       return instruction.source !== associatedTokenAddress(signer, instruction.mint, instruction.programId)
         ? 'signer authorises a transfer from another account'
         : undefined

@@ -61,8 +61,11 @@ export interface TransferCheckedInstruction extends InstructionBase {
   readonly authority: string
   readonly amount: bigint
   readonly decimals: number
-  /** Co-signers listed after the authority: set when the authority is an SPL multisig. */
-  readonly multisigSigners: readonly (string | undefined)[]
+  /**
+   * Accounts after the authority: an SPL multisig's co-signers, or the accounts a Token-2022 transfer
+   * hook receives.
+   */
+  readonly extraAccounts: readonly (string | undefined)[]
 }
 
 export interface MemoInstruction extends InstructionBase {
@@ -215,7 +218,7 @@ function classify(
         authority,
         amount: view.getBigUint64(1, true),
         decimals: data[9]!,
-        multisigSigners: accounts.slice(4),
+        extraAccounts: accounts.slice(4),
       }
     }
   }

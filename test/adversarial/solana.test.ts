@@ -186,7 +186,7 @@ describe.each(solanaPaths)('hostile gateway, Solana signer via %s', (path) => {
           program,
         )
         await expectRefused(pay(path, 1n, transaction([ix])), 'action_rejected', {
-          reason: 'signer is a multisig co-signer of a transfer',
+          reason: 'signer is an extra account of a transfer',
         })
       }
     }
@@ -208,6 +208,19 @@ describe.each(solanaPaths)('hostile gateway, Solana signer via %s', (path) => {
       )
       await expectRefused(pay(path, 1n, transaction([ix], { version: 0 })), 'action_rejected', {
         reason: 'signer authorises a transfer from another account',
+      })
+    }
+  })
+
+  it('refuses a transfer the wallet authorises that also hands its signature on as an extra account', async () => {
+    // Found by the independent review: Token-2022 passes the accounts after the authority to the
+    // mint's transfer hook with their signer flag, so the hook program could spend the wallet's
+    // signature (a System transfer of its lamports, another token's transfer).
+    for (const program of [TOKEN_PROGRAM_ID, TOKEN_2022_PROGRAM_ID]) {
+      const ix = transferChecked(1n, { program })
+      ix.keys.push({ pubkey: buyer.publicKey, isSigner: true, isWritable: true })
+      await expectRefused(pay(path, 1n, transaction([ix], { version: 0 })), 'action_rejected', {
+        reason: 'signer is an extra account of a transfer',
       })
     }
   })
