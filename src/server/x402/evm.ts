@@ -9,7 +9,7 @@ import { getAddress, type Hex, isAddress, isHex } from 'viem'
 import { eip3009Abi } from '../chains/evm/abi.js'
 import { type Authorization, authorizationHash, authorizationToJson } from '../chains/evm/authorization.js'
 import type { EvmAsset } from '../chains/evm/chain.js'
-import { AuthorizationRefused, type EvmChain, evmJobKinds, simulateRelay } from '../chains/evm/index.js'
+import { type EvmChain, evmJobKinds, relayRefusal } from '../chains/evm/index.js'
 import type { RelayPayload } from '../chains/evm/outcome.js'
 import { classifyPayerSignature, verifyPayerSignature } from '../chains/evm/payerSignature.js'
 import { enqueueJob } from '../jobs/queue.js'
@@ -80,12 +80,8 @@ export function evmExactScheme(chain: EvmChain): X402Scheme {
       if (!verdict.valid) return refuse(reasons.evmSignature, verdict.reason)
       // An account still to be deployed is simulated with its deployment by the relay job itself.
       if (signed.kind !== 'undeployed') {
-        try {
-          await simulateRelay(chain, authorization, signed.signature)
-        } catch (error) {
-          if (!(error instanceof AuthorizationRefused)) throw error
-          return refuse(await diagnose(chain, asset, authorization), error.message)
-        }
+        const refusal = await relayRefusal(chain, authorization, signed.signature)
+        if (refusal !== undefined) return refuse(await diagnose(chain, asset, authorization), refusal)
       }
       return {
         valid: true,

@@ -19,7 +19,7 @@ import './schema.js'
 
 export type { EvmChain } from './chain.js'
 export { evmJobKinds } from './outcome.js'
-export { AuthorizationRefused, simulateRelay, submitRelay } from './relay.js'
+export { relayRefusal, submitRelay } from './relay.js'
 
 export interface EvmRuntimeOptions {
   config: ServerConfig

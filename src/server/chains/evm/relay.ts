@@ -15,7 +15,7 @@ import { hasTransfer, refuseOnRevert } from './transfers.js'
 import type { EvmWatcher } from './watcher.js'
 
 /** The token refused the authorization (used nonce, expired, bad signature, balance short): final. */
-export class AuthorizationRefused extends Error {}
+class AuthorizationRefused extends Error {}
 
 /** An undeployed account cannot be deployed as its ERC-6492 wrapper says (factory refused or reverting): final. */
 class DeploymentRefused extends Error {}
@@ -240,8 +240,26 @@ async function submitCollection(
 const refusedBy = (reason: string) =>
   new AuthorizationRefused(`The contract refused the payer's signature: ${reason}`)
 
+/**
+ * Why the token would refuse the EIP-3009 relay now (its refusal, as a message), or undefined when it
+ * would take it. Other failures (the node unreachable) throw.
+ */
+export async function relayRefusal(
+  chain: EvmChain,
+  authorization: Authorization,
+  signature: `0x${string}`,
+): Promise<string | undefined> {
+  try {
+    await simulateRelay(chain, authorization, signature)
+    return undefined
+  } catch (error) {
+    if (error instanceof AuthorizationRefused) return error.message
+    throw error
+  }
+}
+
 /** Throws AuthorizationRefused when the token would refuse the EIP-3009 relay now. */
-export function simulateRelay(chain: EvmChain, authorization: Authorization, signature: `0x${string}`) {
+function simulateRelay(chain: EvmChain, authorization: Authorization, signature: `0x${string}`) {
   return simulateCollection(chain, { to: authorization.token, ...relayCall(authorization, signature) })
 }
 
