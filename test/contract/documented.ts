@@ -31,8 +31,10 @@ export function undocumented(method: string, url: string, status: number, body: 
   const params = (o: { pattern: RegExp }) => o.pattern.source.split('[^/]+').length
   const found = matches.sort((a, b) => params(a) - params(b)).at(0)
   if (!found) return undefined
-  // The router found no route after all (dot segments, encodings): not an operation's answer.
+  // The router found no route after all (dot segments, encodings), or the path it resolved to is
+  // another route's, served under other methods (405 + Allow): not this operation's answer.
   if (status === 404 && body.includes('"No route ')) return undefined
+  if (status === 405 && body.includes(' is not allowed here; use ')) return undefined
   const response = found.operation.responses[String(status)]
   if (!response) return `${method} ${path} answered ${status}, which its operation does not list`
   if (status < 400) return undefined
