@@ -31,12 +31,9 @@ export { createGatewayClient, type GatewayClientConfig } from './client/gateway.
 export type { CallOptions, GatewayApi } from './client/gatewayApi.js'
 export type { Credentials, Fetch } from './client/http.js'
 export { defaultRetryPolicy, type RetryPolicy } from './client/retry.js'
-export {
-  apiVersions,
-  type ServiceErrorCode,
-  serviceErrorCodes,
-  serviceErrorStatus,
-} from './contract/errors.js'
+// The catalogues of codes (serviceErrorCodes, clientErrorCodes, serviceErrorStatus) are values a wallet
+// never needs at run time: they are exported by caipay/client; the core keeps their types.
+export { apiVersions, type ServiceErrorCode } from './contract/errors.js'
 // Types only from the zod contract modules: importing their values would bundle zod (the core checks with
 // the JSON Schemas generated from them, src/contract/generated).
 export type {
@@ -56,7 +53,6 @@ export type { StatusResponse } from './contract/status.js'
 export { broadcastingMethods } from './contract/walletMethods.js'
 export {
   type ClientErrorCode,
-  clientErrorCodes,
   isPayError,
   PayError,
   type PayErrorCode,

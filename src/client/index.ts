@@ -1,3 +1,4 @@
+export { serviceErrorCodes, serviceErrorStatus } from '../contract/errors.js'
 export type {
   Refund,
   RefundBody,
@@ -16,7 +17,7 @@ export type {
   WebhookRefundEvent,
   WebhookRefundSnapshot,
 } from '../contract/webhooks.js'
-export { isPayError, PayError, type PayErrorCode } from '../errors/PayError.js'
+export { clientErrorCodes, isPayError, PayError, type PayErrorCode } from '../errors/PayError.js'
 export { createGatewayClient, type GatewayClientConfig } from './gateway.js'
 export type { CallOptions, GatewayApi } from './gatewayApi.js'
 export type { Credentials, Fetch, HttpClientConfig } from './http.js'

@@ -1,6 +1,8 @@
-import { hasOwn } from './hasOwn.js'
+import { isServiceErrorCode, type ServiceErrorCode, serviceErrorCodes } from './errorCodes.js'
 
-/** Every error code of the service specification, with its HTTP status (docs/api-contract.md; docs/architecture.md, section 3). */
+export { isServiceErrorCode, type ServiceErrorCode, serviceErrorCodes }
+
+/** The HTTP status of every error code of the service specification (docs/api-contract.md; docs/architecture.md, section 3). */
 export const serviceErrorStatus = {
   invalid_params: 400,
   params_validation: 400,
@@ -42,15 +44,7 @@ export const serviceErrorStatus = {
   rate_limited: 429,
   sanctioned_user: 451,
   internal_error: 500,
-} as const satisfies Record<string, number>
-
-export type ServiceErrorCode = keyof typeof serviceErrorStatus
-
-export const serviceErrorCodes = Object.keys(serviceErrorStatus) as ServiceErrorCode[]
-
-export function isServiceErrorCode(value: unknown): value is ServiceErrorCode {
-  return typeof value === 'string' && hasOwn(serviceErrorStatus, value)
-}
+} as const satisfies Record<ServiceErrorCode, number>
 
 /** Published API versions, oldest first. Previews are used only when sent explicitly. */
 export const apiVersions = ['2026-02-18', '2026-02-19.preview'] as const

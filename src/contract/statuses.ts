@@ -15,6 +15,7 @@ export const finalStatuses: readonly (typeof paymentStatuses)[number][] = [
   'cancelled',
   'expired',
 ]
+/** Final: neither of the two statuses a payment can still leave. */
 export function isFinalStatus(status: (typeof paymentStatuses)[number]): boolean {
-  return finalStatuses.includes(status)
+  return status !== 'requires_action' && status !== 'processing'
 }
