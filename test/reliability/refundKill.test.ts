@@ -1,0 +1,326 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { type Address, createPublicClient, type Hash, http, parseAbiItem } from 'viem'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { evmSigner } from '../../adapters/evm/index.js'
+import { testUsdcAbi } from '../../fixtures/token/index.js'
+import type { WalletRpcAction } from '../../src/contract/gateway.js'
+import { createApiKey, createPartner } from '../../src/server/accounts/accounts.js'
+import { type AnvilInstance, anvilPrivateKeys, deployTestToken, mintTestToken, startAnvil } from '../anvil.js'
+import { CaipayProcess } from '../chaos/processes.js'
+import { freePort } from '../ports.js'
+import { createTestDatabase, type TestDatabase } from '../postgres.js'
+import { type FaultProxy, startFaultProxy } from '../rpcFaults.js'
+
+/**
+ * A live EVM refund whose worker process (`caipay serve --worker-only`, a real child) is SIGKILLed in
+ * the refund's two crash windows, then started again on the same database:
+ *  - after the transfer is recorded and before it reaches the node (the RPC proxy holds the broadcast;
+ *    the kill cuts it, so the node never sees those bytes from the dead process);
+ *  - right after the broadcast (the transfer sits in the node's pool; it is mined while nobody runs).
+ * Each time the refund must end `succeeded` with the recorded transaction, the buyer's balance read
+ * from the chain must rise by exactly the refund once, and the float fall by exactly as much.
+ */
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+const transferEvent = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)')
+
+let pg: TestDatabase
+let anvil: AnvilInstance
+let proxy: FaultProxy
+let configDir: string
+let api: CaipayProcess
+let worker: CaipayProcess
+let liveKey = ''
+let walletKey = ''
+let merchantId = ''
+const token = { address: '' as Address, asset: '' }
+const collection = privateKeyToAccount(anvilPrivateKeys[1]).address
+const merchant = privateKeyToAccount(generatePrivateKey()).address
+const buyer = privateKeyToAccount(anvilPrivateKeys[2])
+
+const chain = () => createPublicClient({ transport: http(anvil.rpcUrl) })
+const anvilRpc = (method: string, params: unknown[] = []) =>
+  chain().request({ method, params } as never) as Promise<unknown>
+const balance = (address: Address) =>
+  chain().readContract({
+    address: token.address,
+    abi: testUsdcAbi,
+    functionName: 'balanceOf',
+    args: [address],
+  })
+
+async function call(method: string, path: string, headers: Record<string, string>, body?: unknown) {
+  const res = await fetch(`${api.url}${path}`, {
+    method,
+    headers: { ...headers, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  })
+  const text = await res.text()
+  // biome-ignore lint/suspicious/noExplicitAny: JSON from the wire, read field by field
+  return { status: res.status, json: (text ? JSON.parse(text) : undefined) as any }
+}
+const merchantHeaders = () => ({
+  'api-key': liveKey,
+  'merchant-id': merchantId,
+  'idempotency-key': crypto.randomUUID(),
+})
+
+beforeAll(async () => {
+  ;[pg, anvil] = await Promise.all([createTestDatabase(), startAnvil()])
+  token.address = await deployTestToken(anvil.rpcUrl)
+  token.asset = `${anvil.caip2}/erc20:${token.address}`
+  await mintTestToken(anvil.rpcUrl, token.address, buyer.address, 1_000_000_000n)
+  proxy = await startFaultProxy(anvil.rpcUrl)
+
+  configDir = await mkdtemp(join(tmpdir(), 'caipay-refund-kill-'))
+  const configFile = join(configDir, 'caipay.config.json')
+  await writeFile(
+    configFile,
+    JSON.stringify({
+      rateLimit: false,
+      collectDataAtMinor: null,
+      chains: {
+        [anvil.caip2]: {
+          rpcUrl: proxy.url,
+          signerKey: 'env:CAIPAY_REFUND_KILL_EVM_KEY',
+          blockPollMs: 50,
+          assets: {
+            [token.asset]: {
+              symbol: 'USDC',
+              name: 'USD Coin',
+              decimals: 6,
+              usdRate: '1',
+              methods: ['eip3009'],
+            },
+          },
+        },
+      },
+    }),
+  )
+  const partnerId = await createPartner(pg.db)
+  liveKey = (await createApiKey(pg.db, { partnerId, mode: 'live', role: 'partner' })).apiKey
+  walletKey = (await createApiKey(pg.db, { partnerId, mode: 'live', role: 'wallet' })).apiKey
+  const args = ['--database-url', pg.url, '--config', configFile]
+  const env = {
+    ...process.env,
+    NODE_OPTIONS: '',
+    LOG_LEVEL: 'warn',
+    CAIPAY_REFUND_KILL_EVM_KEY: anvilPrivateKeys[1],
+  }
+  api = new CaipayProcess('api', 'api', args, env, await freePort())
+  worker = new CaipayProcess('worker', 'worker', args, env)
+  await Promise.all([api.start(), worker.start()])
+
+  const created = await call(
+    'POST',
+    '/v1/merchants',
+    { 'api-key': liveKey, 'idempotency-key': 'm' },
+    {
+      merchantName: 'Refund Kill Cafe',
+      merchantEmail: 'kill@example.com',
+    },
+  )
+  expect(created.status, JSON.stringify(created.json)).toBe(201)
+  merchantId = created.json.merchant.id
+  const settlements = await call(
+    'POST',
+    `/v1/merchants/${merchantId}/settlements/crypto`,
+    merchantHeaders(),
+    {
+      settlements: [{ asset: token.asset, destination: `${anvil.caip2}:${merchant}` }],
+    },
+  )
+  expect(settlements.status, JSON.stringify(settlements.json)).toBe(201)
+}, 120_000)
+
+afterAll(async () => {
+  await Promise.all([api?.stop(), worker?.stop()])
+  await proxy?.stop()
+  await anvil?.stop()
+  await pg?.drop()
+  if (configDir) await rm(configDir, { recursive: true, force: true })
+})
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await probe()
+    if (value !== undefined) return value
+    if (Date.now() > deadline) throw new Error(`${what}: timed out\n${api.log}\n${worker.log}`)
+    await sleep(20)
+  }
+}
+
+/** A gasless payment of `cents`, relayed and settled to the merchant; resolves with its id. */
+async function paidAndSettled(cents: number): Promise<string> {
+  const created = await call('POST', '/v1/payments', merchantHeaders(), {
+    referenceId: `kill-${cents}`,
+    amount: { unit: 'iso4217/USD', value: String(cents) },
+  })
+  expect(created.status, JSON.stringify(created.json)).toBe(201)
+  const paymentId = created.json.paymentId as string
+  const gateway = `/v1/gateway/payment/${paymentId}`
+  const options = await call(
+    'POST',
+    `${gateway}/options`,
+    { 'api-key': walletKey },
+    {
+      accounts: [`${anvil.caip2}:${buyer.address}`],
+    },
+  )
+  const option = options.json.options[0]
+  const action = option.actions[0] as WalletRpcAction
+  const signer = evmSigner({ account: buyer, chains: { [anvil.caip2]: { rpcUrl: anvil.rpcUrl } } })
+  const signature = await signer.request({
+    chainId: action.walletRpc.chainId,
+    method: action.walletRpc.method,
+    params: JSON.parse(action.walletRpc.params),
+  })
+  const confirmed = await call(
+    'POST',
+    `${gateway}/confirm`,
+    { 'api-key': walletKey, 'idempotency-key': paymentId },
+    {
+      optionId: option.id,
+      results: [signature],
+    },
+  )
+  expect(confirmed.status, JSON.stringify(confirmed.json)).toBe(200)
+  await until('settled', async () => {
+    const view = (
+      await call('GET', `/v1/payments/${paymentId}`, { 'api-key': liveKey, 'merchant-id': merchantId })
+    ).json
+    return view.status === 'succeeded' && view.settlement?.successful ? view : undefined
+  })
+  return paymentId
+}
+
+async function refundRecorded(refundId: string) {
+  return until('refund transaction recorded', () =>
+    pg.db.selectFrom('evm_transactions').selectAll().where('refund_id', '=', refundId).executeTakeFirst(),
+  )
+}
+
+/** SIGKILL the worker; its lease on the refund's job runs out at once (safe: the holder is dead). */
+async function killWorker(refundId: string) {
+  await worker.kill()
+  await pg.db
+    .updateTable('jobs')
+    .set({ locked_until: new Date(Date.now() - 1000) })
+    .where('refund_id', '=', refundId)
+    .execute()
+}
+
+async function transfersTo(to: Address) {
+  const logs = await chain().getLogs({
+    address: token.address,
+    event: transferEvent,
+    args: { from: collection, to },
+    fromBlock: 0n,
+    toBlock: 'latest',
+  })
+  return logs.map((l) => ({ hash: l.transactionHash as Hash, value: l.args.value! }))
+}
+
+type Window = 'recorded, not yet broadcast' | 'broadcast, not yet mined'
+
+async function refundKilledIn(window: Window, paymentCents: number, refundCents: number) {
+  const paymentId = await paidAndSettled(paymentCents)
+  const paid = BigInt(paymentCents) * 10_000n
+  const refunded = BigInt(refundCents) * 10_000n
+  // The settlement paid the merchant the whole payment; the refund comes from the float.
+  await mintTestToken(anvil.rpcUrl, token.address, collection, refunded)
+  const before = {
+    buyer: await balance(buyer.address),
+    merchant: await balance(merchant),
+    collection: await balance(collection),
+    toBuyer: await transfersTo(buyer.address),
+  }
+
+  if (window === 'recorded, not yet broadcast') proxy.hold('eth_sendRawTransaction')
+  else await anvilRpc('evm_setAutomine', [false])
+  const sendsBefore = proxy.calls('eth_sendRawTransaction')
+  const made = await call('POST', '/v1/refunds', merchantHeaders(), {
+    paymentId,
+    amount: { unit: 'iso4217/USD', value: String(refundCents) },
+  })
+  expect(made.status, JSON.stringify(made.json)).toBe(201)
+  const refundId = made.json.refundId as string
+  const recorded = await refundRecorded(refundId)
+
+  if (window === 'recorded, not yet broadcast') {
+    await until('broadcast held', async () => (proxy.held() > 0 ? true : undefined))
+    await killWorker(refundId)
+    // The held broadcast dies with its caller: these bytes never reached the node from the dead process.
+    proxy.cutHeld()
+    proxy.clear('eth_sendRawTransaction')
+    expect(
+      await chain()
+        .getTransaction({ hash: recorded.hash as Hash })
+        .catch(() => null),
+    ).toBeNull()
+  } else {
+    await until('broadcast', async () =>
+      proxy.calls('eth_sendRawTransaction') > sendsBefore &&
+      (await chain()
+        .getTransaction({ hash: recorded.hash as Hash })
+        .catch(() => null))
+        ? true
+        : undefined,
+    )
+    await killWorker(refundId)
+    // Mined while no process runs: the restarted one must find it landed and send nothing.
+    await anvilRpc('evm_mine')
+    await anvilRpc('evm_setAutomine', [true])
+  }
+  expect(
+    (await call('GET', `/v1/refunds/${refundId}`, { 'api-key': liveKey, 'merchant-id': merchantId })).json
+      .status,
+  ).toBe('pending')
+
+  const restarted = Date.now()
+  await worker.start()
+  const done = await until('refund succeeded', async () => {
+    const r = (
+      await call('GET', `/v1/refunds/${refundId}`, { 'api-key': liveKey, 'merchant-id': merchantId })
+    ).json
+    return r.status === 'succeeded' ? r : undefined
+  })
+  const recoveryMs = Date.now() - restarted
+  console.info(`refund killed (${window}): succeeded ${recoveryMs} ms after the restart`)
+
+  expect(done.txId).toBe(recorded.hash)
+  const rows = await pg.db
+    .selectFrom('evm_transactions')
+    .select(['hash', 'nonce', 'status'])
+    .where('refund_id', '=', refundId)
+    .execute()
+  expect(rows.map((r) => [r.hash, r.status])).toEqual([[recorded.hash, 'succeeded']])
+  // Read from the chain: one transfer to the buyer since, of exactly the refund; the merchant untouched.
+  const newToBuyer = (await transfersTo(buyer.address)).slice(before.toBuyer.length)
+  expect(newToBuyer).toEqual([{ hash: recorded.hash, value: refunded }])
+  expect((await balance(buyer.address)) - before.buyer).toBe(refunded)
+  expect(before.collection - (await balance(collection))).toBe(refunded)
+  expect(await balance(merchant)).toBe(before.merchant)
+  // To the unit: the merchant holds every payment in full, the float nothing but what refunds still owe.
+  return { paid, refunded }
+}
+
+describe('a live EVM refund, its worker SIGKILLed', () => {
+  const totals = { paid: 0n, merchantBefore: 0n }
+  it('between recording the transfer and broadcasting it: sent once after the restart', async () => {
+    totals.merchantBefore = await balance(merchant)
+    const { paid } = await refundKilledIn('recorded, not yet broadcast', 1234, 567)
+    totals.paid += paid
+    expect((await balance(merchant)) - totals.merchantBefore).toBe(totals.paid)
+  }, 60_000)
+
+  it('right after broadcasting: the landed transfer is recognised, nothing is sent again', async () => {
+    const { paid } = await refundKilledIn('broadcast, not yet mined', 2001, 2001)
+    totals.paid += paid
+    expect((await balance(merchant)) - totals.merchantBefore).toBe(totals.paid)
+    expect(await balance(collection)).toBe(0n)
+  }, 60_000)
+})
