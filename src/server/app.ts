@@ -52,8 +52,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       cors.addHeaders(request, reply)
       sendError(error, request, reply)
     },
-    // `/v1/merchants/` is `/v1/merchants`.
-    routerOptions: { ignoreTrailingSlash: true },
+    // `/v1/merchants/` is `/v1/merchants`. A path parameter may be as long as the longest the contract
+    // takes (a percent-encoded payment link at /wcp, 2048 characters decoded).
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 8192 },
   }) as unknown as FastifyInstance
   app.setValidatorCompiler(validatorCompiler)
   app.setSerializerCompiler(serializerCompiler)

@@ -131,11 +131,20 @@ function clientErrorMessage(error: Partial<FastifyError>): string {
 }
 
 export function registerErrorHandling(app: FastifyInstance): void {
-  const methods = routeMethods(app)
+  const routes = routeMethods(app)
   app.setErrorHandler((error, request, reply) => sendError(error, request, reply))
   // Before any body parsing: a method a path lacks (QUERY with no Content-Type included) is 405 + Allow.
+  // A path a static route owns is that route's (PATCH /v1/merchants/payments is not a merchant's).
   app.addHook('onRequest', (request, reply, done) => {
-    const allow = request.is404 ? methods(request.url.split('?')[0]!) : undefined
+    const path = request.url.split('?')[0]!
+    const owned = routes.staticMethods(path)
+    const allow = owned
+      ? owned.includes(request.method)
+        ? undefined
+        : owned.join(', ')
+      : request.is404
+        ? routes.methods(path)
+        : undefined
     if (allow === undefined) return done()
     reply
       .code(405)
@@ -152,10 +161,11 @@ export function registerErrorHandling(app: FastifyInstance): void {
 
 /**
  * The methods the app answers on a concrete path (for `405` + `Allow`), from every route registered
- * after this call; undefined when no route has that path at all.
+ * after this call: any route's whose pattern matches, or only the static route's of exactly that path.
  */
-function routeMethods(app: FastifyInstance): (path: string) => string | undefined {
+function routeMethods(app: FastifyInstance) {
   const routes: { pattern: RegExp; methods: Set<string> }[] = []
+  const staticRoutes = new Map<string, Set<string>>()
   app.addHook('onRoute', (route) => {
     const source = route.url
       .split('/')
@@ -168,11 +178,19 @@ function routeMethods(app: FastifyInstance): (path: string) => string | undefine
       routes.push(entry)
     }
     for (const method of [route.method].flat()) entry.methods.add(method)
+    if (!route.url.includes(':')) staticRoutes.set(route.url.replace(/\/$/, ''), entry.methods)
   })
-  return (path) => {
-    const methods = new Set<string>()
-    for (const route of routes) if (route.pattern.test(path)) for (const m of route.methods) methods.add(m)
-    return methods.size === 0 ? undefined : [...methods].sort().join(', ')
+  const sorted = (methods: Set<string>) => [...methods].sort()
+  return {
+    methods(path: string): string | undefined {
+      const methods = new Set<string>()
+      for (const route of routes) if (route.pattern.test(path)) for (const m of route.methods) methods.add(m)
+      return methods.size === 0 ? undefined : sorted(methods).join(', ')
+    },
+    staticMethods(path: string): string[] | undefined {
+      const methods = staticRoutes.get(path.replace(/\/$/, ''))
+      return methods && sorted(methods)
+    },
   }
 }
 

@@ -116,6 +116,8 @@ describe('the server answers as its contract says', () => {
       ['PUT', '/v1/payments', 'GET, HEAD, POST'],
       ['DELETE', '/v1/payments/pay_abc/status', 'GET, HEAD'],
       ['DELETE', '/v1/refunds', 'GET, HEAD, POST'],
+      // A static path is its own route's, not a merchant id of /v1/merchants/{merchantId}.
+      ['PATCH', '/v1/merchants/payments', 'GET, HEAD'],
     ] as const) {
       const res = await t.request({ method, url, headers: headers(key, merchant) })
       expect([res.statusCode, res.headers.allow, res.json.code], `${method} ${url}`).toEqual([

@@ -1,0 +1,143 @@
+/**
+ * `npm run contract`: Schemathesis against caipay as shipped. Starts `caipay serve` (embedded PostgreSQL in
+ * a temporary data directory), creates a test and a live key with `caipay keys create` and a merchant for
+ * each, then runs every phase and every check of Schemathesis against /openapi.json and /wcp/openapi.json
+ * with each key. Exit code 0 only when every run found nothing. See docs/api-contract.md.
+ *
+ * Environment: SCHEMATHESIS (the `st` executable; default `st` on PATH), CONTRACT_MAX_EXAMPLES (per
+ * operation and phase, default 10), CONTRACT_SEED (default 1), CONTRACT_WORKERS (default 2).
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { freePort } from '../../src/server/store/embedded.js'
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+const cli = path.join(root, 'bin', 'caipay.js')
+const config = path.join(root, 'tools', 'contract', 'schemathesis.toml')
+const st = process.env.SCHEMATHESIS || 'st'
+const maxExamples = process.env.CONTRACT_MAX_EXAMPLES || '10'
+const seed = process.env.CONTRACT_SEED || '1'
+const workers = process.env.CONTRACT_WORKERS || '2'
+const run = promisify(execFile)
+
+async function main(): Promise<number> {
+  try {
+    await run(st, ['--version'])
+  } catch {
+    console.error(
+      `contract: Schemathesis not found (${st}). Install it with \`pip install schemathesis\`, or set SCHEMATHESIS.`,
+    )
+    return 2
+  }
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'caipay-contract-'))
+  const port = await freePort()
+  const base = `http://127.0.0.1:${port}`
+  const server = spawn(process.execPath, [cli, 'serve', '--port', String(port), '--data-dir', dataDir], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, LOG_LEVEL: 'warn' },
+  })
+  try {
+    await listening(server)
+    const test = await key(dataDir, 'test')
+    const live = await key(dataDir, 'live', test.partnerId)
+    const started = Date.now()
+    const results: { name: string; ok: boolean }[] = []
+    for (const [mode, credentials] of [
+      ['test', test],
+      ['live', live],
+    ] as const) {
+      const merchantId = await merchant(base, credentials.apiKey)
+      for (const document of ['/openapi.json', '/wcp/openapi.json']) {
+        const name = `${document} with a ${mode} key`
+        console.log(`\ncontract: ${name}`)
+        const code = await schemathesis(`${base}${document}`, {
+          CAIPAY_API_KEY: credentials.apiKey,
+          CAIPAY_MERCHANT_ID: merchantId,
+        })
+        results.push({ name, ok: code === 0 })
+      }
+    }
+    const seconds = Math.round((Date.now() - started) / 1000)
+    for (const r of results) console.log(`contract: ${r.ok ? 'passed' : 'FAILED'}  ${r.name}`)
+    console.log(
+      `contract: ${results.filter((r) => r.ok).length}/${results.length} runs passed in ${seconds} s (seed ${seed}, ${maxExamples} examples)`,
+    )
+    return results.every((r) => r.ok) ? 0 : 1
+  } finally {
+    server.kill('SIGTERM')
+    await new Promise((resolve) => server.once('exit', resolve))
+    await rm(dataDir, { recursive: true, force: true })
+  }
+}
+
+function listening(server: ChildProcess): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let out = ''
+    server.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString()
+      if (out.includes('caipay listening on')) resolve()
+    })
+    server.once('exit', (code) =>
+      reject(new Error(`caipay serve exited (${code}) before listening:\n${out}`)),
+    )
+  })
+}
+
+async function key(dataDir: string, mode: 'test' | 'live', partner?: string) {
+  const args = [cli, 'keys', 'create', '--mode', mode, '--data-dir', dataDir, '--json']
+  if (partner) args.push('--partner', partner)
+  const { stdout } = await run(process.execPath, args)
+  return JSON.parse(stdout) as { partnerId: string; apiKey: string }
+}
+
+async function merchant(base: string, apiKey: string): Promise<string> {
+  const res = await fetch(`${base}/v1/merchants`, {
+    method: 'POST',
+    headers: {
+      'api-key': apiKey,
+      'idempotency-key': `contract-${apiKey}`,
+      'content-type': 'application/json',
+    },
+    body: JSON.stringify({ merchantName: 'Contract Shop', merchantEmail: 'contract@example.com' }),
+  })
+  if (res.status !== 201) throw new Error(`creating a merchant answered ${res.status}: ${await res.text()}`)
+  return ((await res.json()) as { merchant: { id: string } }).merchant.id
+}
+
+function schemathesis(schema: string, env: Record<string, string>): Promise<number> {
+  const args = [
+    '--no-color',
+    '--config-file',
+    config,
+    'run',
+    schema,
+    '--phases',
+    'examples,coverage,fuzzing,stateful',
+    '--checks',
+    'all',
+    '--max-examples',
+    maxExamples,
+    '--seed',
+    seed,
+    '--workers',
+    workers,
+    '--request-timeout',
+    '15',
+  ]
+  return new Promise((resolve) => {
+    const child = spawn(st, args, { stdio: 'inherit', env: { ...process.env, ...env } })
+    child.once('exit', (code) => resolve(code ?? 1))
+  })
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error) => {
+    console.error(`contract: ${error instanceof Error ? error.message : String(error)}`)
+    process.exit(1)
+  },
+)
