@@ -54,10 +54,11 @@ async function main(): Promise<number> {
       for (const document of ['/openapi.json', '/wcp/openapi.json']) {
         const name = `${document} with a ${mode} key`
         console.log(`\ncontract: ${name}`)
-        const code = await schemathesis(`${base}${document}`, {
-          CAIPAY_API_KEY: credentials.apiKey,
-          CAIPAY_MERCHANT_ID: merchantId,
-        })
+        const code = await schemathesis(
+          `${base}${document}`,
+          { CAIPAY_API_KEY: credentials.apiKey, CAIPAY_MERCHANT_ID: merchantId },
+          dataDir,
+        )
         results.push({ name, ok: code === 0 })
       }
     }
@@ -108,7 +109,7 @@ async function merchant(base: string, apiKey: string): Promise<string> {
   return ((await res.json()) as { merchant: { id: string } }).merchant.id
 }
 
-function schemathesis(schema: string, env: Record<string, string>): Promise<number> {
+function schemathesis(schema: string, env: Record<string, string>, cwd: string): Promise<number> {
   const args = [
     '--no-color',
     '--config-file',
@@ -129,7 +130,8 @@ function schemathesis(schema: string, env: Record<string, string>): Promise<numb
     '15',
   ]
   return new Promise((resolve) => {
-    const child = spawn(st, args, { stdio: 'inherit', env: { ...process.env, ...env } })
+    // Its cache (.schemathesis/) goes to the run's temporary directory, not the checkout.
+    const child = spawn(st, args, { stdio: 'inherit', env: { ...process.env, ...env }, cwd })
     child.once('exit', (code) => resolve(code ?? 1))
   })
 }
