@@ -1,27 +1,40 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { Keypair, LAMPORTS_PER_SOL, type PublicKey } from '@solana/web3.js'
 import { type Address, createPublicClient, type Hash, http, parseAbiItem } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { evmSigner } from '../../adapters/evm/index.js'
+import { solanaSigner } from '../../adapters/solana/index.js'
 import { testUsdcAbi } from '../../fixtures/token/index.js'
 import type { WalletRpcAction } from '../../src/contract/gateway.js'
 import { createApiKey, createPartner } from '../../src/server/accounts/accounts.js'
+import { encodeBase58 } from '../../src/server/chains/solana/index.js'
 import { type AnvilInstance, anvilPrivateKeys, deployTestToken, mintTestToken, startAnvil } from '../anvil.js'
 import { CaipayProcess } from '../chaos/processes.js'
 import { freePort } from '../ports.js'
 import { createTestDatabase, type TestDatabase } from '../postgres.js'
 import { type FaultProxy, startFaultProxy } from '../rpcFaults.js'
+import {
+  airdrop,
+  createTestMint,
+  mintTestTokens,
+  type SolanaValidator,
+  startSolanaValidator,
+  tokenBalance,
+} from '../solana/index.js'
 
 /**
- * A live EVM refund whose worker process (`caipay serve --worker-only`, a real child) is SIGKILLed in
- * the refund's two crash windows, then started again on the same database:
+ * Live refunds whose worker process (`caipay serve --worker-only`, a real child) is SIGKILLed in a
+ * refund's crash windows, then started again on the same database:
  *  - after the transfer is recorded and before it reaches the node (the RPC proxy holds the broadcast;
- *    the kill cuts it, so the node never sees those bytes from the dead process);
- *  - right after the broadcast (the transfer sits in the node's pool; it is mined while nobody runs).
+ *    the kill cuts it, so the node never sees those bytes from the dead process), on Anvil and on the
+ *    Solana harness;
+ *  - right after the broadcast (the EVM transfer sits in the node's pool and is mined while nothing runs).
  * Each time the refund must end `succeeded` with the recorded transaction, the buyer's balance read
- * from the chain must rise by exactly the refund once, and the float fall by exactly as much.
+ * from the chain must rise by exactly the refund once, the float fall by as much, and the merchant keep
+ * every settled payment to the unit.
  */
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const transferEvent = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)')
@@ -29,6 +42,8 @@ const transferEvent = parseAbiItem('event Transfer(address indexed from, address
 let pg: TestDatabase
 let anvil: AnvilInstance
 let proxy: FaultProxy
+let cluster: SolanaValidator
+let solanaProxy: FaultProxy
 let configDir: string
 let api: CaipayProcess
 let worker: CaipayProcess
@@ -39,6 +54,15 @@ const token = { address: '' as Address, asset: '' }
 const collection = privateKeyToAccount(anvilPrivateKeys[1]).address
 const merchant = privateKeyToAccount(generatePrivateKey()).address
 const buyer = privateKeyToAccount(anvilPrivateKeys[2])
+const sol = {
+  service: Keypair.generate(),
+  mintAuthority: Keypair.generate(),
+  mint: undefined as unknown as PublicKey,
+  asset: '',
+  merchant: Keypair.generate().publicKey,
+  buyer: Keypair.generate(),
+}
+const solBalance = (owner: PublicKey) => tokenBalance(cluster.connection, owner, sol.mint)
 
 const chain = () => createPublicClient({ transport: http(anvil.rpcUrl) })
 const anvilRpc = (method: string, params: unknown[] = []) =>
@@ -68,7 +92,17 @@ const merchantHeaders = () => ({
 })
 
 beforeAll(async () => {
-  ;[pg, anvil] = await Promise.all([createTestDatabase(), startAnvil()])
+  ;[pg, anvil, cluster] = await Promise.all([
+    createTestDatabase(),
+    startAnvil(),
+    startSolanaValidator({ backend: 'litesvm' }),
+  ])
+  await airdrop(cluster.connection, sol.service.publicKey, 10 * LAMPORTS_PER_SOL)
+  await airdrop(cluster.connection, sol.mintAuthority.publicKey, 10 * LAMPORTS_PER_SOL)
+  sol.mint = await createTestMint(cluster.connection, sol.mintAuthority, 6)
+  sol.asset = `${cluster.caip2}/token:${sol.mint.toBase58()}`
+  await mintTestTokens(cluster.connection, sol.mintAuthority, sol.mint, sol.buyer.publicKey, 1_000_000_000n)
+  solanaProxy = await startFaultProxy(cluster.rpcUrl)
   token.address = await deployTestToken(anvil.rpcUrl)
   token.asset = `${anvil.caip2}/erc20:${token.address}`
   await mintTestToken(anvil.rpcUrl, token.address, buyer.address, 1_000_000_000n)
@@ -96,6 +130,11 @@ beforeAll(async () => {
             },
           },
         },
+        [cluster.caip2]: {
+          rpcUrl: solanaProxy.url,
+          signerKey: 'env:CAIPAY_REFUND_KILL_SOLANA_KEY',
+          assets: { [sol.asset]: { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' } },
+        },
       },
     }),
   )
@@ -108,6 +147,7 @@ beforeAll(async () => {
     NODE_OPTIONS: '',
     LOG_LEVEL: 'warn',
     CAIPAY_REFUND_KILL_EVM_KEY: anvilPrivateKeys[1],
+    CAIPAY_REFUND_KILL_SOLANA_KEY: encodeBase58(sol.service.secretKey),
   }
   api = new CaipayProcess('api', 'api', args, env, await freePort())
   worker = new CaipayProcess('worker', 'worker', args, env)
@@ -129,7 +169,10 @@ beforeAll(async () => {
     `/v1/merchants/${merchantId}/settlements/crypto`,
     merchantHeaders(),
     {
-      settlements: [{ asset: token.asset, destination: `${anvil.caip2}:${merchant}` }],
+      settlements: [
+        { asset: token.asset, destination: `${anvil.caip2}:${merchant}` },
+        { asset: sol.asset, destination: `${cluster.caip2}:${sol.merchant.toBase58()}` },
+      ],
     },
   )
   expect(settlements.status, JSON.stringify(settlements.json)).toBe(201)
@@ -138,6 +181,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([api?.stop(), worker?.stop()])
   await proxy?.stop()
+  await solanaProxy?.stop()
+  await cluster?.stop()
   await anvil?.stop()
   await pg?.drop()
   if (configDir) await rm(configDir, { recursive: true, force: true })
@@ -153,39 +198,54 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
   }
 }
 
-/** A gasless payment of `cents`, relayed and settled to the merchant; resolves with its id. */
-async function paidAndSettled(cents: number): Promise<string> {
+const signWith = (
+  signer: { request(r: { chainId: string; method: string; params: readonly unknown[] }): Promise<string> },
+  action: WalletRpcAction,
+) =>
+  signer.request({
+    chainId: action.walletRpc.chainId,
+    method: action.walletRpc.method,
+    params: JSON.parse(action.walletRpc.params),
+  })
+
+/** A payment of `cents` (EVM gasless, or Solana), succeeded and settled to the merchant; its id. */
+async function paidAndSettled(family: 'evm' | 'solana', cents: number): Promise<string> {
   const created = await call('POST', '/v1/payments', merchantHeaders(), {
-    referenceId: `kill-${cents}`,
+    referenceId: `kill-${family}-${cents}`,
     amount: { unit: 'iso4217/USD', value: String(cents) },
   })
   expect(created.status, JSON.stringify(created.json)).toBe(201)
   const paymentId = created.json.paymentId as string
   const gateway = `/v1/gateway/payment/${paymentId}`
-  const options = await call(
-    'POST',
-    `${gateway}/options`,
-    { 'api-key': walletKey },
-    {
-      accounts: [`${anvil.caip2}:${buyer.address}`],
-    },
-  )
+  const wallet = { 'api-key': walletKey }
+  const account =
+    family === 'evm'
+      ? `${anvil.caip2}:${buyer.address}`
+      : `${cluster.caip2}:${sol.buyer.publicKey.toBase58()}`
+  const options = await call('POST', `${gateway}/options`, wallet, { accounts: [account] })
+  expect(options.json.options?.length, `${JSON.stringify(options.json)}\n${api.log}`).toBeGreaterThan(0)
   const option = options.json.options[0]
-  const action = option.actions[0] as WalletRpcAction
-  const signer = evmSigner({ account: buyer, chains: { [anvil.caip2]: { rpcUrl: anvil.rpcUrl } } })
-  const signature = await signer.request({
-    chainId: action.walletRpc.chainId,
-    method: action.walletRpc.method,
-    params: JSON.parse(action.walletRpc.params),
-  })
+  const results: string[] = []
+  if (family === 'evm') {
+    const signer = evmSigner({ account: buyer, chains: { [anvil.caip2]: { rpcUrl: anvil.rpcUrl } } })
+    results.push(await signWith(signer, option.actions[0] as WalletRpcAction))
+  } else {
+    const signer = solanaSigner({ keypair: sol.buyer, chains: [cluster.caip2] })
+    // biome-ignore lint/suspicious/noExplicitAny: JSON from the wire
+    const build = option.actions.find((a: any) => a.type === 'build')
+    const fetched = await call('POST', `${gateway}/fetch`, wallet, {
+      optionId: option.id,
+      data: build.build.data,
+    })
+    expect(fetched.status, JSON.stringify(fetched.json)).toBe(200)
+    for (const action of fetched.json.actions as WalletRpcAction[])
+      results.push(await signWith(signer, action))
+  }
   const confirmed = await call(
     'POST',
     `${gateway}/confirm`,
-    { 'api-key': walletKey, 'idempotency-key': paymentId },
-    {
-      optionId: option.id,
-      results: [signature],
-    },
+    { ...wallet, 'idempotency-key': paymentId },
+    { optionId: option.id, results },
   )
   expect(confirmed.status, JSON.stringify(confirmed.json)).toBe(200)
   await until('settled', async () => {
@@ -227,7 +287,7 @@ async function transfersTo(to: Address) {
 type Window = 'recorded, not yet broadcast' | 'broadcast, not yet mined'
 
 async function refundKilledIn(window: Window, paymentCents: number, refundCents: number) {
-  const paymentId = await paidAndSettled(paymentCents)
+  const paymentId = await paidAndSettled('evm', paymentCents)
   const paid = BigInt(paymentCents) * 10_000n
   const refunded = BigInt(refundCents) * 10_000n
   // The settlement paid the merchant the whole payment; the refund comes from the float.
@@ -307,6 +367,67 @@ async function refundKilledIn(window: Window, paymentCents: number, refundCents:
   // To the unit: the merchant holds every payment in full, the float nothing but what refunds still owe.
   return { paid, refunded }
 }
+
+const readRefund = async (refundId: string) =>
+  (await call('GET', `/v1/refunds/${refundId}`, { 'api-key': liveKey, 'merchant-id': merchantId })).json
+
+describe('a live Solana refund, its worker SIGKILLed between recording the transfer and sending it', () => {
+  it('the same signed transfer lands once after the restart', async () => {
+    const paymentId = await paidAndSettled('solana', 1507)
+    const refunded = 900n * 10_000n
+    // Settled: the refund comes from the float, which the operator funds.
+    await mintTestTokens(cluster.connection, sol.mintAuthority, sol.mint, sol.service.publicKey, refunded)
+    const before = {
+      buyer: await solBalance(sol.buyer.publicKey),
+      merchant: await solBalance(sol.merchant),
+      service: await solBalance(sol.service.publicKey),
+    }
+    solanaProxy.hold('sendTransaction')
+    const made = await call('POST', '/v1/refunds', merchantHeaders(), {
+      paymentId,
+      amount: { unit: 'iso4217/USD', value: '900' },
+    })
+    expect(made.status, JSON.stringify(made.json)).toBe(201)
+    const refundId = made.json.refundId as string
+    const recorded = await until('refund transaction recorded', () =>
+      pg.db
+        .selectFrom('solana_transactions')
+        .selectAll()
+        .where('refund_id', '=', refundId)
+        .executeTakeFirst(),
+    )
+    await until('send held', async () => (solanaProxy.held() > 0 ? true : undefined))
+    await killWorker(refundId)
+    solanaProxy.cutHeld()
+    solanaProxy.clear('sendTransaction')
+    const unseen = await cluster.connection.getSignatureStatuses([recorded.signature])
+    expect(unseen.value[0]).toBeNull()
+    expect((await readRefund(refundId)).status).toBe('pending')
+
+    const restarted = Date.now()
+    await worker.start()
+    const done = await until('refund succeeded', async () => {
+      const r = await readRefund(refundId)
+      return r.status === 'succeeded' ? r : undefined
+    })
+    console.info(
+      `Solana refund killed before the send: succeeded ${Date.now() - restarted} ms after the restart`,
+    )
+    expect(done.txId).toBe(recorded.signature)
+    const rows = await pg.db
+      .selectFrom('solana_transactions')
+      .select(['signature', 'state'])
+      .where('refund_id', '=', refundId)
+      .execute()
+    expect(rows).toEqual([{ signature: recorded.signature, state: 'landed' }])
+    expect((await solBalance(sol.buyer.publicKey)) - before.buyer).toBe(refunded)
+    expect(before.service - (await solBalance(sol.service.publicKey))).toBe(refunded)
+    expect(await solBalance(sol.merchant)).toBe(before.merchant)
+    // To the unit: the merchant received the payment in full, the float is back to nothing.
+    expect(before.merchant).toBe(1507n * 10_000n)
+    expect(await solBalance(sol.service.publicKey)).toBe(0n)
+  }, 60_000)
+})
 
 describe('a live EVM refund, its worker SIGKILLed', () => {
   const totals = { paid: 0n, merchantBefore: 0n }
