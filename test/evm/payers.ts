@@ -90,7 +90,7 @@ export interface Payers {
 
 const ownersOf = (owner: Address) => [pad(owner)] as const
 
-export async function deployPayers(env: EvmEnv): Promise<Payers> {
+export async function deployPayers(env: Pick<EvmEnv, 'anvil' | 'publicClient'>): Promise<Payers> {
   const chain = anvilChain(env.anvil.chainId, env.anvil.rpcUrl)
   const client = createPublicClient({ chain, transport: http(env.anvil.rpcUrl) })
   const deployer = createWalletClient({
