@@ -19,11 +19,13 @@ describe('EVM calldata guard vs Anvil', () => {
     const { seed, count } = campaign(60, 1500)
     const run = await runEvmCampaign(anvil.rpcUrl, anvil.chainId, seed, count)
     const caught = run.verdicts.filter((v) => !v.accepted && v.harm.length > 0).length
+    const nftMoves = run.verdicts.filter((v) => v.harm.includes('the wallet’s NFT moved')).length
     console.info(
       `evm differential: seed ${seed}, ${run.verdicts.length} mutants, ${run.verdicts.filter((v) => v.accepted).length} accepted, ` +
-        `${caught} harmful ones refused, ${run.violations.length} violations`,
+        `${caught} harmful ones refused (${nftMoves} moved the wallet’s ERC-721), ${run.violations.length} violations`,
     )
     expect(run.violations, JSON.stringify(run.violations, null, 1)).toEqual([])
     expect(caught).toBeGreaterThan(0)
+    expect(nftMoves).toBeGreaterThan(0)
   })
 })

@@ -9,12 +9,14 @@ import {
   createPublicClient,
   createWalletClient,
   erc20Abi,
+  getAddress,
   type Hex,
   http,
   type PublicClient,
   type WalletClient,
 } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
+import { testNftAbi, testNftBytecode } from '../../fixtures/nft/index.js'
 import { decodeEvmAction } from '../../protocol/evm/index.js'
 import { guardActions } from '../../src/actions/guard.js'
 import { createSignerRegistry } from '../../src/actions/registry.js'
@@ -82,6 +84,35 @@ export async function runEvmCampaign(
     pollingInterval: 20,
   })
   const walletClient = client(anvilPrivateKeys[1])
+  // An ERC-721 the wallet owns: `transferFrom` shares ERC-20's selector, `safeTransferFrom` is its own.
+  const deployed = await reader.waitForTransactionReceipt({
+    hash: await victimClient.deployContract({
+      abi: testNftAbi,
+      bytecode: testNftBytecode,
+      chain,
+      account: victimClient.account!,
+    }),
+    pollingInterval: 20,
+  })
+  const nft = getAddress(deployed.contractAddress!)
+  let nftId = 0n
+  const mintNft = async () => {
+    nftId++
+    await reader.waitForTransactionReceipt({
+      hash: await victimClient.writeContract({
+        address: nft,
+        abi: testNftAbi,
+        functionName: 'mint',
+        args: [wallet!.address, nftId],
+        chain,
+        account: victimClient.account!,
+      }),
+      pollingInterval: 20,
+    })
+  }
+  await mintNft()
+  const nftOwner = () =>
+    reader.readContract({ address: nft, abi: testNftAbi, functionName: 'ownerOf', args: [nftId] })
   const caip2 = `eip155:${chainId}`
   const account = `${caip2}:${wallet!.address}`
   const signer = {
@@ -145,15 +176,28 @@ export async function runEvmCampaign(
           mutations.push('first address the attacker')
       }
     }
+    // A quarter of the mutants go to the wallet's NFT instead, naming the wallet and the NFT's id.
+    const target = random.int(4) === 0 ? nft : token
+    if (target === nft) {
+      mutations.push('sent to the ERC-721')
+      if (random.int(2)) {
+        selector = random.int(2) ? '0x23b872dd' : '0x42842e0e'
+        words = [addressWord(wallet!.address), addressWord(attacker!.address), word(nftId)]
+        mutations.push(`NFT transfer ${selector}`)
+      }
+      if (words.length > 0 && (selector === '0x23b872dd' || selector === '0x42842e0e'))
+        words[0] = addressWord(wallet!.address)
+      if (words.length > 1) words[words.length - 1] = word(nftId)
+    }
     const full = `${selector}${words.join('')}${tail}`
     const data = (full.length % 2 === 0 ? full : full.slice(0, -1)) as Hex
-    const verdict: EvmVerdict = { index, data, to: token, mutations, accepted: false, harm: [] }
+    const verdict: EvmVerdict = { index, data, to: target, mutations, accepted: false, harm: [] }
     const action = {
       type: 'walletRpc' as const,
       walletRpc: {
         chainId: caip2,
         method: 'eth_sendTransaction',
-        params: JSON.stringify([{ from: wallet!.address, to: token, data }]),
+        params: JSON.stringify([{ from: wallet!.address, to: target, data }]),
       },
     }
     let decoded = 0n
@@ -177,7 +221,7 @@ export async function runEvmCampaign(
       allowances: [await allowance(attacker!.address), await allowance(merchant!.address)],
     }
     const hash = await walletClient.sendTransaction({
-      to: token,
+      to: target,
       data,
       gas: 300_000n,
       chain,
@@ -192,6 +236,10 @@ export async function runEvmCampaign(
     const granted = [await allowance(attacker!.address), await allowance(merchant!.address)]
     if (granted.some((g, i) => g > before.allowances[i]!))
       verdict.harm.push(`allowance granted ${granted.join('/')}`)
+    if ((await nftOwner()) !== wallet!.address) {
+      verdict.harm.push('the wallet’s NFT moved')
+      await mintNft()
+    }
     verdicts.push(verdict)
   }
   return { seed, verdicts, violations: verdicts.filter((v) => v.accepted && v.harm.length > 0) }
