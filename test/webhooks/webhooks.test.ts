@@ -471,11 +471,13 @@ describe('payment events', () => {
     const a = await pay(apiKey, merchantId)
     const b = await pay(otherKey, otherMerchant)
     const refundedIn = async (r: Receiver, secret: string, paymentId: string) => {
+      // Deliveries are not ordered: wait for both ends of the refund, whichever arrives last.
       const deadline = Date.now() + 15_000
-      while (
-        !r.received.some((x) => x.event.type === 'payment.refunded' && x.event.data.payment_id === paymentId)
-      ) {
-        if (Date.now() > deadline) throw new Error(`no payment.refunded for ${paymentId}`)
+      const arrived = (type: string) =>
+        r.received.some((x) => x.event.type === type && x.event.data.payment_id === paymentId)
+      while (!arrived('payment.refunded') || !arrived('refund.succeeded')) {
+        if (Date.now() > deadline)
+          throw new Error(`no payment.refunded and refund.succeeded for ${paymentId}`)
         await new Promise((resolve) => setTimeout(resolve, 25))
       }
       const own = r.received.filter((x) => x.event.data.payment_id === paymentId)
