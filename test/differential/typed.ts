@@ -324,7 +324,8 @@ export async function runTypedCampaign(
     }
     // Signed as the wallet signs: the rebuilt struct, uints as integers.
     const { EIP712Domain: _, ...types } = signable.types as Record<string, { name: string; type: string }[]>
-    const fields = types[signable.primaryType]!
+    const fields = types[signable.primaryType]
+    if (!Array.isArray(fields)) continue
     const asArgs = (message: Json) => {
       const out: Json = {}
       for (const f of fields) {
@@ -409,7 +410,7 @@ export async function runTypedCampaign(
     const out = before.balances[0]! - after.balances[0]!
     if (contract !== token && out !== 0n) verdict.harm.push(`another asset moved ${out}`)
     if (out > amount) verdict.harm.push(`wallet tokens out ${out}`)
-    if (after.balances[3] !== before.balances[3]) verdict.harm.push('another account’s tokens moved')
+    if (after.balances[3]! < before.balances[3]!) verdict.harm.push('another account’s tokens moved')
     after.allowances.forEach((granted, i) => {
       const spender = all[i]!
       if (
@@ -418,17 +419,33 @@ export async function runTypedCampaign(
       )
         verdict.harm.push(`allowance ${granted} to ${spender}`)
     })
-    // The next permit starts from a clean allowance, so one accepted permit cannot hide another.
-    if (after.allowances[1]! > 0n) {
-      const merchantClient = createWalletClient({ account: merchant!, chain, transport: http(rpcUrl) })
-      const spend = await merchantClient.writeContract({
-        address: contract,
-        abi: erc20Abi,
-        functionName: 'transferFrom',
-        args: [wallet!.address, merchant!.address, after.allowances[1]!],
+    // The next permit starts from a clean allowance, so one accepted permit cannot hide another. An
+    // allowance the merchant can draw is drawn (what the permit let it take); a larger one, already
+    // counted as harm above, is withdrawn by the wallet.
+    const granted = after.allowances[1]!
+    if (granted > 0n) {
+      const drawable = granted <= after.balances[0]!
+      const client = createWalletClient({
+        account: drawable ? merchant! : wallet!,
         chain,
+        transport: http(rpcUrl),
       })
-      await reader.waitForTransactionReceipt({ hash: spend, pollingInterval: 20 })
+      const hash = drawable
+        ? await client.writeContract({
+            address: contract,
+            abi: erc20Abi,
+            functionName: 'transferFrom',
+            args: [wallet!.address, merchant!.address, granted],
+            chain,
+          })
+        : await client.writeContract({
+            address: contract,
+            abi: erc20Abi,
+            functionName: 'approve',
+            args: [merchant!.address, 0n],
+            chain,
+          })
+      await reader.waitForTransactionReceipt({ hash, pollingInterval: 20 })
       const drawn = after.balances[0]! - (await balances(contract))[0]!
       if (drawn + out > amount) verdict.harm.push(`permit drew ${drawn} after ${out}`)
     }
