@@ -3,6 +3,7 @@ import * as z from 'zod/mini'
 import { endpoints } from './endpoints.js'
 import { serviceErrorCodes, serviceErrorStatus } from './errors.js'
 import { samples } from './samples.js'
+import { finalStatuses, isFinalStatus, paymentStatuses } from './statuses.js'
 
 describe.each(samples)('%s', (_name, schema, valid, invalid) => {
   it.each(valid.map((v) => [v]))('accepts %j', (value) => {
@@ -36,5 +37,12 @@ describe('registry', () => {
           expect(() => z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' })).not.toThrow()
       }
     }
+  })
+})
+
+describe('payment statuses', () => {
+  // isFinalStatus states the rule without the list (the wallet core carries one fewer array): both must agree.
+  it('isFinalStatus holds for exactly the listed final statuses', () => {
+    expect(paymentStatuses.filter(isFinalStatus).sort()).toEqual([...finalStatuses].sort())
   })
 })
