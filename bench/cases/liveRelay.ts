@@ -5,17 +5,14 @@
  * ceiling for one key: the same `receiveWithAuthorization` calls, pre-signed with locally counted
  * nonces, sent pipelined without waiting for receipts.
  *
- *   npm run bench:live -- [--payers 200]
+ *   npm run bench:live -- [--payers 200] [--chain evm|solana]   (solana: liveRelaySolana.ts)
  *
  * Reported: payments per second as a share of the ceiling's, confirm -> `succeeded` in blocks (p50,
  * p95), the blocks the relays spread over and transactions per block, settlement transactions and gas
  * per payment, and whether the money moved exactly once. Payments are created, quoted and signed before
  * the clock starts, as the ceiling's calls are signed before its clock starts.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
 import fs from 'node:fs/promises'
-import { createServer } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -32,6 +29,7 @@ import {
   signAuthorization,
   startAnvil,
 } from '../../test/anvil.js'
+import { type CliServer, inParallel, quantile, settledViews, sleep, startCliServer } from '../cliServer.js'
 
 export interface LiveRelayOptions {
   /** Payers confirming at once (and relays in the ceiling run). */
@@ -59,17 +57,13 @@ export interface LiveRelayResult {
   ratio: number
 }
 
-const root = fileURLToPath(new URL('../..', import.meta.url))
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const amountMinor = 1_000_000n // USD 1.00 of a 6-decimal stablecoin
 
 export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelayResult> {
   const n = options.payers
   const anvil = await startAnvil()
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-bench-relay-'))
-  // Embedded PostgreSQL may run as another OS user (under root), which must reach its data directory.
-  await fs.chmod(dataDir, 0o755)
-  let server: ChildProcess | undefined
+  let server: CliServer | undefined
   try {
     const chain = anvilChain(anvil.chainId, anvil.rpcUrl)
     const client = createPublicClient({ chain, transport: http(anvil.rpcUrl, { batch: true }) })
@@ -86,11 +80,8 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
 
     const ceiling = await measureCeiling(client, token, buyers, anvil.chainId)
 
-    const port = await freePort()
-    const configFile = path.join(dataDir, 'caipay.json')
-    await fs.writeFile(
-      configFile,
-      JSON.stringify({
+    server = await startCliServer(
+      {
         rateLimit: false,
         chains: {
           [anvil.caip2]: {
@@ -99,35 +90,10 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
             assets: { [asset]: { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' } },
           },
         },
-      }),
+      },
+      dataDir,
     )
-    const dbArgs = ['--data-dir', path.join(dataDir, 'db')]
-    const key = JSON.parse(await cli(['keys', 'create', '--mode', 'live', '--json', ...dbArgs])).apiKey
-    // The server logs a line per request: to a file, as an operator's service manager would keep it (a
-    // pipe this busy process drains late would block the server's synchronous log writes).
-    const logFile = path.join(dataDir, 'server.log')
-    const logHandle = await fs.open(logFile, 'w')
-    server = spawn(
-      process.execPath,
-      [
-        ...(process.env.CAIPAY_BENCH_PROFILE_DIR
-          ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CAIPAY_BENCH_PROFILE_DIR}`]
-          : []),
-        path.join(root, 'bin/caipay.js'),
-        'serve',
-        '--port',
-        String(port),
-        '--config',
-        configFile,
-        ...dbArgs,
-      ],
-      { stdio: ['ignore', logHandle.fd, logHandle.fd] },
-    )
-    await logHandle.close()
-    const log = () => readFileSync(logFile, 'utf8').slice(-8_000)
-    const base = `http://127.0.0.1:${port}`
-    await waitForServer(base, server, log)
-    const call = api(base, key)
+    const { call } = server
 
     const { merchant } = await call('POST', '/v1/merchants', {
       merchantName: 'Bench',
@@ -193,15 +159,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
       .sort((a, b) => a - b)
 
     // Settled: every payment's settlement recorded (the merchant view), then the chain's account.
-    const views = await inParallel(outcomes, 16, async (o) => {
-      for (let waited = 0; ; waited += 250) {
-        const view = await call('GET', `/v1/payments/${o.paymentId}`, undefined, {
-          'merchant-id': merchant.id,
-        })
-        if (view.status !== 'succeeded' || view.settlement?.successful || waited > 60_000) return view
-        await sleep(250)
-      }
-    })
+    const views = await settledViews(call, merchant.id, outcomes)
     const relayHashes = views.filter((v) => v.info?.txId).map((v) => v.info.txId as Hash)
     const settleHashes = [
       ...new Set(
@@ -241,8 +199,8 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
           max: confirmMs.at(-1) ?? Number.NaN,
         },
         blocksToSucceeded: {
-          p50: blocks[Math.floor(blocks.length * 0.5)] ?? Number.NaN,
-          p95: blocks[Math.min(blocks.length - 1, Math.floor(blocks.length * 0.95))] ?? Number.NaN,
+          p50: quantile(blocks, 0.5),
+          p95: quantile(blocks, 0.95),
           max: blocks.at(-1) ?? Number.NaN,
         },
         relayBlocks,
@@ -254,13 +212,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
       ratio: paymentsPerSecond / ceiling.paymentsPerSecond,
     }
   } finally {
-    if (server && server.exitCode === null) {
-      server.kill('SIGTERM')
-      await new Promise((resolve) => {
-        const timer = setTimeout(() => server?.kill('SIGKILL'), 10_000)
-        server?.once('exit', () => resolve(clearTimeout(timer)))
-      })
-    }
+    await server?.stop()
     await anvil.stop()
     await fs.rm(dataDir, { recursive: true, force: true })
   }
@@ -379,95 +331,6 @@ async function sumBalances(client: Client, token: Address, owners: readonly Addr
   return balances.reduce((a, b) => a + b, 0n)
 }
 
-async function inParallel<T, R>(
-  items: readonly T[],
-  width: number,
-  fn: (item: T, index: number) => Promise<R>,
-): Promise<R[]> {
-  const results: R[] = new Array(items.length)
-  let next = 0
-  await Promise.all(
-    Array.from({ length: width }, async () => {
-      while (next < items.length) {
-        const i = next++
-        results[i] = await fn(items[i]!, i)
-      }
-    }),
-  )
-  return results
-}
-
-// biome-ignore lint/suspicious/noExplicitAny: JSON bodies of a benchmark, read field by field
-type Json = any
-
-function api(base: string, apiKey: string) {
-  let idempotency = 0
-  return async (
-    method: string,
-    url: string,
-    body?: unknown,
-    extra: Record<string, string> = {},
-  ): Promise<Json> => {
-    const res = await fetch(`${base}${url}`, {
-      method,
-      headers: {
-        'api-key': apiKey,
-        'content-type': 'application/json',
-        ...(method === 'POST' && url.startsWith('/v1/merchants')
-          ? { 'idempotency-key': `relay-bench-${++idempotency}` }
-          : {}),
-        ...extra,
-      },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    })
-    const json = await res.json()
-    if (!res.ok) throw new Error(`${method} ${url}: ${res.status} ${JSON.stringify(json)}`)
-    return json
-  }
-}
-
-function cli(args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(root, 'bin/caipay.js'), ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let out = ''
-    let err = ''
-    child.stdout.on('data', (c: Buffer) => {
-      out += c.toString()
-    })
-    child.stderr.on('data', (c: Buffer) => {
-      err += c.toString()
-    })
-    child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`caipay ${args[0]}: ${err}`))))
-  })
-}
-
-async function waitForServer(base: string, child: ChildProcess, log: () => string): Promise<void> {
-  const deadline = Date.now() + 60_000
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`caipay serve exited:\n${log()}`)
-    try {
-      if ((await fetch(`${base}/healthz`)).ok) return
-    } catch {
-      // Not listening yet.
-    }
-    if (Date.now() > deadline) throw new Error(`caipay serve did not come up:\n${log()}`)
-    await sleep(100)
-  }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer()
-    probe.once('error', reject)
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number }
-      probe.close(() => resolve(port))
-    })
-  })
-}
-
 /** The figures as printed by `npm run bench:live` and quoted in docs/performance.md. */
 export function formatLiveRelay(r: LiveRelayResult): string {
   const c = r.caipay
@@ -483,8 +346,15 @@ export function formatLiveRelay(r: LiveRelayResult): string {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { values } = parseArgs({ options: { payers: { type: 'string', default: '200' } } })
-  const result = await runLiveRelay({ payers: Number(values.payers) })
-  console.log(formatLiveRelay(result))
-  console.log(`Command: npm run bench:live -- --payers ${values.payers}`)
+  const { values } = parseArgs({
+    options: { payers: { type: 'string', default: '200' }, chain: { type: 'string', default: 'evm' } },
+  })
+  const payers = Number(values.payers)
+  if (values.chain === 'solana') {
+    const { formatLiveSolana, runLiveSolana } = await import('./liveRelaySolana.js')
+    console.log(formatLiveSolana(await runLiveSolana({ payers })))
+  } else {
+    console.log(formatLiveRelay(await runLiveRelay({ payers })))
+  }
+  console.log(`Command: npm run bench:live -- --chain ${values.chain} --payers ${values.payers}`)
 }

@@ -25,7 +25,7 @@
  * report `confirmationStatus: 'finalized'` at once.
  *
  * Where it differs: litesvm has one valid blockhash at a time and does not produce blocks. The
- * facade advances one slot per landed transaction and keeps the clock sysvar's unix timestamp at
+ * facade advances one slot per landed transaction (or one every `slotMs`) and keeps the clock sysvar's unix timestamp at
  * wall-clock time. The blockhash stays valid until `expireBlockhash()` (then only the new one is);
  * `lastValidBlockHeight` is always the current height + 150. No address lookup tables, no
  * priority-fee accounting in getFeeForMessage, no commitment levels (everything is finalized).
@@ -56,6 +56,11 @@ export interface LiteSvmRpcOptions {
   genesisHash?: string
   /** Bring your own configured instance (extra programs, accounts); default `new LiteSVM()`. */
   svm?: LiteSVM
+  /**
+   * A slot every `slotMs` of wall-clock time, every transaction landing in the current one, as on a
+   * cluster (400 ms there). Default: none, one slot per landed transaction.
+   */
+  slotMs?: number
 }
 
 export interface LiteSvmRpc {
@@ -125,6 +130,8 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
   let slot = 1
   svm.warpToSlot(BigInt(slot))
   syncClock()
+  const clockedSlots = options.slotMs ? setInterval(() => advanceSlots(1), options.slotMs) : undefined
+  clockedSlots?.unref()
 
   function syncClock(): void {
     const clock = svm.getClock()
@@ -144,7 +151,7 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
   function record(signature: string, entry: Omit<LandedTransaction, 'slot' | 'blockTime'>): void {
     landed.set(signature, { ...entry, slot, blockTime: Math.floor(Date.now() / 1000) })
     transactionCount++
-    advanceSlots(1)
+    if (!clockedSlots) advanceSlots(1)
     notifySignature(signature)
   }
 
@@ -686,6 +693,7 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
     advanceSlots,
     stop: () => {
       stopped ??= (async () => {
+        clearInterval(clockedSlots)
         subscriptions.clear()
         await closeSockets([...wss.clients])
         wss.close()

@@ -20,6 +20,8 @@ export interface StartSolanaValidatorOptions {
   commitment?: Commitment
   /** litesvm only: the genesis hash to report (default: a fixed local one). */
   genesisHash?: string
+  /** litesvm only: a slot every `slotMs` rather than one per landed transaction (see the facade). */
+  slotMs?: number
   /** solana-test-validator only: how long to wait for a healthy RPC. Default 60 s. */
   startTimeoutMs?: number
 }
@@ -51,7 +53,10 @@ export async function startSolanaValidator(
   const commitment = options.commitment ?? 'confirmed'
 
   if (backend === 'litesvm') {
-    const rpc = await startLiteSvmRpc(options.genesisHash ? { genesisHash: options.genesisHash } : {})
+    const rpc = await startLiteSvmRpc({
+      ...(options.genesisHash ? { genesisHash: options.genesisHash } : {}),
+      ...(options.slotMs ? { slotMs: options.slotMs } : {}),
+    })
     const connection = new Connection(rpc.rpcUrl, { commitment, wsEndpoint: rpc.wsUrl })
     return {
       backend,

@@ -1,0 +1,20 @@
+import { describe, expect, it } from 'vitest'
+import { formatLiveSolana, runLiveSolana } from '../../bench/cases/liveRelaySolana.js'
+
+/**
+ * The live Solana benchmark as a black box, small: its own litesvm cluster (a slot every 400 ms), mint
+ * and buyers, `caipay serve` as shipped (bin/caipay.js, defaults, embedded PostgreSQL), 20 payers at
+ * once, and the one-fee-payer ceiling in the same run. Bounds are loose (CI shares its cores); the
+ * full-size figures are in docs/performance.md.
+ */
+describe('live Solana benchmark, small', () => {
+  it('20 payers against the CLI server: every payment succeeds and settles, money moves exactly once, the ratio to the ceiling is measured', async () => {
+    const result = await runLiveSolana({ payers: 20 })
+    console.info(formatLiveSolana(result))
+    expect(result.caipay.failed).toBe(0)
+    expect(result.caipay.movedExactlyOnce).toBe(true)
+    expect(result.ceiling.paymentsPerSecond).toBeGreaterThan(0)
+    expect(result.ratio).toBeGreaterThan(0)
+    expect(result.caipay.settlementTxsPerPayment).toBeLessThanOrEqual(1)
+  }, 180_000)
+})
