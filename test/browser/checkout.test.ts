@@ -1,31 +1,22 @@
 import path from 'node:path'
-import type { Browser } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createBuyer, isBaseOption } from '../gateway/support.js'
-import { type BrowserEnv, launchChromium, startBrowserEnv, updateScreenshots } from './support.js'
+import { updateScreenshots, useBrowserEnv } from './support.js'
 
-let env: BrowserEnv
-let browser: Browser
-beforeAll(async () => {
-  ;[env, browser] = await Promise.all([startBrowserEnv(), launchChromium()])
-})
-afterAll(async () => {
-  await browser?.close()
-  await env?.close()
-})
+const suite = useBrowserEnv()
 
 describe('checkout page in real Chromium', () => {
   it('shows merchant, amount and QR on a phone, then turns to Paid when the wallet confirms', async () => {
-    const created = await env.t.request({
+    const created = await suite.env.t.request({
       method: 'POST',
       url: '/v1/payments',
-      headers: { 'api-key': env.apiKey, 'merchant-id': env.merchantId },
+      headers: { 'api-key': suite.env.apiKey, 'merchant-id': suite.env.merchantId },
       payload: { referenceId: 'order-checkout', amount: { unit: 'iso4217/USD', value: '4250' } },
     })
     const { paymentId, gatewayUrl } = created.json
-    expect(gatewayUrl).toBe(`${env.baseUrl}/pay/${paymentId}`)
+    expect(gatewayUrl).toBe(`${suite.env.baseUrl}/pay/${paymentId}`)
 
-    const page = await browser.newPage({
+    const page = await suite.browser.newPage({
       viewport: { width: 390, height: 844 },
       deviceScaleFactor: 2,
       isMobile: true,
@@ -40,8 +31,8 @@ describe('checkout page in real Chromium', () => {
     if (updateScreenshots) await page.screenshot({ path: path.resolve('docs/checkout.png'), fullPage: true })
 
     const buyer = createBuyer()
-    const { option, results } = await env.prepare(paymentId, buyer, isBaseOption)
-    const confirm = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })
+    const { option, results } = await suite.env.prepare(paymentId, buyer, isBaseOption)
+    const confirm = await suite.env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })
     expect(confirm.json.status).toBe('succeeded')
 
     await page.waitForFunction(
@@ -61,11 +52,11 @@ describe('checkout page in real Chromium', () => {
   })
 
   it('a final payment renders final at once, without the QR code or the link', async () => {
-    const paymentId = await env.pay('100')
-    const page = await browser.newPage()
-    await page.goto(`${env.baseUrl}/pay/${paymentId}`)
-    expect(await page.locator('#link').textContent()).toBe(`${env.baseUrl}/pay/${paymentId}`)
-    await env.gw('POST', paymentId, '/cancel')
+    const paymentId = await suite.env.pay('100')
+    const page = await suite.browser.newPage()
+    await page.goto(`${suite.env.baseUrl}/pay/${paymentId}`)
+    expect(await page.locator('#link').textContent()).toBe(`${suite.env.baseUrl}/pay/${paymentId}`)
+    await suite.env.gw('POST', paymentId, '/cancel')
     await page.reload()
     expect(await page.locator('#status').textContent()).toBe('Cancelled')
     expect(await page.locator('#done-text').textContent()).toBe('This payment was cancelled.')
@@ -74,10 +65,14 @@ describe('checkout page in real Chromium', () => {
   })
 
   it('a succeeded payment loaded afterwards shows the paid state and the way back to the merchant', async () => {
-    const created = await env.t.request({
+    const created = await suite.env.t.request({
       method: 'POST',
       url: '/v1/payments',
-      headers: { 'api-key': env.apiKey, 'merchant-id': env.merchantId, 'pay-version': '2026-02-19.preview' },
+      headers: {
+        'api-key': suite.env.apiKey,
+        'merchant-id': suite.env.merchantId,
+        'pay-version': '2026-02-19.preview',
+      },
       payload: {
         referenceId: 'order-paid',
         amount: { unit: 'iso4217/USD', value: '300' },
@@ -86,12 +81,12 @@ describe('checkout page in real Chromium', () => {
     })
     expect(created.statusCode, created.body).toBe(201)
     const { paymentId } = created.json
-    const { option, results } = await env.prepare(paymentId, createBuyer(), isBaseOption)
-    expect((await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })).json.status).toBe(
-      'succeeded',
-    )
-    const page = await browser.newPage()
-    await page.goto(`${env.baseUrl}/pay/${paymentId}`)
+    const { option, results } = await suite.env.prepare(paymentId, createBuyer(), isBaseOption)
+    expect(
+      (await suite.env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })).json.status,
+    ).toBe('succeeded')
+    const page = await suite.browser.newPage()
+    await page.goto(`${suite.env.baseUrl}/pay/${paymentId}`)
     expect(await page.locator('#status').textContent()).toBe('Paid')
     expect(await page.locator('#txid').textContent()).toBe(`test:${paymentId}`)
     expect(await page.locator('#done-text').textContent()).toBe('Payment received. You can close this page.')

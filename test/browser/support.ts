@@ -1,6 +1,7 @@
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { type Browser, chromium } from 'playwright-core'
+import { afterAll, beforeAll } from 'vitest'
 import { createGatewayEnv, type GatewayEnv } from '../gateway/support.js'
 
 /** `UPDATE_SCREENSHOTS=1` rewrites docs/checkout.png and docs/collect-data.png; plain runs leave docs alone. */
@@ -34,6 +35,19 @@ export async function startBrowserEnv(config: Record<string, unknown> = {}): Pro
   // Links the server hands out (gatewayUrl, collectData.url) must point where it listens.
   env.t.app.config.publicBaseUrl = baseUrl
   return { ...env, baseUrl, close: () => env.t.close() }
+}
+
+/** The server and Chromium for one test file: started before its tests, closed after them. */
+export function useBrowserEnv(config: Record<string, unknown> = {}): { env: BrowserEnv; browser: Browser } {
+  const suite = {} as { env: BrowserEnv; browser: Browser }
+  beforeAll(async () => {
+    ;[suite.env, suite.browser] = await Promise.all([startBrowserEnv(config), launchChromium()])
+  })
+  afterAll(async () => {
+    await suite.browser?.close()
+    await suite.env?.close()
+  })
+  return suite
 }
 
 /**

@@ -73,12 +73,35 @@ describe('system routes', () => {
     expect(list.in).toBe('query')
   })
 
-  it('GET /docs serves a self-contained page', async () => {
-    const res = await t.request({ method: 'GET', url: '/docs' })
-    expect(res.statusCode).toBe(200)
-    expect(res.headers['content-type']).toMatch(/text\/html/)
-    expect(res.body).toContain('/openapi.json')
-    expect(res.body).not.toMatch(/<script[^>]+src=/)
+  it('GET /docs and /docs/wcp serve the reference from this server alone, under a CSP', async () => {
+    for (const url of ['/docs', '/docs/wcp']) {
+      const res = await t.request({ method: 'GET', url })
+      expect(res.statusCode).toBe(200)
+      expect(res.headers['content-type']).toMatch(/text\/html/)
+      const csp = String(res.headers['content-security-policy'])
+      expect(csp).toContain("script-src 'self'")
+      expect(csp).toContain("connect-src 'self'")
+      expect(csp).not.toMatch(/https?:/)
+      // Every file the page loads is a path on this server.
+      const references = [...res.body.matchAll(/(?:src|href)="([^"]*)"/g)].map((m) => m[1]!)
+      expect(references.length).toBeGreaterThan(0)
+      for (const reference of references) {
+        expect(reference).toMatch(/^\/docs\//)
+        const asset = await t.request({ method: 'GET', url: reference })
+        expect(asset.statusCode, reference).toBe(200)
+        expect(asset.headers['x-content-type-options']).toBe('nosniff')
+      }
+    }
+    const init = await t.request({ method: 'GET', url: '/docs/init.js' })
+    expect(init.body).toContain('/openapi.json')
+    expect(init.body).toContain('/wcp/openapi.json')
+  })
+
+  it('GET /docs/assets serves only the renderer files it lists', async () => {
+    for (const file of ['package.json', 'index.html', 'swagger-ui-bundle.js.map', '..%2Fpackage.json']) {
+      const res = await t.request({ method: 'GET', url: `/docs/assets/${file}` })
+      expect(res.statusCode, file).toBe(404)
+    }
   })
 
   it('GET / sends a browser to the API docs, not a JSON 404', async () => {

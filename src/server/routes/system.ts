@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { sql } from 'kysely'
-import { docsHtml } from '../docs.js'
+import { registerDocs } from '../docs.js'
 import { openApiDocument, wcpOpenApiDocument } from '../openapi.js'
 
 export async function systemRoutes(app: FastifyInstance): Promise<void> {
@@ -17,9 +17,7 @@ export async function systemRoutes(app: FastifyInstance): Promise<void> {
       return reply.type('application/json; charset=utf-8').send(document.json)
     })
   }
-  app.get('/docs', { config: { rateLimit: false } }, async (_request, reply) => {
-    return reply.type('text/html; charset=utf-8').send(docsHtml)
-  })
+  registerDocs(app)
 
   // A person opening the server's address in a browser lands on the API reference.
   app.get('/', { config: { rateLimit: false } }, async (_request, reply) => reply.redirect('/docs', 302))
