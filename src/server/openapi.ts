@@ -24,21 +24,27 @@ type JsonSchema = Record<string, unknown>
  */
 export const jsonForms = z.registry<JsonSchema>()
 
-/** JSON Schema's `if`/`then`: a value matching the first pattern must match the second. */
-function ifThen(when: string, then: string): JsonSchema {
-  return Object.fromEntries([
-    ['if', { pattern: when }],
-    ['then', { pattern: then }],
-  ])
-}
-
 jsonForms.add(Caip10, {
   description: 'CAIP-10 account id; eip155 addresses are 0x + 40 hex, solana addresses a base58 32-byte key.',
-  allOf: [
-    ifThen('^eip155:', '^eip155:[-_a-zA-Z0-9]{1,32}:0x[0-9a-fA-F]{40}$'),
-    ifThen('^solana:', '^solana:[-_a-zA-Z0-9]{1,32}:[1-9A-HJ-NP-Za-km-z]{32,44}$'),
-  ],
 })
+
+/**
+ * A CAIP-10 account as one exact branch per namespace rule rather than the generic pattern with
+ * if/then refinements beside it: the two say the same, but generators (Schemathesis) can draw the
+ * branches directly, where the refined form left them filtering out nearly every string they drew.
+ */
+const caip10Branches: JsonSchema[] = [
+  { pattern: '^eip155:[-_a-zA-Z0-9]{1,32}:0x[0-9a-fA-F]{40}$' },
+  { pattern: '^solana:[-_a-zA-Z0-9]{1,32}:[1-9A-HJ-NP-Za-km-z]{32,44}$' },
+  { pattern: '^(?!eip155:|solana:)[-a-z0-9]{3,8}:[-_a-zA-Z0-9]{1,32}:[-.%a-zA-Z0-9]{1,128}$' },
+]
+
+function publishedForm(ctx: { zodSchema: unknown; jsonSchema: JsonSchema }): void {
+  if (ctx.zodSchema !== Caip10) return
+  delete ctx.jsonSchema.pattern
+  ctx.jsonSchema.anyOf = caip10Branches
+}
+
 jsonForms.add(MerchantUpdateBody, { minProperties: 1 })
 jsonForms.add(CryptoSettlementInput, {
   description: '`destination` must be an account on the chain of `asset` (the CAIP-2 prefix of both).',
@@ -49,7 +55,12 @@ const noNul = '^[^\\u0000]*$'
 const printableAscii = '^[\\x20-\\x7e]+$'
 
 export function toJsonSchema(schema: z.ZodMiniType, io: 'input' | 'output'): JsonSchema {
-  const json = z.toJSONSchema(schema, { io, target: 'draft-2020-12', metadata: jsonForms }) as JsonSchema
+  const json = z.toJSONSchema(schema, {
+    io,
+    target: 'draft-2020-12',
+    metadata: jsonForms,
+    override: publishedForm as never,
+  }) as JsonSchema
   delete json.$schema
   return io === 'input' ? refuseNul(json) : json
 }
@@ -61,10 +72,15 @@ function refuseNul(schema: unknown): JsonSchema {
   for (const [key, value] of Object.entries(schema))
     out[key] = typeof value === 'object' ? refuseNul(value) : value
   if (out.type !== 'string' || out.enum !== undefined || out.const !== undefined) return out
+  if (Array.isArray(out.anyOf) && out.anyOf.every((branch) => isNulFree(branch as JsonSchema))) return out
   if (out.pattern === undefined) out.pattern = noNul
   else if (mayMatchNul(out.pattern as string))
     out.allOf = [...((out.allOf as JsonSchema[]) ?? []), { pattern: noNul }]
   return out
+}
+
+function isNulFree(branch: JsonSchema): boolean {
+  return typeof branch.pattern === 'string' && !mayMatchNul(branch.pattern)
 }
 
 /** Whether a pattern could match a string holding NUL: unanchored, or with `.`, `\S`, `\W`, `\D` or `[^`. */

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import * as z from 'zod/mini'
+import { isBase58PublicKey } from '../../src/caip/base58.js'
+import { Caip10 } from '../../src/contract/common.js'
 import type { Endpoint } from '../../src/contract/endpoint.js'
 import { endpoints } from '../../src/contract/endpoints.js'
 import { serviceErrorStatus } from '../../src/contract/errors.js'
@@ -57,7 +59,15 @@ describe('the published documents', () => {
     const walk = (schema: unknown, where: string) => {
       if (!schema || typeof schema !== 'object') return
       const s = schema as Json
-      if (s.type === 'string' && s.pattern === undefined && s.enum === undefined && s.const === undefined)
+      const branchesConstrained =
+        Array.isArray(s.anyOf) && s.anyOf.every((branch: Json) => typeof branch.pattern === 'string')
+      if (
+        s.type === 'string' &&
+        s.pattern === undefined &&
+        s.enum === undefined &&
+        s.const === undefined &&
+        !branchesConstrained
+      )
         loose.push(where)
       if (Object.keys(s).length === 0) loose.push(`${where} (any value)`)
       for (const [key, value] of Object.entries(s))
@@ -157,5 +167,41 @@ describe('the published documents', () => {
       expect.arrayContaining(['invalid_state', 'quote_expired', 'sanctioned_user']),
     )
     expect(confirm.responses['410']).toBeDefined()
+  })
+})
+
+describe('a CAIP-10 account as published', () => {
+  const published = (
+    doc.paths['/v1/refunds'].post.requestBody.content['application/json'].schema.properties.destination
+      .anyOf as { pattern: string }[]
+  ).map((branch) => new RegExp(branch.pattern, 'u'))
+
+  it('accepts exactly what the server accepts (but for a solana key that must decode to 32 bytes)', () => {
+    let seed = 2026
+    const next = (n: number) => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31
+      return seed % n
+    }
+    const pick = (alphabet: string, min: number, max: number) =>
+      Array.from({ length: min + next(max - min + 1) }, () => alphabet[next(alphabet.length)]).join('')
+    const hex = '0123456789abcdefABCDEFxg'
+    const base58 = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz0OIl'
+    const namespaces = ['eip155', 'solana', 'cosmos', 'bip122', 'eip155x', 'sol', 'EIP155', 'ab']
+    const disagreements: string[] = []
+    let drawn = 0
+    for (let i = 0; i < 3000; i++) {
+      const namespace = namespaces[next(namespaces.length)]!
+      const reference = pick('1abcXYZ-_', 0, 4)
+      const address =
+        next(2) === 0 ? `0x${pick(hex, 38, 42)}` : next(2) === 0 ? pick(base58, 30, 46) : pick('ab.%-9', 0, 6)
+      const value = `${namespace}:${reference}:${address}`
+      const server = Caip10.safeParse(value).success
+      const document = published.some((branch) => branch.test(value))
+      drawn += Number(server)
+      const stricterByDesign = namespace === 'solana' && document && !isBase58PublicKey(address)
+      if (server !== document && !stricterByDesign) disagreements.push(value)
+    }
+    expect(disagreements).toEqual([])
+    expect(drawn).toBeGreaterThan(300)
   })
 })
