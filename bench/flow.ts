@@ -5,6 +5,7 @@
  * and its events, action routing, the signing guard, result ordering, snapshots. Sequential payments in
  * their own process (`runLibraryFlow` forks it).
  */
+import { authorizationFields, eip712DomainFields } from '../src/actions/eip712Structs.js'
 import { createPayClient, type GatewayApi, type PaymentOption, type Signer } from '../src/index.js'
 import { isJobChild, runJob, serveJob } from './child.js'
 import { usdcBase } from './setup.js'
@@ -28,20 +29,8 @@ const signature = `0x${'ab'.repeat(65)}`
 function typedData(value: string, validBefore: number): string {
   return JSON.stringify({
     types: {
-      EIP712Domain: [
-        { name: 'name', type: 'string' },
-        { name: 'version', type: 'string' },
-        { name: 'chainId', type: 'uint256' },
-        { name: 'verifyingContract', type: 'address' },
-      ],
-      TransferWithAuthorization: [
-        { name: 'from', type: 'address' },
-        { name: 'to', type: 'address' },
-        { name: 'value', type: 'uint256' },
-        { name: 'validAfter', type: 'uint256' },
-        { name: 'validBefore', type: 'uint256' },
-        { name: 'nonce', type: 'bytes32' },
-      ],
+      EIP712Domain: eip712DomainFields.filter((field) => field.name !== 'salt'),
+      TransferWithAuthorization: authorizationFields,
     },
     primaryType: 'TransferWithAuthorization',
     domain: {

@@ -1,4 +1,5 @@
 import { type Address, getAddress, isAddress, isHex } from 'viem'
+import { authorizationFields, eip712DomainFields } from '../../src/actions/eip712Structs.js'
 import type { InspectedTransfer } from '../../src/actions/types.js'
 import { eip155Account, erc20Asset } from './caip.js'
 import { invalidAction, rejected } from './errors.js'
@@ -12,16 +13,6 @@ import {
 import { assertAllowedSpender, type EvmDecodePolicy } from './policy.js'
 
 type Field = { readonly name: string; readonly type: string }
-
-/** The EIP-3009 struct of both authorization kinds, as the token contracts hash it. */
-export const authorizationFields = [
-  { name: 'from', type: 'address' },
-  { name: 'to', type: 'address' },
-  { name: 'value', type: 'uint256' },
-  { name: 'validAfter', type: 'uint256' },
-  { name: 'validBefore', type: 'uint256' },
-  { name: 'nonce', type: 'bytes32' },
-] as const
 
 /** The EIP-2612 `Permit` struct. */
 export const permitFields = [
@@ -47,14 +38,7 @@ const knownStructs: Record<
   Permit: { fields: permitFields, owner: 'owner', to: 'spender', until: 'deadline', approval: true },
 }
 
-// EIP-712's domain fields in the order the standard hashes them.
-const domainFields: readonly Field[] = [
-  { name: 'name', type: 'string' },
-  { name: 'version', type: 'string' },
-  { name: 'chainId', type: 'uint256' },
-  { name: 'verifyingContract', type: 'address' },
-  { name: 'salt', type: 'bytes32' },
-]
+const domainFields: readonly Field[] = eip712DomainFields
 
 export interface DecodedTypedData {
   /** The address whose funds the signature moves (EIP-3009 `from`, EIP-2612 `owner`). */

@@ -1,4 +1,6 @@
 // What bytes mean on EVM chains: read by the wallet adapters and by the server alike.
+
+export { authorizationFields } from '../../src/actions/eip712Structs.js'
 export { eip155Account, eip155ChainId, erc20Asset, nativeAsset, parseEip155Account } from './caip.js'
 export {
   assertTransactionChain,
@@ -11,7 +13,6 @@ export {
 } from './decodeEvmAction.js'
 export { decodeErc20Call, decodeTransaction, erc20Selectors } from './decodeTransaction.js'
 export {
-  authorizationFields,
   authorizationKinds,
   type DecodedTypedData,
   decodeTypedData,

@@ -1,3 +1,4 @@
+import { authorizationFields, eip712DomainFields } from '../actions/eip712Structs.js'
 import { guardActions } from '../actions/guard.js'
 import type { Signer, SignerRequest } from '../actions/types.js'
 import { sameCaip } from '../caip/caip.js'
@@ -185,20 +186,8 @@ function transferTypedData(requirement: AcceptedRequirement, message: Record<str
   const extra = requirement.extra as { name: string; version: string }
   return {
     types: {
-      EIP712Domain: [
-        { name: 'name', type: 'string' },
-        { name: 'version', type: 'string' },
-        { name: 'chainId', type: 'uint256' },
-        { name: 'verifyingContract', type: 'address' },
-      ],
-      TransferWithAuthorization: [
-        { name: 'from', type: 'address' },
-        { name: 'to', type: 'address' },
-        { name: 'value', type: 'uint256' },
-        { name: 'validAfter', type: 'uint256' },
-        { name: 'validBefore', type: 'uint256' },
-        { name: 'nonce', type: 'bytes32' },
-      ],
+      EIP712Domain: eip712DomainFields.filter((field) => field.name !== 'salt'),
+      TransferWithAuthorization: authorizationFields,
     },
     primaryType: 'TransferWithAuthorization',
     domain: {
