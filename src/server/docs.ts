@@ -61,11 +61,38 @@ const csp = [
   "frame-ancestors 'none'",
 ].join('; ')
 
-/** Registers /docs, /docs/wcp and the page's files. Fails at startup when swagger-ui-dist is missing. */
-export function registerDocs(app: FastifyInstance): void {
-  const manifest = createRequire(import.meta.url).resolve('swagger-ui-dist/package.json')
-  const dir = path.dirname(manifest)
+/** Where the installed swagger-ui-dist is, or undefined when it is not installed. */
+function rendererPackage(): { dir: string; version: string } | undefined {
+  let manifest: string
+  try {
+    manifest = createRequire(import.meta.url).resolve('swagger-ui-dist/package.json')
+  } catch {
+    return undefined
+  }
   const { version } = JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }
+  return { dir: path.dirname(manifest), version }
+}
+
+const missingRenderer =
+  'The API reference needs the package "swagger-ui-dist", which is not installed ' +
+  '(`npm install caipay-server` brings it). The documents are at /openapi.json and /wcp/openapi.json.'
+
+/**
+ * Registers /docs, /docs/wcp and the page's files. Without swagger-ui-dist the server still runs (the
+ * reference is not needed to take payments): the pages say what to install, and the log says it once.
+ */
+export function registerDocs(app: FastifyInstance): void {
+  const renderer = rendererPackage()
+  if (!renderer) {
+    app.log.warn(missingRenderer)
+    for (const { page } of docsDocuments) {
+      app.get(page, { config: { rateLimit: false } }, async (_request, reply) =>
+        reply.code(503).type('text/plain; charset=utf-8').send(missingRenderer),
+      )
+    }
+    return
+  }
+  const { dir, version } = renderer
   const asset = (file: string) => `/docs/assets/${file}?v=${version}`
   const html = `<!doctype html>
 <html lang="en">
