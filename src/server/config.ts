@@ -105,6 +105,17 @@ const ConfigFileSchema = z.strictObject({
       slots: z.optional(z.int().check(z.minimum(1), z.maximum(4096))),
     }),
   ),
+  /** Live payments' settlements to the merchants' destinations. */
+  settlement: z.optional(
+    z.strictObject({
+      /**
+       * How long a destination's settlement batch collects payments before its one transfer is sent, ms
+       * (default 5000; 0 sends each payment's settlement as soon as it succeeds, alone or with the
+       * payments that succeeded with it).
+       */
+      intervalMs: z.optional(z.int().check(z.minimum(0), z.maximum(86_400_000))),
+    }),
+  ),
   paymentTtlSeconds: z.optional(PositiveInt),
   bodyLimitBytes: z.optional(PositiveInt),
   authCacheMs: z.optional(z.int().check(z.minimum(0), z.maximum(60_000))),
@@ -141,6 +152,8 @@ export interface ServerConfig {
   idempotencyTtlSeconds: number
   /** Jobs one process runs at once; the database pool is sized from it (see server.ts). */
   jobSlots: number
+  /** How long a settlement batch collects payments before its transfer, ms (config `settlement.intervalMs`). */
+  settlementIntervalMs: number
   /** Payment expiry when the merchant gives none. */
   paymentTtlSeconds: number
   bodyLimitBytes: number
@@ -180,6 +193,7 @@ export const defaultConfig: ServerConfig = {
   rateLimit: { perSecond: 100, burst: 200 },
   idempotencyTtlSeconds: 24 * 60 * 60,
   jobSlots: 64,
+  settlementIntervalMs: 5000,
   paymentTtlSeconds: 15 * 60,
   bodyLimitBytes: 1024 * 1024,
   authCacheMs: 1000,
@@ -213,6 +227,7 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
     rateLimit,
     idempotencyTtlSeconds: file.idempotencyTtlSeconds ?? defaultConfig.idempotencyTtlSeconds,
     jobSlots: file.jobs?.slots ?? defaultConfig.jobSlots,
+    settlementIntervalMs: file.settlement?.intervalMs ?? defaultConfig.settlementIntervalMs,
     paymentTtlSeconds: file.paymentTtlSeconds ?? defaultConfig.paymentTtlSeconds,
     bodyLimitBytes: file.bodyLimitBytes ?? defaultConfig.bodyLimitBytes,
     authCacheMs: file.authCacheMs ?? defaultConfig.authCacheMs,

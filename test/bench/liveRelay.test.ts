@@ -15,8 +15,9 @@ describe('live relay benchmark, small', () => {
     expect(result.caipay.movedExactlyOnce).toBe(true)
     expect(result.ceiling.paymentsPerSecond).toBeGreaterThan(0)
     expect(result.ratio).toBeGreaterThan(0)
-    // One settlement transaction per payment at most (fewer once they are batched).
-    expect(result.caipay.settlementTxsPerPayment).toBeLessThanOrEqual(1)
+    // Settlements batched per destination and asset: the 20 succeed within a few blocks, well inside
+    // one default interval (5 s), so one or two batches pay them all.
+    expect(result.caipay.settlementTxsPerPayment).toBeLessThanOrEqual(0.1)
     // Not one relay per block (the old pipeline's 4 slots): 20 relays land in a few blocks.
     expect(result.caipay.relayBlocks).toBeLessThanOrEqual(6)
     expect(result.caipay.blocksToSucceeded.p50).toBeLessThanOrEqual(6)

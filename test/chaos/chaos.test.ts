@@ -265,6 +265,8 @@ beforeAll(async () => {
       rateLimit: false,
       collectDataAtMinor: null,
       webhooks: { allowPrivateUrls: true, timeoutMs: 2_000 },
+      // Short batches: several payments' settlements share a transfer while processes are killed.
+      settlement: { intervalMs: 1000 },
       chains: {
         [anvil.caip2]: {
           rpcUrl: evmProxy.url,
@@ -686,6 +688,19 @@ describe(`chaos: live payments through 3 API instances and 2 workers under chain
       .selectAll()
       .where('payment_id', 'in', ids)
       .execute()
+    // EVM settlements in batches: each item (a payment's settlement) in one batch, whose one transfer is
+    // recorded under the batch's first payment.
+    const items = await pg.db
+      .selectFrom('settlement_items')
+      .selectAll()
+      .where('payment_id', 'in', ids)
+      .execute()
+    const batches = await pg.db
+      .selectFrom('settlement_batches')
+      .selectAll()
+      .where('payment_id', 'in', ids)
+      .execute()
+    const batchOf = new Map(items.map((i) => [i.payment_id, batches.find((b) => b.id === i.batch_id)!]))
 
     // --- Report.
     const count = (values: string[]) =>
@@ -724,11 +739,14 @@ describe(`chaos: live payments through 3 API instances and 2 workers under chain
     for (const r of rows.filter((x) => x.status === 'succeeded')) {
       expect(r.tx_id, r.id).toBeTruthy()
       if (r.settlement_status === 'pending') {
+        const batch = batchOf.get(r.id)
         const inFlight =
-          evmTxs.some((t) => t.payment_id === r.id && t.purpose === 'settle') ||
+          (batch !== undefined && batch.status !== 'succeeded') ||
           solanaTxs.some((t) => t.payment_id === r.id && t.purpose === 'settlement')
         expect(inFlight, `settlement of ${r.id} pending with nothing recorded`).toBe(true)
       }
+      if (r.settlement_status === 'succeeded' && batchOf.has(r.id))
+        expect([r.id, r.settlement_tx_id]).toEqual([r.id, batchOf.get(r.id)!.tx_id])
     }
 
     // --- Per payment: the buyer paid its amount exactly once if it succeeded, else not at all.
@@ -745,8 +763,8 @@ describe(`chaos: live payments through 3 API instances and 2 workers under chain
       'buyers debited other than once per succeeded payment',
     ).toEqual([])
 
-    // --- EVM on chain, per token: every Transfer since the start is a payment's relay or its settlement,
-    // one each, of exactly the amount. The sums, to the unit: the merchant holds what was settled; the
+    // --- EVM on chain, per token: every Transfer since the start is a payment's relay (one each, of
+    // exactly the amount) or a settlement batch's transfer (one each, of exactly its payments' sum). The sums, to the unit: the merchant holds what was settled; the
     // collection address keeps the rest.
     const sum = (xs: bigint[]) => xs.reduce((a, b) => a + b, 0n)
     const isSucceeded = (p: Paid) => byId.get(p.paymentId)!.status === 'succeeded'
@@ -761,38 +779,36 @@ describe(`chaos: live payments through 3 API instances and 2 workers under chain
       })
       const payers = paid.filter((p) => p.token === token)
       const expected = new Map<string, string>()
+      const settledBy = new Map<string, bigint>()
       for (const p of payers) {
         const r = byId.get(p.paymentId)!
         if (r.status === 'succeeded') expected.set(r.tx_id!.toLowerCase(), `relay ${p.paymentId} ${p.amount}`)
-        if (r.settlement_status === 'succeeded')
-          expected.set(r.settlement_tx_id!.toLowerCase(), `settle ${p.paymentId} ${p.amount}`)
+        if (r.settlement_status === 'succeeded') {
+          const hash = r.settlement_tx_id!.toLowerCase()
+          settledBy.set(hash, (settledBy.get(hash) ?? 0n) + settledValue(p))
+          expected.set(hash, `settle ${settledBy.get(hash)}`)
+        }
       }
       const onChain = logs.map((l) => {
         const settle = l.args.from!.toLowerCase() === evm.collection.toLowerCase()
         const payment = payers.find(
-          (p) =>
-            (settle
-              ? byId.get(p.paymentId)!.settlement_tx_id
-              : byId.get(p.paymentId)!.tx_id
-            )?.toLowerCase() === l.transactionHash!.toLowerCase(),
+          (p) => byId.get(p.paymentId)!.tx_id?.toLowerCase() === l.transactionHash!.toLowerCase(),
         )
         return {
           hash: l.transactionHash!.toLowerCase(),
-          what: `${settle ? 'settle' : 'relay'} ${payment?.paymentId} ${l.args.value}`,
+          what: settle ? `settle ${l.args.value}` : `relay ${payment?.paymentId} ${l.args.value}`,
         }
       })
-      // Settlements still in flight at the end may have landed without being recorded yet: not counted
-      // as recorded, but each at most once and only for its own payment.
+      // Settlement batches still in flight at the end may have landed without being recorded yet: not
+      // counted as recorded, but each at most once, of its batch's amount.
       const unrecorded = onChain.filter((t) => !expected.has(t.hash))
       const inFlightSettlements = new Map(
         evmTxs
-          .filter(
-            (t) =>
-              t.purpose === 'settle' &&
-              byId.get(t.payment_id)!.settlement_status === 'pending' &&
-              payers.some((p) => p.paymentId === t.payment_id),
-          )
-          .map((t) => [t.hash.toLowerCase(), t.payment_id]),
+          .filter((t) => t.purpose === 'settle' && payers.some((p) => p.paymentId === t.payment_id))
+          .flatMap((t) => {
+            const batch = batches.find((b) => b.payment_id === t.payment_id && b.status === 'closed')
+            return batch ? [[t.hash.toLowerCase(), BigInt(batch.amount!)] as const] : []
+          }),
       )
       expect(
         unrecorded.filter((t) => !inFlightSettlements.has(t.hash)),
@@ -805,9 +821,7 @@ describe(`chaos: live payments through 3 API instances and 2 workers under chain
       )
       const succeededHere = sum(payers.filter(isSucceeded).map((p) => p.amount))
       const settledHere = sum(payers.filter(isSettled).map(settledValue))
-      const landedUnrecorded = sum(
-        unrecorded.map((t) => payers.find((p) => p.paymentId === inFlightSettlements.get(t.hash))!.amount),
-      )
+      const landedUnrecorded = sum(unrecorded.map((t) => inFlightSettlements.get(t.hash)!))
       expect(await evmBalance(evm.merchant, token), `${token} at the merchant`).toBe(
         settledHere + landedUnrecorded,
       )

@@ -70,7 +70,7 @@ describe('a relay interrupted between submission and receipt', () => {
     const second = env.startRunner(fastRuntime(env).jobHandlers)
     const final = await env.waitFinal(paymentId)
     // Let the settlement finish too, so no job of this payment is left for the next test's runners.
-    await env.waitJob(paymentId, 'evm.settle')
+    await env.waitSettled(paymentId)
     await second.stop()
     expect(final.status).toBe('succeeded')
     expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
@@ -187,7 +187,7 @@ describe('several runners (instances) on one executor', () => {
   })
   afterAll(() => env?.close())
 
-  it('serialise its nonces: every payment relays and settles once', async () => {
+  it('serialise its nonces: every payment relays once and settles in exactly one batch of one transfer', async () => {
     const buyers: Buyer[] = []
     for (const index of [2, 3, 4]) buyers.push(await env.buyer(index))
     const paymentIds: string[] = []
@@ -205,7 +205,29 @@ describe('several runners (instances) on one executor', () => {
     }
     expect((await env.balance(env.merchant.destination)) - before).toBe(usdc(6))
     const rows = await env.t.db.selectFrom('evm_transactions').selectAll().execute()
-    expect(rows.filter((r) => r.status === 'succeeded')).toHaveLength(12)
+    const payments = await env.t.db
+      .selectFrom('payments')
+      .select(['id', 'settlement_tx_id'])
+      .where('id', 'in', paymentIds)
+      .execute()
+    const settlements = new Set(payments.map((p) => p.settlement_tx_id))
+    const items = await env.t.db
+      .selectFrom('settlement_items')
+      .selectAll()
+      .where('payment_id', 'in', paymentIds)
+      .execute()
+    const batches = await env.t.db.selectFrom('settlement_batches').selectAll().execute()
+    // Each payment in one batch, each batch one succeeded transfer, each payment settled by its batch's.
+    expect(items).toHaveLength(paymentIds.length)
+    expect(batches.map((b) => b.status)).toEqual(batches.map(() => 'succeeded'))
+    for (const item of items) {
+      const batch = batches.find((b) => b.id === item.batch_id)
+      expect(payments.find((p) => p.id === item.payment_id)?.settlement_tx_id).toBe(batch?.tx_id)
+    }
+    expect(new Set(batches.map((b) => b.tx_id))).toEqual(settlements)
+    const succeeded = rows.filter((r) => r.status === 'succeeded')
+    expect(succeeded.filter((r) => r.purpose === 'relay')).toHaveLength(paymentIds.length)
+    expect(new Set(succeeded.filter((r) => r.purpose === 'settle').map((r) => r.hash))).toEqual(settlements)
     expect(new Set(rows.map((r) => r.nonce)).size).toBe(rows.length)
   })
 })

@@ -104,7 +104,7 @@ describe('live EVM refunds', () => {
   it('after the settlement: paid from the float; short, it stays pending (insufficient_funds) until funded', async () => {
     const paymentId = await paid('700')
     const runner = env.startRunner(handlers())
-    await env.waitJob(paymentId, evmJobKinds.settle)
+    await env.waitSettled(paymentId)
     const float = await env.balance(env.collection)
     // The settlement took what was collected: the float is what earlier tests left (none), short of 7.
     const before = await env.balance(buyer.address)
@@ -140,7 +140,7 @@ describe('live EVM refunds', () => {
   it('a kill between recording the transfer and sending it: the same bytes are sent once, nothing twice', async () => {
     const paymentId = await paid('500')
     const settle = env.startRunner(only(evmJobKinds.settle))
-    await env.waitJob(paymentId, evmJobKinds.settle)
+    await env.waitSettled(paymentId)
     await settle.stop()
     await mintTestToken(env.anvil.rpcUrl, env.token, env.collection, usdc(50))
     const before = await env.balance(buyer.address)

@@ -125,7 +125,7 @@ describe('EVM relay fee bumping', () => {
     expect(payment.tx_id).toBe(mined[0]!.hash)
     expect(rows.filter((r) => r.status === 'sent')).toHaveLength(0)
     expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
-    await env.waitJob(paymentId, 'evm.settle')
+    await env.waitSettled(paymentId)
     await runner?.stop()
     runner = undefined
   }, 60_000)
@@ -156,7 +156,7 @@ describe('EVM relay fee bumping', () => {
     expect(mined.hash).not.toBe(first!.hash)
     expect(fees(mined.raw).nonce).toBe(fees(first!.raw).nonce)
     expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
-    await env.waitJob(paymentId, 'evm.settle')
+    await env.waitSettled(paymentId)
     await runner?.stop()
     runner = undefined
   }, 60_000)
@@ -188,7 +188,7 @@ describe('EVM relay fee bumping', () => {
     expect(mined[0]!.hash).not.toBe(first!.hash)
     expect(fees(mined[0]!.raw).nonce).toBe(fees(first!.raw).nonce)
     expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
-    await env.waitJob(paymentId, 'evm.settle')
+    await env.waitSettled(paymentId)
     await runner?.stop()
     runner = undefined
   }, 60_000)
@@ -220,7 +220,7 @@ describe('EVM relay fee bumping', () => {
       await control.mine(1)
     }
     expect((await env.waitFinal(paymentId)).status).toBe('succeeded')
-    await env.waitJob(paymentId, 'evm.settle')
+    await env.waitSettled(paymentId)
   }, 60_000)
 
   it('a relay whose broadcast was lost (hash answered, never sent) keeps its nonce: the next payment takes the following one, and both land once', async () => {
@@ -249,7 +249,7 @@ describe('EVM relay fee bumping', () => {
       expect(rowB!.nonce).not.toBe(rowA!.nonce)
       expect(await env.balance(buyer.address)).toBe(before[0]! - usdc(10))
       expect(await env.balance(second.address)).toBe(before[1]! - usdc(10))
-      await Promise.all([env.waitJob(a.paymentId, 'evm.settle'), env.waitJob(b.paymentId, 'evm.settle')])
+      await Promise.all([env.waitSettled(a.paymentId), env.waitSettled(b.paymentId)])
     } finally {
       await runner?.stop()
       runner = undefined
@@ -412,7 +412,7 @@ async function paidOnce(paymentId: string, before: bigint) {
   expect(rows.filter((r) => r.status === 'succeeded').map((r) => r.hash)).toEqual([final.txId])
   expect(rows.filter((r) => r.status === 'sent')).toHaveLength(0)
   expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
-  await env.waitJob(paymentId, 'evm.settle')
+  await env.waitSettled(paymentId)
   return rows
 }
 
@@ -552,7 +552,7 @@ describe('EVM relay gas', () => {
         await control.mine(1)
       }
       expect((await env.waitFinal(second)).status).toBe('succeeded')
-      await env.waitJob(second, 'evm.settle')
+      await env.waitSettled(second)
     })
     const rows = await relayRows(env, second)
     expect(rows.map((r) => r.status)).toEqual(['succeeded'])

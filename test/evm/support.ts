@@ -55,6 +55,8 @@ export interface EvmEnv {
   startRunner(handlers?: Parameters<typeof startJobRunner>[0]['handlers']): JobRunner
   /** Polls the job of (payment, kind) until its run is recorded (succeeded or failed). */
   waitJob(paymentId: string, kind: string, timeoutMs?: number): Promise<JobRow>
+  /** Waits for the job of the settlement batch the payment's settlement joined to finish; returns it. */
+  waitSettled(paymentId: string, timeoutMs?: number): Promise<JobRow>
   /** Polls the payment until it is final. */
   waitFinal(paymentId: string, timeoutMs?: number): Promise<any>
   close(): Promise<void>
@@ -86,6 +88,8 @@ export async function createEvmEnv(
   const extraAssets = (await options.extraAssets?.(anvil)) ?? {}
   const t = await createTestServer({
     config: {
+      // Each payment's settlement as soon as it succeeds, as tests of one payment at a time expect.
+      settlement: { intervalMs: 0 },
       ...options.config,
       chains: {
         [anvil.caip2]: {
@@ -211,7 +215,22 @@ export async function createEvmEnv(
           .where('kind', '=', kind)
           .executeTakeFirst()
         if (job && (job.state === 'succeeded' || job.state === 'failed')) return job
-        if (Date.now() > deadline) throw new Error(`Job ${kind} of ${paymentId} still ${job?.state}`)
+        if (Date.now() > deadline)
+          throw new Error(`Job ${kind} of ${paymentId} still ${job?.state}: ${JSON.stringify(job)}`)
+        await new Promise((resolve) => setTimeout(resolve, 25))
+      }
+    },
+    async waitSettled(paymentId, timeoutMs = 20_000) {
+      const deadline = Date.now() + timeoutMs
+      for (;;) {
+        const batch = await t.db
+          .selectFrom('settlement_items')
+          .innerJoin('settlement_batches', 'settlement_batches.id', 'settlement_items.batch_id')
+          .select('settlement_batches.payment_id')
+          .where('settlement_items.payment_id', '=', paymentId)
+          .executeTakeFirst()
+        if (batch) return env.waitJob(batch.payment_id, 'evm.settle', Math.max(0, deadline - Date.now()))
+        if (Date.now() > deadline) throw new Error(`Payment ${paymentId} has no settlement item`)
         await new Promise((resolve) => setTimeout(resolve, 25))
       }
     },

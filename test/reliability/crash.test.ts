@@ -187,6 +187,8 @@ beforeAll(async () => {
     JSON.stringify({
       rateLimit: false,
       collectDataAtMinor: null,
+      // Short batches: several payments' settlements share a transfer while processes are killed.
+      settlement: { intervalMs: 1000 },
       chains: {
         [anvil.caip2]: {
           rpcUrl: evmProxy.url,
@@ -589,11 +591,13 @@ describe(`crash safety (seed ${seed})`, () => {
     for (const p of paid.filter((x) => x.kind !== 'solana')) {
       const view = views.get(p.paymentId)
       named.set(view.info.txId.toLowerCase(), { paymentId: p.paymentId, what: 'payment', amount: p.amount })
-      if (view.settlement?.successful)
-        named.set(view.settlement.successful.txId.toLowerCase(), {
+      // A settlement batch's one transfer pays the sum of its payments.
+      const settlement = view.settlement?.successful?.txId.toLowerCase()
+      if (settlement)
+        named.set(settlement, {
           paymentId: p.paymentId,
           what: 'settlement',
-          amount: p.amount,
+          amount: (named.get(settlement)?.amount ?? 0n) + p.amount,
         })
     }
     const unexplained = movements.filter((l) => !named.has(l.transactionHash!.toLowerCase()))
@@ -603,7 +607,7 @@ describe(`crash safety (seed ${seed})`, () => {
       const h = l.transactionHash!.toLowerCase()
       perTx.set(h, [...(perTx.get(h) ?? []), l.args.value!])
     }
-    // Exactly one Transfer per named transaction, of exactly the payment's amount.
+    // Exactly one Transfer per named transaction, of exactly the payment's amount (its batch's sum).
     for (const [hash, n] of named) expect([hash, n.what, perTx.get(hash)]).toEqual([hash, n.what, [n.amount]])
 
     const sum = (xs: readonly Paid[]) => xs.reduce((a, p) => a + p.amount, 0n)

@@ -71,12 +71,14 @@ describe('a kill between recording a landed transaction and updating the payment
     const relayTx = done.tx_id!
 
     // Rewind the payment to just before the step's final transaction: still processing, no settlement
-    // queued; the relay's record stays `succeeded`, as written before the kill.
+    // item or batch queued; the relay's record stays `succeeded`, as written before the kill.
     await env.t.db
       .deleteFrom('jobs')
       .where('payment_id', '=', paymentId)
       .where('kind', '=', evmJobKinds.settle)
       .execute()
+    await env.t.db.deleteFrom('settlement_items').where('payment_id', '=', paymentId).execute()
+    await env.t.db.deleteFrom('settlement_batches').where('payment_id', '=', paymentId).execute()
     await env.t.db
       .updateTable('payments')
       .set({ status: 'processing', tx_id: null, settlement_status: null })
@@ -106,11 +108,17 @@ describe('a kill between recording a landed transaction and updating the payment
     const settledBefore = await toMerchant()
     expect(settledBefore).toContain(settled.settlement_tx_id)
 
-    // Rewind: settlement transfer landed and recorded `succeeded`, the payment row not yet updated.
+    // Rewind: the batch's transfer landed and recorded `succeeded`, the batch and its payment not yet
+    // updated (one database transaction updates both).
     await env.t.db
       .updateTable('payments')
       .set({ settlement_status: 'pending', settlement_tx_id: null, settlement_unit: null })
       .where('id', '=', paymentId)
+      .execute()
+    await env.t.db
+      .updateTable('settlement_batches')
+      .set({ status: 'closed', tx_id: null })
+      .where('payment_id', '=', paymentId)
       .execute()
     await jobReclaimable(paymentId, evmJobKinds.settle)
     // Other payments' money waits at the collection address, as it does on a busy service: a second

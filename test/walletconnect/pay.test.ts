@@ -112,7 +112,7 @@ describe('paying through a WalletConnect session', () => {
     const before = await Promise.all([live.balance(buyer), live.balance(live.merchant.destination)])
     const result = await payClient(baseUrl, live.walletKey).pay(paymentId, { selectOption: gasless })
     expect(result).toMatchObject({ status: 'succeeded', txId: expect.stringMatching(/^0x[0-9a-f]{64}$/) })
-    const settled = await live.waitJob(paymentId, 'evm.settle')
+    const settled = await live.waitSettled(paymentId)
     expect(settled.state).toBe('succeeded')
     const after = await Promise.all([live.balance(buyer), live.balance(live.merchant.destination)])
     expect([after[0]! - before[0]!, after[1]! - before[1]!]).toEqual([-usdc(12.5), usdc(12.5)])

@@ -6,6 +6,7 @@ import { enqueueJob } from '../jobs/queue.js'
 import { type Db, inTransaction } from '../store/db.js'
 import { columnsText } from '../store/prepared.js'
 import { type PaymentRow, type PaymentUpdate, paymentColumns } from '../store/schema.js'
+import { addSettlementItem, type BatchedSettlement } from './settlementItems.js'
 
 /**
  * The payments domain layer: the only code that changes a payment's state. Every change is one
@@ -254,8 +255,11 @@ export async function succeedPayment(
     paymentId: string
     txId: string
     now?: Date
-    /** The merchant gets a settlement step: pending now, done by `job` (absent: the caller settles). */
-    settlement?: { job?: { kind: string; payload: unknown } } | undefined
+    /**
+     * The merchant gets a settlement step: pending now, done by `job`, or by the batch `batched` joins
+     * (absent both: the caller settles).
+     */
+    settlement?: { job?: { kind: string; payload: unknown }; batched?: BatchedSettlement } | undefined
   },
 ): Promise<PaymentRow | undefined> {
   const now = params.now ?? new Date()
@@ -278,6 +282,8 @@ export async function succeedPayment(
     if (row && settlement?.job) {
       await enqueueJob(trx, { ...settlement.job, paymentId: params.paymentId, now })
     }
+    if (row && settlement?.batched)
+      await addSettlementItem(trx, { ...settlement.batched, paymentId: row.id, now })
     return row
   })
 }
@@ -326,6 +332,34 @@ export async function settlePayment(
     now,
   })
   return row
+}
+
+/**
+ * Records one landed settlement batch on its payments (`payment.settled` each, in one statement): every
+ * payment of `paymentIds` still pending settles with `txId` (null: nothing was left to send) and the
+ * amount fixed for it (settlement_amounts). Returns the payments it settled.
+ */
+export async function settlePayments(
+  db: Db,
+  params: { paymentIds: readonly string[]; txId: string | null; assetId: string; now: Date },
+): Promise<PaymentRow[]> {
+  if (params.paymentIds.length === 0) return []
+  return changePayments(db, {
+    type: 'payment.settled',
+    set: {
+      settlement_status: 'succeeded',
+      settlement_tx_id: params.txId,
+      settlement_unit: `caip19/${params.assetId}`,
+      settlement_value:
+        sql<string>`(SELECT value FROM settlement_amounts WHERE settlement_amounts.payment_id = payments.id)` as never,
+      settled_at: params.now,
+    },
+    where: [
+      ['id', 'in', params.paymentIds],
+      ['settlement_status', '=', 'pending'],
+    ],
+    now: params.now,
+  })
 }
 
 /** Marks a succeeded, not yet refunded payment of this merchant refunded; undefined otherwise. */

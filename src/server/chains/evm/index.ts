@@ -81,6 +81,7 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
       ]),
     ),
     receiptTimeoutMs: options.receiptTimeoutMs ?? 30_000,
+    settlementIntervalMs: options.config.settlementIntervalMs,
   }
   return {
     chains,

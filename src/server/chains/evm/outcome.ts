@@ -11,7 +11,10 @@ export const evmJobKinds = {
   relay: 'evm.relay',
   /** Direct: check the buyer's own transfer to the merchant's destination. */
   verifyTransfer: 'evm.verify_transfer',
-  /** After a gasless payment: forward the collected amount to the merchant's destination. */
+  /**
+   * A settlement batch (queued under its first payment when it opens, due when it closes): forward the
+   * collected amounts of its payments to the merchant's destination in one transfer.
+   */
   settle: 'evm.settle',
 } as const
 
@@ -41,6 +44,7 @@ export interface VerifyTransferPayload {
   notBefore: number
 }
 
+/** A settlement job queued before batches: one payment's whole settlement (see settle.ts). */
 export interface SettlePayload {
   chain: string
   asset: string

@@ -1,12 +1,13 @@
 import { encodeFunctionData, type Hash, type TransactionReceipt } from 'viem'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { loadPayment, succeedPayment } from '../../payments/lifecycle.js'
+import type { BatchedSettlement } from '../../payments/settlementItems.js'
 import type { Db } from '../../store/db.js'
 import type { JobRow, PaymentRow } from '../../store/schema.js'
 import { type Authorization, authorizationFromJson } from './authorization.js'
 import type { EvmChain } from './chain.js'
 import { type Collection, type CollectionCall, collectionOf, relayCall } from './collection.js'
-import { evmJobKinds, failPayment, type RelayPayload, type SettlePayload } from './outcome.js'
+import { evmJobKinds, failPayment, type RelayPayload } from './outcome.js'
 import { classifyPayerSignature, factoryRefusal, type PayerSignature } from './payerSignature.js'
 import { merchantDestination } from './quote.js'
 import type { EvmSender } from './sender.js'
@@ -31,6 +32,8 @@ export interface JobSettings {
   relayers: ReadonlyMap<string, EvmRelayer>
   /** How long one run waits for a receipt before handing the job back (RetryLater). */
   receiptTimeoutMs: number
+  /** How long a settlement batch collects payments before its transfer. */
+  settlementIntervalMs: number
 }
 
 export function chainOf(settings: JobSettings, caip2: string): EvmChain {
@@ -94,7 +97,7 @@ export function relayJob(settings: JobSettings): JobHandler {
         'Relayed the payer signature',
       )
       if (!receipt) throw new RetryLater(`Relay transaction ${hash} has no receipt yet.`)
-      return finishRelay(ctx, chain, job, payment, payload, collection, call, receipt)
+      return finishRelay(settings, ctx, chain, job, payment, payload, collection, call, receipt)
     },
     async onGiveUp(job, error, ctx) {
       await failPayment(
@@ -311,6 +314,7 @@ async function collectionUsable(chain: EvmChain, call: CollectionCall): Promise<
 }
 
 async function finishRelay(
+  settings: JobSettings,
   ctx: JobRunContext,
   chain: EvmChain,
   job: JobRow,
@@ -355,15 +359,18 @@ async function finishRelay(
   const destination = asset && (await merchantDestination(ctx.db, chain, payment.merchant_id, asset))
   const fee = asset ? (collection.value * BigInt(asset.settlementFeeBps)) / 10_000n : 0n
   const amount = collection.value - fee
-  const settle: SettlePayload | undefined =
+  const batched: BatchedSettlement | undefined =
     destination !== undefined && amount > 0n
-      ? { chain: chain.caip2, asset: payload.asset, destination, amount: amount.toString() }
+      ? {
+          chain: chain.caip2,
+          asset: payload.asset,
+          destination,
+          amount,
+          intervalMs: settings.settlementIntervalMs,
+          jobKind: evmJobKinds.settle,
+        }
       : undefined
-  await succeedPayment(ctx.db, {
-    paymentId: job.payment_id,
-    txId: hash,
-    settlement: settle && { job: { kind: evmJobKinds.settle, payload: settle } },
-  })
+  await succeedPayment(ctx.db, { paymentId: job.payment_id, txId: hash, settlement: batched && { batched } })
   ctx.log.info({ paymentId: job.payment_id, hash }, 'Live EVM payment succeeded')
   return { hash }
 }

@@ -1,43 +1,46 @@
-import { encodeFunctionData } from 'viem'
-import { type JobHandler, RetryLater } from '../../jobs/runner.js'
-import { loadPayment, settlePayment } from '../../payments/lifecycle.js'
-import { fixSettlementAmount } from '../../refunds/settlement.js'
+import { encodeFunctionData, type Hash } from 'viem'
+import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
+import { loadPayment } from '../../payments/lifecycle.js'
+import { closeSettlementBatch, finishSettlementBatch } from '../../payments/settlementBatches.js'
+import { addSettlementItem, type SettlementBatchPayload } from '../../payments/settlementItems.js'
+import { inTransaction } from '../../store/db.js'
+import type { JobRow } from '../../store/schema.js'
 import { eip3009Abi } from './abi.js'
-import type { SettlePayload } from './outcome.js'
+import { evmJobKinds, type SettlePayload } from './outcome.js'
 import { chainOf, type JobSettings, relayerOf } from './relay.js'
 import { retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
 import { estimateExecutorTransfer, hasTransfer } from './transfers.js'
 
 /**
- * After a gasless payment: transfers the collected amount (less the configured fee) from the collection
- * address to the merchant's settlement destination, exactly once (sendOnce), and records the transaction
- * as the payment's settlement. A reverted settlement is retried with a new transaction; giving up leaves
- * the settlement pending (the funds stay collected) for an operator.
+ * A settlement batch, once its interval is over: closes it (what it pays is fixed, less refunds), then
+ * transfers the sum from the collection address to the merchant's settlement destination in ONE ERC-20
+ * transfer, exactly once (sendOnce, under the batch's first payment), and records that transaction as
+ * every item's settlement. A reverted transfer is retried with a new transaction; giving up leaves the
+ * settlements pending (the funds stay collected) for an operator.
  */
 export function settleJob(settings: JobSettings): JobHandler {
   return {
     maxAttempts: 10,
     async run(job, ctx) {
-      const payload = job.payload as SettlePayload
-      const chain = chainOf(settings, payload.chain)
-      const asset = chain.asset(payload.asset)
-      if (!asset) throw new Error(`Asset ${payload.asset} is not configured on ${payload.chain}.`)
-      const payment = await loadPayment(ctx.db, job.payment_id)
-      if (payment.settlement_status !== 'pending') return { skipped: payment.settlement_status }
-      // Less the refunds already paid from the collected funds; fixed before the first signature.
-      const amount = await fixSettlementAmount(ctx.db, job.payment_id, BigInt(payload.amount), ctx.now())
-      if (amount === 0n) {
-        await settlePayment(ctx.db, { paymentId: job.payment_id, txId: null, assetId: asset.id, value: 0n })
-        return { refunded: true }
-      }
-      const args = [payload.destination, amount] as const
+      const batchId = await batchOf(job, ctx)
+      if (batchId === undefined) return { joined: 'an open batch' }
+      const batch = await closeSettlementBatch(ctx.db, batchId, {
+        assetId: (caip2, asset) => chainOf(settings, caip2).asset(asset)?.id ?? asset,
+        now: ctx.now(),
+      })
+      if (batch.status === 'succeeded') return { batchId, settled: batch.txId ?? 'nothing left to send' }
+      const chain = chainOf(settings, batch.chain)
+      const asset = chain.asset(batch.asset)
+      if (!asset) throw new Error(`Asset ${batch.asset} is not configured on ${batch.chain}.`)
+      const destination = batch.destination as `0x${string}`
+      const args = [destination, batch.amount] as const
       const relayer = relayerOf(settings, chain)
-      const send = async () => {
+      const send = async (): Promise<Hash> => {
         const { hash } = await sendOnce({
           db: ctx.db,
           chain,
           sender: relayer.sender,
-          paymentId: job.payment_id,
+          paymentId: batch.paymentId,
           purpose: 'settle',
           to: asset.token,
           data: encodeFunctionData({ abi: eip3009Abi, functionName: 'transfer', args }),
@@ -48,20 +51,20 @@ export function settleJob(settings: JobSettings): JobHandler {
       const release = await relayer.sender.slot()
       const { hash, receipt } = await sendAndWait(
         relayer.watcher,
-        { paymentId: job.payment_id, purpose: 'settle' },
+        { paymentId: batch.paymentId, purpose: 'settle' },
         send,
         { timeoutMs: settings.receiptTimeoutMs, signal: ctx.signal, idle: ctx.idle },
       )
         .catch(async (error: unknown) => {
-          throw await retryWhileInFlight(ctx.db, job.payment_id, 'settle', error)
+          throw await retryWhileInFlight(ctx.db, batch.paymentId, 'settle', error)
         })
         .finally(release)
       if (!receipt) throw new RetryLater(`Settlement transaction ${hash} has no receipt yet.`)
       const expected = {
         token: asset.token,
         from: chain.executor.address,
-        to: payload.destination,
-        value: args[1],
+        to: destination,
+        value: batch.amount,
       }
       if (!hasTransfer(receipt, expected)) {
         await setTxStatus(ctx.db, hash, 'reverted')
@@ -70,20 +73,54 @@ export function settleJob(settings: JobSettings): JobHandler {
         )
       }
       await setTxStatus(ctx.db, hash, 'succeeded')
-      await settlePayment(ctx.db, {
-        paymentId: job.payment_id,
-        txId: hash,
-        assetId: asset.id,
-        value: amount,
-      })
-      ctx.log.info({ paymentId: job.payment_id, hash, amount: String(amount) }, 'Settled live EVM payment')
-      return { hash }
+      await finishSettlementBatch(ctx.db, batch, { txId: hash, assetId: asset.id, now: ctx.now() })
+      ctx.log.info(
+        { batchId, hash, amount: String(batch.amount), payments: batch.paymentIds.length },
+        'Settled a batch of live EVM payments',
+      )
+      return { batchId, hash, payments: batch.paymentIds.length }
     },
     async onGiveUp(job, error, ctx) {
       ctx.log.error(
         { paymentId: job.payment_id, error: String(error) },
-        'Settlement gave up; the funds stay at the collection address and the settlement stays pending',
+        'Settlement gave up; the funds stay at the collection address and the settlements stay pending',
       )
     },
   }
+}
+
+/**
+ * The batch a settlement job pays. A job queued before batches (one payment's whole settlement in its
+ * payload) adds its payment as an item first, once: it pays the batch it opened at once, or leaves its
+ * item to the open batch it joined (undefined).
+ */
+async function batchOf(job: JobRow, ctx: JobRunContext): Promise<string | undefined> {
+  const payload = job.payload as SettlementBatchPayload | SettlePayload
+  if ('batchId' in payload) return payload.batchId
+  return inTransaction(ctx.db, async (trx) => {
+    const payment = await loadPayment(trx, job.payment_id)
+    const item = await trx
+      .selectFrom('settlement_items')
+      .select('batch_id')
+      .where('payment_id', '=', job.payment_id)
+      .executeTakeFirst()
+    const batch = await trx
+      .selectFrom('settlement_batches')
+      .select('id')
+      .where('payment_id', '=', job.payment_id)
+      .executeTakeFirst()
+    if (batch) return String(batch.id)
+    if (item || payment.settlement_status !== 'pending') return undefined
+    const added = await addSettlementItem(trx, {
+      paymentId: job.payment_id,
+      chain: payload.chain,
+      asset: payload.asset,
+      destination: payload.destination,
+      amount: BigInt(payload.amount),
+      intervalMs: 0,
+      jobKind: evmJobKinds.settle,
+      now: ctx.now(),
+    })
+    return added.opened ? added.batchId : undefined
+  })
 }

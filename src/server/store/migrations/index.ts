@@ -14,6 +14,7 @@ import * as evmDeploy from './012_evm_deploy.js'
 import * as x402 from './013_x402.js'
 import * as evmSenderNonce from './014_evm_sender_nonce.js'
 import * as refunds from './015_refunds.js'
+import * as settlementBatches from './016_settlement_batches.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -35,4 +36,5 @@ export const migrations: Record<string, Migration> = {
   '013_x402': x402,
   '014_evm_sender_nonce': evmSenderNonce,
   '015_refunds': refunds,
+  '016_settlement_batches': settlementBatches,
 }
