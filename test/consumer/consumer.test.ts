@@ -249,7 +249,7 @@ describe('the server package (npm install caipay-server)', () => {
     },
   )
 
-  it('npx caipay serve starts from the installed package and answers /healthz', {
+  it('npx caipay serve starts from the installed package and answers /healthz and /docs', {
     timeout: 180_000,
   }, async () => {
     const dataDir = path.join(work, 'data')
@@ -264,6 +264,12 @@ describe('the server package (npm install caipay-server)', () => {
       expect(await health.json()).toEqual({ ok: true })
       const root = await fetch(`${url}/`, { redirect: 'manual' })
       expect(root.headers.get('location')).toBe('/docs')
+      // The API reference's files come from the installed renderer package.
+      const docs = await fetch(`${url}/docs`)
+      expect(docs.status).toBe(200)
+      const files = [...(await docs.text()).matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]!)
+      expect(files.some((file) => file.includes('swagger-ui-bundle.js'))).toBe(true)
+      for (const file of files) expect((await fetch(`${url}${file}`)).status, file).toBe(200)
     } finally {
       child.kill('SIGTERM')
     }
