@@ -13,6 +13,7 @@ import {
   http,
   type LocalAccount,
   maxUint256,
+  parseGwei,
   serializeErc6492Signature,
 } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
@@ -357,6 +358,28 @@ async function expectRefusedPermit2(payer: Address, run: () => Promise<Permit2At
   ).toEqual([])
 }
 
+const relayRows = (paymentId: string) =>
+  env.t.db
+    .selectFrom('evm_transactions')
+    .select(['hash', 'status'])
+    .where('payment_id', '=', paymentId)
+    .where('purpose', '=', 'relay')
+    .orderBy('nonce')
+    .orderBy('created_at')
+    .execute()
+const relayHashes = async (paymentId: string) => (await relayRows(paymentId)).map((r) => r.hash as Hex)
+const relayStatuses = async (paymentId: string) => (await relayRows(paymentId)).map((r) => r.status)
+
+async function poll<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const found = await check()
+    if (found !== undefined) return found
+    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}
+
 /** The account approved Permit2 for good, as smart-account wallets do once (their own transaction). */
 const approvePermit2 = (account: Address) =>
   sendAs(account, {
@@ -455,6 +478,52 @@ describe('payer matrix (Permit2, a USDT-style token without EIP-3009)', () => {
         (tx) => wallet.sendTransaction(tx),
       ),
     )
+  })
+
+  it('the allowance gone under a sent pull (its approve reorged away, or withdrawn): waits for it, then pays once', async () => {
+    const eoa = privateKeyToAccount(generatePrivateKey())
+    const wallet = await walletOf(eoa)
+    await mintTether(eoa.address)
+    const approve = (value: bigint, fees: { maxFeePerGas?: bigint; maxPriorityFeePerGas?: bigint } = {}) =>
+      wallet.sendTransaction({
+        to: tether,
+        data: encodeFunctionData({ abi: tetherAbi, functionName: 'approve', args: [permit2Address, value] }),
+        ...fees,
+      })
+    await approve(maxUint256)
+    const rpc = env.anvil.rpcUrl
+    await anvilRpc(rpc, 'evm_setAutomine', [false])
+    let paymentId: string
+    let pull: Hex
+    try {
+      const sent = await attemptPermit2(eoa.address, (typed) => eoa.signTypedData(forViem(typed)), undefined, {
+        mint: false,
+      })
+      expect(sent.status, JSON.stringify(sent.body)).toBe(200)
+      paymentId = sent.paymentId
+      pull = await poll('the pull in the mempool', async () => {
+        const [row] = await relayHashes(paymentId)
+        return row && (await anvilRpc(rpc, 'eth_getTransactionByHash', [row])) ? row : undefined
+      })
+      // The payer's withdrawal lands in the same block, ahead of the pull (a higher tip).
+      await approve(0n, { maxFeePerGas: parseGwei('500'), maxPriorityFeePerGas: parseGwei('400') })
+      await anvilRpc(rpc, 'evm_mine', [])
+    } finally {
+      await anvilRpc(rpc, 'evm_setAutomine', [true])
+    }
+    expect((await env.publicClient.getTransactionReceipt({ hash: pull })).status).toBe('reverted')
+    await poll('the reverted pull recorded', async () =>
+      (await relayStatuses(paymentId)).includes('reverted') ? true : undefined,
+    )
+    // The permit is unused and before its deadline: the payment waits for the allowance, as before the pull.
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    expect((await env.gw('GET', paymentId, '/status')).json.status).toBe('processing')
+    expect(await tetherBalance(eoa.address)).toBe(usdc(25))
+
+    await approve(maxUint256)
+    expect((await env.waitFinal(paymentId)).status).toBe('succeeded')
+    expect(await tetherBalance(eoa.address)).toBe(usdc(25) - amount)
+    expect(await relayStatuses(paymentId)).toEqual(['reverted', 'succeeded'])
   })
 
   it('strict delegate, undeployed account, forged signature: refused at confirm, nothing moved', async () => {

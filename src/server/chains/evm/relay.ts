@@ -332,6 +332,12 @@ async function finishRelay(
     // payment there). The token accepts an authorization once, so a second relay cannot charge twice.
     if (await collectionUsable(chain, call))
       throw new Error(`Relay transaction ${hash} reverted with the authorization unused; relaying it again.`)
+    // A Permit2 pull also reverts when the payer's allowance is gone (its approve reorged away, or
+    // withdrawn before the pull was mined) while the permit itself is unused: that is the state before
+    // the first send, so wait for the allowance again until the permit's deadline.
+    const waiting = await collection.ready?.()
+    if (waiting?.final) return failPayment(ctx.db, ctx.log, job.payment_id, waiting.code, waiting.reason)
+    if (waiting) throw new RetryLater(`Relay transaction ${hash} reverted. ${waiting.reason}`)
     return failPayment(
       ctx.db,
       ctx.log,
