@@ -496,9 +496,14 @@ describe('payer matrix (Permit2, a USDT-style token without EIP-3009)', () => {
     let paymentId: string
     let pull: Hex
     try {
-      const sent = await attemptPermit2(eoa.address, (typed) => eoa.signTypedData(forViem(typed)), undefined, {
-        mint: false,
-      })
+      const sent = await attemptPermit2(
+        eoa.address,
+        (typed) => eoa.signTypedData(forViem(typed)),
+        undefined,
+        {
+          mint: false,
+        },
+      )
       expect(sent.status, JSON.stringify(sent.body)).toBe(200)
       paymentId = sent.paymentId
       pull = await poll('the pull in the mempool', async () => {
