@@ -16,5 +16,9 @@ describe('live Solana benchmark, small', () => {
     expect(result.ceiling.paymentsPerSecond).toBeGreaterThan(0)
     expect(result.ratio).toBeGreaterThan(0)
     expect(result.caipay.settlementTxsPerPayment).toBeLessThanOrEqual(1)
+    // Statuses read in batches by the chain's watcher, not one call per transaction per poll: at most
+    // one call per payment and settlement, and some call carried several signatures.
+    expect(result.caipay.statusCalls).toBeLessThanOrEqual(2 * result.payers)
+    expect(result.caipay.signaturesPerStatusCall.max).toBeGreaterThan(1)
   }, 180_000)
 })

@@ -1,5 +1,5 @@
 import { TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID, unpackMint } from '@solana/spl-token'
-import { Connection, type Keypair, PublicKey } from '@solana/web3.js'
+import { type BlockhashWithExpiryBlockHeight, Connection, type Keypair, PublicKey } from '@solana/web3.js'
 import { parseAssetId } from '../../../caip/caip.js'
 import type { AssetConfig } from '../types.js'
 
@@ -20,6 +20,15 @@ export interface SolanaChain {
   readonly commitment: SettledCommitment
   /** The mint's token program (SPL Token or Token-2022), read once; checks the configured decimals. */
   mintInfo(asset: AssetConfig): Promise<MintInfo>
+  /**
+   * The latest blockhash, asked for at most once per `blockhashReuseMs` and shared by every transaction
+   * built meanwhile (it stays valid for about a minute); forgotten once found expired (`blockhashValid`).
+   */
+  latestBlockhash(): Promise<BlockhashWithExpiryBlockHeight>
+  /** The block height, asked for at most once per `blockhashReuseMs` (confirms under load share it). */
+  blockHeight(): Promise<number>
+  /** Whether transactions under `blockhash` can still land (the node's word; never cached). */
+  blockhashValid(blockhash: string): Promise<boolean>
 }
 
 export interface MintInfo {
@@ -37,6 +46,8 @@ export interface SolanaChainOptions {
   commitment?: SettledCommitment
   confirmTimeoutMs?: number
   pollMs?: number
+  /** How long one fetched blockhash serves new transactions, ms (default 400: a slot). */
+  blockhashReuseMs?: number
   /** Bring your own Connection (custom fetch, headers); `rpcUrl` is then ignored. */
   connection?: Connection
 }
@@ -45,6 +56,9 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
   const connection =
     options.connection ?? new Connection(options.rpcUrl, { commitment: options.commitment ?? 'confirmed' })
   const mints = new Map<string, Promise<MintInfo>>()
+  const blockhashReuseMs = options.blockhashReuseMs ?? 400
+  const latest = sharedFor(blockhashReuseMs, () => connection.getLatestBlockhash())
+  const height = sharedFor(blockhashReuseMs, () => connection.getBlockHeight())
 
   // A key or RPC URL of another cluster would quote balances and land payments on the wrong chain.
   let genesis: Promise<void> | undefined
@@ -95,6 +109,41 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
         mints.set(asset.id, info)
       }
       return info
+    },
+    latestBlockhash: latest.get,
+    blockHeight: height.get,
+    async blockhashValid(blockhash) {
+      const valid = (await connection.isBlockhashValid(blockhash)).value
+      // Expired: the next transaction asks for a new one rather than being built to fail.
+      if (!valid) latest.forget((kept) => kept.blockhash === blockhash)
+      return valid
+    },
+  }
+}
+
+/** `read`'s answer shared by every caller for `ms`; a failed read is not kept. */
+function sharedFor<T>(ms: number, read: () => Promise<T>) {
+  let kept: { at: number; value: Promise<T> } | undefined
+  return {
+    get(): Promise<T> {
+      if (!kept || Date.now() - kept.at >= ms) {
+        const fresh = { at: Date.now(), value: read() }
+        fresh.value.catch(() => {
+          if (kept === fresh) kept = undefined
+        })
+        kept = fresh
+      }
+      return kept.value
+    },
+    /** Reads again next time if the kept answer is `stale`. */
+    forget(stale: (value: T) => boolean): void {
+      const current = kept
+      void current?.value.then(
+        (value) => {
+          if (kept === current && stale(value)) kept = undefined
+        },
+        () => {},
+      )
     },
   }
 }

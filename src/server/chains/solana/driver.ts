@@ -126,7 +126,7 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
   async function builtUsable(ctx: BuildContext): Promise<boolean> {
     for (const entry of optionState(ctx.option.state).built ?? []) {
       try {
-        if (!(await connection.isBlockhashValid(entry.blockhash)).value) return false
+        if (!(await chain.blockhashValid(entry.blockhash))) return false
       } catch {
         // Unknown is not expired: keep what the wallet may already be signing; confirm checks again.
       }
@@ -161,11 +161,8 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
       // Checked last: it is the one check a wallet cannot fix by signing again, only by fetching again.
       // A blockhash with only a few blocks left would likely expire on the way to the chain, and the
       // payment would then fail instead of being fetched again.
-      const [valid, height] = await Promise.all([
-        connection.isBlockhashValid(entry.blockhash),
-        connection.getBlockHeight(),
-      ])
-      if (!valid.value || height > entry.lastValidBlockHeight - blockhashMarginBlocks) {
+      const [valid, height] = await Promise.all([chain.blockhashValid(entry.blockhash), chain.blockHeight()])
+      if (!valid || height > entry.lastValidBlockHeight - blockhashMarginBlocks) {
         fail('quote_expired', 'The transaction expired before it was confirmed; fetch the option again.', {
           optionId: ctx.option.id,
           index,

@@ -1,6 +1,7 @@
 /** Live payments on Solana clusters: drivers for the gateway and the jobs that execute them. */
 import type { ServerConfig } from '../../config.js'
 import type { JobHandler, JobLogger } from '../../jobs/runner.js'
+import type { Db } from '../../store/db.js'
 import { configuredAssets } from '../configured.js'
 import type { ChainDriver } from '../types.js'
 import { createSolanaChain, type SolanaChain } from './chain.js'
@@ -16,6 +17,8 @@ export { encodeBase58, parseSolanaSecretKey } from './keys.js'
 
 export interface SolanaRuntimeOptions {
   config: ServerConfig
+  /** Where the jobs' transactions are recorded (the chain watchers mark what landed). */
+  db: Db
   log?: JobLogger
   /** Status polling while a transaction confirms, ms (default 200). */
   pollMs?: number
@@ -70,6 +73,6 @@ export function createSolanaRuntime(options: SolanaRuntimeOptions): SolanaRuntim
           : {}),
       }),
     ),
-    jobHandlers: solanaJobHandlers(chains),
+    jobHandlers: solanaJobHandlers(chains, options.db),
   }
 }

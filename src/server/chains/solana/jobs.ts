@@ -13,7 +13,7 @@ import type { JobRow } from '../../store/schema.js'
 import type { AssetConfig } from '../types.js'
 import type { SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
-import { type LandOutcome, landTransaction } from './land.js'
+import { landTransaction } from './land.js'
 import type { SolanaTransactionRow } from './schema.js'
 import {
   countTransactions,
@@ -23,6 +23,7 @@ import {
   recordTransaction,
 } from './store.js'
 import { buildTransfer, serializeSigned } from './transaction.js'
+import { createSolanaWatcher, type LandOutcome, type SolanaWatcher } from './watcher.js'
 
 /** `failure_code` of a payment whose transaction failed on chain or could never land (renders null). */
 export const solanaFailureCode = 'transaction_failed'
@@ -41,12 +42,20 @@ interface SettlePayload {
   destination: string
 }
 
-/** The broadcast and settlement handlers for every configured Solana cluster, for the job runner. */
-export function solanaJobHandlers(chains: readonly SolanaChain[]): Record<string, JobHandler> {
-  const chainOf = (caip2: string): SolanaChain => {
-    const chain = chains.find((c) => c.caip2 === caip2)
-    if (!chain) throw new Error(`No Solana chain ${caip2} is configured.`)
-    return chain
+type ChainOf = (caip2: string) => { chain: SolanaChain; watcher: SolanaWatcher }
+
+/**
+ * The broadcast and settlement handlers for every configured Solana cluster, for the job runner, with
+ * one watcher per cluster that every job waiting on that chain shares.
+ */
+export function solanaJobHandlers(chains: readonly SolanaChain[], db: Db): Record<string, JobHandler> {
+  const watched = new Map(
+    chains.map((chain) => [chain.caip2, { chain, watcher: createSolanaWatcher(db, chain) }]),
+  )
+  const chainOf: ChainOf = (caip2) => {
+    const found = watched.get(caip2)
+    if (!found) throw new Error(`No Solana chain ${caip2} is configured.`)
+    return found
   }
   return {
     [solanaJobKinds.broadcast]: {
@@ -89,14 +98,14 @@ export function solanaJobHandlers(chains: readonly SolanaChain[]): Record<string
  * After success, a merchant with a crypto settlement for the asset gets a settlement job in the same
  * database transaction as the status change.
  */
-async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: (caip2: string) => SolanaChain) {
-  const { db, signal } = ctx
+async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: ChainOf) {
+  const { db } = ctx
   const payload = job.payload as BroadcastPayload
   const payment = await loadPayment(db, job.payment_id)
   if (payment.status !== 'processing') return { skipped: payment.status }
   const tx = await findTransaction(db, payload.signature)
   if (!tx) throw new Error(`No recorded Solana transaction ${payload.signature}.`)
-  const outcome = await landTransaction({ chain: chainOf(tx.chain_id), db, tx, signal })
+  const outcome = await landTransaction({ ...chainOf(tx.chain_id), db, tx, ctx })
   const now = new Date()
   if (outcome.kind !== 'landed') {
     ctx.log.warn({ paymentId: payment.id, signature: tx.signature, ...outcome }, 'Solana payment failed')
@@ -124,13 +133,13 @@ async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: (caip2: strin
  * after a crash lands that same transfer; only one that failed on chain or can never land (blockhash
  * expired without it) is replaced by a new one.
  */
-async function settle(job: JobRow, ctx: JobRunContext, chainOf: (caip2: string) => SolanaChain) {
-  const { db, signal } = ctx
+async function settle(job: JobRow, ctx: JobRunContext, chainOf: ChainOf) {
+  const { db } = ctx
   const payload = job.payload as SettlePayload
   const payment = await loadPayment(db, job.payment_id)
   if (payment.settlement_status !== 'pending') return { skipped: payment.settlement_status }
   const destination = parseAccountId(payload.destination)
-  const chain = chainOf(destination.chainId)
+  const { chain, watcher } = chainOf(destination.chainId)
   const asset = chain.assets.find((a) => sameCaip(a.id, payload.asset))
   if (!asset) throw new Error(`${payload.asset} is not configured on ${chain.caip2}.`)
 
@@ -147,7 +156,8 @@ async function settle(job: JobRow, ctx: JobRunContext, chainOf: (caip2: string) 
     step: { paymentId: payment.id, purpose: 'settlement' },
     recipient: new PublicKey(destination.address),
     amount,
-    signal,
+    watcher,
+    ctx,
   })
   if (outcome.kind !== 'landed') {
     // The next run builds a new transfer: this one moved nothing.
@@ -180,11 +190,12 @@ async function landServiceTransfer(input: {
   step: { paymentId: string; purpose: 'settlement' | 'refund'; refundId?: string }
   recipient: PublicKey
   amount: bigint
-  signal: AbortSignal
+  watcher: SolanaWatcher
+  ctx: JobRunContext
   /** Before a NEW transfer is built (none in flight): throw to build none. */
   beforeBuild?: () => Promise<void>
 }): Promise<{ tx: SolanaTransactionRow; outcome: LandOutcome }> {
-  const { db, chain, step, signal } = input
+  const { db, chain, step } = input
   let tx = await latestTransaction(db, step.paymentId, step.purpose, step.refundId)
   if (!tx || tx.state === 'failed' || tx.state === 'dropped') {
     await input.beforeBuild?.()
@@ -214,7 +225,9 @@ async function landServiceTransfer(input: {
     tx = (await findTransaction(db, transfer.signature))!
   }
   const outcome =
-    tx.state === 'landed' ? ({ kind: 'landed' } as const) : await landTransaction({ chain, db, tx, signal })
+    tx.state === 'landed'
+      ? ({ kind: 'landed' } as const)
+      : await landTransaction({ chain, db, tx, watcher: input.watcher, ctx: input.ctx })
   return { tx, outcome }
 }
 
@@ -224,15 +237,15 @@ async function landServiceTransfer(input: {
  * no transfer is built: the refund stays pending with `insufficient_funds` and is tried again until
  * funded. It succeeds only once the transfer reached the chain's commitment.
  */
-async function refund(job: JobRow, ctx: JobRunContext, chainOf: (caip2: string) => SolanaChain) {
-  const { db, signal } = ctx
+async function refund(job: JobRow, ctx: JobRunContext, chainOf: ChainOf) {
+  const { db } = ctx
   if (!job.refund_id) throw new Error(`Job ${job.id} has no refund.`)
   const row = await loadRefund(db, job.refund_id)
   if (row.status !== 'pending') return { skipped: row.status }
   if (!row.asset || !row.asset_value || !row.destination)
     throw new Error(`Refund ${row.id} has no asset, amount or destination to send.`)
   const destination = parseAccountId(row.destination)
-  const chain = chainOf(destination.chainId)
+  const { chain, watcher } = chainOf(destination.chainId)
   const asset = chain.assets.find((a) => sameCaip(a.id, row.asset!))
   if (!asset) throw new Error(`${row.asset} is not configured on ${chain.caip2}.`)
   const amount = BigInt(row.asset_value)
@@ -243,7 +256,8 @@ async function refund(job: JobRow, ctx: JobRunContext, chainOf: (caip2: string) 
     step: { paymentId: row.payment_id, purpose: 'refund', refundId: row.id },
     recipient: new PublicKey(destination.address),
     amount,
-    signal,
+    watcher,
+    ctx,
     async beforeBuild() {
       const mint = await chain.mintInfo(asset)
       const source = getAssociatedTokenAddressSync(mint.mint, chain.service.publicKey, true, mint.programId)

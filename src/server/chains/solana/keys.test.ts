@@ -1,6 +1,7 @@
 import { Keypair } from '@solana/web3.js'
 import { describe, expect, it } from 'vitest'
 import { resolveConfig } from '../../config.js'
+import type { Db } from '../../store/db.js'
 import { createSolanaRuntime } from './index.js'
 import { encodeBase58, parseSolanaSecretKey } from './keys.js'
 
@@ -33,11 +34,13 @@ describe('Solana service key', () => {
   it('names the config entry of a bad key when the runtime is built', () => {
     const caip2 = 'solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1'
     const config = resolveConfig({ chains: { [caip2]: { rpcUrl: 'http://127.0.0.1:1', signerKey: 'abc' } } })
-    expect(() => createSolanaRuntime({ config })).toThrow(`chains.${caip2}.signerKey`)
+    // Building a runtime opens nothing: the database is first used by a job.
+    const db = {} as Db
+    expect(() => createSolanaRuntime({ config, db })).toThrow(`chains.${caip2}.signerKey`)
     const good = resolveConfig({
       chains: { [caip2]: { rpcUrl: 'http://127.0.0.1:1', signerKey: encodeBase58(key.secretKey) } },
     })
-    const runtime = createSolanaRuntime({ config: good })
+    const runtime = createSolanaRuntime({ config: good, db })
     expect(runtime.drivers.map((d) => d.caip2)).toEqual([caip2])
     expect(runtime.chains[0]!.service.publicKey.equals(key.publicKey)).toBe(true)
     expect(Object.keys(runtime.jobHandlers).sort()).toEqual([

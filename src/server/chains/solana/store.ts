@@ -104,3 +104,18 @@ export async function markState(
     .where('signature', '=', signature)
     .execute()
 }
+
+/** One state for many transactions at once (those a status poll found landed together). */
+export async function markStates(
+  db: Db,
+  signatures: readonly string[],
+  state: SolanaTxState,
+  now: Date,
+): Promise<void> {
+  if (signatures.length === 0) return
+  await db
+    .updateTable('solana_transactions')
+    .set({ state, error: null, updated_at: now })
+    .where('signature', 'in', signatures)
+    .execute()
+}

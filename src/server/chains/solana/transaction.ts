@@ -23,8 +23,8 @@ const memoProgramId = new PublicKey('MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr
 /**
  * An SPL `transferChecked` of `amount` from `owner`'s associated token account to `recipient`'s,
  * creating the recipient's account first (idempotently) when it does not exist yet, plus a memo. The
- * service pays the fee and signs. The blockhash is asked for explicitly so the caller knows until when
- * the transaction can land.
+ * service pays the fee and signs. The blockhash is the chain's shared one (`latestBlockhash`), returned
+ * so the caller knows until when the transaction can land.
  *
  * The memo must be unique per transaction the service means to land: two transfers of the same amount
  * between the same accounts under one blockhash would otherwise be the same bytes, the same signature,
@@ -44,7 +44,7 @@ export async function buildTransfer(input: {
   const source = getAssociatedTokenAddressSync(mint.mint, owner, true, mint.programId)
   const destination = getAssociatedTokenAddressSync(mint.mint, recipient, true, mint.programId)
   const [latest, destinationAccount] = await Promise.all([
-    connection.getLatestBlockhash(),
+    chain.latestBlockhash(),
     connection.getAccountInfo(destination),
   ])
   const transaction = new Transaction({

@@ -1,6 +1,6 @@
 import type { SignatureStatus } from '@solana/web3.js'
 import { describe, expect, it } from 'vitest'
-import { reachedCommitment } from './land.js'
+import { reachedCommitment } from './watcher.js'
 
 const status = (confirmationStatus: SignatureStatus['confirmationStatus']): SignatureStatus => ({
   slot: 1,
