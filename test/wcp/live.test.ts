@@ -1,97 +1,99 @@
-import { Keypair } from '@solana/web3.js'
+import type { Action } from '@walletconnect/pay'
+import { type Hex, hashTypedData, recoverAddress } from 'viem'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { mintTestToken } from '../anvil.js'
+import {
+  coinbaseFactoryAddress,
+  deployPayers,
+  forViem,
+  type Payers,
+  signAsSafeOwner,
+  type TypedJson,
+} from '../evm/payers.js'
 import { createEvmEnv, type EvmEnv, usdc } from '../evm/support.js'
-import { buyerSigner, type SolanaLive, sign, startSolanaLive } from '../solana-live/live.js'
 import { guardNetwork, type NetworkGuard } from '../walletconnect/clients.js'
 import { listenForSdk, type SdkServer } from './support.js'
 
-// Live payments through the published WalletConnect Pay SDK: real chains, balances read on chain.
+// Smart-account payers through the published WalletConnect Pay SDK, in live mode on Anvil: the SDK
+// carries whatever the account signs (an ERC-1271 wrapper, an ERC-6492 envelope) and caipay verifies it
+// by the payer's code and relays it, as through the native gateway.
 
+let env: EvmEnv
+let payers: Payers
+let sdk: SdkServer
 let network: NetworkGuard
-beforeAll(() => {
+
+beforeAll(async () => {
   network = guardNetwork()
-})
-afterAll(() => network.restore())
-
-describe('live EVM payment on Anvil through the SDK', () => {
-  let env: EvmEnv
-  let server: SdkServer
-  beforeAll(async () => {
-    env = await createEvmEnv()
-    env.startRunner()
-    server = await listenForSdk(env.t.app)
+  env = await createEvmEnv({
+    anvilArgs: ['--hardfork', 'prague'],
+    chainConfig: { eip6492Factories: [coinbaseFactoryAddress] },
   })
-  afterAll(() => env?.close())
+  payers = await deployPayers(env)
+  env.startRunner()
+  sdk = await listenForSdk(env.t.app)
+}, 60_000)
 
-  it('pays the gasless (EIP-3009) option: relayed, succeeded with the chain hash, settled', async () => {
-    const buyer = await env.buyer(3)
-    const { paymentId } = await env.pay('1250')
-    const amount = usdc(12.5)
-    const before = await Promise.all([env.balance(buyer.address), env.balance(env.merchant.destination)])
-    const pay = server.client({ apiKey: env.walletKey })
-    const { options } = await pay.getPaymentOptions({ paymentLink: paymentId, accounts: [buyer.account] })
-    const option = options.find((o) => o.actions[0]?.walletRpc.method === 'eth_signTypedData_v4')!
-    expect(option.amount).toMatchObject({ unit: `caip19/${env.asset}`, value: amount.toString() })
-    const actions = await pay.getRequiredPaymentActions({ paymentId, optionId: option.id })
-    const signatures = await Promise.all(actions.map((a) => buyer.sign({ type: 'walletRpc', ...a })))
-    // The SDK polls /status until the payment is final.
-    const result = await pay.confirmPayment({ paymentId, optionId: option.id, signatures })
-    expect(result).toMatchObject({
-      status: 'succeeded',
-      isFinal: true,
-      info: { txId: expect.stringMatching(/^0x[0-9a-f]{64}$/), optionAmount: { value: amount.toString() } },
-    })
-    const receipt = await env.publicClient.getTransactionReceipt({ hash: result.info!.txId as `0x${string}` })
-    expect(receipt.status).toBe('success')
-    const deadline = Date.now() + 20_000
-    while (!(await env.merchantView(paymentId)).settlement?.successful) {
-      if (Date.now() > deadline) throw new Error('settlement did not complete')
-      await new Promise((resolve) => setTimeout(resolve, 25))
-    }
-    expect(await env.balance(buyer.address)).toBe(before[0] - amount)
-    expect(await env.balance(env.merchant.destination)).toBe(before[1] + amount)
-  })
+afterAll(async () => {
+  await env?.close()
+  network?.restore()
 })
 
-describe('live Solana payment on the local cluster through the SDK', () => {
-  let live: SolanaLive
-  let server: SdkServer
-  beforeAll(async () => {
-    live = await startSolanaLive()
-    live.startRunner()
-    server = await listenForSdk(live.t.app)
-  })
-  afterAll(() => live?.close())
+/** Pays $10 through the SDK as `payer`, whose wallet signs the option's typed data with `sign`. */
+async function payThroughSdk(payer: `0x${string}`, sign: (typed: TypedJson) => Promise<Hex>) {
+  await mintTestToken(env.anvil.rpcUrl, env.token, payer, usdc(25))
+  const { paymentId } = await env.pay('1000')
+  const pay = sdk.client({ apiKey: env.walletKey })
+  const account = `${env.anvil.caip2}:${payer}`
+  const { options } = await pay.getPaymentOptions({ paymentLink: paymentId, accounts: [account] })
+  const option = options.find((o) => o.account === account)
+  expect(option, JSON.stringify(options)).toBeDefined()
+  const actions: readonly Action[] = await pay.getRequiredPaymentActions({ paymentId, optionId: option!.id })
+  expect(actions.map((a) => a.walletRpc.method)).toEqual(['eth_signTypedData_v4'])
+  const typed = JSON.parse(JSON.parse(actions[0]!.walletRpc.params)[1]) as TypedJson
+  const signature = await sign(typed)
+  const confirmed = await pay.confirmPayment({ paymentId, optionId: option!.id, signatures: [signature] })
+  expect(['processing', 'succeeded']).toContain(confirmed.status)
+  const final = await env.waitFinal(paymentId)
+  expect(final.status).toBe('succeeded')
+  expect(await env.balance(payer)).toBe(usdc(15))
+  return { paymentId, signature }
+}
 
-  it('builds, fetches, signs, confirms; the transfer lands and settles to the merchant', async () => {
-    const amount = 12_500_000n
-    const buyer = await live.newBuyer()
-    const merchantOwner = Keypair.generate()
-    const merchantId = await live.createMerchant(merchantOwner.publicKey)
-    const { paymentId } = await live.createPayment(merchantId)
-    const account = `${live.caip2}:${buyer.publicKey.toBase58()}`
-    const before = {
-      buyer: await live.balance(buyer.publicKey),
-      merchant: await live.balance(merchantOwner.publicKey),
-    }
-    const pay = server.client({ apiKey: live.liveKey })
-    const { options } = await pay.getPaymentOptions({ paymentLink: paymentId, accounts: [account] })
-    expect(options).toHaveLength(1)
-    const actions = await pay.getRequiredPaymentActions({ paymentId, optionId: options[0]!.id })
-    expect(actions.map((a) => a.walletRpc.method)).toEqual(['solana_signTransaction'])
-    const signatures = await Promise.all(actions.map((a) => sign(buyerSigner(live, buyer), a)))
-    const result = await pay.confirmPayment({ paymentId, optionId: options[0]!.id, signatures })
-    expect(result).toMatchObject({
-      status: 'succeeded',
-      isFinal: true,
-      info: { optionAmount: { value: '12500000' } },
+describe('live smart-account payers through the WalletConnect Pay SDK', () => {
+  it('a Safe 1.4.1 pays with its owner-signed ERC-1271 signature', async () => {
+    const { owner, address } = await payers.safeAccount()
+    let digest: Hex | undefined
+    const { signature } = await payThroughSdk(address, (typed) => {
+      digest = hashTypedData(forViem(typed))
+      return signAsSafeOwner(owner, address, env.anvil.chainId, digest)
     })
-    const landed = await live.validator.connection.getTransaction(result.info!.txId, {
-      maxSupportedTransactionVersion: 0,
-    })
-    expect(landed?.meta?.err).toBeNull()
-    await live.waitForPayment(paymentId, merchantId, (p) => p.settlement?.successful != null)
-    expect(await live.balance(buyer.publicKey)).toBe(before.buyer - amount)
-    expect(await live.balance(merchantOwner.publicKey)).toBe(before.merchant + amount)
+    // Not the Safe's own ECDSA signature: only its ERC-1271 check accepts it.
+    expect(await recoverAddress({ hash: digest!, signature })).not.toBe(address)
+  })
+
+  it('an undeployed Coinbase-style account pays with an ERC-6492 signature: deployed once, paid once', async () => {
+    const { account } = await payers.coinbase(false)
+    expect(await env.publicClient.getCode({ address: account.address })).toBeUndefined()
+    const { paymentId, signature } = await payThroughSdk(account.address, (typed) =>
+      account.signTypedData(forViem(typed) as never),
+    )
+    expect(signature.endsWith('6492'.repeat(16))).toBe(true)
+    expect(await env.publicClient.getCode({ address: account.address })).not.toBeUndefined()
+    const sent = await env.t.db
+      .selectFrom('evm_transactions')
+      .select(['purpose', 'status'])
+      .where('payment_id', '=', paymentId)
+      .where('purpose', 'in', ['deploy', 'relay'])
+      .orderBy('created_at')
+      .execute()
+    expect(sent).toEqual([
+      { purpose: 'deploy', status: 'succeeded' },
+      { purpose: 'relay', status: 'succeeded' },
+    ])
+  })
+
+  it('sent nothing off loopback but the SDK telemetry, which the guard refused', () => {
+    expect(network.external.every((url) => new URL(url).hostname.endsWith('walletconnect.org'))).toBe(true)
   })
 })
