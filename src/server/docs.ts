@@ -2,6 +2,8 @@ import { readFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import path from 'node:path'
+import { promisify } from 'node:util'
+import { gzip as gzipCallback } from 'node:zlib'
 import type { FastifyInstance } from 'fastify'
 
 /**
@@ -15,6 +17,8 @@ export const docsDocuments = [
   { name: 'caipay API', url: '/openapi.json', page: '/docs' },
   { name: '/wcp: WalletConnect Pay SDK wire format', url: '/wcp/openapi.json', page: '/docs/wcp' },
 ] as const
+
+const gzip = promisify(gzipCallback)
 
 /** The only files of the package that are served (an allow-list: nothing else of it is reachable). */
 const assetTypes: Record<string, string> = {
@@ -127,8 +131,13 @@ export function registerDocs(app: FastifyInstance): void {
       .type('text/javascript; charset=utf-8')
       .send(initScript),
   )
-  // Read once, on first use; the URLs carry the package version, so browsers may keep them.
-  const loaded = new Map<string, Promise<Buffer>>()
+  // Read and gzipped once, on first use (2.2 MB becomes 0.6 MB); the URLs carry the package version, so
+  // browsers may keep them.
+  const loaded = new Map<string, Promise<{ plain: Buffer; gzipped: Buffer }>>()
+  const load = async (file: string) => {
+    const plain = await readFile(path.join(dir, file))
+    return { plain, gzipped: await gzip(plain) }
+  }
   app.get<{ Params: { file: string } }>(
     '/docs/assets/:file',
     { config: { rateLimit: false } },
@@ -137,14 +146,20 @@ export function registerDocs(app: FastifyInstance): void {
       const type = Object.hasOwn(assetTypes, file) ? assetTypes[file] : undefined
       if (!type) return reply.callNotFound()
       if (!loaded.has(file)) {
-        const reading = readFile(path.join(dir, file))
-        loaded.set(file, reading)
-        reading.catch(() => loaded.delete(file))
+        const loading = load(file)
+        loaded.set(file, loading)
+        loading.catch(() => loaded.delete(file))
       }
-      return reply
-        .headers({ ...headers, 'cache-control': 'public, max-age=604800, immutable' })
+      const { plain, gzipped } = await loaded.get(file)!
+      reply
+        .headers({
+          ...headers,
+          'cache-control': 'public, max-age=604800, immutable',
+          vary: 'accept-encoding',
+        })
         .type(type)
-        .send(await loaded.get(file))
+      if (!/\bgzip\b/.test(request.headers['accept-encoding'] ?? '')) return reply.send(plain)
+      return reply.header('content-encoding', 'gzip').send(gzipped)
     },
   )
 }

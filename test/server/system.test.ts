@@ -1,3 +1,4 @@
+import { gunzipSync } from 'node:zlib'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { endpoints } from '../../src/contract/endpoints.js'
 import { createTestServer, type TestServer } from './harness.js'
@@ -95,6 +96,16 @@ describe('system routes', () => {
     const init = await t.request({ method: 'GET', url: '/docs/init.js' })
     expect(init.body).toContain('/openapi.json')
     expect(init.body).toContain('/wcp/openapi.json')
+  })
+
+  it('GET /docs/assets sends gzip to a browser that takes it', async () => {
+    const url = '/docs/assets/swagger-ui-bundle.js'
+    const plain = await t.app.inject({ method: 'GET', url })
+    const gzipped = await t.app.inject({ method: 'GET', url, headers: { 'accept-encoding': 'gzip, br' } })
+    expect(plain.headers['content-encoding']).toBeUndefined()
+    expect(gzipped.headers['content-encoding']).toBe('gzip')
+    expect(gzipped.rawPayload.length).toBeLessThan(plain.rawPayload.length / 2)
+    expect(gunzipSync(gzipped.rawPayload).equals(plain.rawPayload)).toBe(true)
   })
 
   it('GET /docs/assets serves only the renderer files it lists', async () => {
