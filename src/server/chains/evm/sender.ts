@@ -49,6 +49,9 @@ interface Queued {
 /** Rows numbered per database transaction: bounds one lock hold (signing is ~1 ms each). */
 const maxGroup = 256
 
+/** Signing time between two turns given back to the event loop, ms. */
+const signingSliceMs = 10
+
 export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
   const sender = chain.executor.address.toLowerCase()
   const lockKey = `caipay.evm.executor:${chain.caip2}:${sender}`
@@ -112,9 +115,15 @@ export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
       let nonce = max(max(localNext, counted), recorded?.nonce == null ? 0n : BigInt(recorded.nonce) + 1n)
       const now = new Date()
       const values = []
+      let slice = Date.now()
       for (const { transaction } of group) {
-        // A signature is milliseconds of CPU: let requests (status reads) in between them.
-        await new Promise((resolve) => setImmediate(resolve))
+        // A signature is about a millisecond of CPU: let requests (status reads) in between slices of
+        // them. Not between each two: a busy event loop makes every turn slow, and the lock (and the
+        // whole group, and the next one waiting) would wait for as many turns as there are signatures.
+        if (Date.now() - slice >= signingSliceMs) {
+          await new Promise((resolve) => setImmediate(resolve))
+          slice = Date.now()
+        }
         const raw = await signTransaction(chain, {
           type: 'eip1559',
           chainId: chain.chainId,
