@@ -11,6 +11,7 @@ import {
   paymentTransitions,
   settlePayment,
   succeedPayment,
+  succeedPayments,
   transitionPayment,
   withExpiryApplied,
 } from './lifecycle.js'
@@ -271,5 +272,67 @@ describe('changePaymentInSteps', () => {
         now,
       }),
     ).rejects.toThrow(/Illegal payment transition/)
+  })
+})
+
+describe('succeedPayments (a block of payments at once)', () => {
+  it('equals succeedPayment one by one: each its own transaction, settlement and event; one no longer processing is left as it is', async () => {
+    const settlement = {
+      chain: 'eip155:1',
+      asset: 'eip155:1/erc20:0xabc',
+      destination: '0x00000000000000000000000000000000000000d1',
+      amount: 5n,
+      intervalMs: 60_000,
+      jobKind: 'test.settle_batch',
+    }
+    const oneByOne = [await payment('processing'), await payment('processing')]
+    const atOnce = [await payment('processing'), await payment('processing')]
+    const done = await payment('failed')
+    await succeedPayment(pg.db, {
+      paymentId: oneByOne[0]!,
+      txId: 'tx-a',
+      now,
+      settlement: { batched: settlement },
+    })
+    await succeedPayment(pg.db, { paymentId: oneByOne[1]!, txId: 'tx-b', now })
+    const rows = await succeedPayments(
+      pg.db,
+      [
+        { paymentId: atOnce[0]!, txId: 'tx-a', settlement },
+        { paymentId: atOnce[1]!, txId: 'tx-b' },
+        { paymentId: done, txId: 'tx-c' },
+      ],
+      now,
+    )
+    expect(rows.map((r) => r.id).sort()).toEqual([...atOnce].sort())
+    const read = (id: string) =>
+      pg.db.selectFrom('payments').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
+    const snapshots = async (id: string) =>
+      (
+        await pg.db
+          .selectFrom('payment_events')
+          .select(['type', 'payment_state_version', 'snapshot'])
+          .where('payment_id', '=', id)
+          .execute()
+      ).map((e) => ({ ...e, snapshot: { ...(e.snapshot as object), id: '' } }))
+    for (const i of [0, 1]) {
+      expect({ ...(await read(atOnce[i]!)), id: '' }).toEqual({ ...(await read(oneByOne[i]!)), id: '' })
+      expect(await snapshots(atOnce[i]!)).toEqual(await snapshots(oneByOne[i]!))
+    }
+    expect((await read(done)).status).toBe('failed')
+    // Both settled payments in the one open batch of their destination, its job queued once.
+    const items = await pg.db
+      .selectFrom('settlement_items')
+      .select('batch_id')
+      .where('payment_id', 'in', [oneByOne[0]!, atOnce[0]!])
+      .execute()
+    expect(items).toHaveLength(2)
+    expect(new Set(items.map((i) => i.batch_id)).size).toBe(1)
+    const jobs = await pg.db
+      .selectFrom('jobs')
+      .select('payment_id')
+      .where('kind', '=', 'test.settle_batch')
+      .execute()
+    expect(jobs.map((j) => j.payment_id)).toEqual([oneByOne[0]])
   })
 })

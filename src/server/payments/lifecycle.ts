@@ -6,7 +6,7 @@ import { enqueueJob } from '../jobs/queue.js'
 import { type Db, inTransaction } from '../store/db.js'
 import { columnsText } from '../store/prepared.js'
 import { type PaymentRow, type PaymentUpdate, paymentColumns } from '../store/schema.js'
-import { addSettlementItem, type BatchedSettlement } from './settlementItems.js'
+import { addSettlementItem, addSettlementItems, type BatchedSettlement } from './settlementItems.js'
 
 /**
  * The payments domain layer: the only code that changes a payment's state. Every change is one
@@ -285,6 +285,49 @@ export async function succeedPayment(
     if (row && settlement?.batched)
       await addSettlementItem(trx, { ...settlement.batched, paymentId: row.id, now })
     return row
+  })
+}
+
+/**
+ * succeedPayment for several payments (a block's): `processing -> succeeded` with each one's transaction
+ * in ONE statement (each its own event), and the settlements of those given one added to their batches,
+ * in one database transaction (the caller's, when it is one). Returns the payments it changed; one no
+ * longer processing is left as it is.
+ */
+export async function succeedPayments(
+  db: Db,
+  payments: readonly { paymentId: string; txId: string; settlement?: BatchedSettlement | undefined }[],
+  now: Date,
+): Promise<PaymentRow[]> {
+  if (payments.length === 0) return []
+  const txIds = JSON.stringify(payments.map((p) => ({ id: p.paymentId, tx_id: p.txId })))
+  const settling = payments.filter((p) => p.settlement).map((p) => p.paymentId)
+  return inTransaction(db, async (trx) => {
+    const rows = await changePayments(trx, {
+      type: 'payment.succeeded',
+      set: {
+        status: 'succeeded',
+        succeeded_at: now,
+        tx_id: sql<string>`(SELECT v.tx_id FROM jsonb_to_recordset(${txIds}::jsonb) AS v(id text, tx_id text)
+          WHERE v.id = payments.id)` as never,
+        settlement_status: sql<string>`CASE WHEN payments.id = ANY(${settling}::text[]) THEN 'pending'
+          ELSE payments.settlement_status END` as never,
+      },
+      where: [
+        ['id', 'in', payments.map((p) => p.paymentId)],
+        ['status', '=', 'processing'],
+      ],
+      now,
+    })
+    const changed = new Set(rows.map((row) => row.id))
+    await addSettlementItems(
+      trx,
+      payments.flatMap((p) =>
+        p.settlement && changed.has(p.paymentId) ? [{ ...p.settlement, paymentId: p.paymentId }] : [],
+      ),
+      now,
+    )
+    return rows
   })
 }
 

@@ -36,27 +36,53 @@ export async function addSettlementItem(
   db: Db,
   params: BatchedSettlement & { paymentId: string; now: Date },
 ): Promise<{ batchId: string; opened: boolean }> {
-  const { now } = params
-  const closeAt = new Date(now.getTime() + params.intervalMs)
-  const { rows } = await sql<{ id: string; payment_id: string }>`
-    WITH batch AS (
-      INSERT INTO settlement_batches
-        (chain_id, asset, destination, payment_id, status, close_at, created_at, updated_at)
-      VALUES (${params.chain}, ${params.asset}, ${params.destination}, ${params.paymentId}, 'open',
-        ${closeAt}, ${now}, ${now})
-      ON CONFLICT (chain_id, asset, destination) WHERE status = 'open'
-        DO UPDATE SET updated_at = excluded.updated_at
-      RETURNING id, payment_id
-    ), item AS (
-      INSERT INTO settlement_items (payment_id, batch_id, amount, created_at)
-      SELECT ${params.paymentId}, id, ${params.amount.toString()}, ${now} FROM batch
-    )
-    SELECT id, payment_id FROM batch`.execute(db)
-  const batch = rows[0]!
-  const opened = batch.payment_id === params.paymentId
-  if (opened) {
-    const payload: SettlementBatchPayload = { batchId: String(batch.id) }
-    await enqueueJob(db, { kind: params.jobKind, paymentId: params.paymentId, payload, runAt: closeAt, now })
+  return (await addSettlementItems(db, [params], params.now)).get(params.paymentId)!
+}
+
+/**
+ * addSettlementItem for several payments, one statement per destination and asset; by payment, the
+ * batch each joined and whether it opened it (the first of its group, when there was no open batch).
+ */
+export async function addSettlementItems(
+  db: Db,
+  items: readonly (BatchedSettlement & { paymentId: string })[],
+  now: Date,
+): Promise<Map<string, { batchId: string; opened: boolean }>> {
+  const byBatch = new Map<string, (BatchedSettlement & { paymentId: string })[]>()
+  for (const item of items) {
+    const key = JSON.stringify([item.chain, item.asset, item.destination])
+    byBatch.set(key, [...(byBatch.get(key) ?? []), item])
   }
-  return { batchId: String(batch.id), opened }
+  const added = new Map<string, { batchId: string; opened: boolean }>()
+  for (const group of byBatch.values()) {
+    const first = group[0]!
+    const closeAt = new Date(now.getTime() + first.intervalMs)
+    const values = JSON.stringify(
+      group.map((item) => ({ payment_id: item.paymentId, amount: item.amount.toString() })),
+    )
+    const { rows } = await sql<{ id: string; payment_id: string }>`
+      WITH batch AS (
+        INSERT INTO settlement_batches
+          (chain_id, asset, destination, payment_id, status, close_at, created_at, updated_at)
+        VALUES (${first.chain}, ${first.asset}, ${first.destination}, ${first.paymentId}, 'open',
+          ${closeAt}, ${now}, ${now})
+        ON CONFLICT (chain_id, asset, destination) WHERE status = 'open'
+          DO UPDATE SET updated_at = excluded.updated_at
+        RETURNING id, payment_id
+      ), item AS (
+        INSERT INTO settlement_items (payment_id, batch_id, amount, created_at)
+        SELECT v.payment_id, batch.id, v.amount::numeric, ${now}
+        FROM batch CROSS JOIN jsonb_to_recordset(${values}::jsonb) AS v(payment_id text, amount text)
+      )
+      SELECT id, payment_id FROM batch`.execute(db)
+    const batch = rows[0]!
+    const opened = batch.payment_id === first.paymentId
+    if (opened) {
+      const payload: SettlementBatchPayload = { batchId: String(batch.id) }
+      await enqueueJob(db, { kind: first.jobKind, paymentId: first.paymentId, payload, runAt: closeAt, now })
+    }
+    for (const item of group)
+      added.set(item.paymentId, { batchId: String(batch.id), opened: opened && item === first })
+  }
+  return added
 }

@@ -1,6 +1,7 @@
 /** Live payments on EVM chains: drivers for the gateway and the jobs that execute them. */
 import type { ServerConfig } from '../../config.js'
 import type { JobHandler, JobLogger } from '../../jobs/runner.js'
+import { createPaymentFinisher } from '../../payments/finisher.js'
 import { refundJobKinds } from '../../refunds/jobs.js'
 import type { Db } from '../../store/db.js'
 import { configuredAssets } from '../configured.js'
@@ -12,7 +13,7 @@ import { refundJob } from './refund.js'
 import { relayJob } from './relay.js'
 import { createEvmSender } from './sender.js'
 import { settleJob } from './settle.js'
-import { sweepInFlight } from './transactions.js'
+import { setTxStatuses, sweepInFlight } from './transactions.js'
 import { verifyTransferJob } from './verifyTransfer.js'
 import { createEvmWatcher } from './watcher.js'
 import './schema.js'
@@ -77,6 +78,9 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
         {
           sender: createEvmSender(options.db, chain),
           watcher: createEvmWatcher(options.db, chain, sweepInFlight),
+          finisher: createPaymentFinisher(options.db, (trx, hashes) =>
+            setTxStatuses(trx, hashes, 'succeeded'),
+          ),
         },
       ]),
     ),

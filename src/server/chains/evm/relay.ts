@@ -1,6 +1,7 @@
 import { encodeFunctionData, type Hash, type TransactionReceipt } from 'viem'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
-import { loadPayment, succeedPayment } from '../../payments/lifecycle.js'
+import type { PaymentFinisher } from '../../payments/finisher.js'
+import { loadPayment } from '../../payments/lifecycle.js'
 import type { BatchedSettlement } from '../../payments/settlementItems.js'
 import type { Db } from '../../store/db.js'
 import type { JobRow, PaymentRow } from '../../store/schema.js'
@@ -21,10 +22,14 @@ class AuthorizationRefused extends Error {}
 /** An undeployed account cannot be deployed as its ERC-6492 wrapper says (factory refused or reverting): final. */
 class DeploymentRefused extends Error {}
 
-/** A chain's sending pipeline in this process: the executor key's sender and the chain's watcher. */
+/**
+ * A chain's sending pipeline in this process: the executor key's sender, the chain's watcher, and the
+ * finisher that succeeds the payments a block paid together.
+ */
 export interface EvmRelayer {
   sender: EvmSender
   watcher: EvmWatcher
+  finisher: PaymentFinisher
 }
 
 export interface JobSettings {
@@ -325,8 +330,8 @@ async function finishRelay(
   receipt: TransactionReceipt,
 ) {
   const hash = receipt.transactionHash
-  await setTxStatus(ctx.db, hash, receipt.status === 'success' ? 'succeeded' : 'reverted')
   if (receipt.status !== 'success') {
+    await setTxStatus(ctx.db, hash, 'reverted')
     // A revert that did not use the authorization (out of gas, say) leaves it to be relayed again: the
     // next attempt signs a new transaction, after the token's verdict (a used or expired one fails the
     // payment there). The token accepts an authorization once, so a second relay cannot charge twice.
@@ -353,6 +358,7 @@ async function finishRelay(
     value: collection.value,
   }
   if (!hasTransfer(receipt, expected)) {
+    await setTxStatus(ctx.db, hash, 'succeeded')
     return failPayment(
       ctx.db,
       ctx.log,
@@ -376,7 +382,13 @@ async function finishRelay(
           jobKind: evmJobKinds.settle,
         }
       : undefined
-  await succeedPayment(ctx.db, { paymentId: job.payment_id, txId: hash, settlement: batched && { batched } })
+  // With the other payments of its block: the transaction's record and the payment in one database
+  // transaction for all of them.
+  await relayerOf(settings, chain).finisher.succeed({
+    paymentId: job.payment_id,
+    txId: hash,
+    settlement: batched,
+  })
   ctx.log.info({ paymentId: job.payment_id, hash }, 'Live EVM payment succeeded')
   return { hash }
 }

@@ -274,18 +274,25 @@ export async function retryWhileInFlight(
 }
 
 export async function setTxStatus(db: Db, hash: string, status: EvmTxStatus): Promise<void> {
+  await setTxStatuses(db, [hash], status)
+}
+
+/** setTxStatus for several transactions (a block's), in two statements. */
+export async function setTxStatuses(db: Db, hashes: readonly string[], status: EvmTxStatus): Promise<void> {
+  if (hashes.length === 0) return
   await db
     .updateTable('evm_transactions')
     .set({ status, updated_at: new Date() })
-    .where('hash', '=', hash)
+    .where('hash', 'in', hashes)
     .execute()
   if (status !== 'succeeded' && status !== 'reverted') return
   // Its nonce is taken: the other transactions signed for that nonce (replacements) can never land.
   await sql`
     UPDATE evm_transactions other SET status = 'dropped', updated_at = now()
     FROM evm_transactions mined
-    WHERE mined.hash = ${hash} AND other.chain_id = mined.chain_id AND other.sender = mined.sender
-      AND other.nonce = mined.nonce AND other.hash <> mined.hash AND other.status = 'sent'`.execute(db)
+    WHERE mined.hash = ANY(${hashes}::text[]) AND other.chain_id = mined.chain_id
+      AND other.sender = mined.sender AND other.nonce = mined.nonce AND other.hash <> mined.hash
+      AND other.status = 'sent'`.execute(db)
 }
 
 /**

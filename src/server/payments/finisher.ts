@@ -1,0 +1,92 @@
+import type { Transaction } from 'kysely'
+import { type Db, inTransaction } from '../store/db.js'
+import type { Database, PaymentRow } from '../store/schema.js'
+import { succeedPayments } from './lifecycle.js'
+import type { BatchedSettlement } from './settlementItems.js'
+
+export interface SucceededPayment {
+  paymentId: string
+  /** The chain's transaction that paid it. */
+  txId: string
+  /** Its settlement, when the merchant gets one. */
+  settlement?: BatchedSettlement | undefined
+}
+
+/**
+ * Finishes the payments whose transactions landed together (a block's, which the chain's watcher wakes
+ * at once) in ONE database transaction: their transactions marked as the chain's table keeps them
+ * (`record`), then `processing -> succeeded` for all of them with their settlement items. Asked for while
+ * one is being written, the next ones wait and go together in the next (a group commit).
+ */
+export interface PaymentFinisher {
+  /** The payment as succeeded; undefined when it was no longer processing. */
+  succeed(payment: SucceededPayment): Promise<PaymentRow | undefined>
+}
+
+interface Queued {
+  payment: SucceededPayment
+  resolve(row: PaymentRow | undefined): void
+  reject(error: unknown): void
+}
+
+/** Payments per database transaction: bounds one statement's size. */
+const maxGroup = 500
+
+export function createPaymentFinisher(
+  db: Db,
+  record: (trx: Transaction<Database>, txIds: readonly string[]) => Promise<void>,
+): PaymentFinisher {
+  const queue: Queued[] = []
+  let scheduled = false
+
+  const write = (group: readonly Queued[]) =>
+    inTransaction(db, async (trx) => {
+      await record(
+        trx,
+        group.map((q) => q.payment.txId),
+      )
+      return succeedPayments(
+        trx,
+        group.map((q) => q.payment),
+        new Date(),
+      )
+    })
+
+  async function flush(): Promise<void> {
+    try {
+      while (queue.length > 0) {
+        const group = queue.splice(0, maxGroup)
+        try {
+          const rows = new Map((await write(group)).map((row) => [row.id, row]))
+          for (const q of group) q.resolve(rows.get(q.payment.paymentId))
+        } catch (error) {
+          if (group.length === 1) {
+            group[0]!.reject(error)
+            continue
+          }
+          // One payment's write must not fail the others': each alone, so only its own job retries.
+          for (const q of group) {
+            await write([q]).then(
+              ([row]) => q.resolve(row),
+              (own: unknown) => q.reject(own),
+            )
+          }
+        }
+      }
+    } finally {
+      scheduled = false
+    }
+  }
+
+  return {
+    succeed(payment) {
+      return new Promise((resolve, reject) => {
+        queue.push({ payment, resolve, reject })
+        if (scheduled) return
+        scheduled = true
+        // After the other jobs the same block woke have queued theirs.
+        setImmediate(() => void flush())
+      })
+    },
+  }
+}
