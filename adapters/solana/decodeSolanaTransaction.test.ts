@@ -197,6 +197,7 @@ describe('public API of caipay/adapters/solana', () => {
       'solanaSignTransactionMethod',
       'solanaSignatureStatus',
       'solanaSigner',
+      'solanaX402Builder',
       'token2022ProgramId',
       'tokenProgramId',
       'walletStandardChains',

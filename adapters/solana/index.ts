@@ -47,3 +47,4 @@ export type {
   WalletStandardSolanaAccount,
 } from './walletStandard.js'
 export { isUserRejection, walletStandardChains } from './walletStandard.js'
+export { solanaX402Builder, type X402SolanaNode } from './x402.js'

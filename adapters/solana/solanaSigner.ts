@@ -22,6 +22,7 @@ import {
   type WalletStandardSolanaAccount,
   walletStandardChains,
 } from './walletStandard.js'
+import { readX402Terms, type X402SolanaTerms, x402TransferProblem } from './x402.js'
 
 export const solanaSignTransactionMethod = 'solana_signTransaction'
 
@@ -94,12 +95,11 @@ export function solanaSigner(options: SolanaSignerOptions): SolanaSigner {
     address,
     accounts: () => chains.map((chain) => `${chain}:${address}`),
     inspect(request) {
-      const decoded = prepare(request)
-      return inspectSolanaTransaction({ decoded, signer: address, chainId: request.chainId })
+      return inspectPrepared(prepare(request), address, request.chainId)
     },
     async request(request) {
       throwIfAborted(request.signal)
-      const decoded = prepare(request)
+      const { decoded } = prepare(request)
       // A blockhash the wallet's node does not know yet cannot later be seen to expire, so it is
       // not signed: `signatureStatus` relies on it.
       if (connection && !(await blockhashIsValid(connection, decoded.recentBlockhash))) {
@@ -139,9 +139,27 @@ export function solanaInspector(
   options: SolanaInspectorOptions,
 ): (request: SignerRequest) => ActionInspection {
   const chains = validateChains(options.chains)
-  return (request) => {
-    const decoded = decodeForSigner(request, options.address, chains, options)
-    return inspectSolanaTransaction({ decoded, signer: options.address, chainId: request.chainId })
+  return (request) =>
+    inspectPrepared(
+      decodeForSigner(request, options.address, chains, options),
+      options.address,
+      request.chainId,
+    )
+}
+
+interface Prepared {
+  decoded: DecodedSolanaTransaction
+  /** The x402 payment the transaction was checked to be, exactly, when the request states one. */
+  x402?: X402SolanaTerms
+}
+
+/** What signing would move; an x402 payment's transfer, checked to reach `payTo`'s account, names `payTo`. */
+function inspectPrepared({ decoded, x402 }: Prepared, signer: string, chainId: string): ActionInspection {
+  const inspection = inspectSolanaTransaction({ decoded, signer, chainId })
+  if (!x402) return inspection
+  return {
+    ...inspection,
+    transfers: inspection.transfers.map((t) => ({ ...t, to: `${chainId}:${x402.payTo}` })),
   }
 }
 
@@ -150,7 +168,7 @@ function decodeForSigner(
   address: string,
   chains: readonly string[],
   policy: SolanaPolicyOptions,
-): DecodedSolanaTransaction {
+): Prepared {
   if (request.method !== solanaSignTransactionMethod) {
     throw new PayError({
       code: 'unsupported_method',
@@ -165,7 +183,8 @@ function decodeForSigner(
       context: { chainId: request.chainId, chains },
     })
   }
-  const decoded = decodeSolanaTransaction(readTransactionParam(request.params))
+  const param = readTransactionParam(request.params)
+  const decoded = decodeSolanaTransaction(param.transaction)
   checkSolanaTransaction({
     decoded,
     signer: address,
@@ -173,7 +192,17 @@ function decodeForSigner(
     ...(policy.allowFeePayer !== undefined && { allowFeePayer: policy.allowFeePayer }),
     ...(policy.maxFeeLamports !== undefined && { maxFeeLamports: policy.maxFeeLamports }),
   })
-  return decoded
+  const x402 = readX402Terms(param)
+  if (!x402) return { decoded }
+  const problem = x402TransferProblem(decoded, address, x402)
+  if (problem) {
+    throw new PayError({
+      code: 'action_rejected',
+      message: 'The Solana transaction is not exactly the x402 payment it is signed for.',
+      context: { chainId: request.chainId, account: `${request.chainId}:${address}`, reason: problem },
+    })
+  }
+  return { decoded, x402 }
 }
 
 function fromKeypair(options: SolanaKeypairSignerOptions): {
@@ -284,7 +313,7 @@ function signatureFromWallet(
   return signature
 }
 
-function readTransactionParam(params: readonly unknown[]): string {
+function readTransactionParam(params: readonly unknown[]): { transaction: string; x402?: unknown } {
   const first = params[0]
   if (
     params.length !== 1 ||
@@ -297,7 +326,7 @@ function readTransactionParam(params: readonly unknown[]): string {
       message: 'solana_signTransaction expects params [{ transaction: <base64> }].',
     })
   }
-  return (first as { transaction: string }).transaction
+  return first as { transaction: string; x402?: unknown }
 }
 
 function isCaip2(chain: string): boolean {

@@ -1,7 +1,7 @@
 import { authorizationFields, eip712DomainFields } from '../actions/eip712Structs.js'
-import { guardActions } from '../actions/guard.js'
+import { checkAction } from '../actions/guard.js'
 import type { Signer, SignerRequest } from '../actions/types.js'
-import { sameCaip } from '../caip/caip.js'
+import { canonicalCaip, isValidAddress, sameCaip } from '../caip/caip.js'
 import { PayError } from '../errors/PayError.js'
 import {
   type AcceptedRequirement,
@@ -23,11 +23,39 @@ export interface X402Budget {
 }
 
 export interface X402FetchOptions {
-  /** caipay signers (`caipay/adapters/evm`'s `evmSigner`, ...); an account of theirs pays. */
+  /** caipay signers (`caipay/adapters/evm`'s `evmSigner`, `caipay/adapters/solana`'s `solanaSigner`); an account of theirs pays. */
   signers: readonly Signer[]
   budget: X402Budget
+  /**
+   * Builds the transactions of Solana requirements (`caipay/adapters/solana`'s `solanaX402Builder`).
+   * Without it Solana requirements are refused (`no_solana_builder`).
+   */
+  solana?: X402SolanaBuilder
   /** Unix seconds now (default the system clock): the authorization's validity starts here. */
   now?: () => number
+}
+
+/** An x402 `exact` payment on Solana, as x402Fetch asks its builder for it (addresses base58). */
+export interface X402SolanaTransfer {
+  /** CAIP-2. */
+  chainId: string
+  /** The paying account: the transfer's authority, from its associated token account. */
+  payer: string
+  mint: string
+  /** The owner whose associated token account receives the transfer. */
+  payTo: string
+  /** Minor units, decimal. */
+  amount: string
+  /** The facilitator's account that pays the fee (`extra.feePayer`); never the payer. */
+  feePayer: string
+  /** The resource's memo (`extra.memo`), when it asks for one. */
+  memo?: string
+}
+
+/** Builds, unsigned, the transaction that makes an x402 Solana payment; the signer checks it before signing. */
+export interface X402SolanaBuilder {
+  /** The transaction, base64, and the mint's decimals (which it states). */
+  build(transfer: X402SolanaTransfer): Promise<{ transaction: string; decimals: number }>
 }
 
 export type X402FetchFn = (
@@ -40,9 +68,10 @@ const maxValiditySeconds = 3600
 
 /**
  * A fetch that pays x402 resources. On a 402 it reads `PAYMENT-REQUIRED`, takes the first accepted
- * requirement its signers can pay within the budget (x402 `exact` with an EIP-3009 authorization on an
- * EVM chain), runs caipay's signing guard on what it is about to sign (chain, account, asset, amount),
- * signs, and repeats the request once with `PAYMENT-SIGNATURE`. The response carries the decoded
+ * requirement its signers can pay within the budget (x402 `exact`: an EIP-3009 authorization on an EVM
+ * chain, or on Solana a transfer transaction from `options.solana` with the resource's fee payer), runs
+ * caipay's signing guard on what it is about to sign (chain, account, asset, amount, exactly one
+ * transfer to `payTo`), signs, and repeats the request once with `PAYMENT-SIGNATURE`. The response carries the decoded
  * `PAYMENT-RESPONSE` as `payment`. When no requirement can be paid it throws a PayError
  * `action_rejected` naming why each was refused, and nothing is signed.
  */
@@ -87,41 +116,29 @@ export function x402Fetch(fetch: typeof globalThis.fetch, options: X402FetchOpti
         context: { url: request.url, refusals },
       })
     }
-    const { requirement, signer, account, asset, amount, spentKey } = chosen
+    const { requirement, signer, account, spentKey, amount } = chosen
     const address = account.slice(account.lastIndexOf(':') + 1)
-    const issuedAt = now()
-    const authorization = {
-      from: address,
-      to: requirement.payTo,
-      value: requirement.amount,
-      validAfter: '0',
-      validBefore: String(issuedAt + Math.min(requirement.maxTimeoutSeconds, maxValiditySeconds)),
-      nonce: randomNonce(),
-    }
-    const signing: SignerRequest = {
-      chainId: requirement.network,
-      method: 'eth_signTypedData_v4',
-      params: [address, JSON.stringify(transferTypedData(requirement, authorization))],
-    }
-    // The same guard as a payment option's: the bytes about to be signed, decoded, move at most this
-    // amount of this asset, from this account, on this chain.
-    await guardActions([{ index: 0, signer, request: signing }], {
-      accounts: [account],
-      account,
-      amount: {
-        unit: `caip19/${asset}`,
-        value: requirement.amount,
-        display: { assetName: '', assetSymbol: '', decimals: 0 },
-      },
-    })
+    // Counted from now, before the transaction is built, so that requests in flight together cannot
+    // each fit the per-origin budget alone; handed back if nothing gets signed.
     spent.set(spentKey, (spent.get(spentKey) ?? 0n) + amount)
-    const signature = await signer.request(signing)
+    let signing: Signing
+    try {
+      signing =
+        signer.namespace === 'solana'
+          ? await solanaSigning(requirement, address, options.solana!)
+          : evmSigning(requirement, address, now())
+      await guardPayment(chosen, signing)
+    } catch (error) {
+      spent.set(spentKey, spent.get(spentKey)! - amount)
+      throw error
+    }
+    const signed = await signer.request(signing.request)
     const payload = {
       x402Version: 2,
       ...(required.resource !== undefined ? { resource: required.resource } : {}),
       ...(required.extensions !== undefined ? { extensions: required.extensions } : {}),
       accepted: requirement,
-      payload: { authorization, signature },
+      payload: signing.payload(signed),
     }
     retry.headers.set('PAYMENT-SIGNATURE', encodeHeader(payload))
     const paid = await fetch(retry)
@@ -140,6 +157,105 @@ interface Payable {
   spentKey: string
 }
 
+/** What the key is asked to sign, the decimals its transfer states, and the x402 payload the result makes. */
+interface Signing {
+  request: SignerRequest
+  decimals: number
+  payload(signed: string): Record<string, unknown>
+}
+
+function evmSigning(requirement: AcceptedRequirement, address: string, issuedAt: number): Signing {
+  const authorization = {
+    from: address,
+    to: requirement.payTo,
+    value: requirement.amount,
+    validAfter: '0',
+    validBefore: String(issuedAt + Math.min(requirement.maxTimeoutSeconds, maxValiditySeconds)),
+    nonce: randomNonce(),
+  }
+  return {
+    request: {
+      chainId: requirement.network,
+      method: 'eth_signTypedData_v4',
+      params: [address, JSON.stringify(transferTypedData(requirement, authorization))],
+    },
+    // EIP-3009 typed data states no decimals.
+    decimals: 0,
+    payload: (signature) => ({ authorization, signature }),
+  }
+}
+
+async function solanaSigning(
+  requirement: AcceptedRequirement,
+  address: string,
+  builder: X402SolanaBuilder,
+): Promise<Signing> {
+  const extra = requirement.extra ?? {}
+  const terms = {
+    mint: requirement.asset,
+    payTo: requirement.payTo,
+    amount: requirement.amount,
+    feePayer: extra.feePayer as string,
+  }
+  const { transaction, decimals } = await builder.build({
+    chainId: requirement.network,
+    payer: address,
+    ...terms,
+    ...(typeof extra.memo === 'string' ? { memo: extra.memo } : {}),
+  })
+  return {
+    // The terms go with the bytes: the Solana signer refuses a transaction that is not exactly them.
+    request: {
+      chainId: requirement.network,
+      method: 'solana_signTransaction',
+      params: [{ transaction, x402: terms }],
+    },
+    decimals,
+    payload: (signed) => ({ transaction: signed }),
+  }
+}
+
+/**
+ * The payment flow's signing guard on the bytes about to be signed (chain, account, asset, decimals),
+ * then x402's stricter rule: what they move, decoded by the signer, is exactly one transfer of the
+ * required amount to `payTo`.
+ */
+async function guardPayment({ requirement, signer, account, asset, amount }: Payable, signing: Signing) {
+  const { inspection } = await checkAction(
+    { index: 0, signer, request: signing.request },
+    {
+      accounts: [account],
+      account,
+      amount: {
+        unit: `caip19/${asset}`,
+        value: requirement.amount,
+        display: { assetName: '', assetSymbol: '', decimals: signing.decimals },
+      },
+    },
+  )
+  const [transfer, ...more] = inspection.transfers
+  const payTo = `${requirement.network}:${requirement.payTo}`
+  if (
+    !transfer ||
+    more.length > 0 ||
+    transfer.amount !== amount ||
+    transfer.approval ||
+    transfer.through !== undefined ||
+    transfer.to === undefined ||
+    !sameCaip(transfer.to, payTo)
+  ) {
+    throw new PayError({
+      code: 'action_rejected',
+      message: 'What would be signed is not exactly one transfer of the required amount to payTo.',
+      context: {
+        chainId: requirement.network,
+        transfers: inspection.transfers.map((t) => ({ amount: t.amount.toString(), to: t.to })),
+        required: { amount: requirement.amount, payTo },
+      },
+    })
+  }
+}
+
 /** Whether one requirement can be paid: an allow-list of what this payer signs, then the budget. */
 function payable(
   requirement: AcceptedRequirement,
@@ -148,30 +264,90 @@ function payable(
   origin: string,
 ): Payable | { reason: string } {
   if (requirement.scheme !== 'exact') return { reason: 'unsupported_scheme' }
-  if (!/^eip155:[0-9]{1,32}$/.test(requirement.network)) return { reason: 'unsupported_network' }
-  const extra = requirement.extra ?? {}
-  const method = extra.assetTransferMethod
-  if (method !== undefined && method !== 'eip3009') return { reason: 'unsupported_transfer_method' }
-  if (typeof extra.name !== 'string' || typeof extra.version !== 'string')
-    return { reason: 'missing_eip712_domain' }
-  if (!/^0x[0-9a-fA-F]{40}$/.test(requirement.asset) || !/^0x[0-9a-fA-F]{40}$/.test(requirement.payTo))
-    return { reason: 'invalid_address' }
+  const family = /^eip155:[0-9]{1,32}$/.test(requirement.network)
+    ? evmFamily
+    : /^solana:[1-9A-HJ-NP-Za-km-z]{1,32}$/.test(requirement.network)
+      ? solanaFamily
+      : undefined
+  if (!family) return { reason: 'unsupported_network' }
+  const refused = family.refusal(requirement, options)
+  if (refused) return { reason: refused }
   if (!/^[1-9][0-9]{0,77}$/.test(requirement.amount)) return { reason: 'invalid_amount' }
-  const asset = `${requirement.network}/erc20:${requirement.asset}`
+  const asset = `${requirement.network}/${family.assetNamespace}:${requirement.asset}`
   const amount = BigInt(requirement.amount)
   const perRequest = limitFor(options.budget.perRequest, asset)
   if (perRequest === undefined) return { reason: 'asset_not_in_budget' }
   if (amount > perRequest) return { reason: 'over_budget_per_request' }
-  const spentKey = `${origin} ${asset.toLowerCase()}`
+  const spentKey = `${origin} ${canonicalCaip(asset)}`
   const perOrigin = options.budget.perOrigin && limitFor(options.budget.perOrigin, asset)
   if (perOrigin !== undefined && (spent.get(spentKey) ?? 0n) + amount > perOrigin)
     return { reason: 'over_budget_per_origin' }
   for (const signer of options.signers) {
-    if (signer.namespace !== 'eip155' || !signer.methods.includes('eth_signTypedData_v4')) continue
+    if (signer.namespace !== family.namespace || !signer.methods.includes(family.method)) continue
     const account = signer.accounts().find((a) => a.startsWith(`${requirement.network}:`))
-    if (account) return { requirement, signer, account, asset, amount, spentKey }
+    if (!account) continue
+    const refusedPayer = family.payerRefusal?.(requirement, account)
+    return refusedPayer ? { reason: refusedPayer } : { requirement, signer, account, asset, amount, spentKey }
   }
   return { reason: 'no_signer_for_network' }
+}
+
+/** How one chain family's `exact` requirements are read and paid. */
+interface Family {
+  namespace: string
+  method: string
+  /** CAIP-19 asset namespace. */
+  assetNamespace: string
+  /** Why this payer does not pay the requirement, read from its fields alone. */
+  refusal(requirement: AcceptedRequirement, options: X402FetchOptions): string | undefined
+  /** Why `account` may not pay it. */
+  payerRefusal?(requirement: AcceptedRequirement, account: string): string | undefined
+}
+
+const evmFamily: Family = {
+  namespace: 'eip155',
+  method: 'eth_signTypedData_v4',
+  assetNamespace: 'erc20',
+  refusal(requirement) {
+    const extra = requirement.extra ?? {}
+    const method = extra.assetTransferMethod
+    if (method !== undefined && method !== 'eip3009') return 'unsupported_transfer_method'
+    if (typeof extra.name !== 'string' || typeof extra.version !== 'string') return 'missing_eip712_domain'
+    if (!isValidAddress('eip155', requirement.asset) || !isValidAddress('eip155', requirement.payTo))
+      return 'invalid_address'
+    return undefined
+  },
+}
+
+/** x402's bound on a resource's memo, UTF-8 bytes. */
+const maxMemoBytes = 256
+
+const solanaFamily: Family = {
+  namespace: 'solana',
+  method: 'solana_signTransaction',
+  assetNamespace: 'token',
+  refusal(requirement, options) {
+    const { feePayer, memo } = requirement.extra ?? {}
+    const addresses = [requirement.asset, requirement.payTo, feePayer]
+    if (!addresses.every((a) => typeof a === 'string' && isValidAddress('solana', a)))
+      return 'invalid_address'
+    if (
+      memo !== undefined &&
+      (typeof memo !== 'string' || new TextEncoder().encode(memo).length > maxMemoBytes)
+    )
+      return 'invalid_memo'
+    // A transfer's amount is a u64.
+    if (/^[0-9]{1,78}$/.test(requirement.amount) && BigInt(requirement.amount) >= 2n ** 64n)
+      return 'invalid_amount'
+    if (!options.solana) return 'no_solana_builder'
+    return undefined
+  },
+  payerRefusal(requirement, account) {
+    // The fee payer's signature pays the fee; the payer's key must never be it.
+    return requirement.extra?.feePayer === account.slice(account.lastIndexOf(':') + 1)
+      ? 'fee_payer_is_payer'
+      : undefined
+  },
 }
 
 function limitFor(limits: Readonly<Record<string, string | bigint>>, asset: string): bigint | undefined {

@@ -3,8 +3,6 @@
  * on Anvil with caipay's EVM signer; and hostile resource servers whose terms the payer refuses with its
  * key never asked to sign.
  */
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { evmSigner } from '../../adapters/evm/index.js'
@@ -12,7 +10,7 @@ import { x402Fetch } from '../../src/x402/index.js'
 import { countingAccount } from '../countingAccount.js'
 import { createEvmEnv, type EvmEnv, usdc } from '../evm/support.js'
 import { expectPayError } from '../expectPayError.js'
-import { listenX402, type ResourceServer, startWeatherServer } from './support.js'
+import { hostileResource, listenX402, type ResourceServer, startWeatherServer } from './support.js'
 
 let env: EvmEnv
 let resource: ResourceServer
@@ -64,17 +62,7 @@ describe('x402Fetch', () => {
   })
 
   describe('hostile terms: refused, zero signing calls', () => {
-    let hostile: Server
-    let terms: Record<string, unknown>[] = []
-    beforeAll(async () => {
-      hostile = createServer((_req, res) => {
-        const required = { x402Version: 2, resource: { url: 'http://hostile/x' }, accepts: terms }
-        res.writeHead(402, { 'PAYMENT-REQUIRED': Buffer.from(JSON.stringify(required)).toString('base64') })
-        res.end('{}')
-      })
-      await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve))
-    })
-    afterAll(() => new Promise<void>((resolve) => hostile.close(() => resolve())))
+    const hostile = hostileResource()
 
     const base = () => ({
       scheme: 'exact',
@@ -108,10 +96,9 @@ describe('x402Fetch', () => {
       ],
     ]
     it.each(cases)('%s', async (_name, accepts, reason) => {
-      terms = accepts()
+      hostile.offer(accepts())
       const { calls, pay } = await payer(4, { perRequest: { [env.asset]: price } })
-      const { port } = hostile.address() as AddressInfo
-      const error = await expectPayError(pay(`http://127.0.0.1:${port}/x`), 'action_rejected')
+      const error = await expectPayError(pay(hostile.url()), 'action_rejected')
       expect(error.context).toMatchObject({ refusals: [expect.objectContaining({ reason })] })
       expect(calls()).toBe(0)
     })

@@ -1,8 +1,6 @@
 /**
  * caipay as the facilitator of an unmodified `@x402/hono` resource server on the Solana harness (litesvm
- * behind JSON-RPC), paid by the unmodified `@x402/fetch` client with `@x402/svm`. The x402 client knows
- * only public clusters by CAIP-2, so the local cluster reports a genesis hash with devnet's CAIP-2
- * reference, and the client is pointed at the local RPC.
+ * behind JSON-RPC), paid by the unmodified `@x402/fetch` client with `@x402/svm` pointed at the local RPC.
  */
 
 import { createKeyPairSignerFromBytes } from '@solana/kit'
@@ -14,24 +12,14 @@ import {
 import { Keypair, Transaction } from '@solana/web3.js'
 import { wrapFetchWithPayment, x402Client } from '@x402/fetch'
 import { ExactSvmScheme as ExactSvmClient } from '@x402/svm/exact/client'
-import { ExactSvmScheme as ExactSvmServer } from '@x402/svm/exact/server'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type SolanaLive, startSolanaLive } from '../solana-live/live.js'
-import {
-  decodeHeader,
-  facilitatorBody,
-  facilitatorPost,
-  listenX402,
-  type ResourceServer,
-  startResourceServer,
-} from './support.js'
+import type { SolanaLive } from '../solana-live/live.js'
+import { decodeHeader, facilitatorBody, facilitatorPost, startSolanaShop } from './support.js'
 
-/** Devnet's CAIP-2 reference followed by more base58: a 32-byte hash the x402 client takes for devnet. */
-const devnetLikeGenesis = 'EtWTRABZaYq6iMfeYKouRu166VU2xqa1wcqWoBPUh5Z'
 const price = 10_000n
 
+let shop: Awaited<ReturnType<typeof startSolanaShop>>
 let live: SolanaLive
-let resource: ResourceServer
 let payTo: Keypair
 let network: `${string}:${string}`
 
@@ -66,28 +54,11 @@ const post = facilitatorPost(
 )
 
 beforeAll(async () => {
-  live = await startSolanaLive({ genesisHash: devnetLikeGenesis })
-  network = live.caip2 as `${string}:${string}`
-  payTo = await live.newBuyer(1n)
-  await live.createMerchant(payTo.publicKey)
-  live.startRunner()
-  resource = await startResourceServer({
-    facilitatorUrl: await listenX402(live.t.app),
-    apiKey: live.liveKey,
-    priced: {
-      network,
-      payTo: payTo.publicKey.toBase58(),
-      amount: price.toString(),
-      asset: live.mint.toBase58(),
-    },
-    schemes: { [network]: new ExactSvmServer() },
-  })
+  shop = await startSolanaShop(price)
+  ;({ live, network, payTo } = shop)
 }, 60_000)
 
-afterAll(async () => {
-  await resource?.close()
-  await live?.close()
-})
+afterAll(() => shop?.close())
 
 describe('caipay as the x402 facilitator on Solana', () => {
   it('lists exact on the cluster with the service as fee payer', async () => {
@@ -106,7 +77,7 @@ describe('caipay as the x402 facilitator on Solana', () => {
       },
     })
     const serviceLamports = await live.validator.connection.getBalance(live.service.publicKey)
-    const res = await wrapFetchWithPayment(fetch, client)(`${resource.url}/weather`)
+    const res = await wrapFetchWithPayment(fetch, client)(`${shop.resource.url}/weather`)
     expect(res.status).toBe(200)
     const settled = decodeHeader(res.headers.get('PAYMENT-RESPONSE'))
     expect(settled).toMatchObject({ success: true, network, payer: buyer.publicKey.toBase58() })

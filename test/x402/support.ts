@@ -3,16 +3,20 @@
  * facilitator is caipay's `/x402` (an `HTTPFacilitatorClient` sending the live key through
  * `createAuthHeaders`), served over HTTP, paid by `@x402/fetch` clients.
  */
+import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { serve } from '@hono/node-server'
 import { HTTPFacilitatorClient } from '@x402/core/server'
 import type { PaymentRequirements } from '@x402/core/types'
 import { ExactEvmScheme as ExactEvmServer } from '@x402/evm/exact/server'
 import { paymentMiddleware, x402ResourceServer } from '@x402/hono'
+import { ExactSvmScheme as ExactSvmServer } from '@x402/svm/exact/server'
 import type { FastifyInstance } from 'fastify'
 import { Hono } from 'hono'
+import { afterAll, beforeAll } from 'vitest'
 import type { EvmEnv } from '../evm/support.js'
 import type { TestServer } from '../server/harness.js'
+import { type SolanaLive, startSolanaLive } from '../solana-live/live.js'
 
 export interface Priced {
   network: `${string}:${string}`
@@ -137,4 +141,74 @@ export function startWeatherServer(
     },
     schemes: { [env.anvil.caip2]: new ExactEvmServer() },
   })
+}
+
+/** Devnet's CAIP-2 reference followed by more base58: a 32-byte hash the x402 client takes for devnet. */
+const devnetLikeGenesis = 'EtWTRABZaYq6iMfeYKouRu166VU2xqa1wcqWoBPUh5Z'
+
+/**
+ * The Solana harness with caipay live on it and the published resource server selling `/weather` for
+ * `price` of its token to a merchant's owner `payTo` (holding 1 minor unit). The x402 client knows only
+ * public clusters by CAIP-2, so the local cluster reports a genesis hash with devnet's CAIP-2 reference.
+ */
+export async function startSolanaShop(price: bigint) {
+  const live: SolanaLive = await startSolanaLive({ genesisHash: devnetLikeGenesis })
+  const network = live.caip2 as `${string}:${string}`
+  const payTo = await live.newBuyer(1n)
+  await live.createMerchant(payTo.publicKey)
+  live.startRunner()
+  const resource = await startResourceServer({
+    facilitatorUrl: await listenX402(live.t.app),
+    apiKey: live.liveKey,
+    priced: {
+      network,
+      payTo: payTo.publicKey.toBase58(),
+      amount: price.toString(),
+      asset: live.mint.toBase58(),
+    },
+    schemes: { [network]: new ExactSvmServer() },
+  })
+  return {
+    live,
+    network,
+    payTo,
+    resource,
+    async close() {
+      await resource.close()
+      await live.close()
+    },
+  }
+}
+
+/**
+ * A hostile resource server for the enclosing describe block: on loopback, answering every request 402
+ * with the requirements last `offer`ed.
+ */
+export function hostileResource() {
+  let terms: Record<string, unknown>[] = []
+  let server: Awaited<ReturnType<typeof startHostileServer>>
+  beforeAll(async () => {
+    server = await startHostileServer(() => terms)
+  })
+  afterAll(() => server.close())
+  return {
+    offer(accepts: Record<string, unknown>[]) {
+      terms = accepts
+    },
+    url: () => server.url,
+  }
+}
+
+async function startHostileServer(terms: () => Record<string, unknown>[]) {
+  const server = createServer((_req, res) => {
+    const required = { x402Version: 2, resource: { url: 'http://hostile/x' }, accepts: terms() }
+    res.writeHead(402, { 'PAYMENT-REQUIRED': Buffer.from(JSON.stringify(required)).toString('base64') })
+    res.end('{}')
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}/x`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  }
 }
