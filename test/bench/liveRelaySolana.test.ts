@@ -15,7 +15,8 @@ describe('live Solana benchmark, small', () => {
     expect(result.caipay.movedExactlyOnce).toBe(true)
     expect(result.ceiling.paymentsPerSecond).toBeGreaterThan(0)
     expect(result.ratio).toBeGreaterThan(0)
-    expect(result.caipay.settlementTxsPerPayment).toBeLessThanOrEqual(1)
+    // Settlements batched per destination and interval: 20 payments in a few transfers, not 20.
+    expect(result.caipay.settlementTxsPerPayment).toBeLessThanOrEqual(0.25)
     // Statuses read in batches by the chain's watcher, not one call per transaction per poll: at most
     // one call per payment and settlement, and some call carried several signatures.
     expect(result.caipay.statusCalls).toBeLessThanOrEqual(2 * result.payers)

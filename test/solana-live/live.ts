@@ -90,6 +90,9 @@ export async function startSolanaLive(
   process.env[envName] = encodeBase58(service.secretKey)
   const t = await createTestServer({
     config: {
+      // Settlement batches close a second after their first payment (5 s by default): payments that
+      // succeed together still share one, and the suites do not wait 5 s per settlement.
+      settlement: { intervalMs: 1000 },
       ...options.config,
       chains: {
         [caip2]: {

@@ -165,3 +165,39 @@ describe('settlement job across restarts', () => {
     expect(await live.balance(merchantOwner.publicKey)).toBe(amount)
   })
 })
+
+describe('settlement batches', () => {
+  it('payments that succeed together settle in ONE transfer of their sum, recorded as each payment’s settlement', async () => {
+    const merchantOwner = Keypair.generate()
+    const merchantId = await live.createMerchant(merchantOwner.publicKey)
+    const payments = []
+    for (let i = 0; i < 3; i++) payments.push(await confirmedPayment(live, await live.newBuyer(), merchantId))
+    const sends = live.proxy.calls('sendTransaction')
+    const executed = live.executed()
+
+    const runner = live.startRunner()
+    const settled = await Promise.all(
+      payments.map((p) =>
+        live.waitForPayment(p.paymentId, merchantId, (view) => view.settlement?.successful != null),
+      ),
+    )
+    await runner.stop()
+    const txIds = new Set(settled.map((view) => view.settlement.successful.txId))
+    expect(txIds.size).toBe(1)
+    expect(await live.balance(merchantOwner.publicKey)).toBe(3n * amount)
+    const recorded = await live.t.db
+      .selectFrom('solana_transactions')
+      .select(['signature', 'payment_id', 'state'])
+      .where(
+        'payment_id',
+        'in',
+        payments.map((p) => p.paymentId),
+      )
+      .where('purpose', '=', 'settlement')
+      .execute()
+    expect(recorded).toEqual([expect.objectContaining({ signature: [...txIds][0], state: 'landed' })])
+    // Three payments and one settlement, each sent once.
+    expect(live.proxy.calls('sendTransaction')).toBe(sends + 4)
+    expect(live.executed()).toBe(executed + 4)
+  })
+})

@@ -73,6 +73,6 @@ export function createSolanaRuntime(options: SolanaRuntimeOptions): SolanaRuntim
           : {}),
       }),
     ),
-    jobHandlers: solanaJobHandlers(chains, options.db),
+    jobHandlers: solanaJobHandlers(chains, options.db, options.config.settlementIntervalMs),
   }
 }

@@ -3,6 +3,8 @@ import { PublicKey } from '@solana/web3.js'
 import { parseAccountId, sameCaip } from '../../../caip/caip.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { failPayment, loadPayment, settlePayment, succeedPayment } from '../../payments/lifecycle.js'
+import { closeSettlementBatch, finishSettlementBatch } from '../../payments/settlementBatches.js'
+import type { BatchedSettlement, SettlementBatchPayload } from '../../payments/settlementItems.js'
 import { settlementFor } from '../../payments/settlements.js'
 import { failRefund, loadRefund, noteRefundShortfall, succeedRefund } from '../../refunds/finish.js'
 import { refundJobKinds } from '../../refunds/jobs.js'
@@ -48,7 +50,12 @@ type ChainOf = (caip2: string) => { chain: SolanaChain; watcher: SolanaWatcher }
  * The broadcast and settlement handlers for every configured Solana cluster, for the job runner, with
  * one watcher per cluster that every job waiting on that chain shares.
  */
-export function solanaJobHandlers(chains: readonly SolanaChain[], db: Db): Record<string, JobHandler> {
+export function solanaJobHandlers(
+  chains: readonly SolanaChain[],
+  db: Db,
+  /** How long a destination's settlement batch collects payments (config `settlement.intervalMs`). */
+  settlementIntervalMs: number,
+): Record<string, JobHandler> {
   const watched = new Map(
     chains.map((chain) => [chain.caip2, { chain, watcher: createSolanaWatcher(db, chain) }]),
   )
@@ -63,7 +70,7 @@ export function solanaJobHandlers(chains: readonly SolanaChain[], db: Db): Recor
       // never counts toward giving up. What counts are database or configuration errors, and after
       // those the payment stays processing for an operator: failing it could contradict the chain.
       maxAttempts: 20,
-      run: (job, ctx) => broadcast(job, ctx, chainOf),
+      run: (job, ctx) => broadcast(job, ctx, chainOf, settlementIntervalMs),
       async onGiveUp(job, error, ctx) {
         ctx.log.error({ paymentId: job.payment_id, error: String(error) }, 'Solana broadcast abandoned')
       },
@@ -95,10 +102,10 @@ export function solanaJobHandlers(chains: readonly SolanaChain[], db: Db): Recor
 
 /**
  * Sends the buyer's payment (recorded at confirm) and finishes the payment from what the chain says.
- * After success, a merchant with a crypto settlement for the asset gets a settlement job in the same
- * database transaction as the status change.
+ * After success, a merchant with a crypto settlement for the asset gets its settlement as an item of the
+ * open batch of that destination and asset, in the same database transaction as the status change.
  */
-async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: ChainOf) {
+async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, settlementIntervalMs: number) {
   const { db } = ctx
   const payload = job.payload as BroadcastPayload
   const payment = await loadPayment(db, job.payment_id)
@@ -113,29 +120,69 @@ async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: ChainOf) {
     return { signature: tx.signature, outcome: outcome.kind, error: outcome.error }
   }
   const settlement = payload.direct ? undefined : await settlementFor(db, payment.merchant_id, payload.asset)
-  const settle: SettlePayload | undefined = settlement && {
+  const batched: BatchedSettlement | undefined = settlement && {
+    chain: tx.chain_id,
     asset: payload.asset,
-    amount: payload.amount,
     destination: settlement.destination,
+    amount: BigInt(payload.amount),
+    intervalMs: settlementIntervalMs,
+    jobKind: solanaJobKinds.settle,
   }
   await succeedPayment(db, {
     paymentId: payment.id,
     txId: tx.signature,
     now,
-    settlement: settle && { job: { kind: solanaJobKinds.settle, payload: settle } },
+    settlement: batched && { batched },
   })
   return { signature: tx.signature, outcome: 'landed' }
 }
 
 /**
- * Moves the collected amount from the service's token account to the destination owner's (created if
- * missing). Exactly once: the signed transfer is recorded and committed before it is sent, and a run
- * after a crash lands that same transfer; only one that failed on chain or can never land (blockhash
- * expired without it) is replaced by a new one.
+ * A settlement batch, once its interval is over: closes it (what it pays is fixed, less refunds), then
+ * moves the sum from the service's token account to the destination owner's (created if missing) in ONE
+ * transfer recorded under the batch's first payment (landServiceTransfer: recorded and committed before
+ * it is sent, the same transfer after a crash), and records that transaction as every item's settlement
+ * in one statement. A job queued before batches settles its one payment as before.
  */
 async function settle(job: JobRow, ctx: JobRunContext, chainOf: ChainOf) {
+  const payload = job.payload as SettlementBatchPayload | SettlePayload
+  if (!('batchId' in payload)) return settleOne(job, payload, ctx, chainOf)
   const { db } = ctx
-  const payload = job.payload as SettlePayload
+  const configured = (caip2: string, asset: string) =>
+    chainOf(caip2).chain.assets.find((a) => sameCaip(a.id, asset))
+  const batch = await closeSettlementBatch(db, payload.batchId, {
+    assetId: (caip2, asset) => configured(caip2, asset)?.id ?? asset,
+    now: new Date(),
+  })
+  if (batch.status === 'succeeded')
+    return { batchId: batch.id, settled: batch.txId ?? 'nothing left to send' }
+  const asset = configured(batch.chain, batch.asset)
+  if (!asset) throw new Error(`${batch.asset} is not configured on ${batch.chain}.`)
+  const { chain, watcher } = chainOf(batch.chain)
+  const { tx, outcome } = await landServiceTransfer({
+    db,
+    chain,
+    asset,
+    step: { paymentId: batch.paymentId, purpose: 'settlement' },
+    recipient: new PublicKey(parseAccountId(batch.destination).address),
+    amount: batch.amount,
+    watcher,
+    ctx,
+  })
+  if (outcome.kind !== 'landed') {
+    // The next run builds a new transfer: this one moved nothing.
+    throw new Error(`Settlement transaction ${tx.signature} ${outcome.kind}: ${outcome.error}`)
+  }
+  await inTransaction(db, async (trx) => {
+    await markState(trx, tx.signature, 'landed', null, new Date())
+    await finishSettlementBatch(trx, batch, { txId: tx.signature, assetId: asset.id, now: new Date() })
+  })
+  return { batchId: batch.id, signature: tx.signature, payments: batch.paymentIds.length }
+}
+
+/** A settlement job queued before batches: its one payment's amount, less refunds, in its own transfer. */
+async function settleOne(job: JobRow, payload: SettlePayload, ctx: JobRunContext, chainOf: ChainOf) {
+  const { db } = ctx
   const payment = await loadPayment(db, job.payment_id)
   if (payment.settlement_status !== 'pending') return { skipped: payment.settlement_status }
   const destination = parseAccountId(payload.destination)
