@@ -7,10 +7,9 @@
  * signed.
  */
 import { evmSigner } from '../adapters/evm/index.js'
-import { isPayError } from '../src/index.js'
 import { x402Fetch } from '../src/x402/index.js'
 import { startLiveExample } from './liveExample.js'
-import { startWeatherShop } from './x402Shop.js'
+import { buyWeatherThrice, startWeatherShop } from './x402Shop.js'
 
 const { evm, server, apiKey, close } = await startLiveExample({ evm: true })
 const chain = evm!
@@ -29,17 +28,7 @@ try {
     signers: [evmSigner({ account: chain.buyer, chains: { [network]: { rpcUrl: chain.anvil.rpcUrl } } })],
     budget: { perRequest: { [chain.asset]: '10000' }, perOrigin: { [chain.asset]: '20000' } },
   })
-  for (const n of [1, 2, 3]) {
-    try {
-      const res = await pay(`${shop.url}/weather`)
-      console.log(
-        `request ${n}: ${res.status} ${JSON.stringify(await res.json())}, paid in ${res.payment?.transaction}`,
-      )
-    } catch (error) {
-      if (!isPayError(error)) throw error
-      console.log(`request ${n} refused (${error.code}), nothing signed: ${error.message}`)
-    }
-  }
+  await buyWeatherThrice(pay, shop)
   const b = await chain.balances()
   console.log(`merchant received ${b.merchant} minor units`)
 } finally {

@@ -30,6 +30,10 @@ describe('examples', () => {
       'examples/x402-pay.ts',
       /request 3 refused \(action_rejected\), nothing signed[\s\S]*merchant received 20000/,
     ],
+    [
+      'examples/x402-pay-solana.ts',
+      /request 3 refused \(action_rejected\), nothing signed[\s\S]*merchant received 20000 minor units; the buyer holds 0 lamports/,
+    ],
   ])('%s runs to success', { timeout: 120_000 }, async (script, expected) => {
     const { code, output } = await run(script)
     expect(output).toMatch(expected)
