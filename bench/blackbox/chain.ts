@@ -39,6 +39,8 @@ export interface HeadClock {
   at(time: number): number
   /** When head `number` arrived (ms since the epoch). */
   arrivalOf(number: number): number | undefined
+  /** When the node first announced transaction `hash` as pending (a `newPendingTransactions` subscription). */
+  sentAt(hash: Hash): number | undefined
 }
 
 /** The Anvil binary the npm package brings for this platform, else one on PATH. */
@@ -125,22 +127,46 @@ export async function startChain(blockTimeSeconds = 1): Promise<Chain> {
 
 async function subscribeHeads(socket: WebSocket): Promise<HeadClock> {
   const seen: { number: number; at: number }[] = []
+  const pending = new Map<string, number>()
+  const subscriptions = new Map<string, 'heads' | 'pending'>()
   let waiting: ((head: { number: number; at: number }) => void)[] = []
   await new Promise((resolve, reject) => {
     socket.once('open', resolve)
     socket.once('error', reject)
   })
-  socket.on('message', (data) => {
-    const message = JSON.parse(String(data)) as { method?: string; params?: { result?: { number?: Hex } } }
-    const number = message.params?.result?.number
-    if (message.method !== 'eth_subscription' || number === undefined) return
-    const head = { number: Number(number), at: Date.now() }
-    seen.push(head)
-    const woken = waiting
-    waiting = []
-    for (const wake of woken) wake(head)
+  const subscribed = new Promise<void>((resolve) => {
+    socket.on('message', (data) => {
+      const at = Date.now()
+      const message = JSON.parse(String(data)) as {
+        id?: number
+        result?: string
+        method?: string
+        params?: { subscription: string; result: { number?: Hex } | Hash }
+      }
+      if (message.id !== undefined && message.result) {
+        subscriptions.set(message.result, message.id === 1 ? 'heads' : 'pending')
+        if (subscriptions.size === 2) resolve()
+        return
+      }
+      if (message.method !== 'eth_subscription' || !message.params) return
+      const { subscription, result } = message.params
+      if (subscriptions.get(subscription) === 'pending' && typeof result === 'string') {
+        if (!pending.has(result.toLowerCase())) pending.set(result.toLowerCase(), at)
+        return
+      }
+      if (typeof result === 'string' || result.number === undefined) return
+      const head = { number: Number(result.number), at }
+      seen.push(head)
+      const woken = waiting
+      waiting = []
+      for (const wake of woken) wake(head)
+    })
   })
   socket.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_subscribe', params: ['newHeads'] }))
+  socket.send(
+    JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'eth_subscribe', params: ['newPendingTransactions'] }),
+  )
+  await subscribed
   return {
     next: () => new Promise((resolve) => waiting.push(resolve)),
     at(time) {
@@ -149,6 +175,7 @@ async function subscribeHeads(socket: WebSocket): Promise<HeadClock> {
       return number
     },
     arrivalOf: (number) => seen.find((head) => head.number === number)?.at,
+    sentAt: (hash) => pending.get(hash.toLowerCase()),
   }
 }
 

@@ -11,7 +11,7 @@
  * confirm (the library's `persist` hook); then, right after a block, all confirm at once and poll
  * their status (at the server's `pollInMs`, capped at `--poll-ms`). The ceiling in the same run: one
  * key relaying the same number of `receiveWithAuthorization` calls, signed beforehand with nonces
- * counted locally, sent in one batch right after a block, timed to the head holding the last one.
+ * counted locally, sent in one batch right after a block, timed to the last receipt (read in one batch).
  * Everything else is read from the chain: the relays and settlements are the token's Transfer logs
  * into and out of the executor's address.
  */
@@ -42,6 +42,11 @@ export interface BlackboxOptions {
   payers: number
   /** The longest a wallet waits between status reads, ms (default 250; the server suggests 1000). */
   pollMs?: number
+  /**
+   * Diagnostic: drop the `Idempotency-Key` the wallet library sends with every confirm, as a client
+   * calling the gateway by hand may (the server then confirms without its idempotency record).
+   */
+  confirmWithoutKey?: boolean
 }
 
 export interface BlackboxResult {
@@ -64,7 +69,12 @@ export interface BlackboxResult {
     settlementTxs: number
     executorTxs: number
     gasPerPayment: number
-    serverCpuSeconds: number
+    /** CPU seconds during the run: the server process, and the processes below it (PostgreSQL). */
+    cpuSeconds: { server: number; postgres: number }
+    /** When the relays reached the node, seconds after the start: first, median, last. */
+    relaysBroadcast: { first: number; p50: number; last: number }
+    /** The blocks holding relays: when each arrived (seconds after the start) and how many it held. */
+    relayBlockTimes: { at: number; relays: number }[]
     money: MoneyCheck
   }
   ratio: number
@@ -157,7 +167,10 @@ export async function runBlackbox(options: BlackboxOptions): Promise<BlackboxRes
       Array.from({ length: Math.min(prepareWidth, n) }, async () => {
         while (next < n) {
           const i = next++
-          wallets[i] = await startWallet(op, merchant.id, caip2, chain.rpcUrl, buyers[i]!, i, gun, pollMs)
+          wallets[i] = await startWallet(op, merchant.id, caip2, chain.rpcUrl, buyers[i]!, i, gun, {
+            pollMs,
+            confirmWithoutKey: options.confirmWithoutKey ?? false,
+          })
           await Promise.race([wallets[i]!.ready, wallets[i]!.done])
         }
       }),
@@ -240,6 +253,9 @@ export async function runBlackbox(options: BlackboxOptions): Promise<BlackboxRes
     const blocks = succeeded
       .map((o) => chain.heads.at(o.seenAt) - chain.heads.at(o.sentAt))
       .sort((a, b) => a - b)
+    const broadcastAt = relayLogs
+      .map((log) => ((chain.heads.sentAt(log.tx) ?? Number.NaN) - started) / 1000)
+      .sort((a, b) => a - b)
     const paymentsPerSecond = succeeded.length / seconds
     return {
       payers: n,
@@ -263,7 +279,21 @@ export async function runBlackbox(options: BlackboxOptions): Promise<BlackboxRes
         settlementTxs: settlementHashes.length,
         executorTxs,
         gasPerPayment: Number(gas) / Math.max(1, succeeded.length),
-        serverCpuSeconds: cpuAfter - cpuBefore,
+        cpuSeconds: {
+          server: cpuAfter.server - cpuBefore.server,
+          postgres: cpuAfter.below - cpuBefore.below,
+        },
+        relaysBroadcast: {
+          first: pick(broadcastAt, 0),
+          p50: pick(broadcastAt, 0.5),
+          last: broadcastAt.at(-1) ?? Number.NaN,
+        },
+        relayBlockTimes: relayBlocks
+          .sort((a, b) => a - b)
+          .map((block) => ({
+            at: ((chain.heads.arrivalOf(block) ?? Number.NaN) - started) / 1000,
+            relays: relayLogs.filter((log) => log.block === block).length,
+          })),
         money,
       },
       ratio: paymentsPerSecond / ceiling.paymentsPerSecond,
@@ -299,7 +329,7 @@ async function startWallet(
   buyer: PrivateKeyAccount,
   index: number,
   gun: Promise<void>,
-  pollMs: number,
+  { pollMs, confirmWithoutKey }: { pollMs: number; confirmWithoutKey: boolean },
 ): Promise<Wallet> {
   const payment = await op.merchant<{ paymentId: string; gatewayUrl: string }>('POST', '/v1/payments', {
     merchantId,
@@ -313,6 +343,7 @@ async function startWallet(
   const wallet = createPayClient({
     baseUrl: op.baseUrl,
     apiKey: op.walletKey,
+    ...(confirmWithoutKey && { fetch: withoutConfirmKey }),
     signers: [evmSigner({ account: buyer, chains: { [caip2]: { rpcUrl } } })],
     poll: { sleep: (ms) => sleep(Math.min(ms, pollMs)) },
     persist: async (snapshot) => {
@@ -346,6 +377,13 @@ async function startWallet(
       }),
     )
   return { ready, done }
+}
+
+function withoutConfirmKey(input: string, init: RequestInit): Promise<Response> {
+  if (!input.endsWith('/confirm')) return fetch(input, init)
+  const headers = new Headers(init.headers)
+  headers.delete('idempotency-key')
+  return fetch(input, { ...init, headers })
 }
 
 /** The gasless option: an EIP-3009 authorization to sign (typed data), not a transaction to send. */
@@ -405,7 +443,10 @@ async function signCeiling(
   return signPipelined(chain, relayer, calls)
 }
 
-/** Sends the pre-signed relays in one batch right after a block; timed to the head holding the last. */
+/**
+ * Sends the pre-signed relays in one batch right after a block; timed to the last receipt, read in one
+ * batch once the head holding the last relay has arrived.
+ */
 async function measureCeiling(chain: Chain, raws: readonly Hex[]): Promise<BlackboxResult['ceiling']> {
   let block = (await chain.heads.next()).number
   const started = Date.now()
@@ -424,8 +465,8 @@ async function measureCeiling(chain: Chain, raws: readonly Hex[]): Promise<Black
     for (const hash of transactions) pending.delete(hash)
     if (pending.size < before) blocks++
   }
-  const seconds = ((chain.heads.arrivalOf(block) ?? Date.now()) - started) / 1000
   await receiptsOf(chain, hashes)
+  const seconds = (Date.now() - started) / 1000
   return { paymentsPerSecond: raws.length / seconds, seconds, blocks }
 }
 
@@ -532,7 +573,8 @@ export function formatBlackbox(r: BlackboxResult): string {
     `  confirm answered in p50 ${c.confirmMs.p50} ms, max ${c.confirmMs.max} ms`,
     `  confirm -> succeeded seen by the wallet: p50 ${c.blocksToSucceeded.p50} blocks, p95 ${c.blocksToSucceeded.p95}, max ${c.blocksToSucceeded.max}`,
     `  relays over ${c.relayBlocks} block(s), ${c.relaysPerBlock.toFixed(1)} per block; settlement txs ${c.settlementTxs}; executor txs ${c.executorTxs}; gas per payment ${Math.round(c.gasPerPayment)}`,
-    `  server CPU during the run: ${c.serverCpuSeconds.toFixed(1)} s`,
+    `  relays reached the node at +${c.relaysBroadcast.first.toFixed(2)} s (first), +${c.relaysBroadcast.p50.toFixed(2)} s (median), +${c.relaysBroadcast.last.toFixed(2)} s (last); blocks with relays: ${c.relayBlockTimes.map((b) => `+${b.at.toFixed(1)} s x${b.relays}`).join(', ')}`,
+    `  CPU during the run: caipay serve ${c.cpuSeconds.server.toFixed(1)} s, PostgreSQL ${c.cpuSeconds.postgres.toFixed(1)} s (over ${c.seconds.toFixed(1)} s)`,
     `  money: buyers debited ${usd(m.buyersDebited)} (each once: ${m.buyersDebitedOnce ? 'yes' : 'NO'}), destination credited ${usd(m.destinationCredited)}, collection back: ${m.collectionBack ? 'yes' : 'NO'}, settlements recorded: ${m.settlementsRecorded ? 'yes' : 'NO'}, txIds on chain: ${m.txIdsOnChain ? 'yes' : 'NO'}`,
     `  money moved exactly once: ${m.exactlyOnce ? 'yes' : 'NO'}`,
   ].join('\n')
@@ -540,9 +582,20 @@ export function formatBlackbox(r: BlackboxResult): string {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const { values } = parseArgs({
-    options: { payers: { type: 'string', default: '100' }, 'poll-ms': { type: 'string', default: '250' } },
+    options: {
+      payers: { type: 'string', default: '100' },
+      'poll-ms': { type: 'string', default: '250' },
+      'confirm-without-key': { type: 'boolean', default: false },
+    },
   })
-  const result = await runBlackbox({ payers: Number(values.payers), pollMs: Number(values['poll-ms']) })
+  const confirmWithoutKey = values['confirm-without-key']
+  const result = await runBlackbox({
+    payers: Number(values.payers),
+    pollMs: Number(values['poll-ms']),
+    confirmWithoutKey,
+  })
   console.log(formatBlackbox(result))
-  console.log(`Command: npm run bench:blackbox -- --payers ${values.payers} --poll-ms ${values['poll-ms']}`)
+  console.log(
+    `Command: npm run bench:blackbox -- --payers ${values.payers} --poll-ms ${values['poll-ms']}${confirmWithoutKey ? ' --confirm-without-key' : ''}`,
+  )
 }

@@ -6,7 +6,7 @@
  */
 import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -121,13 +121,39 @@ export async function startOperator({ config, env, dir }: OperatorSetup): Promis
   return { baseUrl, merchantKey, walletKey, pid: child.pid ?? 0, merchant, stop }
 }
 
-/** CPU seconds (user + system) a process has used so far, from /proc; 0 where there is no /proc. */
-export function cpuSeconds(pid: number): number {
+/**
+ * CPU seconds (user + system) used so far by a process and, separately, by every process below it
+ * (the embedded PostgreSQL and its backends), from /proc; zeros where there is no /proc.
+ */
+export function cpuSeconds(pid: number): { server: number; below: number } {
+  const stats = new Map<number, { parent: number; seconds: number }>()
+  let entries: string[] = []
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
-    // utime and stime are fields 14 and 15 of stat; here 0-based after the command name.
-    return (Number(fields[11]) + Number(fields[12])) / 100
+    entries = readdirSync('/proc').filter((name) => /^\d+$/.test(name))
   } catch {
-    return 0
+    return { server: 0, below: 0 }
   }
+  for (const entry of entries) {
+    try {
+      // Fields after the command name: state, ppid, ..., utime (14th of stat), stime (15th).
+      const fields = readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ')
+      stats.set(Number(entry), {
+        parent: Number(fields[1]),
+        seconds: (Number(fields[11]) + Number(fields[12])) / 100,
+      })
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  let below = 0
+  const queue = [pid]
+  while (queue.length > 0) {
+    const parent = queue.pop()!
+    for (const [child, stat] of stats) {
+      if (stat.parent !== parent) continue
+      below += stat.seconds
+      queue.push(child)
+    }
+  }
+  return { server: stats.get(pid)?.seconds ?? 0, below }
 }
