@@ -113,6 +113,20 @@ describe('x402Fetch on Solana', () => {
     expect(calls()).toBe(2)
   })
 
+  it('two requests at once within a per-origin budget for one: one paid, the other refused unsigned', async () => {
+    const { buyer, calls, pay } = await payer({ perOrigin: price })
+    const results = await Promise.allSettled([1, 2].map(() => pay(`${shop.resource.url}/weather`)))
+    const paid = results.filter((r) => r.status === 'fulfilled' && r.value.status === 200)
+    const refused = results.filter((r) => r.status === 'rejected')
+    expect([paid.length, refused.length]).toEqual([1, 1])
+    expect((refused[0] as PromiseRejectedResult).reason).toMatchObject({
+      code: 'action_rejected',
+      context: { refusals: [expect.objectContaining({ reason: 'over_budget_per_origin' })] },
+    })
+    expect(await shop.live.balance(buyer.publicKey)).toBe(1_000_000n - price)
+    expect(calls()).toBe(1)
+  })
+
   describe('hostile terms: refused, zero signing calls', () => {
     const hostile = hostileResource()
 
