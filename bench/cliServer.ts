@@ -9,6 +9,7 @@ import fs from 'node:fs/promises'
 import { createServer } from 'node:net'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { processCpuMs, treeCpuMs } from './cpu.js'
 
 export const root = fileURLToPath(new URL('..', import.meta.url))
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -18,6 +19,8 @@ export type Json = any
 
 export interface CliServer {
   call(method: string, url: string, body?: unknown, extra?: Record<string, string>): Promise<Json>
+  /** CPU milliseconds used so far by the server process and by its embedded PostgreSQL; Linux only. */
+  cpuMs(): { server: number; postgres: number } | undefined
   stop(): Promise<void>
 }
 
@@ -66,7 +69,12 @@ export async function startCliServer(config: Record<string, unknown>, dataDir: s
     await stop()
     throw error
   }
-  return { call: api(base, key), stop }
+  const cpuMs = () => {
+    const own = server.pid === undefined ? undefined : processCpuMs(server.pid)
+    const tree = server.pid === undefined ? undefined : treeCpuMs(server.pid)
+    return own === undefined || tree === undefined ? undefined : { server: own, postgres: tree - own }
+  }
+  return { call: api(base, key), cpuMs, stop }
 }
 
 export async function inParallel<T, R>(

@@ -52,6 +52,11 @@ export interface LiveRelayResult {
     relaysPerBlock: number
     settlementTxsPerPayment: number
     gasPerPayment: number
+    /**
+     * CPU milliseconds per payment of the server and its embedded PostgreSQL, from the first confirm to
+     * the last payment final (status reads included); Linux only.
+     */
+    serverCpuMsPerPayment: { server: number; postgres: number } | undefined
     movedExactlyOnce: boolean
   }
   ratio: number
@@ -131,6 +136,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
 
     const heads = trackHeads(client)
     await nextBlock(client)
+    const cpuBefore = server.cpuMs()
     const started = Date.now()
     const outcomes = await Promise.all(
       signed.map(async (s) => {
@@ -151,6 +157,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
       }),
     )
     const seconds = (Math.max(...outcomes.map((o) => o.doneAt)) - started) / 1000
+    const cpuAfter = server.cpuMs()
     heads.stop()
     const confirmMs = outcomes.map((o) => o.answeredAt - o.confirmedAt).sort((a, b) => a - b)
     const blocks = outcomes
@@ -207,6 +214,13 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
         relaysPerBlock: relayReceipts.length / Math.max(1, relayBlocks),
         settlementTxsPerPayment: settleHashes.length / Math.max(1, succeeded),
         gasPerPayment: Number(gas) / Math.max(1, succeeded),
+        serverCpuMsPerPayment:
+          cpuBefore === undefined || cpuAfter === undefined
+            ? undefined
+            : {
+                server: (cpuAfter.server - cpuBefore.server) / n,
+                postgres: (cpuAfter.postgres - cpuBefore.postgres) / n,
+              },
         movedExactlyOnce,
       },
       ratio: paymentsPerSecond / ceiling.paymentsPerSecond,
@@ -341,6 +355,11 @@ export function formatLiveRelay(r: LiveRelayResult): string {
     `  confirm answered in p50 ${c.confirmMs.p50} ms, max ${c.confirmMs.max} ms`,
     `  confirm -> succeeded: p50 ${c.blocksToSucceeded.p50} blocks, p95 ${c.blocksToSucceeded.p95}, max ${c.blocksToSucceeded.max}`,
     `  relays over ${c.relayBlocks} block(s), ${c.relaysPerBlock.toFixed(1)} per block; settlement txs per payment ${c.settlementTxsPerPayment.toFixed(2)}; gas per payment ${Math.round(c.gasPerPayment)}`,
+    ...(c.serverCpuMsPerPayment === undefined
+      ? []
+      : [
+          `  CPU per payment: caipay ${c.serverCpuMsPerPayment.server.toFixed(1)} ms + its PostgreSQL ${c.serverCpuMsPerPayment.postgres.toFixed(1)} ms`,
+        ]),
     `  money moved exactly once: ${c.movedExactlyOnce ? 'yes' : 'NO'}`,
   ].join('\n')
 }
