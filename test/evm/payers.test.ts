@@ -259,15 +259,15 @@ describe('payer matrix (EIP-3009)', () => {
 const tetherBalance = (owner: Address) =>
   env.publicClient.readContract({ address: tether, abi: tetherAbi, functionName: 'balanceOf', args: [owner] })
 
+// The token's faucet mints for anyone. Never sent as the executor: its sender numbers its own
+// transactions (settlement batches close at any time) and an impersonated send would take one's nonce.
+const faucet = '0x00000000000000000000000000000000000fa0c7' as Address
+
 async function mintTether(to: Address, amount = usdc(25)) {
-  const { request } = await env.publicClient.simulateContract({
-    account: env.collection,
-    address: tether,
-    abi: tetherAbi,
-    functionName: 'mint',
-    args: [to, amount],
+  await sendAs(faucet, {
+    to: tether,
+    data: encodeFunctionData({ abi: tetherAbi, functionName: 'mint', args: [to, amount] }),
   })
-  await sendAs(request.account.address, { to: tether, data: encodeFunctionData(request as never) })
 }
 
 /** Sends from any address (Anvil impersonation): how a contract account's own transaction is stood in for. */
