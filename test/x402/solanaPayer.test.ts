@@ -4,9 +4,11 @@
  * adapter's builder; hostile terms, and built transactions that are not exactly the terms, refused with
  * the key never asked to sign.
  */
+
+import { TOKEN_2022_PROGRAM_ID } from '@solana/spl-token'
 import {
   ComputeBudgetProgram,
-  type Keypair,
+  Keypair,
   PublicKey,
   SystemProgram,
   type TransactionInstruction,
@@ -25,6 +27,7 @@ import { decodeBase64, encodeBase64 } from '../../protocol/solana/index.js'
 import type { Signer, SignerRequest } from '../../src/actions/types.js'
 import { type X402SolanaBuilder, x402Fetch } from '../../src/x402/index.js'
 import { expectPayError } from '../expectPayError.js'
+import { airdrop, confirmSignature, createTestMint, mintTestTokens, tokenBalance } from '../solana/index.js'
 import { hostileResource, startSolanaShop } from './support.js'
 
 const price = 10_000n
@@ -125,6 +128,52 @@ describe('x402Fetch on Solana', () => {
     })
     expect(await shop.live.balance(buyer.publicKey)).toBe(1_000_000n - price)
     expect(calls()).toBe(1)
+  })
+
+  it('builds a Token-2022 payment the same way: checked, signed by the payer, landed with the fee payer', async () => {
+    const { connection } = shop.live.validator
+    const [authority, feePayer, buyer, owner] = [
+      Keypair.generate(),
+      Keypair.generate(),
+      Keypair.generate(),
+      Keypair.generate(),
+    ]
+    await Promise.all([authority, feePayer].map((k) => airdrop(connection, k.publicKey)))
+    const programId = TOKEN_2022_PROGRAM_ID
+    const mint = await createTestMint(connection, authority, 2, { programId })
+    await mintTestTokens(connection, authority, mint, buyer.publicKey, 500n, { programId })
+    await mintTestTokens(connection, authority, mint, owner.publicKey, 0n, { programId })
+    const terms = {
+      mint: mint.toBase58(),
+      payTo: owner.publicKey.toBase58(),
+      amount: '123',
+      feePayer: feePayer.publicKey.toBase58(),
+    }
+    const built = await solanaX402Builder({ connection }).build({
+      chainId: shop.network,
+      payer: buyer.publicKey.toBase58(),
+      ...terms,
+    })
+    expect(built.decimals).toBe(2)
+    const signer = solanaSigner({ keypair: buyer, chains: [shop.network] })
+    const request = {
+      chainId: shop.network,
+      method: 'solana_signTransaction',
+      params: [{ transaction: built.transaction, x402: terms }],
+    }
+    expect(signer.inspect(request).transfers).toEqual([
+      {
+        asset: `${shop.network}/token:${terms.mint}`,
+        amount: 123n,
+        decimals: 2,
+        to: `${shop.network}:${terms.payTo}`,
+      },
+    ])
+    const tx = VersionedTransaction.deserialize(decodeBase64(await signer.request(request))!)
+    tx.sign([feePayer])
+    await confirmSignature(connection, await connection.sendTransaction(tx))
+    expect(await tokenBalance(connection, buyer.publicKey, mint, programId)).toBe(500n - 123n)
+    expect(await tokenBalance(connection, owner.publicKey, mint, programId)).toBe(123n)
   })
 
   describe('hostile terms: refused, zero signing calls', () => {
