@@ -8,7 +8,7 @@ import './context.js'
 import { PayError } from '../errors/PayError.js'
 import { resolveConfig, type ServerConfig } from './config.js'
 import { createCorsPolicy } from './cors.js'
-import { registerErrorHandling, sendError } from './errors.js'
+import { answerUnparsableRequest, registerErrorHandling, sendError } from './errors.js'
 import { FastPath } from './fastPath.js'
 import { newId } from './ids.js'
 import { registerRateLimit } from './rateLimit.js'
@@ -55,6 +55,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     // `/v1/merchants/` is `/v1/merchants`. A path parameter may be as long as the longest the contract
     // takes (a percent-encoded payment link at /wcp, 2048 characters decoded).
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 8192 },
+    clientErrorHandler: answerUnparsableRequest,
   }) as unknown as FastifyInstance
   app.setValidatorCompiler(validatorCompiler)
   app.setSerializerCompiler(serializerCompiler)

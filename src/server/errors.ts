@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod'
 import { isServiceErrorCode, type ServiceErrorCode, serviceErrorStatus } from '../contract/errors.js'
@@ -206,4 +207,31 @@ export function sendError(error: unknown, request: FastifyRequest, reply: Fastif
   }
   request.log.error({ err: error, reqId: request.id }, 'unhandled error')
   reply.code(500).send({ code: 'internal_error', message: `Internal error (request ${request.id}).` })
+}
+
+/**
+ * A request Node's HTTP parser refused before any route saw it (a control character in a header, a
+ * malformed request line, headers past the size limit): answered in the contract's `{code, message}`
+ * like every other refusal, then the connection is closed, as the parser cannot find the next request.
+ */
+export function answerUnparsableRequest(error: NodeJS.ErrnoException, socket: Socket) {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return
+  const [status, reason, message] =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'Request Header Fields Too Large', 'The request headers are too large.']
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'Request Timeout', 'The request did not arrive in time.']
+        : [
+            400,
+            'Bad Request',
+            'The request is not valid HTTP/1.1: a header or the request line holds a character HTTP does not allow.',
+          ]
+  const body = JSON.stringify({ code: 'invalid_params', message })
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    )
+  }
+  socket.destroy()
 }

@@ -52,7 +52,17 @@ jsonForms.add(CryptoSettlementInput, {
 
 /** PostgreSQL text cannot hold NUL, so the server refuses it in any request string (app.ts). */
 const noNul = '^[^\\u0000]*$'
-const printableAscii = '^[\\x20-\\x7e]+$'
+/**
+ * A header value as it travels: 1 to `max` characters of printable ASCII starting and ending with a visible
+ * one, between optional spaces and tabs, which HTTP does not count as part of the value (the parser strips
+ * them before the server reads it, so `Idempotency-Key: <tab>k` is the key `k`).
+ */
+function headerValue(max: number): JsonSchema {
+  return {
+    type: 'string',
+    pattern: `^[\\t ]*[\\x21-\\x7e](?:[\\x20-\\x7e]{0,${max - 2}}[\\x21-\\x7e])?[\\t ]*$`,
+  }
+}
 
 export function toJsonSchema(schema: z.ZodMiniType, io: 'input' | 'output'): JsonSchema {
   const json = z.toJSONSchema(schema, {
@@ -196,7 +206,7 @@ function parameters(endpoint: Endpoint, mount: Mount): JsonSchema[] {
       in: 'header',
       required: true,
       description: "The merchant the call acts for (one of the partner's, same mode as the key).",
-      schema: { type: 'string', minLength: 1, maxLength: 64, pattern: printableAscii },
+      schema: headerValue(64),
     })
   }
   if (endpoint.idempotencyKey || endpoint.method !== 'GET') {
@@ -207,7 +217,7 @@ function parameters(endpoint: Endpoint, mount: Mount): JsonSchema[] {
       description:
         'Replays within 24 h return the stored response with `Idempotent-Replayed: true`; the same key with ' +
         'another request is `409 idempotency_conflict`. An empty value is refused, not taken for absent.',
-      schema: { type: 'string', minLength: 1, maxLength: 255, pattern: printableAscii },
+      schema: headerValue(255),
     })
   }
   out.push({
