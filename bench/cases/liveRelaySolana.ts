@@ -59,6 +59,11 @@ export interface LiveSolanaResult {
     /** Sends per payment (its own transaction and its settlement's, re-broadcasts included). */
     sendsPerPayment: number
     settlementTxsPerPayment: number
+    /**
+     * CPU milliseconds per payment of the server and its embedded PostgreSQL, from the first confirm to
+     * the last payment final (status reads included); Linux only.
+     */
+    serverCpuMsPerPayment: { server: number; postgres: number } | undefined
     movedExactlyOnce: boolean
   }
   ratio: number
@@ -145,6 +150,7 @@ export async function runLiveSolana(options: LiveSolanaOptions): Promise<LiveSol
     const statusCallsBefore = proxy.calls('getSignatureStatuses')
     const sendsBefore = proxy.calls('sendTransaction')
     await nextSlot(connection)
+    const cpuBefore = server.cpuMs()
     const started = Date.now()
     const outcomes = await Promise.all(
       signed.map(async (s) => {
@@ -166,6 +172,7 @@ export async function runLiveSolana(options: LiveSolanaOptions): Promise<LiveSol
       }),
     )
     const seconds = (Math.max(...outcomes.map((o) => o.doneAt)) - started) / 1000
+    const cpuAfter = server.cpuMs()
     const statusParams = proxy.params('getSignatureStatuses').slice(statusCallsBefore)
     const perCall = statusParams.map((p) => ((p as unknown[])[0] as unknown[]).length)
     const succeededOnes = outcomes.filter((o) => o.status === 'succeeded')
@@ -214,6 +221,13 @@ export async function runLiveSolana(options: LiveSolanaOptions): Promise<LiveSol
         },
         sendsPerPayment: sends / Math.max(1, succeeded),
         settlementTxsPerPayment: settleIds.size / Math.max(1, succeeded),
+        serverCpuMsPerPayment:
+          cpuBefore === undefined || cpuAfter === undefined
+            ? undefined
+            : {
+                server: (cpuAfter.server - cpuBefore.server) / n,
+                postgres: (cpuAfter.postgres - cpuBefore.postgres) / n,
+              },
         movedExactlyOnce,
       },
       ratio: paymentsPerSecond / ceiling.paymentsPerSecond,
@@ -305,6 +319,11 @@ export function formatLiveSolana(r: LiveSolanaResult): string {
     `  confirm answered in p50 ${c.confirmMs.p50} ms, max ${c.confirmMs.max} ms`,
     `  confirm -> succeeded: p50 ${c.msToSucceeded.p50} ms / ${c.slotsToSucceeded.p50} slots, p95 ${c.msToSucceeded.p95} ms / ${c.slotsToSucceeded.p95} slots, max ${c.msToSucceeded.max} ms`,
     `  payments landed over ${c.paymentSlots} slot(s); getSignatureStatuses: ${c.statusCalls} calls, ${status.mean.toFixed(1)} signatures per call (max ${status.max}); sends per payment ${c.sendsPerPayment.toFixed(2)}`,
+    ...(c.serverCpuMsPerPayment === undefined
+      ? []
+      : [
+          `  CPU per payment: caipay ${c.serverCpuMsPerPayment.server.toFixed(1)} ms + its PostgreSQL ${c.serverCpuMsPerPayment.postgres.toFixed(1)} ms`,
+        ]),
     `  settlement txs per payment ${c.settlementTxsPerPayment.toFixed(2)}; money moved exactly once: ${c.movedExactlyOnce ? 'yes' : 'NO'}`,
   ].join('\n')
 }

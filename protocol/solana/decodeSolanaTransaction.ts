@@ -311,7 +311,8 @@ export function associatedTokenAddress(owner: string, mint: string, tokenProgram
   return address.toBase58()
 }
 
-function readShortVec(bytes: Uint8Array): [value: number, length: number] {
+/** Solana's compact-u16 at the start of `bytes`: its value and how many bytes it takes. */
+export function readShortVec(bytes: Uint8Array): [value: number, length: number] {
   let value = 0
   for (let i = 0; i < 3; i++) {
     const byte = bytes[i]

@@ -13,6 +13,7 @@ export {
   type MemoInstruction,
   maxFeeLamports,
   type OtherInstruction,
+  readShortVec,
   type SolanaInstruction,
   type TransferCheckedInstruction,
 } from './decodeSolanaTransaction.js'

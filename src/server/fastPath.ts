@@ -10,7 +10,9 @@ import { FinalStatuses } from './payments/finalStatuses.js'
  *
  * The fast paths, and what each costs and saves, are listed in docs/performance.md:
  * - `auth`: API key, App-Id and Merchant-Id lookups reused for `authCacheMs` (authCache.ts);
- * - `finalStatuses`: a final payment's status answer (payments/finalStatuses.ts).
+ * - `finalStatuses`: a final payment's status answer (payments/finalStatuses.ts);
+ * - outside this class, read from the config by the Solana runtime: a blockhash's validity read shared by
+ *   the confirms of one slot (chains/solana/chain.ts `sharedBlockhashValid`).
  */
 export class FastPath {
   readonly enabled: boolean

@@ -29,6 +29,12 @@ export interface SolanaChain {
   blockHeight(): Promise<number>
   /** Whether transactions under `blockhash` can still land (the node's word; never cached). */
   blockhashValid(blockhash: string): Promise<boolean>
+  /**
+   * `blockhashValid`, one read per blockhash shared by every caller for `blockhashValidityMs`: for a
+   * confirm, whose 10-block margin a slot-old answer cannot cross (confirms under load carry the same few
+   * blockhashes). Not for deciding a transaction is dead or worth sending again: that reads afresh.
+   */
+  sharedBlockhashValid(blockhash: string): Promise<boolean>
 }
 
 export interface MintInfo {
@@ -48,6 +54,11 @@ export interface SolanaChainOptions {
   pollMs?: number
   /** How long one fetched blockhash serves new transactions, ms (default 400: a slot). */
   blockhashReuseMs?: number
+  /**
+   * How long one validity answer for a blockhash is shared, ms (default 400: a slot, well inside the
+   * 10-block margin confirm keeps); 0 asks the node every time (`fastPaths: false`).
+   */
+  blockhashValidityMs?: number
   /** Bring your own Connection (custom fetch, headers); `rpcUrl` is then ignored. */
   connection?: Connection
 }
@@ -59,6 +70,14 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
   const blockhashReuseMs = options.blockhashReuseMs ?? 400
   const latest = sharedFor(blockhashReuseMs, () => connection.getLatestBlockhash())
   const height = sharedFor(blockhashReuseMs, () => connection.getBlockHeight())
+  const blockhashValidityMs = options.blockhashValidityMs ?? 400
+  const validity = new Map<string, ReturnType<typeof sharedFor<boolean>>>()
+  async function askValid(blockhash: string): Promise<boolean> {
+    const valid = (await connection.isBlockhashValid(blockhash)).value
+    // Expired: the next transaction asks for a new one rather than being built to fail.
+    if (!valid) latest.forget((kept) => kept.blockhash === blockhash)
+    return valid
+  }
 
   // A key or RPC URL of another cluster would quote balances and land payments on the wrong chain.
   let genesis: Promise<void> | undefined
@@ -112,11 +131,17 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
     },
     latestBlockhash: latest.get,
     blockHeight: height.get,
-    async blockhashValid(blockhash) {
-      const valid = (await connection.isBlockhashValid(blockhash)).value
-      // Expired: the next transaction asks for a new one rather than being built to fail.
-      if (!valid) latest.forget((kept) => kept.blockhash === blockhash)
-      return valid
+    blockhashValid: askValid,
+    sharedBlockhashValid(blockhash) {
+      if (blockhashValidityMs <= 0) return askValid(blockhash)
+      let shared = validity.get(blockhash)
+      if (!shared) {
+        // Blockhashes come and go every slot: keep only those asked about lately.
+        if (validity.size >= 64) validity.clear()
+        shared = sharedFor(blockhashValidityMs, () => askValid(blockhash))
+        validity.set(blockhash, shared)
+      }
+      return shared.get()
     },
   }
 }

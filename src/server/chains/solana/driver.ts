@@ -1,6 +1,6 @@
 import { getAccount, getAssociatedTokenAddressSync, TokenAccountNotFoundError } from '@solana/spl-token'
 import { PublicKey } from '@solana/web3.js'
-import { bytesEqual, decodeSolanaTransaction } from '../../../../protocol/solana/index.js'
+import { bytesEqual } from '../../../../protocol/solana/index.js'
 import { fail, paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
 import type {
@@ -20,7 +20,7 @@ import type { SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
 import { encodeBase58 } from './keys.js'
 import { recordTransaction } from './store.js'
-import { buildTransfer, validSignature } from './transaction.js'
+import { buildTransfer, ed25519Key, messageSigners, splitSigned, validSignature } from './transaction.js'
 
 /** Live builds also keep the blockhash: the transaction lands only until it expires (builtUsable, verify). */
 interface BuiltEntry extends BuiltMessage {
@@ -55,6 +55,8 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
   const { chain } = options
   const { connection, service } = chain
   const etaS = options.etaS ?? 2
+  const serviceKey = ed25519Key(service.publicKey.toBytes())
+  const serviceBytes = service.publicKey.toBytes()
 
   async function buyerBalance(asset: AssetConfig, owner: PublicKey): Promise<bigint> {
     const mint = await chain.mintInfo(asset)
@@ -126,7 +128,7 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
   async function builtUsable(ctx: BuildContext): Promise<boolean> {
     for (const entry of optionState(ctx.option.state).built ?? []) {
       try {
-        if (!(await chain.blockhashValid(entry.blockhash))) return false
+        if (!(await chain.sharedBlockhashValid(entry.blockhash))) return false
       } catch {
         // Unknown is not expired: keep what the wallet may already be signing; confirm checks again.
       }
@@ -149,19 +151,23 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
     if (built.length === 0) fail('invalid_state', 'Fetch this option first: it has actions to build.')
     for (const entry of built) {
       const { index } = entry
+      // The message must be the service's own bytes, so they need no decoding: only its signatures do.
       const signed = signedTransaction(ctx.results[index]!, index)
-      if (!bytesEqual(signed.messageBytes, Buffer.from(entry.message, 'base64'))) {
+      const message = Buffer.from(entry.message, 'base64')
+      const signers = messageSigners(message)
+      if (!bytesEqual(signed.message, message) || signed.signatures.length !== signers.length) {
         throw paramsError(`results.${index}`, `results[${index}] is not the transaction the service built`)
       }
-      signed.signers.forEach((signer, i) => {
-        if (validSignature(signer, signed.messageBytes, signed.signatures[i] ?? null)) return
-        const who = signer === service.publicKey.toBase58() ? 'the service' : signer
+      signers.forEach((signer, i) => {
+        const ours = bytesEqual(signer, serviceBytes)
+        if (validSignature(ours ? serviceKey : ed25519Key(signer), message, signed.signatures[i]!)) return
+        const who = ours ? 'the service' : encodeBase58(signer)
         throw paramsError(`results.${index}`, `results[${index}] lacks a valid signature of ${who}`)
       })
       // Checked last: it is the one check a wallet cannot fix by signing again, only by fetching again.
       // A blockhash with only a few blocks left would likely expire on the way to the chain, and the
       // payment would then fail instead of being fetched again.
-      const [valid, height] = await Promise.all([chain.blockhashValid(entry.blockhash), chain.blockHeight()])
+      const [valid, height] = await Promise.all([chain.sharedBlockhashValid(entry.blockhash), chain.blockHeight()])
       if (!valid || height > entry.lastValidBlockHeight - blockhashMarginBlocks) {
         fail('quote_expired', 'The transaction expired before it was confirmed; fetch the option again.', {
           optionId: ctx.option.id,
@@ -216,9 +222,7 @@ function optionState(state: unknown): SolanaOptionState {
 }
 
 function signedTransaction(result: string, index: number) {
-  try {
-    return decodeSolanaTransaction(result)
-  } catch {
-    throw paramsError(`results.${index}`, `results[${index}] is not a Solana transaction`)
-  }
+  const signed = splitSigned(result)
+  if (!signed) throw paramsError(`results.${index}`, `results[${index}] is not a Solana transaction`)
+  return signed
 }

@@ -54,6 +54,8 @@ export function createSolanaRuntime(options: SolanaRuntimeOptions): SolanaRuntim
         service,
         assets: assets[caip2] ?? [],
         ...(chain.commitment !== undefined ? { commitment: chain.commitment } : {}),
+        // The one fast path of a Solana chain (fastPath.ts): shared blockhash validity reads.
+        ...(options.config.fastPaths ? {} : { blockhashValidityMs: 0 }),
         ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
         ...(options.confirmTimeoutMs !== undefined ? { confirmTimeoutMs: options.confirmTimeoutMs } : {}),
       })

@@ -1,10 +1,11 @@
-import { createPublicKey, verify } from 'node:crypto'
+import { createPublicKey, type KeyObject, verify } from 'node:crypto'
 import {
   createAssociatedTokenAccountIdempotentInstruction,
   createTransferCheckedInstruction,
   getAssociatedTokenAddressSync,
 } from '@solana/spl-token'
 import { type Keypair, PublicKey, Transaction, TransactionInstruction } from '@solana/web3.js'
+import { decodeBase64, readShortVec } from '../../../../protocol/solana/index.js'
 import type { MintInfo, SolanaChain } from './chain.js'
 import { encodeBase58 } from './keys.js'
 
@@ -90,18 +91,57 @@ export async function buildTransfer(input: {
   }
 }
 
-/** Ed25519 check of one Solana signature over the message bytes. */
-export function validSignature(signer: string, message: Uint8Array, signature: Uint8Array | null): boolean {
+/** Ed25519 check of one Solana signature over the message bytes, by `signer` (base58) or its key. */
+export function validSignature(
+  signer: string | KeyObject,
+  message: Uint8Array,
+  signature: Uint8Array | null,
+): boolean {
   if (signature?.length !== 64) return false
-  const key = createPublicKey({
-    key: {
-      kty: 'OKP',
-      crv: 'Ed25519',
-      x: Buffer.from(new PublicKey(signer).toBytes()).toString('base64url'),
-    },
+  return verify(null, message, typeof signer === 'string' ? ed25519Key(signer) : signer, signature)
+}
+
+/** The Ed25519 public key object of a Solana address (base58) or its 32 bytes. */
+export function ed25519Key(address: string | Uint8Array): KeyObject {
+  const bytes = typeof address === 'string' ? new PublicKey(address).toBytes() : address
+  return createPublicKey({
+    key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(bytes).toString('base64url') },
     format: 'jwk',
   })
-  return verify(null, message, key, signature)
+}
+
+/**
+ * A signed wire transaction (base64) cut into its signatures and the message bytes they cover, without
+ * decoding the message: enough when the message must equal bytes the service built itself. Undefined
+ * when the input is not laid out as a transaction.
+ */
+export function splitSigned(raw: string): { signatures: Uint8Array[]; message: Uint8Array } | undefined {
+  const bytes = decodeBase64(raw)
+  if (!bytes || bytes.length === 0) return undefined
+  let count: number
+  let offset: number
+  try {
+    ;[count, offset] = readShortVec(bytes)
+  } catch {
+    return undefined
+  }
+  const messageAt = offset + count * 64
+  if (count === 0 || messageAt >= bytes.length) return undefined
+  const signatures = Array.from({ length: count }, (_, i) => bytes.subarray(offset + i * 64, offset + (i + 1) * 64))
+  return { signatures, message: bytes.subarray(messageAt) }
+}
+
+/**
+ * The required signers of a message the service built (its first `numRequiredSignatures` account keys,
+ * 32 bytes each), in signature order.
+ */
+export function messageSigners(message: Uint8Array): Uint8Array[] {
+  // A versioned message starts with 0x80 | version, then the same header as a legacy one.
+  const header = (message[0] ?? 0) & 0x80 ? 1 : 0
+  const required = message[header] ?? 0
+  const [, keysLength] = readShortVec(message.subarray(header + 3))
+  const keysAt = header + 3 + keysLength
+  return Array.from({ length: required }, (_, i) => message.subarray(keysAt + i * 32, keysAt + (i + 1) * 32))
 }
 
 export function serializeSigned(transaction: Transaction): Buffer {
