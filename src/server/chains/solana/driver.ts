@@ -167,7 +167,10 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
       // Checked last: it is the one check a wallet cannot fix by signing again, only by fetching again.
       // A blockhash with only a few blocks left would likely expire on the way to the chain, and the
       // payment would then fail instead of being fetched again.
-      const [valid, height] = await Promise.all([chain.sharedBlockhashValid(entry.blockhash), chain.blockHeight()])
+      const [valid, height] = await Promise.all([
+        chain.sharedBlockhashValid(entry.blockhash),
+        chain.blockHeight(),
+      ])
       if (!valid || height > entry.lastValidBlockHeight - blockhashMarginBlocks) {
         fail('quote_expired', 'The transaction expired before it was confirmed; fetch the option again.', {
           optionId: ctx.option.id,

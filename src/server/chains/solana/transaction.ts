@@ -127,7 +127,9 @@ export function splitSigned(raw: string): { signatures: Uint8Array[]; message: U
   }
   const messageAt = offset + count * 64
   if (count === 0 || messageAt >= bytes.length) return undefined
-  const signatures = Array.from({ length: count }, (_, i) => bytes.subarray(offset + i * 64, offset + (i + 1) * 64))
+  const signatures = Array.from({ length: count }, (_, i) =>
+    bytes.subarray(offset + i * 64, offset + (i + 1) * 64),
+  )
   return { signatures, message: bytes.subarray(messageAt) }
 }
 
