@@ -295,9 +295,10 @@ async function measureCeiling(
   const hashes = await Promise.all(
     signed.map((raw) => client.request({ method: 'eth_sendRawTransaction', params: [raw] }) as Promise<Hash>),
   )
-  const receipts = []
-  for (const hash of hashes)
-    receipts.push(await client.waitForTransactionReceipt({ hash, pollingInterval: 20 }))
+  // The last nonce lands last; then every receipt is read in one batch (read one by one, 100 receipts
+  // took 0.26-0.54 s on a loaded machine, time the ceiling's relayer would not spend).
+  await client.waitForTransactionReceipt({ hash: hashes.at(-1)!, pollingInterval: 20 })
+  const receipts = await Promise.all(hashes.map((hash) => client.getTransactionReceipt({ hash })))
   const seconds = (Date.now() - started) / 1000
   if (receipts.some((r) => r.status !== 'success')) throw new Error('A ceiling relay reverted.')
   return {
