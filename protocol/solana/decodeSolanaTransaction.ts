@@ -311,6 +311,32 @@ export function associatedTokenAddress(owner: string, mint: string, tokenProgram
   return address.toBase58()
 }
 
+/**
+ * A signed wire transaction (legacy or v0) cut into its signatures and the message bytes they cover,
+ * checked for layout only: a signature count that is the message header's, and a message after the
+ * signatures. Undefined when the bytes are not laid out so. Decodes nothing else: enough where the
+ * message must equal bytes known already, or as a form check before a full decode.
+ */
+export function splitSolanaTransaction(
+  bytes: Uint8Array,
+): { signatures: Uint8Array[]; message: Uint8Array } | undefined {
+  let count: number
+  let offset: number
+  try {
+    ;[count, offset] = readShortVec(bytes)
+  } catch {
+    return undefined
+  }
+  const message = bytes.subarray(offset + count * 64)
+  // A versioned message starts with 0x80 | version, then the legacy header.
+  const header = (message[0] ?? 0) & 0x80 ? 1 : 0
+  if (count === 0 || message.length < header + 4 || message[header] !== count) return undefined
+  const signatures = Array.from({ length: count }, (_, i) =>
+    bytes.subarray(offset + i * 64, offset + (i + 1) * 64),
+  )
+  return { signatures, message }
+}
+
 /** Solana's compact-u16 at the start of `bytes`: its value and how many bytes it takes. */
 export function readShortVec(bytes: Uint8Array): [value: number, length: number] {
   let value = 0

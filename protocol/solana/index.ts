@@ -15,6 +15,7 @@ export {
   type OtherInstruction,
   readShortVec,
   type SolanaInstruction,
+  splitSolanaTransaction,
   type TransferCheckedInstruction,
 } from './decodeSolanaTransaction.js'
 export {

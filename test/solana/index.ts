@@ -38,12 +38,17 @@ export interface SolanaValidator {
   /** The litesvm instance behind the facade; undefined for a real validator. */
   readonly svm: LiteSVM | undefined
   /**
-   * Makes blockhashes handed out so far invalid. Instant on litesvm; on a real validator it waits
-   * until the current blockhash expires (about a minute).
+   * Makes blockhashes handed out so far invalid. On litesvm at once, then a slot's time passes (on a
+   * chain an expiry comes with a block, and the server shares one validity read per blockhash for a
+   * slot: `sharedBlockhashValid`); on a real validator it waits until the current blockhash expires
+   * (about a minute).
    */
   expireBlockhash(): Promise<void>
   stop(): Promise<void>
 }
+
+/** Longer than the server shares a blockhash's validity read (chain.ts, `blockhashValidityMs`). */
+const expiryVisibleAfterMs = 450
 
 /** Starts a local Solana cluster for tests and demos: the real validator when installed, else litesvm. */
 export async function startSolanaValidator(
@@ -69,6 +74,7 @@ export async function startSolanaValidator(
       expireBlockhash: async () => {
         rpc.expireBlockhash()
         forgetCachedBlockhash(connection)
+        await new Promise((resolve) => setTimeout(resolve, expiryVisibleAfterMs))
       },
       stop: async () => {
         await disposeSubscriptions(connection)

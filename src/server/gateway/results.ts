@@ -1,4 +1,4 @@
-import { VersionedTransaction } from '@solana/web3.js'
+import { decodeBase64, splitSolanaTransaction } from '../../../protocol/solana/index.js'
 import type { WalletRpcAction } from '../../contract/gateway.js'
 import { paramsError } from '../errors.js'
 
@@ -32,12 +32,11 @@ const forms: Record<string, FormCheck> = {
   solana_signTransaction: (r) => {
     // A detached signature is 64 bytes; the spec wants the whole signed transaction.
     if (r.length === 0 || !base64.test(r)) return 'expected a base64-encoded signed transaction'
-    try {
-      VersionedTransaction.deserialize(Buffer.from(r, 'base64'))
-      return undefined
-    } catch {
-      return 'expected a base64-encoded signed transaction (it does not decode as one)'
-    }
+    // Its layout only: the driver compares the message with what the service built, byte for byte.
+    const bytes = decodeBase64(r)
+    return bytes && splitSolanaTransaction(bytes)
+      ? undefined
+      : 'expected a base64-encoded signed transaction (it is not laid out as one)'
   },
 }
 

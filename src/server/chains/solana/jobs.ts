@@ -2,9 +2,10 @@ import { getAssociatedTokenAddressSync } from '@solana/spl-token'
 import { PublicKey } from '@solana/web3.js'
 import { parseAccountId, sameCaip } from '../../../caip/caip.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
-import { failPayment, loadPayment, settlePayment, succeedPayment } from '../../payments/lifecycle.js'
+import { createPaymentFinisher, type PaymentFinisher } from '../../payments/finisher.js'
+import { failPayment, loadPayment, settlePayment } from '../../payments/lifecycle.js'
 import { closeSettlementBatch, finishSettlementBatch } from '../../payments/settlementBatches.js'
-import type { BatchedSettlement, SettlementBatchPayload } from '../../payments/settlementItems.js'
+import type { SettlementBatchPayload } from '../../payments/settlementItems.js'
 import { settlementFor } from '../../payments/settlements.js'
 import { failRefund, loadRefund, noteRefundShortfall, succeedRefund } from '../../refunds/finish.js'
 import { refundJobKinds } from '../../refunds/jobs.js'
@@ -44,7 +45,7 @@ interface SettlePayload {
   destination: string
 }
 
-type ChainOf = (caip2: string) => { chain: SolanaChain; watcher: SolanaWatcher }
+type ChainOf = (caip2: string) => { chain: SolanaChain; watcher: SolanaWatcher; finisher: PaymentFinisher }
 
 /**
  * The broadcast and settlement handlers for every configured Solana cluster, for the job runner, with
@@ -57,7 +58,15 @@ export function solanaJobHandlers(
   settlementIntervalMs: number,
 ): Record<string, JobHandler> {
   const watched = new Map(
-    chains.map((chain) => [chain.caip2, { chain, watcher: createSolanaWatcher(db, chain) }]),
+    chains.map((chain) => [
+      chain.caip2,
+      {
+        chain,
+        watcher: createSolanaWatcher(db, chain),
+        // The watcher marked their transactions landed already, in one statement for the poll.
+        finisher: createPaymentFinisher(db, async () => {}),
+      },
+    ]),
   )
   const chainOf: ChainOf = (caip2) => {
     const found = watched.get(caip2)
@@ -103,7 +112,8 @@ export function solanaJobHandlers(
 /**
  * Sends the buyer's payment (recorded at confirm) and finishes the payment from what the chain says.
  * After success, a merchant with a crypto settlement for the asset gets its settlement as an item of the
- * open batch of that destination and asset, in the same database transaction as the status change.
+ * open batch of that destination and asset, in the same database transaction as the status change: the
+ * chain's finisher (payments/finisher.ts), which succeeds the payments one status poll found landed together.
  */
 async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, settlementIntervalMs: number) {
   const { db } = ctx
@@ -112,27 +122,27 @@ async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, sett
   if (payment.status !== 'processing') return { skipped: payment.status }
   const tx = await findTransaction(db, payload.signature)
   if (!tx) throw new Error(`No recorded Solana transaction ${payload.signature}.`)
-  const outcome = await landTransaction({ ...chainOf(tx.chain_id), db, tx, ctx })
-  const now = new Date()
+  // Read before the chain decides, so the payments a status poll finds landed together reach the
+  // finisher together (one database transaction for all of them).
+  const settlement = payload.direct ? undefined : await settlementFor(db, payment.merchant_id, payload.asset)
+  const { chain, watcher, finisher } = chainOf(tx.chain_id)
+  const outcome = await landTransaction({ chain, watcher, db, tx, ctx })
   if (outcome.kind !== 'landed') {
     ctx.log.warn({ paymentId: payment.id, signature: tx.signature, ...outcome }, 'Solana payment failed')
-    await failPayment(db, { paymentId: payment.id, failureCode: solanaFailureCode, now })
+    await failPayment(db, { paymentId: payment.id, failureCode: solanaFailureCode, now: new Date() })
     return { signature: tx.signature, outcome: outcome.kind, error: outcome.error }
   }
-  const settlement = payload.direct ? undefined : await settlementFor(db, payment.merchant_id, payload.asset)
-  const batched: BatchedSettlement | undefined = settlement && {
-    chain: tx.chain_id,
-    asset: payload.asset,
-    destination: settlement.destination,
-    amount: BigInt(payload.amount),
-    intervalMs: settlementIntervalMs,
-    jobKind: solanaJobKinds.settle,
-  }
-  await succeedPayment(db, {
+  await finisher.succeed({
     paymentId: payment.id,
     txId: tx.signature,
-    now,
-    settlement: batched && { batched },
+    settlement: settlement && {
+      chain: tx.chain_id,
+      asset: payload.asset,
+      destination: settlement.destination,
+      amount: BigInt(payload.amount),
+      intervalMs: settlementIntervalMs,
+      jobKind: solanaJobKinds.settle,
+    },
   })
   return { signature: tx.signature, outcome: 'landed' }
 }

@@ -5,7 +5,7 @@ import {
   getAssociatedTokenAddressSync,
 } from '@solana/spl-token'
 import { type Keypair, PublicKey, Transaction, TransactionInstruction } from '@solana/web3.js'
-import { decodeBase64, readShortVec } from '../../../../protocol/solana/index.js'
+import { decodeBase64, readShortVec, splitSolanaTransaction } from '../../../../protocol/solana/index.js'
 import type { MintInfo, SolanaChain } from './chain.js'
 import { encodeBase58 } from './keys.js'
 
@@ -110,27 +110,10 @@ export function ed25519Key(address: string | Uint8Array): KeyObject {
   })
 }
 
-/**
- * A signed wire transaction (base64) cut into its signatures and the message bytes they cover, without
- * decoding the message: enough when the message must equal bytes the service built itself. Undefined
- * when the input is not laid out as a transaction.
- */
-export function splitSigned(raw: string): { signatures: Uint8Array[]; message: Uint8Array } | undefined {
+/** `splitSolanaTransaction` of a base64 wire transaction. */
+export function splitSigned(raw: string): ReturnType<typeof splitSolanaTransaction> {
   const bytes = decodeBase64(raw)
-  if (!bytes || bytes.length === 0) return undefined
-  let count: number
-  let offset: number
-  try {
-    ;[count, offset] = readShortVec(bytes)
-  } catch {
-    return undefined
-  }
-  const messageAt = offset + count * 64
-  if (count === 0 || messageAt >= bytes.length) return undefined
-  const signatures = Array.from({ length: count }, (_, i) =>
-    bytes.subarray(offset + i * 64, offset + (i + 1) * 64),
-  )
-  return { signatures, message: bytes.subarray(messageAt) }
+  return bytes && splitSolanaTransaction(bytes)
 }
 
 /**
