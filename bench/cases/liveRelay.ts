@@ -367,14 +367,23 @@ export function formatLiveRelay(r: LiveRelayResult): string {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const { values } = parseArgs({
-    options: { payers: { type: 'string', default: '200' }, chain: { type: 'string', default: 'evm' } },
+    options: {
+      payers: { type: 'string', default: '200' },
+      chain: { type: 'string', default: 'evm' },
+      // How often each payer reads its status: 250 ms by default (latency read to a quarter block); the
+      // wallet library polls at the 1000 ms the server suggests.
+      'poll-ms': { type: 'string', default: '250' },
+    },
   })
   const payers = Number(values.payers)
+  const statusPollMs = Number(values['poll-ms'])
   if (values.chain === 'solana') {
     const { formatLiveSolana, runLiveSolana } = await import('./liveRelaySolana.js')
-    console.log(formatLiveSolana(await runLiveSolana({ payers })))
+    console.log(formatLiveSolana(await runLiveSolana({ payers, statusPollMs })))
   } else {
-    console.log(formatLiveRelay(await runLiveRelay({ payers })))
+    console.log(formatLiveRelay(await runLiveRelay({ payers, statusPollMs })))
   }
-  console.log(`Command: npm run bench:live -- --chain ${values.chain} --payers ${values.payers}`)
+  console.log(
+    `Command: npm run bench:live -- --chain ${values.chain} --payers ${values.payers} --poll-ms ${values['poll-ms']}`,
+  )
 }
