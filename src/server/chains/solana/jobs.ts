@@ -126,7 +126,7 @@ async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, sett
   // finisher together (one database transaction for all of them).
   const settlement = payload.direct ? undefined : await settlementFor(db, payment.merchant_id, payload.asset)
   const { chain, watcher, finisher } = chainOf(tx.chain_id)
-  const outcome = await landTransaction({ chain, watcher, db, tx, ctx })
+  const outcome = await landTransaction({ chain, watcher, tx, ctx })
   if (outcome.kind !== 'landed') {
     ctx.log.warn({ paymentId: payment.id, signature: tx.signature, ...outcome }, 'Solana payment failed')
     await failPayment(db, { paymentId: payment.id, failureCode: solanaFailureCode, now: new Date() })
@@ -284,7 +284,7 @@ async function landServiceTransfer(input: {
   const outcome =
     tx.state === 'landed'
       ? ({ kind: 'landed' } as const)
-      : await landTransaction({ chain, db, tx, watcher: input.watcher, ctx: input.ctx })
+      : await landTransaction({ chain, tx, watcher: input.watcher, ctx: input.ctx })
   return { tx, outcome }
 }
 

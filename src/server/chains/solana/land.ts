@@ -1,8 +1,7 @@
 import { type JobRunContext, RetryLater } from '../../jobs/runner.js'
-import type { Db } from '../../store/db.js'
 import type { SolanaChain } from './chain.js'
 import type { SolanaTransactionRow } from './schema.js'
-import { type LandOutcome, type SolanaWatcher, sendRecorded } from './watcher.js'
+import type { LandOutcome, SolanaWatcher } from './watcher.js'
 
 /**
  * Gets a recorded transaction on chain, exactly once, whatever happened before: a first run sends it;
@@ -14,12 +13,11 @@ import { type LandOutcome, type SolanaWatcher, sendRecorded } from './watcher.js
  */
 export async function landTransaction(input: {
   chain: SolanaChain
-  db: Db
   tx: SolanaTransactionRow
   watcher: SolanaWatcher
   ctx: Pick<JobRunContext, 'signal' | 'idle'>
 }): Promise<LandOutcome> {
-  const { chain, db, tx, watcher, ctx } = input
+  const { chain, tx, watcher, ctx } = input
   // Decided by the chain on an earlier run (which then stopped before finishing the step).
   if (tx.state === 'landed') return { kind: 'landed' }
   if (tx.state === 'failed' || tx.state === 'dropped') return { kind: tx.state, error: tx.error ?? tx.state }
@@ -31,7 +29,7 @@ export async function landTransaction(input: {
     error: tx.error,
   }
   // Never sent: nobody can have landed it but the buyer, and a send then just reports a duplicate.
-  if (tx.first_sent_at === null) await sendRecorded(db, chain, inFlight)
+  if (tx.first_sent_at === null) await watcher.send(inFlight)
   const outcome = await ctx.idle(
     watcher.wait(inFlight, { timeoutMs: chain.confirmTimeoutMs, signal: ctx.signal }),
   )

@@ -79,7 +79,9 @@ export async function findTransaction(db: Db, signature: string): Promise<Solana
     .executeTakeFirst()
 }
 
-export async function markSent(db: Db, signature: string, now: Date): Promise<void> {
+/** Counts a send of each of `signatures` (one statement for the sends that start together). */
+export async function markSent(db: Db, signatures: readonly string[], now: Date): Promise<void> {
+  if (signatures.length === 0) return
   await db
     .updateTable('solana_transactions')
     .set((eb) => ({
@@ -87,7 +89,7 @@ export async function markSent(db: Db, signature: string, now: Date): Promise<vo
       first_sent_at: eb.fn.coalesce('first_sent_at', eb.val(now)),
       updated_at: now,
     }))
-    .where('signature', '=', signature)
+    .where('signature', 'in', signatures)
     .execute()
 }
 

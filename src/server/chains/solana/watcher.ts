@@ -34,6 +34,13 @@ export interface InFlight {
 export interface SolanaWatcher {
   /** The chain's decision on `tx`, or undefined when `timeoutMs` passed without one. */
   wait(tx: InFlight, options: { timeoutMs: number; signal: AbortSignal }): Promise<LandOutcome | undefined>
+  /**
+   * Sends a recorded transaction (the same bytes, never signed anew), counted before the bytes leave so
+   * a crash right after still knows they may be out there; the sends that start in one turn (a burst of
+   * confirms' jobs) are counted in one statement. A refused send (preflight) is recorded and not a
+   * failure: the buyer also holds the signed bytes and could still land them, so only the chain decides.
+   */
+  send(tx: InFlight): Promise<void>
 }
 
 interface Watch {
@@ -55,6 +62,36 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
   const watches = new Map<string, Watch>()
   let running = false
   let lastSweep = 0
+  let counting: { signatures: string[]; counted: Promise<void> } | undefined
+
+  function countSend(signature: string): Promise<void> {
+    let group = counting
+    if (!group) {
+      const signatures: string[] = []
+      // After the other jobs started in this turn have asked too.
+      const counted = new Promise((resolve) => setImmediate(resolve)).then(() => {
+        if (counting?.signatures === signatures) counting = undefined
+        return markSent(db, signatures, new Date())
+      })
+      group = counting = { signatures, counted }
+    }
+    group.signatures.push(signature)
+    return group.counted
+  }
+
+  async function send(tx: InFlight): Promise<void> {
+    await countSend(tx.signature)
+    tx.sentAt = Date.now()
+    try {
+      await chain.connection.sendRawTransaction(Buffer.from(tx.raw, 'base64'), {
+        skipPreflight: false,
+        maxRetries: 0,
+      })
+    } catch (error) {
+      tx.error = error instanceof Error ? error.message : String(error)
+      await markState(db, tx.signature, 'pending', tx.error, new Date())
+    }
+  }
 
   async function loop(): Promise<void> {
     running = true
@@ -133,7 +170,7 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
         finish(watch, { kind: 'dropped', error })
       }
     }
-    await Promise.all(resend.map((watch) => sendRecorded(db, chain, watch.tx)))
+    await Promise.all(resend.map((watch) => send(watch.tx)))
   }
 
   async function statusesOf(signatures: string[]): Promise<(SignatureStatus | null)[]> {
@@ -157,6 +194,7 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
   }
 
   return {
+    send,
     wait(tx, options) {
       return new Promise((resolve, reject) => {
         if (options.signal.aborted) return reject(options.signal.reason)
@@ -184,25 +222,6 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
         if (!running) void loop()
       })
     },
-  }
-}
-
-/**
- * Sends a recorded transaction (the same bytes, never signed anew). Counted before the bytes leave, so a
- * crash right after still knows they may be out there. A refused send (preflight) is recorded and not a
- * failure: the buyer also holds the signed bytes and could still land them, so only the chain decides.
- */
-export async function sendRecorded(db: Db, chain: SolanaChain, tx: InFlight): Promise<void> {
-  await markSent(db, tx.signature, new Date())
-  tx.sentAt = Date.now()
-  try {
-    await chain.connection.sendRawTransaction(Buffer.from(tx.raw, 'base64'), {
-      skipPreflight: false,
-      maxRetries: 0,
-    })
-  } catch (error) {
-    tx.error = error instanceof Error ? error.message : String(error)
-    await markState(db, tx.signature, 'pending', tx.error, new Date())
   }
 }
 
