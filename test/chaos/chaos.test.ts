@@ -758,10 +758,10 @@ describe(`chaos: live payments through 3 API instances and 2 workers under chain
         amount: p.amount,
       })),
     )
-    expect(
-      moved.filter((m) => m.paid !== (m.status === 'succeeded' ? m.amount : 0n)),
-      'buyers debited other than once per succeeded payment',
-    ).toEqual([])
+    const misdebited = moved.filter((m) => m.paid !== (m.status === 'succeeded' ? m.amount : 0n))
+    // What the next reader needs to tell a slow payment from a wrong one: its jobs and transactions.
+    for (const m of misdebited) console.error(`chaos: payment ${m.id}`, await paymentTrail(m.id))
+    expect(misdebited, 'buyers debited other than once per succeeded payment').toEqual([])
 
     // --- EVM on chain, per token: every Transfer since the start is a payment's relay (one each, of
     // exactly the amount) or a settlement batch's transfer (one each, of exactly its payments' sum). The sums, to the unit: the merchant holds what was settled; the
@@ -880,3 +880,21 @@ describe(`chaos: live payments through 3 API instances and 2 workers under chain
     expect(missing(), 'webhook events not delivered').toEqual([])
   })
 })
+
+/** A payment's jobs and EVM transactions, for the failure message of a payment the checks single out. */
+async function paymentTrail(paymentId: string) {
+  const [jobs, transactions] = await Promise.all([
+    pg.db
+      .selectFrom('jobs')
+      .select(['kind', 'state', 'attempts', 'run_at', 'last_error'])
+      .where('payment_id', '=', paymentId)
+      .execute(),
+    pg.db
+      .selectFrom('evm_transactions')
+      .select(['purpose', 'nonce', 'hash', 'status', 'created_at'])
+      .where('payment_id', '=', paymentId)
+      .orderBy('created_at')
+      .execute(),
+  ])
+  return JSON.stringify({ jobs, transactions, at: new Date().toISOString() }, null, 1)
+}

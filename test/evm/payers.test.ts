@@ -38,6 +38,7 @@ import { createEvmEnv, type EvmEnv, injectFetch, isKind, usdc } from './support.
 let env: EvmEnv
 let payers: Payers
 let tether: Address
+let runner: ReturnType<EvmEnv['startRunner']>
 /** Gas the executor paid per row (deployment + relay), for the matrix in docs/payers.md. */
 const gas: Record<string, bigint> = {}
 
@@ -52,7 +53,7 @@ beforeAll(async () => {
     },
   })
   payers = await deployPayers(env)
-  env.startRunner()
+  runner = env.startRunner()
 }, 60_000)
 
 afterAll(async () => {
@@ -529,6 +530,44 @@ describe('payer matrix (Permit2, a USDT-style token without EIP-3009)', () => {
     expect((await env.waitFinal(paymentId)).status).toBe('succeeded')
     expect(await tetherBalance(eoa.address)).toBe(usdc(25) - amount)
     expect(await relayStatuses(paymentId)).toEqual(['reverted', 'succeeded'])
+  })
+
+  it('a pull that landed while its job was away (worker stopped mid-wait) is found, not waited for: the allowance it used is not asked for again', async () => {
+    const eoa = privateKeyToAccount(generatePrivateKey())
+    const wallet = await walletOf(eoa)
+    await mintTether(eoa.address)
+    const rpc = env.anvil.rpcUrl
+    const sent = await attemptPermit2(
+      eoa.address,
+      (typed) => eoa.signTypedData(forViem(typed)),
+      async (tx) => {
+        const hash = await wallet.sendTransaction(tx)
+        await env.publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 })
+        // Blocks on request from here: the pull waits in the pool until the worker is gone.
+        await anvilRpc(rpc, 'evm_setAutomine', [false])
+        return hash
+      },
+      { mint: false },
+    )
+    let paymentId: string
+    try {
+      expect(sent.status, JSON.stringify(sent.body)).toBe(200)
+      paymentId = sent.paymentId
+      const pull = await poll('the pull in the mempool', async () => {
+        const [hash] = await relayHashes(paymentId)
+        return hash && (await anvilRpc(rpc, 'eth_getTransactionByHash', [hash])) ? hash : undefined
+      })
+      await runner.stop()
+      await anvilRpc(rpc, 'evm_mine', [])
+      expect((await env.publicClient.getTransactionReceipt({ hash: pull })).status).toBe('success')
+    } finally {
+      await anvilRpc(rpc, 'evm_setAutomine', [true])
+      runner = env.startRunner()
+    }
+    // The pull used the payer's allowance (approve(Permit2, amount) of the option): 0 left, by design.
+    expect((await env.waitFinal(paymentId)).status).toBe('succeeded')
+    expect(await tetherBalance(eoa.address)).toBe(usdc(25) - amount)
+    expect(await relayStatuses(paymentId)).toEqual(['succeeded'])
   })
 
   it('strict delegate, undeployed account, forged signature: refused at confirm, nothing moved', async () => {

@@ -75,7 +75,9 @@ export function relayJob(settings: JobSettings): JobHandler {
         const deployed = await deployAccount(settings, ctx, chain, job.payment_id, authorization, signed)
         if (deployed) return deployed
       }
-      const waiting = await collection.ready?.()
+      // Readiness is a question before the first send only: once a relay is recorded in flight, its own
+      // receipt decides (a landed Permit2 pull has used the allowance the check would wait for).
+      const waiting = (await relayRecorded(ctx.db, job.payment_id)) ? undefined : await collection.ready?.()
       if (waiting?.final) return failPayment(ctx.db, ctx.log, job.payment_id, waiting.code, waiting.reason)
       if (waiting) throw new RetryLater(waiting.reason)
       const call = collection.call(signed.signature)
@@ -203,6 +205,18 @@ async function simulateDeployAndRelay(
     throw new DeploymentRefused(
       `The token would refuse the authorization once the account is deployed: ${String(relay?.error)}`,
     )
+}
+
+/** Whether a relay of this payment is recorded sent or landed (a reverted one is not: it moved nothing). */
+async function relayRecorded(db: Db, paymentId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('evm_transactions')
+    .select('id')
+    .where('payment_id', '=', paymentId)
+    .where('purpose', '=', 'relay')
+    .where('status', 'in', ['sent', 'succeeded'])
+    .executeTakeFirst()
+  return row !== undefined
 }
 
 const permit2CannotDeploy =
