@@ -39,7 +39,9 @@ export interface BuildAppOptions {
 
 /** The whole HTTP app, ready for `inject` or `listen`. */
 export async function buildApp(options: BuildAppOptions): Promise<FastifyInstance> {
-  const config = isResolved(options.config) ? options.config : resolveConfig(options.config ?? {})
+  const resolved = isResolved(options.config) ? options.config : resolveConfig(options.config ?? {})
+  // One switch for every shortcut: the option lands in the config, which the chain runtimes are built from.
+  const config = options.fastPaths === undefined ? resolved : { ...resolved, fastPaths: options.fastPaths }
   const cors = createCorsPolicy(config.cors)
   const app = Fastify({
     ...(options.logger
@@ -63,7 +65,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   app.decorate('db', options.db)
   app.decorate('config', config)
   const fastPath = new FastPath({
-    enabled: options.fastPaths ?? config.fastPaths,
+    enabled: config.fastPaths,
     authCacheMs: config.authCacheMs,
   })
   app.decorate('fastPath', fastPath)

@@ -712,3 +712,16 @@ describe('POST /v1/payments under an Idempotency-Key', () => {
     expect((await rowsOf('rerun-other')).map((r) => r.id)).toEqual([afterTtl.json.paymentId])
   })
 })
+
+describe('the fast-path switch', () => {
+  it("buildApp's fastPaths option is the config every part is built from, the chain runtimes included", async () => {
+    for (const fastPaths of [true, false]) {
+      const server = await createTestServer({ fastPaths })
+      try {
+        expect(server.app.config.fastPaths).toBe(fastPaths)
+      } finally {
+        await server.close()
+      }
+    }
+  })
+})
