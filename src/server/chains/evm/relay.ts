@@ -12,7 +12,7 @@ import { evmJobKinds, failPayment, type RelayPayload } from './outcome.js'
 import { classifyPayerSignature, factoryRefusal, type PayerSignature } from './payerSignature.js'
 import { merchantDestination } from './quote.js'
 import type { EvmSender } from './sender.js'
-import { retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
+import { recordedSteps, retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
 import { hasTransfer, refuseOnRevert } from './transfers.js'
 import type { EvmWatcher } from './watcher.js'
 
@@ -77,7 +77,8 @@ export function relayJob(settings: JobSettings): JobHandler {
       }
       // Readiness is a question before the first send only: once a relay is recorded in flight, its own
       // receipt decides (a landed Permit2 pull has used the allowance the check would wait for).
-      const waiting = (await relayRecorded(ctx.db, job.payment_id)) ? undefined : await collection.ready?.()
+      const recorded = await recordedSteps(ctx.db, job.payment_id, 'relay')
+      const waiting = recorded.length > 0 ? undefined : await collection.ready?.()
       if (waiting?.final) return failPayment(ctx.db, ctx.log, job.payment_id, waiting.code, waiting.reason)
       if (waiting) throw new RetryLater(waiting.reason)
       const call = collection.call(signed.signature)
@@ -205,18 +206,6 @@ async function simulateDeployAndRelay(
     throw new DeploymentRefused(
       `The token would refuse the authorization once the account is deployed: ${String(relay?.error)}`,
     )
-}
-
-/** Whether a relay of this payment is recorded sent or landed (a reverted one is not: it moved nothing). */
-async function relayRecorded(db: Db, paymentId: string): Promise<boolean> {
-  const row = await db
-    .selectFrom('evm_transactions')
-    .select('id')
-    .where('payment_id', '=', paymentId)
-    .where('purpose', '=', 'relay')
-    .where('status', 'in', ['sent', 'succeeded'])
-    .executeTakeFirst()
-  return row !== undefined
 }
 
 const permit2CannotDeploy =

@@ -35,6 +35,26 @@ export interface SendOnceParameters {
 }
 
 /**
+ * A step's transactions recorded sent or landed, newest first (a reverted one moved nothing and is not
+ * the step). sendOnce decides from them; a job asks whether its step is already out.
+ */
+export function recordedSteps(
+  db: Db,
+  paymentId: string,
+  purpose: EvmTxPurpose,
+  refundId?: string,
+): Promise<EvmTransactionRow[]> {
+  let query = db
+    .selectFrom('evm_transactions')
+    .selectAll()
+    .where('payment_id', '=', paymentId)
+    .where('purpose', '=', purpose)
+    .where('status', 'in', ['sent', 'succeeded'])
+  if (refundId !== undefined) query = query.where('refund_id', '=', refundId)
+  return query.orderBy('id', 'desc').execute()
+}
+
+/**
  * Sends the executor's transaction for (payment, purpose) at most once.
  *
  * A transaction recorded as succeeded is the one; one recorded as sent is looked up on the chain first
@@ -46,14 +66,7 @@ export interface SendOnceParameters {
  */
 export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row: EvmTransactionRow }> {
   const { db, chain } = p
-  let priorQuery = db
-    .selectFrom('evm_transactions')
-    .selectAll()
-    .where('payment_id', '=', p.paymentId)
-    .where('purpose', '=', p.purpose)
-    .where('status', 'in', ['sent', 'succeeded'])
-  if (p.refundId !== undefined) priorQuery = priorQuery.where('refund_id', '=', p.refundId)
-  const prior = await priorQuery.orderBy('id', 'desc').execute()
+  const prior = await recordedSteps(db, p.paymentId, p.purpose, p.refundId)
   // Newest first: a replacement comes before the transaction it replaced (same nonce), and whichever
   // of them is mined is the step.
   for (const row of prior) {
