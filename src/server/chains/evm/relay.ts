@@ -77,8 +77,11 @@ export function relayJob(settings: JobSettings): JobHandler {
       }
       // Readiness is a question before the first send only: once a relay is recorded in flight, its own
       // receipt decides (a landed Permit2 pull has used the allowance the check would wait for).
-      const recorded = await recordedSteps(ctx.db, job.payment_id, 'relay')
-      const waiting = recorded.length > 0 ? undefined : await collection.ready?.()
+      // (Only collections with a readiness check pay for the lookup: EIP-3009 relays have none.)
+      const waiting =
+        collection.ready && (await recordedSteps(ctx.db, job.payment_id, 'relay')).length === 0
+          ? await collection.ready()
+          : undefined
       if (waiting?.final) return failPayment(ctx.db, ctx.log, job.payment_id, waiting.code, waiting.reason)
       if (waiting) throw new RetryLater(waiting.reason)
       const call = collection.call(signed.signature)
