@@ -509,7 +509,13 @@ describe('EVM relay answers the node refuses', () => {
 })
 
 describe('EVM relay gas', () => {
-  it('a relay estimated while the collection address held tokens and mined after a settlement emptied it (the balance going from zero to non-zero costs 17,100 gas more than estimated) succeeds with its one transaction: gas limits leave headroom', async () => {
+  // The scenario is built by timing (the settlement must reach the node between relay 2's estimate and its
+  // mining); under load it is sometimes not built, and the last assertion says so. Retried for that reason
+  // only: every behaviour assertion held in every run (see the closing note of stop 36).
+  it('a relay estimated while the collection address held tokens and mined after a settlement emptied it (the balance going from zero to non-zero costs 17,100 gas more than estimated) succeeds with its one transaction: gas limits leave headroom', {
+    retry: 2,
+    timeout: 60_000,
+  }, async () => {
     await runner?.stop()
     runner = undefined
     await emptyCollection()
@@ -561,7 +567,7 @@ describe('EVM relay gas', () => {
     const estimate = ((limit - 25_000n) * 10n) / 11n
     expect(receipt.gasUsed - estimate).toBeGreaterThanOrEqual(17_000n)
     expect((await env.balance(buyer.address)) - before).toBe(-usdc(20))
-  }, 60_000)
+  })
 
   it('a relay that reverts with the authorization unused (an RPC under-estimated its gas: out of gas) is relayed again with a new transaction; the payment succeeds and the payer is charged once', async () => {
     await withProxy(async (proxy) => {
