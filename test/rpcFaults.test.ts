@@ -99,6 +99,43 @@ describe('fault proxy in front of Anvil', () => {
     expect(await node.getTransactionCount({ address: account.address })).toBe(nonce + 1)
   })
 
+  it('a batch meets the faults its calls would meet alone: per call for answers, whole for the connection', async () => {
+    const chain = anvilChain(anvil.chainId, proxy.url)
+    const batched = createPublicClient({
+      chain,
+      transport: http(proxy.url, { retryCount: 0, timeout: 300, batch: { wait: 0 } }),
+    })
+    const { walletClient } = clients()
+    const hash = await walletClient.sendTransaction({ to, value: 1n })
+    const other = await walletClient.sendTransaction({ to, value: 2n })
+    const before = proxy.calls('eth_getTransactionReceipt')
+    proxy.inject(
+      'eth_blockNumber',
+      { kind: 'error', code: -32000, message: 'header not found' },
+      { times: 1 },
+    )
+    proxy.inject('eth_getTransactionReceipt', { kind: 'withhold' }, { times: 1 })
+    const [failed, withheld, chainId, receipt] = await Promise.allSettled([
+      batched.getBlockNumber({ cacheTime: 0 }),
+      batched.getTransactionReceipt({ hash }),
+      batched.getChainId(),
+      batched.getTransactionReceipt({ hash: other }),
+    ])
+    expect(String((failed as PromiseRejectedResult).reason)).toMatch(/header not found/)
+    expect(String((withheld as PromiseRejectedResult).reason)).toMatch(/could not be found/)
+    expect(chainId).toEqual({ status: 'fulfilled', value: anvil.chainId })
+    expect(receipt.status === 'fulfilled' && receipt.value.status).toBe('success')
+    expect(proxy.calls('eth_getTransactionReceipt') - before).toBe(2)
+
+    // One hung call holds the whole answer: the other calls of its batch time out with it.
+    proxy.inject('eth_chainId', { kind: 'hang' }, { times: 1 })
+    const held = await Promise.allSettled([batched.getChainId(), batched.getBlockNumber({ cacheTime: 0 })])
+    expect(held.map((r) => r.status)).toEqual(['rejected', 'rejected'])
+    expect(proxy.held()).toBe(1)
+    proxy.cutHeld()
+    expect(await batched.getBlockNumber({ cacheTime: 0 })).toBeGreaterThan(0n)
+  })
+
   it('a raised base fee leaves a low-fee transaction unmined, and a reorg removes a mined one', async () => {
     const { walletClient, node } = clients()
     const control = anvilControl(anvil.rpcUrl)

@@ -50,8 +50,10 @@ export interface JsonRpcResponse {
 
 export interface FaultProxy {
   readonly url: string
-  /** Requests seen for `method` (faulted ones included). */
+  /** Requests seen for `method` (faulted ones included; each call of a batch counts). */
   calls(method: string): number
+  /** HTTP requests seen (a batch is one). */
+  httpRequests(): number
   /** Parameters of every request seen for `method`, in order. */
   params(method: string): unknown[]
   /** Scripts `fault` for `method`; `times` limits it to the next n calls (default: until cleared). */
@@ -98,13 +100,11 @@ export async function startFaultProxy(
   const seen = new Map<string, unknown[]>()
   const scripted = new Map<string, Scripted>()
   let held: Held[] = []
+  let httpRequests = 0
   const latency = () => (options.latencyMs ? sleep(Math.random() * options.latencyMs) : Promise.resolve())
 
-  async function forward(
-    body: string,
-    res: ServerResponse,
-    edit: (text: string) => string | undefined = (text) => text,
-  ): Promise<void> {
+  /** The node's answer to `body`, or undefined when it could not be reached. */
+  async function fromNode(body: string): Promise<{ status: number; text: string } | undefined> {
     try {
       await latency()
       const upstream = await fetch(target, {
@@ -112,17 +112,27 @@ export async function startFaultProxy(
         headers: { 'content-type': 'application/json' },
         body,
       })
-      const text = edit(await upstream.text())
+      const text = await upstream.text()
       await latency()
-      if (text === undefined) {
-        res.socket?.destroy()
-        return
-      }
-      res.writeHead(upstream.status, { 'content-type': 'application/json' })
-      res.end(text)
+      return { status: upstream.status, text }
     } catch {
-      res.socket?.destroy()
+      return undefined
     }
+  }
+
+  async function forward(
+    body: string,
+    res: ServerResponse,
+    edit: (text: string) => string | undefined = (text) => text,
+  ): Promise<void> {
+    const answer = await fromNode(body)
+    const text = answer && edit(answer.text)
+    if (!answer || text === undefined) {
+      res.socket?.destroy()
+      return
+    }
+    res.writeHead(answer.status, { 'content-type': 'application/json' })
+    res.end(text)
   }
 
   function answer(res: ServerResponse, id: unknown, payload: { result: unknown } | { error: unknown }): void {
@@ -176,6 +186,7 @@ export async function startFaultProxy(
   }
 
   async function onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    httpRequests += 1
     const chunks: Buffer[] = []
     for await (const chunk of req) chunks.push(chunk as Buffer)
     const body = Buffer.concat(chunks).toString('utf8')
@@ -191,11 +202,64 @@ export async function startFaultProxy(
       counts.set(r.method, (counts.get(r.method) ?? 0) + 1)
       seen.set(r.method, [...(seen.get(r.method) ?? []), r.params])
     }
-    // Faults apply to single requests; a batch is forwarded whole.
-    const single = Array.isArray(parsed) ? undefined : parsed
-    const fault = single?.method ? take(single.method) : undefined
-    if (single && fault) return applyFault(fault, single, body, res)
+    if (Array.isArray(parsed)) return onBatch(parsed, body, res)
+    const fault = parsed.method ? take(parsed.method) : undefined
+    if (fault) return applyFault(fault, parsed, body, res)
     return forward(body, res)
+  }
+
+  /**
+   * A batch meets the faults its calls would meet alone. A call's own answer (`drop`, `error`, `withhold`,
+   * `rewrite`) replaces its element of the batch's answer; `delay` delays the whole answer; a fault of the
+   * connection (`hang`, `malformed`, `rateLimited`, `lostAnswer`) is the whole batch's, as on a real node,
+   * where one HTTP answer carries every element.
+   */
+  async function onBatch(requests: JsonRpcRequest[], body: string, res: ServerResponse): Promise<void> {
+    const faults = requests.map((r) => (r.method ? take(r.method) : undefined))
+    const connection = faults.findIndex(
+      (f) =>
+        f?.kind === 'hang' ||
+        f?.kind === 'malformed' ||
+        f?.kind === 'rateLimited' ||
+        f?.kind === 'lostAnswer',
+    )
+    if (connection >= 0) return applyFault(faults[connection]!, requests[connection]!, body, res)
+    const delayMs = Math.max(0, ...faults.map((f) => (f?.kind === 'delay' ? f.ms : 0)))
+    if (delayMs > 0) await sleep(delayMs)
+    const local = (f: Fault | undefined) =>
+      f?.kind === 'drop' || f?.kind === 'error' || f?.kind === 'withhold'
+    const upstream = requests.filter((_, i) => !local(faults[i]))
+    let answers: JsonRpcResponse[] = []
+    if (upstream.length > 0) {
+      const forwarded = await fromNode(JSON.stringify(upstream))
+      if (forwarded === undefined) {
+        res.socket?.destroy()
+        return
+      }
+      const parsed = JSON.parse(forwarded.text) as JsonRpcResponse | JsonRpcResponse[]
+      // A node that refused the batch as a whole: its answer as it is.
+      if (!Array.isArray(parsed)) {
+        res.writeHead(forwarded.status, { 'content-type': 'application/json' })
+        res.end(forwarded.text)
+        return
+      }
+      answers = parsed
+    }
+    const byId = new Map(answers.map((a) => [a.id, a]))
+    const elements = requests.map((request, i): JsonRpcResponse => {
+      const fault = faults[i]
+      const element = { jsonrpc: '2.0', id: request.id ?? null }
+      if (fault?.kind === 'drop') return { ...element, result: sentId(request) }
+      if (fault?.kind === 'error') return { ...element, error: { code: fault.code, message: fault.message } }
+      if (fault?.kind === 'withhold') return { ...element, result: notFoundYet(request) }
+      const answer = byId.get(request.id) ?? {
+        ...element,
+        error: { code: -32603, message: 'no answer in the batch' },
+      }
+      return fault?.kind === 'rewrite' ? fault.fn(answer, request.params) : answer
+    })
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end(JSON.stringify(elements))
   }
 
   const server = createServer((req, res) => {
@@ -207,6 +271,7 @@ export async function startFaultProxy(
   const proxy: FaultProxy = {
     url: `http://127.0.0.1:${port}`,
     calls: (method) => counts.get(method) ?? 0,
+    httpRequests: () => httpRequests,
     params: (method) => [...(seen.get(method) ?? [])],
     inject(method, fault, injectOptions = {}) {
       scripted.set(method, { fault, remaining: injectOptions.times ?? Number.POSITIVE_INFINITY })

@@ -102,7 +102,7 @@ describe('config', () => {
     ).toThrow(/commitment/)
   })
 
-  it('the relayer: job slots (default 64) size the pool; a chain tunes head polling and its in-flight cap', () => {
+  it('the relayer: job slots (default 64) size the pool; a chain tunes head polling, its in-flight cap and RPC batches', () => {
     expect(defaultConfig.jobSlots).toBe(64)
     expect(resolveConfig({ jobs: { slots: 256 } }).jobSlots).toBe(256)
     expect(() => resolveConfig({ jobs: { slots: 0 } })).toThrow(/jobs\.slots/)
@@ -118,6 +118,13 @@ describe('config', () => {
     expect(() =>
       resolveConfig({ chains: { 'eip155:31337': { ...chain, maxInFlight: 0 } } }, { TEST_SIGNER: '0x01' }),
     ).toThrow(/maxInFlight/)
+    expect(
+      resolveConfig({ chains: { 'eip155:31337': { ...chain, rpcBatchSize: 1 } } }, { TEST_SIGNER: '0x01' })
+        .chains['eip155:31337'],
+    ).toMatchObject({ rpcBatchSize: 1 })
+    expect(() =>
+      resolveConfig({ chains: { 'eip155:31337': { ...chain, rpcBatchSize: 0 } } }, { TEST_SIGNER: '0x01' }),
+    ).toThrow(/rpcBatchSize/)
   })
 
   it('rate limit: burst defaults to twice the rate; false disables', () => {

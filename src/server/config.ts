@@ -68,6 +68,11 @@ const ChainConfigSchema = z.strictObject({
   blockPollMs: z.optional(z.int().check(z.minimum(10), z.maximum(60_000))),
   /** EVM: transactions the executor key keeps in flight at once (default 256); more wait their turn. */
   maxInFlight: z.optional(z.int().check(z.minimum(1), z.maximum(10_000))),
+  /**
+   * EVM: JSON-RPC calls made in the same event-loop turn travel as one batch of at most this many
+   * (default 100); 1 sends every call alone, for a node or provider that refuses batches.
+   */
+  rpcBatchSize: z.optional(z.int().check(z.minimum(1), z.maximum(1000))),
 })
 
 /** A browser origin as the `Origin` header carries it: scheme, host, optional port; no path. */

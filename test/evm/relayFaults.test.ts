@@ -104,9 +104,11 @@ describe('EVM relay fee bumping', () => {
       expect(fees(replacement.raw).maxPriorityFeePerGas).toBeGreaterThan(
         fees(first!.raw).maxPriorityFeePerGas,
       )
-      // The node now holds only the replacement for that nonce.
-      const pending = await control.pending()
-      expect(pending).toContain(replacement.hash)
+      // The node soon holds only the replacement for that nonce (it is recorded before it is sent).
+      const pending = await until(async () => {
+        const hashes = await control.pending()
+        return hashes.includes(replacement.hash as Hex) ? hashes : undefined
+      }, 'the replacement in the pool')
       expect(pending).not.toContain(first!.hash)
     } finally {
       await control.setAutomine(true)

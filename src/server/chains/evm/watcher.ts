@@ -11,11 +11,12 @@ export type WatchOutcome =
   | { kind: 'timeout' }
 
 /**
- * One watcher per chain and process: polls the head every `chain.pollingIntervalMs` and, once per new
- * block (or when a step starts waiting), reads the receipts of every transaction the waiting steps have
- * in flight in one JSON-RPC batch, and wakes each step whose transaction has its confirmations. Fee bumps,
- * re-broadcasts and dropped nonces are the sweep's (`sweepInFlight`), run from the same loop at its own
- * pace, never inside a step. Runs only while some step waits.
+ * One watcher per chain and process: polls the head every `chain.pollingIntervalMs`; per new block it
+ * reads the receipts of every transaction the waiting steps have in flight in one JSON-RPC batch (between
+ * blocks, only those of the steps that began waiting since the last poll), and wakes each step whose
+ * transaction has its confirmations. Fee bumps, re-broadcasts and dropped nonces are the sweep's
+ * (`sweepInFlight`), run from the same loop at its own pace, never inside a step. Runs only while some
+ * step waits.
  */
 export interface EvmWatcher {
   wait(
@@ -41,7 +42,8 @@ export function createEvmWatcher(
   const waiters = new Set<Waiter>()
   let running = false
   let lastHead: bigint | undefined
-  let fresh = false
+  /** Steps that began waiting since the last look: looked at on the next poll, new block or not. */
+  const fresh = new Set<Waiter>()
   let lastSweep = 0
   const sweepEveryMs = Math.max(chain.pollingIntervalMs, Math.min(1_000, chain.feeBump.afterMs / 4))
 
@@ -64,11 +66,16 @@ export function createEvmWatcher(
 
   async function tick(): Promise<void> {
     const head = await chain.publicClient.getBlockNumber({ cacheTime: 0 })
-    const newBlock = head !== lastHead
-    if (newBlock || fresh) {
+    if (head !== lastHead) {
       lastHead = head
-      fresh = false
-      await look(head)
+      fresh.clear()
+      await look(head, [...waiters])
+    } else if (fresh.size > 0) {
+      // No new block: only the newcomers can have anything to find (their transaction landed before
+      // they waited), so the others' receipts are not read again.
+      const newcomers = [...fresh]
+      fresh.clear()
+      await look(head, newcomers)
     }
     if (Date.now() - lastSweep >= sweepEveryMs) {
       lastSweep = Date.now()
@@ -76,8 +83,7 @@ export function createEvmWatcher(
     }
   }
 
-  async function look(head: bigint): Promise<void> {
-    const watching = [...waiters]
+  async function look(head: bigint, watching: readonly Waiter[]): Promise<void> {
     if (watching.length === 0) return
     const rows = await db
       .selectFrom('evm_transactions')
@@ -126,6 +132,7 @@ export function createEvmWatcher(
           refundId: options.refundId ?? null,
           settle(outcome) {
             if (!waiters.delete(waiter)) return
+            fresh.delete(waiter)
             clearTimeout(timeout)
             options.signal.removeEventListener('abort', onAbort)
             if (outcome.kind === 'error') reject(outcome.error)
@@ -136,7 +143,7 @@ export function createEvmWatcher(
         options.signal.addEventListener('abort', onAbort, { once: true })
         waiters.add(waiter)
         // Looked at on the next poll even without a new block: it may have landed before it was waited for.
-        fresh = true
+        fresh.add(waiter)
         if (!running) void loop()
       })
     },
@@ -146,15 +153,14 @@ export function createEvmWatcher(
 const stepKey = (paymentId: string, purpose: string, refundId: string | null) =>
   `${paymentId}/${purpose}/${refundId ?? ''}`
 
-/** Receipts by hash (lower case), read in one batch; absent: none yet. */
+/** Receipts by hash (lower case), read together (one JSON-RPC batch per `rpcBatchSize`); absent: none yet. */
 async function receiptsOf(
   chain: EvmChain,
   hashes: readonly Hash[],
 ): Promise<Map<string, TransactionReceipt>> {
-  const client = hashes.length > 1 ? chain.batchClient : chain.publicClient
   const found = await Promise.all(
     hashes.map((hash) =>
-      client.getTransactionReceipt({ hash }).catch((error: unknown) => {
+      chain.publicClient.getTransactionReceipt({ hash }).catch((error: unknown) => {
         if (error instanceof Error && error.name === 'TransactionReceiptNotFoundError') return undefined
         throw error
       }),
