@@ -20,6 +20,7 @@ import { parseAssetId, parseChainId, sameCaip } from '../../../caip/caip.js'
 import type { ChainConfig } from '../../config.js'
 import type { JobLogger } from '../../jobs/runner.js'
 import type { AssetConfig } from '../types.js'
+import { startRecoveryThread } from './recovery.js'
 
 export interface EvmAsset extends AssetConfig {
   token: Address
@@ -75,6 +76,7 @@ export function createEvmChain(options: EvmChainOptions): EvmChain {
     )
   }
   const executor = privateKeyToAccount(config.signerKey as Hex)
+  startRecoveryThread()
   const viemChain = defineChain({
     id: chainId,
     name: config.name ?? caip2,

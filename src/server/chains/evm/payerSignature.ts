@@ -5,11 +5,11 @@ import {
   type Hex,
   isErc6492Signature,
   parseErc6492Signature,
-  recoverAddress,
   size,
 } from 'viem'
 import { erc1271Abi } from './abi.js'
 import type { EvmChain } from './chain.js'
+import { recoverSigner } from './recovery.js'
 import { same } from './transfers.js'
 
 /** ERC-1271's answer for a valid signature. */
@@ -115,7 +115,7 @@ export async function verifyKeySignature(
   if (size(signature) !== 65)
     return { valid: false, reason: `a key's signature is 65 bytes, this one is ${size(signature)}` }
   try {
-    const signer = await recoverAddress({ hash, signature })
+    const signer = await recoverSigner(hash, signature)
     if (same(signer, payer)) return { valid: true }
     return { valid: false, reason: `it was signed by ${signer}` }
   } catch {
