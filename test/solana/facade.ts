@@ -22,7 +22,8 @@
  * `data.logs` and the transaction does not land; a bad signature is -32003; a transaction whose
  * instruction fails after preflight was skipped lands with `err` and pays its fee; a replay is
  * `AlreadyProcessed`; an unknown or expired blockhash is `BlockhashNotFound`. Landed transactions
- * report `confirmationStatus: 'finalized'` at once.
+ * report `confirmationStatus: 'finalized'` at once, or, with `slotMs`, as on a cluster: `processed` in
+ * their slot, `confirmed` once it is over, `finalized` 32 slots later.
  *
  * Where it differs: litesvm has one valid blockhash at a time and does not produce blocks. The
  * facade advances one slot per landed transaction (or one every `slotMs`) and keeps the clock sysvar's unix timestamp at
@@ -57,8 +58,8 @@ export interface LiteSvmRpcOptions {
   /** Bring your own configured instance (extra programs, accounts); default `new LiteSVM()`. */
   svm?: LiteSVM
   /**
-   * A slot every `slotMs` of wall-clock time, every transaction landing in the current one, as on a
-   * cluster (400 ms there). Default: none, one slot per landed transaction.
+   * A slot every `slotMs` of wall-clock time, every transaction landing in the current one and confirmed
+   * once it is over, as on a cluster (400 ms there). Default: none, one slot per landed transaction.
    */
   slotMs?: number
 }
@@ -143,6 +144,19 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
     slot += count
     svm.warpToSlot(BigInt(slot))
     syncClock()
+    // Clocked, a transaction is confirmed once its slot is over: tell those waiting for it now.
+    if (clockedSlots) for (const { signature } of [...subscriptions.values()]) notifySignature(signature)
+  }
+
+  /**
+   * Clocked, as on a cluster: `processed` while its slot is still the current one, `confirmed` once the
+   * slot is over (its block is complete; a cluster also waits for votes), `finalized` 32 slots later.
+   * Unclocked, every landed transaction is finalized at once (a slot per transaction).
+   */
+  function commitmentOf(entry: LandedTransaction): 'processed' | 'confirmed' | 'finalized' {
+    if (!clockedSlots) return 'finalized'
+    if (entry.slot >= slot) return 'processed'
+    return slot - entry.slot >= 32 ? 'finalized' : 'confirmed'
   }
 
   const context = () => ({ slot, apiVersion: '2.2.0' })
@@ -157,7 +171,7 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
 
   function notifySignature(signature: string): void {
     const entry = landed.get(signature)
-    if (!entry) return
+    if (!entry || commitmentOf(entry) === 'processed') return
     for (const [id, sub] of subscriptions) {
       if (sub.signature !== signature) continue
       // One-shot like the validator: the subscription ends with its notification.
@@ -385,12 +399,13 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
   function signatureStatus(signature: unknown) {
     const entry = typeof signature === 'string' ? landed.get(signature) : undefined
     if (!entry) return null
+    const commitment = commitmentOf(entry)
     return {
       slot: entry.slot,
-      confirmations: null,
+      confirmations: commitment === 'finalized' ? null : slot - entry.slot,
       err: entry.err,
       status: entry.err === null ? { Ok: null } : { Err: entry.err },
-      confirmationStatus: 'finalized',
+      confirmationStatus: commitment,
     }
   }
 
@@ -398,7 +413,8 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
     const config: Config =
       typeof params[1] === 'string' ? { encoding: params[1] } : ((params[1] as Config | undefined) ?? {})
     const entry = typeof params[0] === 'string' ? landed.get(params[0]) : undefined
-    if (!entry?.bytes) return null
+    // getTransaction answers from confirmed blocks only.
+    if (!entry?.bytes || commitmentOf(entry) === 'processed') return null
     const maxVersion = config.maxSupportedTransactionVersion as number | undefined
     if (entry.version === 0 && maxVersion === undefined) {
       throw new RpcError(
