@@ -111,9 +111,12 @@ describe('embedded PostgreSQL', () => {
     await first.stop()
     // `sh` forks a child and execs into `sleep`, which never reaps it: once the child exits, its PID is a
     // zombie that kill(pid, 0) still calls alive (what `caipay serve` SIGKILLed under a non-reaping init
-    // leaves); `sleep` itself is a live process of another program. Under root PostgreSQL runs as the
-    // postgres user, so these run as that user too (PostgreSQL takes a PID it may not signal for dead).
-    const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 60'], {
+    // leaves); `sleep` itself is a live process of another program. The child exits only once its parent
+    // is `sleep` (a child that exits first may be reaped by `sh` itself, and leaves no zombie). Under root
+    // PostgreSQL runs as the postgres user, so these run as that user too (PostgreSQL takes a PID it may
+    // not signal for dead).
+    const afterExec = 'while [ "$(cat /proc/$$/comm)" != sleep ]; do sleep 0.01; done'
+    const parent = spawn('sh', ['-c', `(${afterExec}) & echo $!; exec sleep 60`], {
       stdio: ['ignore', 'pipe', 'ignore'],
       ...(isRoot ? postgresOsUser() : {}),
     })
