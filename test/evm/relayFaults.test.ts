@@ -511,13 +511,7 @@ describe('EVM relay answers the node refuses', () => {
 })
 
 describe('EVM relay gas', () => {
-  // The scenario is built by timing (the settlement must reach the node between relay 2's estimate and its
-  // mining); under load it is sometimes not built, and the last assertion says so. Retried for that reason
-  // only: every behaviour assertion held in every run (see the closing note of stop 36).
-  it('a relay estimated while the collection address held tokens and mined after a settlement emptied it (the balance going from zero to non-zero costs 17,100 gas more than estimated) succeeds with its one transaction: gas limits leave headroom', {
-    retry: 2,
-    timeout: 60_000,
-  }, async () => {
+  it('a relay estimated while the collection address held tokens and mined after a settlement emptied it (the balance going from zero to non-zero costs 17,100 gas more than estimated) succeeds with its one transaction: gas limits leave headroom', async () => {
     await runner?.stop()
     runner = undefined
     await emptyCollection()
@@ -527,14 +521,17 @@ describe('EVM relay gas', () => {
     await withProxy(async (proxy) => {
       await control.setAutomine(false)
       try {
-        await startRunner({ rpcUrl: proxy.url }, { receiptTimeoutMs: 300 })
+        // Receipts are waited for within a job's run (30 s), not after a retry's backoff; no fee bump
+        // replaces a recorded transaction within the test's time.
+        await startRunner({ rpcUrl: proxy.url, feeBumpAfterMs: 120_000 })
         // In the pool, not only recorded (a row is written before its broadcast).
         await until(async () => {
           const [relay] = await relayRows(env, first.paymentId)
           return relay && (await control.pending()).includes(relay.hash as Hex) ? true : undefined
         }, 'relay 1 in the pool')
-        // The settlement's sends are lost until relay 2 is signed: the node estimates relay 2 on a chain
-        // where the first payment's tokens are still collected (a settlement in its pool would count).
+        // From here the node gets no send from the server: the settlement that relay 1's success queues
+        // is recorded and never reaches the node's pool, so relay 2 is estimated on a chain (and a pool)
+        // where the first payment's tokens are still collected.
         proxy.inject('eth_sendRawTransaction', { kind: 'drop' })
         await control.mine(1)
         const settle = await until(
@@ -542,19 +539,26 @@ describe('EVM relay gas', () => {
           'the first payment’s settlement',
         )
         second = (await confirmGasless(env, buyer)).paymentId
-        const [relay] = await until(async () => {
-          const rows = await relayRows(env, second)
-          return rows.length > 0 ? rows : undefined
-        }, 'relay 2')
+        // Recorded after its estimate, and its broadcast seen (and dropped) by the proxy.
+        const relay = await until(async () => {
+          const [row] = await relayRows(env, second)
+          const sent = proxy.params('eth_sendRawTransaction').some((p) => (p as Hex[])[0] === row?.raw)
+          return sent ? row : undefined
+        }, 'relay 2 signed and sent')
         expect(await env.balance(env.collection)).toBe(usdc(10))
-        expect(BigInt(settle.nonce)).toBeLessThan(BigInt(relay!.nonce))
+        expect(await control.pending()).not.toContain(settle.hash)
+        expect(BigInt(settle.nonce)).toBeLessThan(BigInt(relay.nonce))
+        // The node gets the recorded bytes only now (what a re-broadcast sends): both in one block, the
+        // settlement first by its nonce, so relay 2 runs on an emptied collection address.
+        for (const row of [settle, relay])
+          await env.publicClient.sendRawTransaction({ serializedTransaction: row.raw as Hex })
+        await control.mine(1)
+        const [settled, relayed] = await Promise.all(
+          [settle, relay].map((row) => env.publicClient.getTransactionReceipt({ hash: row.hash as Hex })),
+        )
+        expect(relayed!.blockNumber).toBe(settled!.blockNumber)
+        expect(relayed!.transactionIndex).toBeGreaterThan(settled!.transactionIndex)
         proxy.clear()
-        await until(async () => {
-          const pending = await control.pending()
-          return pending.includes(settle.hash as Hex) && pending.includes(relay!.hash as Hex)
-            ? true
-            : undefined
-        }, 'the settlement and relay 2 in the pool')
       } finally {
         await control.setAutomine(true)
         await control.mine(1)
@@ -569,7 +573,7 @@ describe('EVM relay gas', () => {
     const estimate = ((limit - 25_000n) * 10n) / 11n
     expect(receipt.gasUsed - estimate).toBeGreaterThanOrEqual(17_000n)
     expect((await env.balance(buyer.address)) - before).toBe(-usdc(20))
-  })
+  }, 60_000)
 
   it('a relay that reverts with the authorization unused (an RPC under-estimated its gas: out of gas) is relayed again with a new transaction; the payment succeeds and the payer is charged once', async () => {
     await withProxy(async (proxy) => {
