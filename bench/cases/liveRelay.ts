@@ -148,12 +148,13 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
         const answeredAt = Date.now()
         if ('error' in confirm)
           return { ...s, status: 'confirm failed', confirmedAt, answeredAt, doneAt: Date.now() }
-        for (;;) {
-          const status = await call('GET', `/v1/gateway/payment/${s.paymentId}/status`)
-          if (status.isFinal)
-            return { ...s, status: status.status as string, confirmedAt, answeredAt, doneAt: Date.now() }
+        // As the wallet library polls: the confirm's own answer first, then one status read per interval.
+        let status = confirm
+        while (!status.isFinal) {
           await sleep(options.statusPollMs ?? 250)
+          status = await call('GET', `/v1/gateway/payment/${s.paymentId}/status`)
         }
+        return { ...s, status: status.status as string, confirmedAt, answeredAt, doneAt: Date.now() }
       }),
     )
     const seconds = (Math.max(...outcomes.map((o) => o.doneAt)) - started) / 1000

@@ -163,12 +163,13 @@ export async function runLiveSolana(options: LiveSolanaOptions): Promise<LiveSol
         const answeredAt = Date.now()
         const end = (status: string) => ({ ...s, status, confirmedAt, answeredAt, slotAtConfirm })
         if ('error' in confirm) return { ...end('confirm failed'), doneAt: Date.now(), slotAtDone: 0 }
-        for (;;) {
-          const status = await call('GET', `/v1/gateway/payment/${s.paymentId}/status`)
-          if (status.isFinal)
-            return { ...end(status.status), doneAt: Date.now(), slotAtDone: await connection.getSlot() }
+        // As the wallet library polls: the confirm's own answer first, then one status read per interval.
+        let status = confirm
+        while (!status.isFinal) {
           await sleep(options.statusPollMs ?? 250)
+          status = await call('GET', `/v1/gateway/payment/${s.paymentId}/status`)
         }
+        return { ...end(status.status), doneAt: Date.now(), slotAtDone: await connection.getSlot() }
       }),
     )
     const seconds = (Math.max(...outcomes.map((o) => o.doneAt)) - started) / 1000
