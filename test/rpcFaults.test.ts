@@ -127,12 +127,19 @@ describe('fault proxy in front of Anvil', () => {
     expect(receipt.status === 'fulfilled' && receipt.value.status).toBe('success')
     expect(proxy.calls('eth_getTransactionReceipt') - before).toBe(2)
 
-    // One hung call holds the whole answer: the other calls of its batch time out with it.
+    // One hung call holds the whole answer: the other calls of its batch time out with it, and their own
+    // scripted faults, never applied, are still there for their next call.
     proxy.inject('eth_chainId', { kind: 'hang' }, { times: 1 })
+    proxy.inject(
+      'eth_blockNumber',
+      { kind: 'error', code: -32000, message: 'header not found' },
+      { times: 1 },
+    )
     const held = await Promise.allSettled([batched.getChainId(), batched.getBlockNumber({ cacheTime: 0 })])
     expect(held.map((r) => r.status)).toEqual(['rejected', 'rejected'])
     expect(proxy.held()).toBe(1)
     proxy.cutHeld()
+    await expect(batched.getBlockNumber({ cacheTime: 0 })).rejects.toThrow(/header not found/)
     expect(await batched.getBlockNumber({ cacheTime: 0 })).toBeGreaterThan(0n)
   })
 

@@ -215,15 +215,17 @@ export async function startFaultProxy(
    * where one HTTP answer carries every element.
    */
   async function onBatch(requests: JsonRpcRequest[], body: string, res: ServerResponse): Promise<void> {
+    // A connection fault decides the whole answer: only its own count goes down (the other calls' scripted
+    // faults were not applied, so they are not used up).
+    const connection = requests.findIndex((r) => {
+      const kind = r.method ? scripted.get(r.method)?.fault.kind : undefined
+      return kind === 'hang' || kind === 'malformed' || kind === 'rateLimited' || kind === 'lostAnswer'
+    })
+    if (connection >= 0) {
+      const request = requests[connection]!
+      return applyFault(take(request.method!)!, request, body, res)
+    }
     const faults = requests.map((r) => (r.method ? take(r.method) : undefined))
-    const connection = faults.findIndex(
-      (f) =>
-        f?.kind === 'hang' ||
-        f?.kind === 'malformed' ||
-        f?.kind === 'rateLimited' ||
-        f?.kind === 'lostAnswer',
-    )
-    if (connection >= 0) return applyFault(faults[connection]!, requests[connection]!, body, res)
     const delayMs = Math.max(0, ...faults.map((f) => (f?.kind === 'delay' ? f.ms : 0)))
     if (delayMs > 0) await sleep(delayMs)
     const local = (f: Fault | undefined) =>

@@ -76,7 +76,7 @@ export function createEvmChain(options: EvmChainOptions): EvmChain {
     )
   }
   const executor = privateKeyToAccount(config.signerKey as Hex)
-  startRecoveryThread()
+  startRecoveryThread(log)
   const viemChain = defineChain({
     id: chainId,
     name: config.name ?? caip2,

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
 import { type Address, type Hex, recoverAddress } from 'viem'
+import type { JobLogger } from '../../jobs/runner.js'
 
 /**
  * ECDSA public-key recovery of a payer's signature, off the event loop. A recovery is about 1.3 ms of CPU
@@ -16,10 +17,21 @@ export function recoverSigner(hash: Hex, signature: Hex): Promise<Address> {
   return pool ? pool.recover(hash, signature) : recoverAddress({ hash, signature })
 }
 
-/** Starts the worker ahead of the first confirm (it takes ~150 ms to load): once per process. */
-export function startRecoveryThread(): void {
+/**
+ * Starts the worker ahead of the first confirm (it takes ~150 ms to load): once per process. `log` hears
+ * when recovery falls back to the event loop (the worker could not start, or stopped).
+ */
+export function startRecoveryThread(log?: Pick<JobLogger, 'warn'>): void {
+  if (log) warn ??= log.warn.bind(log)
   if (pool === undefined) pool = startPool() ?? null
 }
+
+let warn: JobLogger['warn'] | undefined
+const fellBack = (error: unknown) =>
+  warn?.(
+    { error: String(error) },
+    'Signature recovery runs on the event loop: its worker thread is not running',
+  )
 
 /** null: no worker (it could not start, or died); recovery runs inline from then on. */
 let pool: Pool | null | undefined
@@ -52,7 +64,8 @@ function startPool(): Pool | undefined {
   try {
     const viem = createRequire(import.meta.url).resolve('viem')
     worker = new Worker(workerSource(viem), { eval: true })
-  } catch {
+  } catch (error) {
+    fellBack(error)
     return undefined
   }
   worker.unref()
@@ -68,10 +81,11 @@ function startPool(): Pool | undefined {
     if (pending.size === 0) worker.unref()
   })
   // A worker that dies leaves nothing unanswered: what it held is recovered inline, and so is what follows.
-  const died = () => {
+  const died = (reason: unknown) => {
     if (!alive) return
     alive = false
     pool = null
+    fellBack(reason)
     for (const request of pending.values())
       recoverAddress({ hash: request.hash, signature: request.signature }).then(
         request.resolve,
@@ -80,7 +94,7 @@ function startPool(): Pool | undefined {
     pending.clear()
   }
   worker.on('error', died)
-  worker.on('exit', died)
+  worker.on('exit', (code) => died(`exited with code ${code}`))
   const self: Pool = {
     recover(hash, signature) {
       if (!alive) return recoverAddress({ hash, signature })
