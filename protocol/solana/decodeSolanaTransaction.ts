@@ -312,14 +312,16 @@ export function associatedTokenAddress(owner: string, mint: string, tokenProgram
 }
 
 /**
- * A signed wire transaction (legacy or v0) cut into its signatures and the message bytes they cover,
- * checked for layout only: a signature count that is the message header's, and a message after the
- * signatures. Undefined when the bytes are not laid out so. Decodes nothing else: enough where the
+ * A signed wire transaction (legacy or v0), as base64 or bytes, cut into its signatures and the message
+ * bytes they cover, checked for layout only: a signature count that is the message header's, and a message
+ * after the signatures. Undefined when the input is not laid out so. Decodes nothing else: enough where the
  * message must equal bytes known already, or as a form check before a full decode.
  */
 export function splitSolanaTransaction(
-  bytes: Uint8Array,
+  input: string | Uint8Array,
 ): { signatures: Uint8Array[]; message: Uint8Array } | undefined {
+  const bytes = typeof input === 'string' ? decodeBase64(input) : input
+  if (!bytes) return undefined
   let count: number
   let offset: number
   try {
@@ -328,8 +330,7 @@ export function splitSolanaTransaction(
     return undefined
   }
   const message = bytes.subarray(offset + count * 64)
-  // A versioned message starts with 0x80 | version, then the legacy header.
-  const header = (message[0] ?? 0) & 0x80 ? 1 : 0
+  const header = headerAt(message)
   if (count === 0 || message.length < header + 4 || message[header] !== count) return undefined
   const signatures = Array.from({ length: count }, (_, i) =>
     bytes.subarray(offset + i * 64, offset + (i + 1) * 64),
@@ -337,8 +338,28 @@ export function splitSolanaTransaction(
   return { signatures, message }
 }
 
+/**
+ * The required signers of a message (its first `numRequiredSignatures` static account keys, 32 bytes
+ * each), in signature order. Throws a PayError `invalid_action` when the message is shorter than its
+ * header says.
+ */
+export function messageSigners(message: Uint8Array): Uint8Array[] {
+  const header = headerAt(message)
+  const required = message[header] ?? 0
+  const [keyCount, keysLength] = readShortVec(message.subarray(header + 3))
+  const keysAt = header + 3 + keysLength
+  if (keyCount < required || message.length < keysAt + required * 32)
+    throw invalid('The Solana message is shorter than its header says.')
+  return Array.from({ length: required }, (_, i) => message.subarray(keysAt + i * 32, keysAt + (i + 1) * 32))
+}
+
+/** Where a message's header starts: a versioned message begins with 0x80 | version, a legacy one with it. */
+function headerAt(message: Uint8Array): number {
+  return (message[0] ?? 0) & 0x80 ? 1 : 0
+}
+
 /** Solana's compact-u16 at the start of `bytes`: its value and how many bytes it takes. */
-export function readShortVec(bytes: Uint8Array): [value: number, length: number] {
+function readShortVec(bytes: Uint8Array): [value: number, length: number] {
   let value = 0
   for (let i = 0; i < 3; i++) {
     const byte = bytes[i]

@@ -83,5 +83,8 @@ describe('a header value as published and as served', () => {
   it('a request the HTTP parser refuses is answered in the contract shape', async () => {
     const answer = await send(Buffer.from('Idempotency-Key: a\x01b\r\n', 'latin1'))
     expect(answer).toEqual({ status: 400, body: { code: 'invalid_params', message: expect.any(String) } })
+    // Headers past Node's 16 KiB: 431, in the same shape.
+    const oversized = await send(Buffer.from(`X-Padding: ${'p'.repeat(20_000)}\r\n`, 'latin1'))
+    expect(oversized).toEqual({ status: 431, body: { code: 'invalid_params', message: expect.any(String) } })
   })
 })

@@ -1,4 +1,4 @@
-import { decodeBase64, splitSolanaTransaction } from '../../../protocol/solana/index.js'
+import { splitSolanaTransaction } from '../../../protocol/solana/index.js'
 import type { WalletRpcAction } from '../../contract/gateway.js'
 import { paramsError } from '../errors.js'
 
@@ -33,8 +33,7 @@ const forms: Record<string, FormCheck> = {
     // A detached signature is 64 bytes; the spec wants the whole signed transaction.
     if (r.length === 0 || !base64.test(r)) return 'expected a base64-encoded signed transaction'
     // Its layout only: the driver compares the message with what the service built, byte for byte.
-    const bytes = decodeBase64(r)
-    return bytes && splitSolanaTransaction(bytes)
+    return splitSolanaTransaction(r)
       ? undefined
       : 'expected a base64-encoded signed transaction (it is not laid out as one)'
   },

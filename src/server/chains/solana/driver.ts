@@ -1,6 +1,6 @@
 import { getAccount, getAssociatedTokenAddressSync, TokenAccountNotFoundError } from '@solana/spl-token'
 import { PublicKey } from '@solana/web3.js'
-import { bytesEqual } from '../../../../protocol/solana/index.js'
+import { bytesEqual, messageSigners, splitSolanaTransaction } from '../../../../protocol/solana/index.js'
 import { fail, paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
 import type {
@@ -20,7 +20,7 @@ import type { SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
 import { encodeBase58 } from './keys.js'
 import { recordTransaction } from './store.js'
-import { buildTransfer, ed25519Key, messageSigners, splitSigned, validSignature } from './transaction.js'
+import { buildTransfer, ed25519Key, validSignature } from './transaction.js'
 
 /** Live builds also keep the blockhash: the transaction lands only until it expires (builtUsable, verify). */
 interface BuiltEntry extends BuiltMessage {
@@ -225,7 +225,7 @@ function optionState(state: unknown): SolanaOptionState {
 }
 
 function signedTransaction(result: string, index: number) {
-  const signed = splitSigned(result)
+  const signed = splitSolanaTransaction(result)
   if (!signed) throw paramsError(`results.${index}`, `results[${index}] is not a Solana transaction`)
   return signed
 }

@@ -5,7 +5,6 @@ import {
   getAssociatedTokenAddressSync,
 } from '@solana/spl-token'
 import { type Keypair, PublicKey, Transaction, TransactionInstruction } from '@solana/web3.js'
-import { decodeBase64, readShortVec, splitSolanaTransaction } from '../../../../protocol/solana/index.js'
 import type { MintInfo, SolanaChain } from './chain.js'
 import { encodeBase58 } from './keys.js'
 
@@ -108,25 +107,6 @@ export function ed25519Key(address: string | Uint8Array): KeyObject {
     key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(bytes).toString('base64url') },
     format: 'jwk',
   })
-}
-
-/** `splitSolanaTransaction` of a base64 wire transaction. */
-export function splitSigned(raw: string): ReturnType<typeof splitSolanaTransaction> {
-  const bytes = decodeBase64(raw)
-  return bytes && splitSolanaTransaction(bytes)
-}
-
-/**
- * The required signers of a message the service built (its first `numRequiredSignatures` account keys,
- * 32 bytes each), in signature order.
- */
-export function messageSigners(message: Uint8Array): Uint8Array[] {
-  // A versioned message starts with 0x80 | version, then the same header as a legacy one.
-  const header = (message[0] ?? 0) & 0x80 ? 1 : 0
-  const required = message[header] ?? 0
-  const [, keysLength] = readShortVec(message.subarray(header + 3))
-  const keysAt = header + 3 + keysLength
-  return Array.from({ length: required }, (_, i) => message.subarray(keysAt + i * 32, keysAt + (i + 1) * 32))
 }
 
 export function serializeSigned(transaction: Transaction): Buffer {
