@@ -286,3 +286,47 @@ describe('token program ids', () => {
     expect(info?.owner.equals(TOKEN_PROGRAM_ID)).toBe(true)
   })
 })
+
+describe('the clocked harness (slotMs), as a cluster', () => {
+  it('a transaction is processed in its slot, confirmed once the slot is over; getTransaction answers only then', async () => {
+    const clocked = await startSolanaValidator({ backend: 'litesvm', slotMs: 1_000 })
+    try {
+      const { connection } = clocked
+      const from = Keypair.generate()
+      await airdrop(connection, from.publicKey, LAMPORTS_PER_SOL)
+      const { blockhash, lastValidBlockHeight } = await connection.getLatestBlockhash()
+      const tx = new Transaction({ feePayer: from.publicKey, blockhash, lastValidBlockHeight }).add(
+        SystemProgram.transfer({
+          fromPubkey: from.publicKey,
+          toPubkey: bob.publicKey,
+          lamports: LAMPORTS_PER_SOL / 10,
+        }),
+      )
+      tx.sign(from)
+      // Sent right after a slot begins, so the reads below fall in the same slot (a second long).
+      const slot = await connection.getSlot()
+      while ((await connection.getSlot()) === slot) await new Promise((resolve) => setTimeout(resolve, 10))
+      const signature = await connection.sendRawTransaction(tx.serialize())
+      const landed = (await connection.getSignatureStatuses([signature])).value[0]
+      expect(landed).toMatchObject({ confirmationStatus: 'processed', confirmations: 0, err: null })
+      expect(
+        await connection.getTransaction(signature, {
+          commitment: 'confirmed',
+          maxSupportedTransactionVersion: 0,
+        }),
+      ).toBeNull()
+      await expect
+        .poll(async () => (await connection.getSignatureStatuses([signature])).value[0]?.confirmationStatus, {
+          timeout: 5_000,
+        })
+        .toBe('confirmed')
+      const read = await connection.getTransaction(signature, {
+        commitment: 'confirmed',
+        maxSupportedTransactionVersion: 0,
+      })
+      expect(read?.slot).toBe(landed!.slot)
+    } finally {
+      await clocked.stop()
+    }
+  })
+})
