@@ -125,12 +125,18 @@ describe('/docs in real Chromium', { timeout: 90_000 }, () => {
       await block.locator('.opblock-body').waitFor()
 
       const examples = Object.values(operation.requestBody!.content['application/json']!.examples!)
+      // The body and its parts render in separate passes: poll rather than read the first pass.
       const options = block.locator('.opblock-section-request-body .examples-select-element option')
-      expect(await options.allInnerTexts(), operation.operationId).toEqual(examples.map((e) => e.summary))
+      await expect
+        .poll(() => options.allInnerTexts(), { message: operation.operationId, timeout: 30_000 })
+        .toEqual(examples.map((e) => e.summary))
       const shown = await block.locator('.opblock-section-request-body .body-param__example').innerText()
       expect(JSON.parse(shown), operation.operationId).toEqual(examples[0]!.value)
 
       // Each status's row lists the codes its description names (`code`, `code`, ...).
+      await expect
+        .poll(() => block.locator('.responses-wrapper tr.response').count(), { timeout: 30_000 })
+        .toBe(Object.keys(operation.responses).length)
       const rows = Object.fromEntries(
         await block
           .locator('.responses-wrapper tr.response')
