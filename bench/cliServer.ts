@@ -96,6 +96,39 @@ export async function inParallel<T, R>(
 }
 
 /**
+ * A payer's status reads after its confirm answered `confirmed`, as the wallet library makes them
+ * (src/flow/poll.ts): the first 250 ms after the confirm's answer, each held by the server until the status changes
+ * (`Prefer: wait=20`), the next when the answer's `pollInMs` says, never sooner than 250 ms after the
+ * last. With `everyMs`, one plain read every that many ms instead (how payers polled before the server
+ * held reads; kept to compare).
+ */
+export async function readUntilFinal(
+  call: CliServer['call'],
+  paymentId: string,
+  confirmed: Json,
+  everyMs?: number,
+): Promise<Json> {
+  const url = `/v1/gateway/payment/${paymentId}/status`
+  let status = confirmed
+  // The confirm's answer counts as the last read.
+  let lastReadAt = Date.now()
+  let delay = 0
+  while (!status.isFinal) {
+    if (everyMs !== undefined) {
+      await sleep(everyMs)
+      status = await call('GET', url)
+      continue
+    }
+    const wait = Math.max(delay, lastReadAt + 250 - Date.now())
+    if (wait > 0) await sleep(wait)
+    lastReadAt = Date.now()
+    status = await call('GET', url, undefined, { prefer: 'wait=20' })
+    delay = status.pollInMs ?? 1000
+  }
+  return status
+}
+
+/**
  * The merchant's view of each payment once it is final and, when it succeeded, its settlement recorded
  * (or after a minute without one: the money check then tells).
  */

@@ -29,12 +29,20 @@ import {
   signAuthorization,
   startAnvil,
 } from '../../test/anvil.js'
-import { type CliServer, inParallel, quantile, settledViews, sleep, startCliServer } from '../cliServer.js'
+import {
+  type CliServer,
+  inParallel,
+  quantile,
+  readUntilFinal,
+  settledViews,
+  sleep,
+  startCliServer,
+} from '../cliServer.js'
 
 export interface LiveRelayOptions {
   /** Payers confirming at once (and relays in the ceiling run). */
   payers: number
-  /** How often each payer reads its payment's status, ms (default 250). */
+  /** Plain status reads every this many ms instead of the library's held reads (readUntilFinal). */
   statusPollMs?: number
 }
 
@@ -148,12 +156,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
         const answeredAt = Date.now()
         if ('error' in confirm)
           return { ...s, status: 'confirm failed', confirmedAt, answeredAt, doneAt: Date.now() }
-        // As the wallet library polls: the confirm's own answer first, then one status read per interval.
-        let status = confirm
-        while (!status.isFinal) {
-          await sleep(options.statusPollMs ?? 250)
-          status = await call('GET', `/v1/gateway/payment/${s.paymentId}/status`)
-        }
+        const status = await readUntilFinal(call, s.paymentId, confirm, options.statusPollMs)
         return { ...s, status: status.status as string, confirmedAt, answeredAt, doneAt: Date.now() }
       }),
     )
@@ -371,13 +374,13 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     options: {
       payers: { type: 'string', default: '200' },
       chain: { type: 'string', default: 'evm' },
-      // How often each payer reads its status: 250 ms by default (latency read to a quarter block); the
-      // wallet library polls at the 1000 ms the server suggests.
-      'poll-ms': { type: 'string', default: '250' },
+      // Without it, payers read their status as the wallet library does (held until it changes); with
+      // it, one plain read every that many ms (how payers polled before the server held reads).
+      'poll-ms': { type: 'string' },
     },
   })
   const payers = Number(values.payers)
-  const statusPollMs = Number(values['poll-ms'])
+  const statusPollMs = values['poll-ms'] === undefined ? undefined : Number(values['poll-ms'])
   if (values.chain === 'solana') {
     const { formatLiveSolana, runLiveSolana } = await import('./liveRelaySolana.js')
     console.log(formatLiveSolana(await runLiveSolana({ payers, statusPollMs })))
@@ -385,6 +388,6 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     console.log(formatLiveRelay(await runLiveRelay({ payers, statusPollMs })))
   }
   console.log(
-    `Command: npm run bench:live -- --chain ${values.chain} --payers ${values.payers} --poll-ms ${values['poll-ms']}`,
+    `Command: npm run bench:live -- --chain ${values.chain} --payers ${values.payers}${statusPollMs === undefined ? '' : ` --poll-ms ${statusPollMs}`}`,
   )
 }

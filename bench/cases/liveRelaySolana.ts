@@ -30,12 +30,20 @@ import {
   startSolanaValidator,
   tokenBalance,
 } from '../../test/solana/index.js'
-import { type CliServer, inParallel, quantile, settledViews, sleep, startCliServer } from '../cliServer.js'
+import {
+  type CliServer,
+  inParallel,
+  quantile,
+  readUntilFinal,
+  settledViews,
+  sleep,
+  startCliServer,
+} from '../cliServer.js'
 
 export interface LiveSolanaOptions {
   /** Payers confirming at once (and transfers in the ceiling run). */
   payers: number
-  /** How often each payer reads its payment's status, ms (default 250). */
+  /** Plain status reads every this many ms instead of the library's held reads (readUntilFinal). */
   statusPollMs?: number
 }
 
@@ -163,12 +171,7 @@ export async function runLiveSolana(options: LiveSolanaOptions): Promise<LiveSol
         const answeredAt = Date.now()
         const end = (status: string) => ({ ...s, status, confirmedAt, answeredAt, slotAtConfirm })
         if ('error' in confirm) return { ...end('confirm failed'), doneAt: Date.now(), slotAtDone: 0 }
-        // As the wallet library polls: the confirm's own answer first, then one status read per interval.
-        let status = confirm
-        while (!status.isFinal) {
-          await sleep(options.statusPollMs ?? 250)
-          status = await call('GET', `/v1/gateway/payment/${s.paymentId}/status`)
-        }
+        const status = await readUntilFinal(call, s.paymentId, confirm, options.statusPollMs)
         return { ...end(status.status), doneAt: Date.now(), slotAtDone: await connection.getSlot() }
       }),
     )

@@ -23,7 +23,12 @@ export function createGatewayClient(config: GatewayClientConfig): GatewayApi {
     name: N,
     paymentId: string,
     options: CallOptions | undefined,
-    extra: { body?: unknown; safeToRetry?: boolean; idempotencyKey?: string } = {},
+    extra: {
+      body?: unknown
+      safeToRetry?: boolean
+      idempotencyKey?: string
+      headers?: Record<string, string>
+    } = {},
   ) => {
     const route = gatewayRoutes[name]
     const idempotencyKey = options?.idempotencyKey ?? extra.idempotencyKey
@@ -32,6 +37,7 @@ export function createGatewayClient(config: GatewayClientConfig): GatewayApi {
       path: route.path.replace(':id', encodeURIComponent(paymentId)),
       parse: parser<ResponseOf<N>>(route.response),
       body: extra.body,
+      ...(extra.headers ? { headers: extra.headers } : {}),
       ...(options?.signal ? { signal: options.signal } : {}),
       ...(idempotencyKey ? { idempotencyKey } : {}),
       ...(extra.safeToRetry ? { safeToRetry: true } : {}),
@@ -40,7 +46,13 @@ export function createGatewayClient(config: GatewayClientConfig): GatewayApi {
 
   return {
     getPayment: (paymentId, options) => call('gatewayGetPayment', paymentId, options),
-    getStatus: (paymentId, options) => call('gatewayGetStatus', paymentId, options),
+    getStatus: (paymentId, options) =>
+      call(
+        'gatewayGetStatus',
+        paymentId,
+        options,
+        options?.waitSeconds ? { headers: { Prefer: `wait=${Math.ceil(options.waitSeconds)}` } } : {},
+      ),
     // Options and fetch only quote or build; repeating them changes no payment state.
     getOptions: (paymentId, body, options) =>
       call('gatewayOptions', paymentId, options, { body, safeToRetry: true }),

@@ -28,6 +28,11 @@ export interface Endpoint {
    */
   errors?: readonly ServiceErrorCode[]
   deprecated?: boolean
+  /**
+   * `wait`: the read honours `Prefer: wait=<seconds>` (RFC 7240): held until the payment's status
+   * changes, answered with `Preference-Applied` and `pollInMs: 0` when it waited.
+   */
+  prefer?: 'wait'
   summary: string
 }
 

@@ -184,6 +184,7 @@ export const merchantEndpoints = {
     response: StatusResponse,
     status: 200,
     errors: ['payment_not_found'],
+    prefer: 'wait',
     summary: 'Payment status',
   }),
   listMerchantPayments: endpoint({

@@ -30,6 +30,7 @@ export const gatewayEndpoints = {
     response: StatusResponse,
     status: 200,
     errors: ['payment_not_found'],
+    prefer: 'wait',
     summary: 'Payment status (wallet)',
   }),
   gatewayOptions: endpoint({

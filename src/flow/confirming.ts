@@ -49,7 +49,7 @@ export async function confirm(run: FlowRun): Promise<void> {
 /** Reads the payment's status until it is final, then ends the flow with it. */
 export async function poll(run: FlowRun): Promise<void> {
   const final = await pollUntilFinal({
-    getStatus: (signal) => getStatus(run, signal),
+    getStatus: (signal, waitSeconds) => getStatus(run, signal, waitSeconds),
     firstDelayMs: run.data.pollInMs,
     signal: run.controller.signal,
     onStatus: (status) => showStatus(run, status),
@@ -58,8 +58,8 @@ export async function poll(run: FlowRun): Promise<void> {
   finishWithStatus(run, final.status, final.txId)
 }
 
-function getStatus(run: FlowRun, signal: AbortSignal) {
-  return run.config.gateway.getStatus(run.paymentId, { signal })
+function getStatus(run: FlowRun, signal: AbortSignal, waitSeconds?: number) {
+  return run.config.gateway.getStatus(run.paymentId, { signal, ...(waitSeconds ? { waitSeconds } : {}) })
 }
 
 function showStatus(run: FlowRun, status: StatusEvent): void {

@@ -23,7 +23,7 @@ describe('pollUntilFinal', () => {
       firstDelayMs: 500,
       signal: new AbortController().signal,
       onStatus: (s) => seen.push(s),
-      options: { random: () => 0.5, jitter: 0.1 },
+      options: { random: () => 0.5, jitter: 0.1, waitSeconds: 0 },
     })
     await vi.advanceTimersByTimeAsync(524)
     expect(getStatus).toHaveBeenCalledTimes(0)
@@ -45,7 +45,7 @@ describe('pollUntilFinal', () => {
       firstDelayMs: null,
       signal: new AbortController().signal,
       onStatus: () => undefined,
-      options: { intervalMs: 300, jitter: 0 },
+      options: { intervalMs: 300, jitter: 0, waitSeconds: 0 },
     })
     await vi.advanceTimersByTimeAsync(299)
     expect(getStatus).not.toHaveBeenCalled()
@@ -60,7 +60,7 @@ describe('pollUntilFinal', () => {
       firstDelayMs: 1000,
       signal: new AbortController().signal,
       onStatus: () => undefined,
-      options: { deadlineMs: 3500, jitter: 0 },
+      options: { deadlineMs: 3500, jitter: 0, waitSeconds: 0 },
     })
     const outcome = expect(done).rejects.toThrowError(
       expect.objectContaining({
@@ -85,7 +85,7 @@ describe('pollUntilFinal', () => {
       if (next instanceof PayError) throw next
       return next
     }
-    const options = { jitter: 0, intervalMs: 100 }
+    const options = { jitter: 0, intervalMs: 100, waitSeconds: 0, minGapMs: 0 }
     const signal = new AbortController().signal
     const done = pollUntilFinal({ getStatus, firstDelayMs: 100, signal, onStatus: () => undefined, options })
     await vi.advanceTimersByTimeAsync(300)
@@ -113,6 +113,7 @@ describe('pollUntilFinal', () => {
       firstDelayMs: 60_000,
       signal: controller.signal,
       onStatus: () => undefined,
+      options: { waitSeconds: 0 },
     })
     const check = expect(done).rejects.toThrowError(expect.objectContaining({ code: 'aborted' }))
     await vi.advanceTimersByTimeAsync(10)
@@ -137,9 +138,100 @@ describe('pollUntilFinal', () => {
           now += ms
         },
         random: () => 0,
+        waitSeconds: 0,
       },
     })
     expect(result).toEqual(succeeded)
     expect(sleeps).toEqual([250, 1000])
+  })
+
+  describe('with reads held by the service (Prefer: wait)', () => {
+    it('reads at once, asks for the wait, and follows a held answer (pollInMs 0) with the next read', async () => {
+      let now = 0
+      const sleeps: number[] = []
+      const asked: number[] = []
+      // The service holds each read 5 s (the clock moves while it does), then answers pollInMs 0.
+      const answers = [
+        { status: 'processing', isFinal: false, pollInMs: 0 },
+        { status: 'processing', isFinal: false, pollInMs: 0 },
+        succeeded,
+      ] as StatusResponse[]
+      const result = await pollUntilFinal({
+        getStatus: async (_signal, waitSeconds) => {
+          asked.push(waitSeconds)
+          now += 5000
+          return answers.shift()!
+        },
+        firstDelayMs: 1000,
+        signal: new AbortController().signal,
+        onStatus: () => undefined,
+        options: {
+          now: () => now,
+          sleep: async (ms) => {
+            sleeps.push(ms)
+            now += ms
+          },
+          random: () => 0.5,
+          waitSeconds: 15,
+        },
+      })
+      expect(result).toEqual(succeeded)
+      // minGapMs after the confirm's answer, then each read right after the held one before it.
+      expect(sleeps).toEqual([250])
+      expect(asked).toEqual([15, 15, 15])
+    })
+
+    it('never reads more often than minGapMs, whatever a service answers at once', async () => {
+      let now = 0
+      const reads: number[] = []
+      const answers = Array.from({ length: 4 }, () => ({ status: 'processing', isFinal: false, pollInMs: 0 }))
+      const result = await pollUntilFinal({
+        getStatus: async () => {
+          reads.push(now)
+          return (answers.shift() ?? succeeded) as StatusResponse
+        },
+        firstDelayMs: null,
+        signal: new AbortController().signal,
+        onStatus: () => undefined,
+        options: {
+          now: () => now,
+          sleep: async (ms) => {
+            now += ms
+          },
+          minGapMs: 250,
+        },
+      })
+      expect(result).toEqual(succeeded)
+      expect(reads).toEqual([250, 500, 750, 1000, 1250])
+    })
+
+    it('asks for no longer than the deadline leaves, and polls as before when the service does not hold', async () => {
+      let now = 0
+      const asked: number[] = []
+      const reads: number[] = []
+      const done = pollUntilFinal({
+        getStatus: async (_signal, waitSeconds) => {
+          asked.push(waitSeconds)
+          reads.push(now)
+          return processing
+        },
+        firstDelayMs: null,
+        signal: new AbortController().signal,
+        onStatus: () => undefined,
+        options: {
+          now: () => now,
+          sleep: async (ms) => {
+            now += ms
+          },
+          random: () => 0,
+          deadlineMs: 2500,
+          waitSeconds: 20,
+        },
+      })
+      await expect(done).rejects.toThrowError(expect.objectContaining({ code: 'poll_timeout' }))
+      // minGapMs after the start, then every pollInMs (1000): this service answered without holding.
+      expect(reads).toEqual([250, 1250, 2250, 2500])
+      expect(asked).toEqual([3, 2, 1, 0])
+    })
   })
 })

@@ -9,13 +9,21 @@ export interface PollOptions {
   intervalMs?: number
   /** Extra wait as a fraction of the interval, drawn at random, so wallets do not poll in step. Default 0.1. */
   jitter?: number
+  /**
+   * Asks the service to hold each status read until the status changes, up to this many seconds
+   * (`Prefer: wait`): the flow then learns the outcome when it happens, with one read instead of one per
+   * `pollInMs`. A service without it answers at once and the flow polls as before. Default 20; 0: never.
+   */
+  waitSeconds?: number
+  /** The least time between two status reads, whatever the service answers. Default 250. */
+  minGapMs?: number
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>
   now?: () => number
   random?: () => number
 }
 
 export interface PollParameters {
-  getStatus(signal: AbortSignal): Promise<StatusResponse>
+  getStatus(signal: AbortSignal, waitSeconds: number): Promise<StatusResponse>
   /** The `pollInMs` of the last answer (confirm's, or the snapshot's when resuming). */
   firstDelayMs: number | null
   signal: AbortSignal
@@ -27,12 +35,20 @@ const defaultPollOptions = {
   deadlineMs: 10 * 60_000,
   intervalMs: 1_000,
   jitter: 0.1,
+  waitSeconds: 20,
+  minGapMs: 250,
 } as const
 
 /** Codes worth another poll: the status read failed, the payment did not. */
 const transientCodes: readonly string[] = ['network_error', 'rate_limited', 'internal_error']
 
-/** Waits `pollInMs` (plus jitter) between status reads until the status is final or the deadline passes. */
+/**
+ * Reads the status until it is final or the deadline passes, waiting `pollInMs` (plus jitter) between
+ * reads, never sooner than `minGapMs` after the previous answer (a service answering 0 at once cannot make
+ * the flow spin). With `waitSeconds` the reads ask to be held until the status changes: the first goes
+ * `minGapMs` after the answer that started the polling, and a service that held one answers `pollInMs: 0`,
+ * so the next follows it.
+ */
 export async function pollUntilFinal(parameters: PollParameters): Promise<StatusResponse> {
   const { signal, options = {} } = parameters
   const now = options.now ?? Date.now
@@ -41,8 +57,12 @@ export async function pollUntilFinal(parameters: PollParameters): Promise<Status
   const deadlineMs = options.deadlineMs ?? defaultPollOptions.deadlineMs
   const intervalMs = options.intervalMs ?? defaultPollOptions.intervalMs
   const jitter = options.jitter ?? defaultPollOptions.jitter
+  const waitSeconds = options.waitSeconds ?? defaultPollOptions.waitSeconds
+  const minGapMs = options.minGapMs ?? defaultPollOptions.minGapMs
   const deadline = now() + deadlineMs
-  let nextDelay = parameters.firstDelayMs
+  let nextDelay = waitSeconds > 0 ? 0 : parameters.firstDelayMs
+  // The answer that started the polling (confirm's, or a resumed snapshot's) counts as the last read.
+  let lastReadAt = now()
   let last: StatusResponse | undefined
 
   for (;;) {
@@ -55,10 +75,12 @@ export async function pollUntilFinal(parameters: PollParameters): Promise<Status
       })
     }
     const base = nextDelay ?? intervalMs
-    await abortable(sleep(Math.min(remaining, base + Math.floor(base * jitter * random())), signal), signal)
+    const delay = Math.max(base + Math.floor(base * jitter * random()), lastReadAt + minGapMs - now())
+    if (delay > 0) await abortable(sleep(Math.min(remaining, delay), signal), signal)
     throwIfAborted(signal)
     try {
-      last = await parameters.getStatus(signal)
+      lastReadAt = now()
+      last = await parameters.getStatus(signal, Math.min(waitSeconds, Math.ceil((deadline - now()) / 1000)))
     } catch (error) {
       if (isPayError(error) && transientCodes.includes(error.code)) {
         nextDelay = null

@@ -11,6 +11,7 @@ import { createCorsPolicy } from './cors.js'
 import { answerUnparsableRequest, registerErrorHandling, sendError } from './errors.js'
 import { FastPath } from './fastPath.js'
 import { newId } from './ids.js'
+import { StatusChanges } from './payments/statusChanges.js'
 import { registerRateLimit } from './rateLimit.js'
 import { OneLineRequestLog } from './requestLog.js'
 import { routeModules } from './routes/index.js'
@@ -73,6 +74,10 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   app.addHook('onClose', async () => unregisterFastPath())
   const now = options.now ?? (() => new Date())
   app.decorate('now', now)
+  // Waiting is offered once server.ts connects the change feed (setListening); held reads answer at close.
+  const statusChanges = new StatusChanges(config.statusWaitMaxMs)
+  app.decorate('statusChanges', statusChanges)
+  app.addHook('preClose', async () => statusChanges.close())
   const live =
     options.live ??
     createLiveRuntime({ config, db: options.db, ...(options.logger ? { log: options.logger } : {}) })

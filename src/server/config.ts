@@ -124,6 +124,7 @@ const ConfigFileSchema = z.strictObject({
   paymentTtlSeconds: z.optional(PositiveInt),
   bodyLimitBytes: z.optional(PositiveInt),
   authCacheMs: z.optional(z.int().check(z.minimum(0), z.maximum(60_000))),
+  statusWaitMaxMs: z.optional(z.int().check(z.minimum(0), z.maximum(120_000))),
   fastPaths: z.optional(z.boolean()),
   sandboxRefundDelayMs: z.optional(z.int().check(z.minimum(0), z.maximum(600_000))),
   cors: z.optional(CorsConfigSchema),
@@ -168,6 +169,11 @@ export interface ServerConfig {
    */
   authCacheMs: number
   /**
+   * The longest a status read is held for `Prefer: wait=<seconds>` (payments/statusChanges.ts): it answers
+   * as soon as the payment's status changes, else after min(wait, this). 0 offers no waiting. Default 20000.
+   */
+  statusWaitMaxMs: number
+  /**
    * The in-process shortcuts past the plain path (fastPath.ts): cached credentials, kept final status
    * answers. false turns every one off; answers are the same either way.
    */
@@ -202,6 +208,7 @@ export const defaultConfig: ServerConfig = {
   paymentTtlSeconds: 15 * 60,
   bodyLimitBytes: 1024 * 1024,
   authCacheMs: 1000,
+  statusWaitMaxMs: 20_000,
   fastPaths: true,
   sandboxRefundDelayMs: 1000,
   cors: { gateway: '*', merchant: [] },
@@ -236,6 +243,7 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
     paymentTtlSeconds: file.paymentTtlSeconds ?? defaultConfig.paymentTtlSeconds,
     bodyLimitBytes: file.bodyLimitBytes ?? defaultConfig.bodyLimitBytes,
     authCacheMs: file.authCacheMs ?? defaultConfig.authCacheMs,
+    statusWaitMaxMs: file.statusWaitMaxMs ?? defaultConfig.statusWaitMaxMs,
     fastPaths: file.fastPaths ?? defaultConfig.fastPaths,
     sandboxRefundDelayMs: file.sandboxRefundDelayMs ?? defaultConfig.sandboxRefundDelayMs,
     cors: {

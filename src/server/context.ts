@@ -1,6 +1,7 @@
 import type { ApiVersion } from '../contract/errors.js'
 import type { ServerConfig } from './config.js'
 import type { FastPath } from './fastPath.js'
+import type { StatusChanges } from './payments/statusChanges.js'
 import type { Db } from './store/db.js'
 import type { MerchantRow, Mode } from './store/schema.js'
 
@@ -35,5 +36,7 @@ declare module 'fastify' {
     fastPath: FastPath
     /** The clock of the app (tests pass a fake one to buildApp). */
     now(): Date
+    /** Status reads waiting for their payment's status to change (`Prefer: wait`). */
+    statusChanges: StatusChanges
   }
 }

@@ -24,9 +24,9 @@ const gatewayPrefixes = ['/v1/gateway/', '/wcp/v1/gateway/']
 const allowHeaders: Record<Surface, string> = {
   // WCP-Version and Api-Version: the WalletConnect Pay SDK's version headers (the /wcp mount reads them).
   gateway:
-    'Content-Type, Api-Key, App-Id, Client-Id, Pay-Version, WCP-Version, Api-Version, Sdk-Name, Sdk-Version, Sdk-Platform, Idempotency-Key',
+    'Content-Type, Api-Key, App-Id, Client-Id, Pay-Version, WCP-Version, Api-Version, Sdk-Name, Sdk-Version, Sdk-Platform, Idempotency-Key, Prefer',
   merchant:
-    'Content-Type, Api-Key, Merchant-Id, Pay-Version, Sdk-Name, Sdk-Version, Sdk-Platform, Idempotency-Key',
+    'Content-Type, Api-Key, Merchant-Id, Pay-Version, Sdk-Name, Sdk-Version, Sdk-Platform, Idempotency-Key, Prefer',
 }
 
 const allowMethods: Record<Surface, string> = {
@@ -37,9 +37,9 @@ const allowMethods: Record<Surface, string> = {
 /** Response headers a client may read beyond the CORS-safelisted ones. */
 const exposeHeaders: Record<Surface, string> = {
   gateway:
-    'Pay-Version, WCP-Version, Request-Id, Retry-After, Idempotent-Replayed, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset',
+    'Pay-Version, WCP-Version, Request-Id, Retry-After, Idempotent-Replayed, Preference-Applied, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset',
   merchant:
-    'Pay-Version, Request-Id, Retry-After, Idempotent-Replayed, Deprecation, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset',
+    'Pay-Version, Request-Id, Retry-After, Idempotent-Replayed, Deprecation, Preference-Applied, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset',
 }
 
 /** Chromium caps a cached preflight at 2 h; the answer only changes with the config, i.e. on restart. */

@@ -10,6 +10,7 @@ import {
 } from '../contract/errors.js'
 import { CryptoSettlementInput, MerchantUpdateBody } from '../contract/merchant.js'
 import { PaymentCreateBodyPreview } from '../contract/payment.js'
+import { PreferHeader } from '../contract/status.js'
 import { databaseRetryAfterSeconds } from './errors.js'
 import { wcpWireStatus } from './wcp/routes.js'
 import { wcpEndpoints } from './wcp/wire.js'
@@ -220,6 +221,19 @@ function parameters(endpoint: Endpoint, mount: Mount): JsonSchema[] {
       schema: headerValue(255),
     })
   }
+  if (endpoint.prefer === 'wait') {
+    out.push({
+      name: 'Prefer',
+      in: 'header',
+      required: false,
+      description:
+        'RFC 7240 preferences. `wait=<seconds>` holds the answer of a payment not final yet until its status ' +
+        "changes or that long passes (at most the server's `statusWaitMaxMs`, 20 s by default); such an " +
+        'answer carries `Preference-Applied` and `pollInMs: 0`. Other preferences are ignored.',
+      schema: toJsonSchema(PreferHeader, 'input'),
+      example: 'wait=20',
+    })
+  }
   out.push({
     name: mount.versionHeader,
     in: 'header',
@@ -407,6 +421,14 @@ function operation(name: string, endpoint: Endpoint, mount: Mount, tag: string):
             : {}),
           ...(endpoint.deprecated
             ? { Deprecation: { required: true, schema: { type: 'string', enum: ['true'] } } }
+            : {}),
+          ...(endpoint.prefer === 'wait'
+            ? {
+                'Preference-Applied': {
+                  description: 'Present (`wait=<seconds>`) when the answer was held for `Prefer: wait`.',
+                  schema: { type: 'string', pattern: '^wait=[0-9]+$' },
+                },
+              }
             : {}),
         },
         content: { 'application/json': { schema: toJsonSchema(endpoint.response, 'output') } },

@@ -8,6 +8,7 @@ import { resolveConfig, type ServerConfig } from './config.js'
 import { sweepIdempotencyKeys } from './idempotency.js'
 import type { JobListener } from './jobs/notify.js'
 import { type JobRunner, startJobRunner } from './jobs/runner.js'
+import { listenForStatusChanges } from './payments/statusChanges.js'
 import { type Db, openDatabase } from './store/db.js'
 import { startWebhookDispatcher, type WebhookDispatcher } from './webhooks/dispatch.js'
 
@@ -44,6 +45,9 @@ export interface StartServerOptions {
 
 export type ServerRole = 'all' | 'api' | 'worker'
 
+/** How long a stop waits for in-flight requests before closing their connections. */
+const shutdownGraceMs = 10_000
+
 export interface RunningServer {
   app: FastifyInstance
   db: Db
@@ -72,6 +76,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
   let sweeper: NodeJS.Timeout | undefined
   let jobs: JobRunner | undefined
   let credentials: JobListener | undefined
+  let statusChanges: JobListener | undefined
   let webhooks: WebhookDispatcher | undefined
   try {
     const bootstrap = options.bootstrapPartner ? await bootstrapPartner(database.db) : undefined
@@ -88,6 +93,16 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
         cache: app.fastPath.auth,
         ...(log
           ? { onError: (error) => log.warn({ error: String(error) }, 'Credential notifications interrupted') }
+          : {}),
+      })
+      statusChanges = listenForStatusChanges({
+        connectionString: database.url,
+        changes: app.statusChanges,
+        ...(log
+          ? {
+              onError: (error) =>
+                log.warn({ error: String(error) }, 'Payment status notifications interrupted'),
+            }
           : {}),
       })
       const host = options.host ?? '127.0.0.1'
@@ -146,7 +161,12 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
           await webhooks?.stop()
           await jobs?.stop()
           await credentials?.close()
+          // In-flight requests drain; a connection still open after the grace (a peer gone without closing
+          // it, e.g. a phone off the network mid-read) is cut so that the stop cannot hang on it.
+          const cut = setTimeout(() => running.server.closeAllConnections(), shutdownGraceMs).unref()
           await running.close()
+          clearTimeout(cut)
+          await statusChanges?.close()
           await database.close()
         })()
         return stopping
@@ -157,6 +177,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
     await webhooks?.stop().catch(() => {})
     await jobs?.stop().catch(() => {})
     await credentials?.close().catch(() => {})
+    await statusChanges?.close().catch(() => {})
     await app?.close().catch(() => {})
     await database.close().catch(() => {})
     throw error

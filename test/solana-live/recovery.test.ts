@@ -170,10 +170,11 @@ describe('settlement batches', () => {
   it('payments that succeed together settle in ONE transfer of their sum, recorded as each payment’s settlement', async () => {
     const merchantOwner = Keypair.generate()
     const merchantId = await live.createMerchant(merchantOwner.publicKey)
-    const payments = []
-    for (let i = 0; i < 3; i++) payments.push(await confirmedPayment(live, await live.newBuyer(), merchantId))
+    const buyers = [await live.newBuyer(), await live.newBuyer(), await live.newBuyer()]
     const sends = live.proxy.calls('sendTransaction')
     const executed = live.executed()
+    const payments = []
+    for (const buyer of buyers) payments.push(await confirmedPayment(live, buyer, merchantId))
 
     const runner = live.startRunner()
     const settled = await Promise.all(
@@ -196,7 +197,7 @@ describe('settlement batches', () => {
       .where('purpose', '=', 'settlement')
       .execute()
     expect(recorded).toEqual([expect.objectContaining({ signature: [...txIds][0], state: 'landed' })])
-    // Three payments and one settlement, each sent once.
+    // Three payments (sent at their confirms) and one settlement, each sent once.
     expect(live.proxy.calls('sendTransaction')).toBe(sends + 4)
     expect(live.executed()).toBe(executed + 4)
   })

@@ -118,6 +118,11 @@ export interface ConfirmContext {
    * they exist exactly when the transition does. In `verify`: the plain database handle.
    */
   db: Db
+  /**
+   * In `confirm`: runs `fn` once the request's writes are committed or rolled back (so `fn` must find out
+   * which, e.g. by the rows it needs). Lets a driver start at once what its job would start later.
+   */
+  afterCommit?: (fn: () => void) => void
 }
 
 export type ConfirmOutcome =

@@ -25,6 +25,8 @@ export interface ConfirmInput {
   now: Date
   /** Runs in the transaction that moves the payment to processing (e.g. to record what was confirmed). */
   onProcessing?: (trx: Db) => Promise<void>
+  /** The request's after-commit hook (RouteContext.afterCommit), offered to the driver's confirm. */
+  afterCommit?: (fn: () => void) => void
 }
 
 /**
@@ -94,7 +96,13 @@ export async function confirmPayment(input: ConfirmInput): Promise<ConfirmRespon
       now,
     })
     await input.onProcessing?.(trx)
-    const outcome = decided ?? (await driver.confirm({ ...base, db: trx }))
+    const outcome =
+      decided ??
+      (await driver.confirm({
+        ...base,
+        db: trx,
+        ...(input.afterCommit ? { afterCommit: input.afterCommit } : {}),
+      }))
     if (outcome.status === 'processing') return processing
     if (outcome.status === 'failed') {
       return transitionPayment(trx, {

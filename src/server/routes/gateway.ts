@@ -16,6 +16,7 @@ import { findPaymentStatus } from '../payments/views.js'
 import { defineRoute } from '../route.js'
 import type { Db } from '../store/db.js'
 import type { Mode } from '../store/schema.js'
+import { statusRead } from './statusReads.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -35,8 +36,10 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
     return gatewayPaymentJson(await findGatewayPayment(db, params.id, auth.mode, now), config)
   })
 
-  defineRoute(app, endpoints.gatewayGetStatus, async ({ db, auth, params, now, fastPath }) => {
-    return findPaymentStatus(db, params.id, { mode: auth.mode }, now, fastPath.finalStatuses)
+  defineRoute(app, endpoints.gatewayGetStatus, async ({ request, reply, db, auth, params, fastPath }) => {
+    return statusRead(request, reply, app.statusChanges, params.id, () =>
+      findPaymentStatus(db, params.id, { mode: auth.mode }, app.now(), fastPath.finalStatuses),
+    )
   })
 
   defineRoute(app, endpoints.gatewayOptions, async ({ db, auth, params, body, config, now }) => {
@@ -65,9 +68,9 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
   })
 
   defineRoute(app, endpoints.gatewayConfirm, async (ctx) => {
-    const { db, body, config, now } = ctx
+    const { db, body, config, now, afterCommit } = ctx
     const { payment, option } = await paymentAndOption(ctx)
-    return confirmPayment({ db, config, registry, payment, option, body, now })
+    return confirmPayment({ db, config, registry, payment, option, body, now, afterCommit })
   })
 
   // The hosted form posts here from the buyer's browser, which holds no gateway credentials: the option id

@@ -8,6 +8,7 @@ import { createPayment } from '../payments/create.js'
 import { listPayments } from '../payments/list.js'
 import { findMerchantPayment, findPaymentStatus, paymentJson } from '../payments/views.js'
 import { defineRoute } from '../route.js'
+import { statusRead } from './statusReads.js'
 
 export async function paymentRoutes(app: FastifyInstance): Promise<void> {
   defineRoute(
@@ -23,8 +24,10 @@ export async function paymentRoutes(app: FastifyInstance): Promise<void> {
     return paymentJson(await findMerchantPayment(db, merchant.id, params.id, now), config)
   })
 
-  defineRoute(app, endpoints.getPaymentStatus, async ({ db, merchant, params, now, fastPath }) => {
-    return findPaymentStatus(db, params.id, { merchantId: merchant.id }, now, fastPath.finalStatuses)
+  defineRoute(app, endpoints.getPaymentStatus, async ({ request, reply, db, merchant, params, fastPath }) => {
+    return statusRead(request, reply, app.statusChanges, params.id, () =>
+      findPaymentStatus(db, params.id, { merchantId: merchant.id }, app.now(), fastPath.finalStatuses),
+    )
   })
 
   defineRoute(app, endpoints.listPayments, async ({ db, auth, query, config, now }) => {

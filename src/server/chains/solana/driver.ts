@@ -21,6 +21,7 @@ import { solanaJobKinds } from './jobKinds.js'
 import { encodeBase58 } from './keys.js'
 import { recordTransaction } from './store.js'
 import { buildTransfer, ed25519Key, validSignature } from './transaction.js'
+import type { SolanaWatcher } from './watcher.js'
 
 /** Live builds also keep the blockhash: the transaction lands only until it expires (builtUsable, verify). */
 interface BuiltEntry extends BuiltMessage {
@@ -38,6 +39,8 @@ interface SolanaOptionState {
 
 export interface SolanaDriverOptions {
   chain: SolanaChain
+  /** The chain's watcher, shared with its jobs: confirm sends the recorded transaction through it. */
+  watcher?: SolanaWatcher
   /** Seconds shown to the buyer as the expected time to a final status. */
   etaS?: number
   /** RPC trouble while quoting: the account then simply gets no option, but someone should hear of it. */
@@ -204,6 +207,14 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
         payload: { signature, asset: ctx.option.asset, amount: ctx.option.tokenAmount.toString() },
         now,
       })
+      // Sent as soon as it is committed, not when its job starts: the job then finds it sent and waits
+      // (the watcher sends only what is recorded, so a rolled-back confirm sends nothing; a crash before
+      // this leaves the send to the job).
+      const { watcher } = options
+      if (watcher && ctx.afterCommit) {
+        const inFlight = { signature, raw, blockhash: entry.blockhash, sentAt: undefined, error: null }
+        ctx.afterCommit(() => void watcher.send(inFlight).catch(() => {}))
+      }
     }
     return { status: 'processing' }
   }

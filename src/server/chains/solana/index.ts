@@ -8,6 +8,7 @@ import { createSolanaChain, type SolanaChain } from './chain.js'
 import { createSolanaDriver } from './driver.js'
 import { solanaJobHandlers } from './jobs.js'
 import { parseSolanaSecretKey } from './keys.js'
+import { createSolanaWatcher } from './watcher.js'
 import './schema.js'
 
 export type { SolanaChain } from './chain.js'
@@ -61,11 +62,14 @@ export function createSolanaRuntime(options: SolanaRuntimeOptions): SolanaRuntim
       })
     })
   const log = options.log
+  // One watcher per chain, shared by its driver (confirm sends through it) and its jobs.
+  const watchers = new Map(chains.map((chain) => [chain.caip2, createSolanaWatcher(options.db, chain)]))
   return {
     chains,
     drivers: chains.map((chain) =>
       createSolanaDriver({
         chain,
+        watcher: watchers.get(chain.caip2)!,
         ...(options.etaS !== undefined ? { etaS: options.etaS } : {}),
         ...(log
           ? {
@@ -75,6 +79,6 @@ export function createSolanaRuntime(options: SolanaRuntimeOptions): SolanaRuntim
           : {}),
       }),
     ),
-    jobHandlers: solanaJobHandlers(chains, options.db, options.config.settlementIntervalMs),
+    jobHandlers: solanaJobHandlers(chains, options.db, options.config.settlementIntervalMs, watchers),
   }
 }

@@ -56,13 +56,15 @@ export function solanaJobHandlers(
   db: Db,
   /** How long a destination's settlement batch collects payments (config `settlement.intervalMs`). */
   settlementIntervalMs: number,
+  /** Each chain's watcher by CAIP-2 (shared with its driver); one is made for a chain without. */
+  watchers: ReadonlyMap<string, SolanaWatcher> = new Map(),
 ): Record<string, JobHandler> {
   const watched = new Map(
     chains.map((chain) => [
       chain.caip2,
       {
         chain,
-        watcher: createSolanaWatcher(db, chain),
+        watcher: watchers.get(chain.caip2) ?? createSolanaWatcher(db, chain),
         // The watcher marked their transactions landed already, in one statement for the poll.
         finisher: createPaymentFinisher(db, async () => {}),
       },

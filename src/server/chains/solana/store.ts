@@ -80,9 +80,10 @@ export async function findTransaction(db: Db, signature: string): Promise<Solana
 }
 
 /** Counts a send of each of `signatures` (one statement for the sends that start together). */
-export async function markSent(db: Db, signatures: readonly string[], now: Date): Promise<void> {
-  if (signatures.length === 0) return
-  await db
+/** Counts a send of each recorded transaction of `signatures`; answers those it counted (the recorded ones). */
+export async function markSent(db: Db, signatures: readonly string[], now: Date): Promise<Set<string>> {
+  if (signatures.length === 0) return new Set()
+  const counted = await db
     .updateTable('solana_transactions')
     .set((eb) => ({
       send_count: eb('send_count', '+', 1),
@@ -90,7 +91,9 @@ export async function markSent(db: Db, signatures: readonly string[], now: Date)
       updated_at: now,
     }))
     .where('signature', 'in', signatures)
+    .returning('signature')
     .execute()
+  return new Set(counted.map((row) => row.signature))
 }
 
 export async function markState(

@@ -37,8 +37,10 @@ export interface SolanaWatcher {
   /**
    * Sends a recorded transaction (the same bytes, never signed anew), counted before the bytes leave so
    * a crash right after still knows they may be out there; the sends that start in one turn (a burst of
-   * confirms' jobs) are counted in one statement. A refused send (preflight) is recorded and not a
-   * failure: the buyer also holds the signed bytes and could still land them, so only the chain decides.
+   * confirms) are counted in one statement, and a transaction that statement does not find recorded (its
+   * transaction rolled back) is not sent. A send of a transaction this process sent less than the re-send
+   * interval ago is that send (the confirm's and its job's). A refused send (preflight) is recorded and not
+   * a failure: the buyer also holds the signed bytes and could still land them, so only the chain decides.
    */
   send(tx: InFlight): Promise<void>
 }
@@ -62,9 +64,11 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
   const watches = new Map<string, Watch>()
   let running = false
   let lastSweep = 0
-  let counting: { signatures: string[]; counted: Promise<void> } | undefined
+  let counting: { signatures: string[]; counted: Promise<Set<string>> } | undefined
+  /** This process's sends of the last `resendEveryMs`, by signature. */
+  const recentSends = new Map<string, Promise<void>>()
 
-  function countSend(signature: string): Promise<void> {
+  function countSend(signature: string): Promise<Set<string>> {
     let group = counting
     if (!group) {
       const signatures: string[] = []
@@ -79,8 +83,27 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
     return group.counted
   }
 
-  async function send(tx: InFlight): Promise<void> {
-    await countSend(tx.signature)
+  function send(tx: InFlight): Promise<void> {
+    const recent = recentSends.get(tx.signature)
+    if (recent) return recent
+    const sending = sendRecorded(tx).then(
+      (sent) => {
+        // Not recorded (yet): nothing left, and a send once it is recorded must not be taken for this one.
+        if (sent) setTimeout(() => recentSends.delete(tx.signature), resendEveryMs).unref()
+        else recentSends.delete(tx.signature)
+      },
+      (error: unknown) => {
+        recentSends.delete(tx.signature)
+        throw error
+      },
+    )
+    recentSends.set(tx.signature, sending)
+    return sending
+  }
+
+  /** False when `tx` is not recorded, and so was not sent. */
+  async function sendRecorded(tx: InFlight): Promise<boolean> {
+    if (!(await countSend(tx.signature)).has(tx.signature)) return false
     tx.sentAt = Date.now()
     try {
       await chain.connection.sendRawTransaction(Buffer.from(tx.raw, 'base64'), {
@@ -91,6 +114,7 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
       tx.error = error instanceof Error ? error.message : String(error)
       await markState(db, tx.signature, 'pending', tx.error, new Date())
     }
+    return true
   }
 
   async function loop(): Promise<void> {

@@ -15,6 +15,7 @@ import * as x402 from './013_x402.js'
 import * as evmSenderNonce from './014_evm_sender_nonce.js'
 import * as refunds from './015_refunds.js'
 import * as settlementBatches from './016_settlement_batches.js'
+import * as paymentStatusNotify from './017_payment_status_notify.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -37,4 +38,5 @@ export const migrations: Record<string, Migration> = {
   '014_evm_sender_nonce': evmSenderNonce,
   '015_refunds': refunds,
   '016_settlement_batches': settlementBatches,
+  '017_payment_status_notify': paymentStatusNotify,
 }
