@@ -37,7 +37,7 @@ export function createGatewayClient(config: GatewayClientConfig): GatewayApi {
       path: route.path.replace(':id', encodeURIComponent(paymentId)),
       parse: parser<ResponseOf<N>>(route.response),
       body: extra.body,
-      ...(extra.headers ? { headers: extra.headers } : {}),
+      headers: extra.headers,
       ...(options?.signal ? { signal: options.signal } : {}),
       ...(idempotencyKey ? { idempotencyKey } : {}),
       ...(extra.safeToRetry ? { safeToRetry: true } : {}),
@@ -51,7 +51,7 @@ export function createGatewayClient(config: GatewayClientConfig): GatewayApi {
         'gatewayGetStatus',
         paymentId,
         options,
-        options?.waitSeconds ? { headers: { Prefer: `wait=${Math.ceil(options.waitSeconds)}` } } : {},
+        options?.waitSeconds ? { headers: { Prefer: `wait=${options.waitSeconds}` } } : {},
       ),
     // Options and fetch only quote or build; repeating them changes no payment state.
     getOptions: (paymentId, body, options) =>

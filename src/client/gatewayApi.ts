@@ -18,10 +18,10 @@ export interface CallOptions {
 
 export interface StatusCallOptions extends CallOptions {
   /**
-   * Sent as `Prefer: wait=<seconds>` (RFC 7240): a service that offers it holds the answer until the
+   * Sent as `Prefer: wait=<seconds>` (RFC 7240; whole seconds): a service that offers it holds the answer until the
    * payment's status changes (then `pollInMs` is 0); one that does not answers at once, as without it.
    */
-  waitSeconds?: number
+  waitSeconds?: number | undefined
 }
 
 /**

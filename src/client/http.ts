@@ -35,7 +35,7 @@ export interface HttpRequest<T> {
   path: string
   query?: Record<string, unknown>
   body?: unknown
-  headers?: Record<string, string | undefined>
+  headers?: Record<string, string | undefined> | undefined
   idempotencyKey?: string
   /** A POST without an idempotency key is retried only when repeating it is harmless. */
   safeToRetry?: boolean

@@ -76,7 +76,8 @@ describe('confirm and poll', () => {
     const sleep = async (ms: number) => {
       now += ms
     }
-    const poll = { now: () => now, sleep, deadlineMs: 95, jitter: 0 }
+    // Plain polling (no held reads, no floor between reads), as against a service without `Prefer: wait`.
+    const poll = { now: () => now, sleep, deadlineMs: 95, jitter: 0, waitSeconds: 0, minGapMs: 0 }
     const { flow, of, states } = setup({
       gateway: { getStatus: statusSequence('processing') },
       flow: { poll },

@@ -59,7 +59,7 @@ export async function poll(run: FlowRun): Promise<void> {
 }
 
 function getStatus(run: FlowRun, signal: AbortSignal, waitSeconds?: number) {
-  return run.config.gateway.getStatus(run.paymentId, { signal, ...(waitSeconds ? { waitSeconds } : {}) })
+  return run.config.gateway.getStatus(run.paymentId, { signal, waitSeconds })
 }
 
 function showStatus(run: FlowRun, status: StatusEvent): void {

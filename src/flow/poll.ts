@@ -31,14 +31,6 @@ export interface PollParameters {
   options?: PollOptions
 }
 
-const defaultPollOptions = {
-  deadlineMs: 10 * 60_000,
-  intervalMs: 1_000,
-  jitter: 0.1,
-  waitSeconds: 20,
-  minGapMs: 250,
-} as const
-
 /** Codes worth another poll: the status read failed, the payment did not. */
 const transientCodes: readonly string[] = ['network_error', 'rate_limited', 'internal_error']
 
@@ -50,15 +42,17 @@ const transientCodes: readonly string[] = ['network_error', 'rate_limited', 'int
  * so the next follows it.
  */
 export async function pollUntilFinal(parameters: PollParameters): Promise<StatusResponse> {
-  const { signal, options = {} } = parameters
-  const now = options.now ?? Date.now
-  const random = options.random ?? Math.random
-  const sleep = options.sleep ?? defaultSleep
-  const deadlineMs = options.deadlineMs ?? defaultPollOptions.deadlineMs
-  const intervalMs = options.intervalMs ?? defaultPollOptions.intervalMs
-  const jitter = options.jitter ?? defaultPollOptions.jitter
-  const waitSeconds = options.waitSeconds ?? defaultPollOptions.waitSeconds
-  const minGapMs = options.minGapMs ?? defaultPollOptions.minGapMs
+  const { signal } = parameters
+  const {
+    now = Date.now,
+    random = Math.random,
+    sleep = defaultSleep,
+    deadlineMs = 10 * 60_000,
+    intervalMs = 1_000,
+    jitter = 0.1,
+    waitSeconds = 20,
+    minGapMs = 250,
+  } = parameters.options ?? {}
   const deadline = now() + deadlineMs
   let nextDelay = waitSeconds > 0 ? 0 : parameters.firstDelayMs
   // The answer that started the polling (confirm's, or a resumed snapshot's) counts as the last read.

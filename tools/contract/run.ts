@@ -8,7 +8,7 @@
  * operation and phase, default 10), CONTRACT_SEED (default 1), CONTRACT_WORKERS (default 1).
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -38,7 +38,13 @@ async function main(): Promise<number> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'caipay-contract-'))
   const port = await freePort()
   const base = `http://127.0.0.1:${port}`
-  const server = spawn(process.execPath, [cli, 'serve', '--port', String(port), '--data-dir', dataDir], {
+  // Status reads held for `Prefer: wait` (the fuzzer sends it) are held 200 ms at most here, not 20 s: the
+  // holding is exercised, and a few hundred generated reads do not add minutes to the run.
+  const configDir = await mkdtemp(path.join(tmpdir(), 'caipay-contract-config-'))
+  const configFile = path.join(configDir, 'caipay.json')
+  await writeFile(configFile, JSON.stringify({ statusWaitMaxMs: 200 }))
+  const serve = ['serve', '--port', String(port), '--data-dir', dataDir, '--config', configFile]
+  const server = spawn(process.execPath, [cli, ...serve], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, LOG_LEVEL: 'warn' },
   })
@@ -74,6 +80,7 @@ async function main(): Promise<number> {
     server.kill('SIGTERM')
     await new Promise((resolve) => server.once('exit', resolve))
     await rm(dataDir, { recursive: true, force: true })
+    await rm(configDir, { recursive: true, force: true })
   }
 }
 
