@@ -529,6 +529,9 @@ describe('EVM relay gas', () => {
           const [relay] = await relayRows(env, first.paymentId)
           return relay && (await control.pending()).includes(relay.hash as Hex) ? true : undefined
         }, 'relay 1 in the pool')
+        // Relay 2 must be estimated on its own chain state, not share relay 1's estimate (the sender
+        // shares one per call shape for max(100 ms, the polling interval)).
+        await new Promise((resolve) => setTimeout(resolve, 150))
         // From here the node gets no send from the server: the settlement that relay 1's success queues
         // is recorded and never reaches the node's pool, so relay 2 is estimated on a chain (and a pool)
         // where the first payment's tokens are still collected.
