@@ -254,8 +254,10 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
     if (options.listenUrl) {
       listener = listenForJobs({
         connectionString: options.listenUrl,
+        // A notification is a wake-up, not a job: a burst of them (a hundred confirms in a second) makes
+        // one claim of everything due, plus at most one more queued behind it, not a claim per job in series.
         onJob: (kind) => {
-          if (kinds.includes(kind)) void claimNow().catch(() => {})
+          if (kinds.includes(kind)) claimSoon()
         },
         onError: (error) =>
           log.warn({ error: String(error) }, 'Job notifications interrupted; polling meanwhile'),
