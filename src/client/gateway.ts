@@ -27,7 +27,7 @@ export function createGatewayClient(config: GatewayClientConfig): GatewayApi {
       body?: unknown
       safeToRetry?: boolean
       idempotencyKey?: string
-      headers?: Record<string, string>
+      headers?: Record<string, string | undefined>
     } = {},
   ) => {
     const route = gatewayRoutes[name]
@@ -47,12 +47,9 @@ export function createGatewayClient(config: GatewayClientConfig): GatewayApi {
   return {
     getPayment: (paymentId, options) => call('gatewayGetPayment', paymentId, options),
     getStatus: (paymentId, options) =>
-      call(
-        'gatewayGetStatus',
-        paymentId,
-        options,
-        options?.waitSeconds ? { headers: { Prefer: `wait=${options.waitSeconds}` } } : {},
-      ),
+      call('gatewayGetStatus', paymentId, options, {
+        headers: { Prefer: options?.waitSeconds ? `wait=${options.waitSeconds}` : undefined },
+      }),
     // Options and fetch only quote or build; repeating them changes no payment state.
     getOptions: (paymentId, body, options) =>
       call('gatewayOptions', paymentId, options, { body, safeToRetry: true }),

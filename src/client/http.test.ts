@@ -228,6 +228,16 @@ describe('createGatewayClient', () => {
     expect(seen[0]).toMatchObject({ method: 'GET', url: '/v1/gateway/payment/pay_1/status' })
   })
 
+  it('asks for a held status read with Prefer: wait only when waitSeconds is given', async () => {
+    handlers.push(json(200, { status: 'processing', isFinal: false, pollInMs: 0 }))
+    handlers.push(json(200, { status: 'processing', isFinal: false, pollInMs: 1000 }))
+    const gateway = createGatewayClient({ baseUrl })
+    await gateway.getStatus('pay_1', { waitSeconds: 15 })
+    await gateway.getStatus('pay_1')
+    expect(seen[0]!.headers.prefer).toBe('wait=15')
+    expect(seen[1]!.headers.prefer).toBeUndefined()
+  })
+
   it('maps an off-contract response to invalid_response with the issues', async () => {
     handlers.push(json(200, { status: 'paid', isFinal: false, pollInMs: 500 }))
     const error = await createGatewayClient({ baseUrl })

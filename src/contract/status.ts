@@ -8,30 +8,26 @@ export const PaymentId = z
   .check(z.minLength(1), z.maxLength(64), z.regex(/^pay_[A-Za-z0-9]+$/, 'Expected a payment id (pay_...).'))
 export const PaymentIdParams = z.strictObject({ id: PaymentId })
 
-// RFC 7240 `Prefer` (1#preference; preference = token [= word] *(; token [= word])), what the status reads
-// accept: `wait=<seconds>` holds the answer until the payment's status changes, other preferences are
-// ignored as the RFC asks, and a value outside the grammar is `400 invalid_params`.
+// RFC 7240 `Prefer` (1#preference; preference = token [= word] *(; token [= word])), as the status reads
+// read it: `wait=<seconds>` holds the answer until the payment's status changes; other preferences, and
+// whatever follows a part that does not parse, are ignored, as the RFC asks of what a server does not
+// understand.
 const token = "[-!#$%&'*+.^_`|~0-9A-Za-z]+"
 const word = `(?:${token}|"(?:[ !#-\\[\\]-~]|\\\\[ -~])*")`
-const pair = `${token}(?:[ \\t]*=[ \\t]*${word})?`
-const preference = `${pair}(?:[ \\t]*;[ \\t]*${pair})*`
-export const preferPattern = new RegExp(`^${preference}(?:[ \\t]*,[ \\t]*${preference})*$`)
-export const PreferHeader = z
-  .string()
-  .check(z.maxLength(1024), z.regex(preferPattern, 'Expected RFC 7240 preferences, e.g. wait=10.'))
+// Empty list elements (`wait=1,,x`) are allowed, as RFC 9110 5.6.1 asks of a recipient.
+const pairAt = new RegExp(`[ \\t]*((?:,[ \\t]*)+|;[ \\t]*)?(${token})(?:[ \\t]*=[ \\t]*(${word}))?`, 'y')
 
-const pairAt = new RegExp(`[ \\t]*([,;]?)[ \\t]*(${token})(?:[ \\t]*=[ \\t]*(${word}))?`, 'y')
-
-/** The seconds of a `Prefer` value's `wait` preference (RFC 7240 4.3), or undefined; the value matches PreferHeader. */
+/** The seconds of a `Prefer` value's first `wait` preference (RFC 7240 4.3), or undefined. */
 export function preferredWaitSeconds(prefer: string): number | undefined {
   pairAt.lastIndex = 0
   let first = true
   for (let m = pairAt.exec(prefer); m; m = pairAt.exec(prefer)) {
-    const isPreference = first || m[1] === ','
+    const isPreference = first || m[1]?.startsWith(',')
     first = false
-    if (!isPreference || m[2]!.toLowerCase() !== 'wait' || m[3] === undefined) continue
-    const value = m[3].startsWith('"') ? m[3].slice(1, -1) : m[3]
-    if (/^\d{1,9}$/.test(value)) return Number(value)
+    if (!isPreference || m[2]!.toLowerCase() !== 'wait') continue
+    // Only the first occurrence of a preference counts.
+    const value = m[3]?.startsWith('"') ? m[3].slice(1, -1) : m[3]
+    return value !== undefined && /^\d{1,9}$/.test(value) ? Number(value) : undefined
   }
   return undefined
 }

@@ -85,10 +85,11 @@ describe('pollUntilFinal', () => {
       if (next instanceof PayError) throw next
       return next
     }
-    const options = { jitter: 0, intervalMs: 100, waitSeconds: 0, minGapMs: 0 }
+    const options = { jitter: 0, intervalMs: 100, waitSeconds: 0 }
     const signal = new AbortController().signal
     const done = pollUntilFinal({ getStatus, firstDelayMs: 100, signal, onStatus: () => undefined, options })
-    await vi.advanceTimersByTimeAsync(300)
+    // Reads at 250, 500 and 750: never sooner than 250 ms after the previous one began.
+    await vi.advanceTimersByTimeAsync(750)
     await expect(done).resolves.toEqual(succeeded)
 
     const fatal = pollUntilFinal({
@@ -101,7 +102,7 @@ describe('pollUntilFinal', () => {
       options,
     })
     const check = expect(fatal).rejects.toThrowError(expect.objectContaining({ code: 'payment_not_found' }))
-    await vi.advanceTimersByTimeAsync(1)
+    await vi.advanceTimersByTimeAsync(250)
     await check
   })
 
@@ -198,11 +199,39 @@ describe('pollUntilFinal', () => {
           sleep: async (ms) => {
             now += ms
           },
-          minGapMs: 250,
         },
       })
       expect(result).toEqual(succeeded)
       expect(reads).toEqual([250, 500, 750, 1000, 1250])
+    })
+
+    it('reads plainly after a held read failed on the way (a proxy cutting it, a CORS preflight refusing Prefer)', async () => {
+      let now = 0
+      const asked: number[] = []
+      const answers: Array<StatusResponse | PayError> = [
+        new PayError({ code: 'network_error', message: 'cut' }),
+        processing,
+        succeeded,
+      ]
+      const result = await pollUntilFinal({
+        getStatus: async (_signal, waitSeconds) => {
+          asked.push(waitSeconds)
+          const next = answers.shift()!
+          if (next instanceof PayError) throw next
+          return next
+        },
+        firstDelayMs: null,
+        signal: new AbortController().signal,
+        onStatus: () => undefined,
+        options: {
+          now: () => now,
+          sleep: async (ms) => {
+            now += ms
+          },
+        },
+      })
+      expect(result).toEqual(succeeded)
+      expect(asked).toEqual([20, 0, 0])
     })
 
     it('asks for no longer than the deadline leaves, and polls as before when the service does not hold', async () => {
@@ -231,7 +260,8 @@ describe('pollUntilFinal', () => {
       await expect(done).rejects.toThrowError(expect.objectContaining({ code: 'poll_timeout' }))
       // minGapMs after the start, then every pollInMs (1000): this service answered without holding.
       expect(reads).toEqual([250, 1250, 2250, 2500])
-      expect(asked).toEqual([3, 2, 1, 0])
+      // What the deadline left before each read's gap, rounded up.
+      expect(asked).toEqual([3, 3, 2, 1])
     })
   })
 })

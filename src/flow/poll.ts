@@ -15,8 +15,6 @@ export interface PollOptions {
    * `pollInMs`. A service without it answers at once and the flow polls as before. Default 20; 0: never.
    */
   waitSeconds?: number
-  /** The least time between two status reads, whatever the service answers. Default 250. */
-  minGapMs?: number
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>
   now?: () => number
   random?: () => number
@@ -34,16 +32,19 @@ export interface PollParameters {
 /** Codes worth another poll: the status read failed, the payment did not. */
 const transientCodes: readonly string[] = ['network_error', 'rate_limited', 'internal_error']
 
+/** The least time between two status reads, whatever the service answers. */
+const minGapMs = 250
+
 /**
  * Reads the status until it is final or the deadline passes, waiting `pollInMs` (plus jitter) between
- * reads, never sooner than `minGapMs` after the previous answer (a service answering 0 at once cannot make
- * the flow spin). With `waitSeconds` the reads ask to be held until the status changes: the first goes
+ * reads, never sooner than `minGapMs` after the previous read began (a service answering 0 at once cannot
+ * make the flow spin). With `waitSeconds` the reads ask to be held until the status changes: the first goes
  * `minGapMs` after the answer that started the polling, and a service that held one answers `pollInMs: 0`,
  * so the next follows it.
  */
 export async function pollUntilFinal(parameters: PollParameters): Promise<StatusResponse> {
   const { signal } = parameters
-  const {
+  let {
     now = Date.now,
     random = Math.random,
     sleep = defaultSleep,
@@ -51,10 +52,9 @@ export async function pollUntilFinal(parameters: PollParameters): Promise<Status
     intervalMs = 1_000,
     jitter = 0.1,
     waitSeconds = 20,
-    minGapMs = 250,
   } = parameters.options ?? {}
   const deadline = now() + deadlineMs
-  let nextDelay = waitSeconds > 0 ? 0 : parameters.firstDelayMs
+  let nextDelay = waitSeconds ? 0 : parameters.firstDelayMs
   // The answer that started the polling (confirm's, or a resumed snapshot's) counts as the last read.
   let lastReadAt = now()
   let last: StatusResponse | undefined
@@ -74,10 +74,13 @@ export async function pollUntilFinal(parameters: PollParameters): Promise<Status
     throwIfAborted(signal)
     try {
       lastReadAt = now()
-      last = await parameters.getStatus(signal, Math.min(waitSeconds, Math.ceil((deadline - now()) / 1000)))
+      last = await parameters.getStatus(signal, Math.min(waitSeconds, Math.ceil(remaining / 1000)))
     } catch (error) {
       if (isPayError(error) && transientCodes.includes(error.code)) {
         nextDelay = null
+        // A held read the way to the service cuts (a proxy's idle timeout, a CORS preflight without
+        // `Prefer`): plain reads from here on.
+        if (error.code === 'network_error') waitSeconds = 0
         continue
       }
       throw error

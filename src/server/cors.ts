@@ -70,7 +70,7 @@ export function createCorsPolicy(cors: ServerConfig['cors']): CorsPolicy {
     if (origin === undefined || isPreflight(request)) return
     const surface = surfaceOf(request.url)
     if (!surface) return
-    if (allowed[surface] !== '*') reply.header('vary', 'Origin')
+    if (allowed[surface] !== '*') addVary(reply, 'Origin')
     const value = allowOrigin(surface, origin)
     if (value === undefined) return
     reply
@@ -85,7 +85,7 @@ export function createCorsPolicy(cors: ServerConfig['cors']): CorsPolicy {
       done()
       return
     }
-    if (allowed[surface] !== '*') reply.header('vary', 'Origin')
+    if (allowed[surface] !== '*') addVary(reply, 'Origin')
     const value = allowOrigin(surface, origin)
     if (value === undefined) {
       reply.code(403).send({
@@ -122,4 +122,12 @@ function isPreflight(request: FastifyRequest): boolean {
 function surfaceOf(url: string): Surface | undefined {
   if (gatewayPrefixes.some((prefix) => url.startsWith(prefix))) return 'gateway'
   return url.startsWith('/v1/') ? 'merchant' : undefined
+}
+
+/** Adds `name` to the response's `Vary` (other parts of the pipeline add theirs). */
+export function addVary(reply: FastifyReply, name: string): void {
+  const current = reply.getHeader('vary')
+  const names = typeof current === 'string' && current !== '' ? current.split(/\s*,\s*/) : []
+  if (!names.some((n) => n.toLowerCase() === name.toLowerCase())) names.push(name)
+  reply.header('vary', names.join(', '))
 }

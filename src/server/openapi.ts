@@ -10,7 +10,6 @@ import {
 } from '../contract/errors.js'
 import { CryptoSettlementInput, MerchantUpdateBody } from '../contract/merchant.js'
 import { PaymentCreateBodyPreview } from '../contract/payment.js'
-import { PreferHeader } from '../contract/status.js'
 import { databaseRetryAfterSeconds } from './errors.js'
 import { wcpWireStatus } from './wcp/routes.js'
 import { wcpEndpoints } from './wcp/wire.js'
@@ -229,8 +228,10 @@ function parameters(endpoint: Endpoint, mount: Mount): JsonSchema[] {
       description:
         'RFC 7240 preferences. `wait=<seconds>` holds the answer of a payment not final yet until its status ' +
         "changes or that long passes (at most the server's `statusWaitMaxMs`, 20 s by default); such an " +
-        'answer carries `Preference-Applied` and `pollInMs: 0`. Other preferences are ignored.',
-      schema: toJsonSchema(PreferHeader, 'input'),
+        'answer carries `Preference-Applied`, and `pollInMs: 0` while the payment is not final (ask again ' +
+        'at once). Other preferences, and a value that does not parse, are ignored; printable ASCII (and ' +
+        'tabs) only.',
+      schema: { type: 'string', pattern: '^[\\t -~]*$' },
       example: 'wait=20',
     })
   }
@@ -425,8 +426,14 @@ function operation(name: string, endpoint: Endpoint, mount: Mount, tag: string):
           ...(endpoint.prefer === 'wait'
             ? {
                 'Preference-Applied': {
-                  description: 'Present (`wait=<seconds>`) when the answer was held for `Prefer: wait`.',
+                  description:
+                    'Present (`wait=<seconds>`, the wait applied, rounded up) when the answer was held for ' +
+                    '`Prefer: wait`.',
                   schema: { type: 'string', pattern: '^wait=[0-9]+$' },
+                },
+                Vary: {
+                  description: 'Names `Prefer` (and `Origin` under a CORS allow-list).',
+                  schema: { type: 'string' },
                 },
               }
             : {}),

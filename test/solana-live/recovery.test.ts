@@ -175,6 +175,8 @@ describe('settlement batches', () => {
     const executed = live.executed()
     const payments = []
     for (const buyer of buyers) payments.push(await confirmedPayment(live, buyer, merchantId))
+    // Sent by the confirms themselves, as soon as each committed: no job runner runs yet.
+    await until(() => live.proxy.calls('sendTransaction') === sends + 3, 'the confirms’ own sends')
 
     const runner = live.startRunner()
     const settled = await Promise.all(

@@ -40,7 +40,9 @@ export function listenOn(options: {
   let retry: NodeJS.Timeout | undefined
 
   const connect = async () => {
-    const next = new pg.Client({ connectionString: options.connectionString })
+    // TCP keep-alive: a connection the network dropped without a word is noticed (an error, a reconnect)
+    // instead of listening to nothing for good.
+    const next = new pg.Client({ connectionString: options.connectionString, keepAlive: true })
     next.on('notification', (message) => options.onMessage(message.payload ?? ''))
     next.on('error', (error) => {
       options.onError?.(error)

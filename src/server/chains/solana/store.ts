@@ -79,8 +79,10 @@ export async function findTransaction(db: Db, signature: string): Promise<Solana
     .executeTakeFirst()
 }
 
-/** Counts a send of each of `signatures` (one statement for the sends that start together). */
-/** Counts a send of each recorded transaction of `signatures`; answers those it counted (the recorded ones). */
+/**
+ * Counts a send of each recorded transaction of `signatures` (one statement for the sends that start
+ * together); answers those it counted (the recorded ones).
+ */
 export async function markSent(db: Db, signatures: readonly string[], now: Date): Promise<Set<string>> {
   if (signatures.length === 0) return new Set()
   const counted = await db
@@ -107,6 +109,16 @@ export async function markState(
     .updateTable('solana_transactions')
     .set({ state, error, updated_at: now })
     .where('signature', '=', signature)
+    .execute()
+}
+
+/** A refused send's reason, on a transaction still pending (never over the chain's decision). */
+export async function noteSendRefused(db: Db, signature: string, error: string, now: Date): Promise<void> {
+  await db
+    .updateTable('solana_transactions')
+    .set({ error, updated_at: now })
+    .where('signature', '=', signature)
+    .where('state', '=', 'pending')
     .execute()
 }
 

@@ -1,7 +1,7 @@
 import type { SignatureStatus } from '@solana/web3.js'
 import type { Db } from '../../store/db.js'
 import type { SettledCommitment, SolanaChain } from './chain.js'
-import { markSent, markState, markStates } from './store.js'
+import { markSent, markState, markStates, noteSendRefused } from './store.js'
 
 export type LandOutcome =
   | { kind: 'landed' }
@@ -112,7 +112,7 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
       })
     } catch (error) {
       tx.error = error instanceof Error ? error.message : String(error)
-      await markState(db, tx.signature, 'pending', tx.error, new Date())
+      await noteSendRefused(db, tx.signature, tx.error, new Date())
     }
     return true
   }
