@@ -7,35 +7,25 @@ import {
   VersionedTransaction,
 } from '@solana/web3.js'
 import { describe, expect, it } from 'vitest'
+import { type Random, seededRandom } from '../../test/differential/random.js'
 import { messageSigners, splitSolanaTransaction } from './decodeSolanaTransaction.js'
 
-/** Seeded, so a failure replays: xorshift32. */
-function random(seed: number) {
-  let x = seed || 1
-  return () => {
-    x ^= x << 13
-    x ^= x >>> 17
-    x ^= x << 5
-    return (x >>> 0) / 2 ** 32
-  }
-}
-
 /** A signed transaction of 1-3 signers and a few instructions, legacy or v0, as web3.js writes it. */
-function generated(next: () => number): Uint8Array {
-  const signers = Array.from({ length: 1 + Math.floor(next() * 3) }, () => Keypair.generate())
+function generated(random: Random): Uint8Array {
+  const signers = Array.from({ length: 1 + random.int(3) }, () => Keypair.generate())
   // Transfers from some signers, then a memo every signer signs (so each is a required signer).
   const instructions = [
-    ...Array.from({ length: Math.floor(next() * 3) }, (_, i) =>
+    ...Array.from({ length: random.int(3) }, (_, i) =>
       SystemProgram.transfer({
         fromPubkey: signers[i % signers.length]!.publicKey,
         toPubkey: Keypair.generate().publicKey,
-        lamports: 1 + Math.floor(next() * 1e6),
+        lamports: 1 + random.int(1e6),
       }),
     ),
     new TransactionInstruction({
       programId: new PublicKey('MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr'),
       keys: signers.map((s) => ({ pubkey: s.publicKey, isSigner: true, isWritable: false })),
-      data: Buffer.from(`memo ${next()}`),
+      data: Buffer.from(`memo ${random.int(1e9)}`),
     }),
   ]
   const message = new TransactionMessage({
@@ -44,7 +34,7 @@ function generated(next: () => number): Uint8Array {
     instructions,
   })
   const tx = new VersionedTransaction(
-    next() < 0.5 ? message.compileToLegacyMessage() : message.compileToV0Message(),
+    random.int(2) === 0 ? message.compileToLegacyMessage() : message.compileToV0Message(),
   )
   tx.sign(signers)
   return tx.serialize()
@@ -85,9 +75,9 @@ function asSplitReads(bytes: Uint8Array) {
 
 describe('splitSolanaTransaction and messageSigners, against web3.js', () => {
   it('read what the runtime reads from every transaction it writes, as bytes and as base64', () => {
-    const next = random(1729)
+    const random = seededRandom(1729)
     for (let i = 0; i < 60; i++) {
-      const bytes = generated(next)
+      const bytes = generated(random)
       expect(asSplitReads(bytes)).toEqual(asRuntimeReads(bytes))
       expect(splitSolanaTransaction(Buffer.from(bytes).toString('base64'))?.message).toEqual(
         splitSolanaTransaction(bytes)?.message,
@@ -96,16 +86,14 @@ describe('splitSolanaTransaction and messageSigners, against web3.js', () => {
   })
 
   it('never read other signatures or another message than the runtime from mutated bytes', () => {
-    const next = random(4242)
+    const random = seededRandom(4242)
     let judged = 0
     for (let i = 0; i < 400; i++) {
-      const bytes = Uint8Array.from(generated(next))
+      const bytes = Uint8Array.from(generated(random))
       const mutant =
-        next() < 0.5
-          ? bytes.subarray(0, Math.floor(next() * bytes.length))
-          : bytes.map((b, j) =>
-              j === Math.floor(next() * bytes.length) ? (b + 1 + Math.floor(next() * 255)) % 256 : b,
-            )
+        random.int(2) === 0
+          ? bytes.subarray(0, random.int(bytes.length))
+          : bytes.map((b, j) => (j === random.int(bytes.length) ? (b + 1 + random.int(255)) % 256 : b))
       const runtime = asRuntimeReads(mutant)
       if (!runtime) continue
       judged += 1

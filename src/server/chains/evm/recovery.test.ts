@@ -1,18 +1,8 @@
 import { type Hex, keccak256, recoverAddress, toHex } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { describe, expect, it } from 'vitest'
+import { seededRandom } from '../../../../test/differential/random.js'
 import { recoverSigner } from './recovery.js'
-
-/** Seeded, so a failure replays: xorshift32. */
-function random(seed: number) {
-  let x = seed || 1
-  return () => {
-    x ^= x << 13
-    x ^= x >>> 17
-    x ^= x << 5
-    return (x >>> 0) / 2 ** 32
-  }
-}
 
 const outcome = (p: Promise<string>) =>
   p.then(
@@ -22,8 +12,8 @@ const outcome = (p: Promise<string>) =>
 
 describe('recoverSigner (off the event loop)', () => {
   it('answers as viem’s recoverAddress for valid, tampered and malformed signatures alike', async () => {
-    const next = random(29)
-    const byte = () => Math.floor(next() * 256)
+    const random = seededRandom(29)
+    const byte = () => random.int(256)
     const account = privateKeyToAccount(generatePrivateKey())
     const cases: { hash: Hex; signature: Hex }[] = []
     for (let i = 0; i < 120; i++) {
@@ -32,7 +22,7 @@ describe('recoverSigner (off the event loop)', () => {
       const bytes = Buffer.from(signature.slice(2), 'hex')
       const kind = i % 4
       // 0: as signed; 1: one byte of r or s flipped; 2: v replaced by any byte; 3: random bytes.
-      if (kind === 1) bytes[Math.floor(next() * 64)]! ^= 1 + Math.floor(next() * 255)
+      if (kind === 1) bytes[random.int(64)]! ^= 1 + random.int(255)
       if (kind === 2) bytes[64] = byte()
       if (kind === 3) for (let j = 0; j < 65; j++) bytes[j] = byte()
       cases.push({ hash, signature: `0x${bytes.toString('hex')}` })
