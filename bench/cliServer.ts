@@ -9,6 +9,7 @@ import fs from 'node:fs/promises'
 import { createServer } from 'node:net'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { pollUntilFinal } from '../src/flow/poll.js'
 import { processCpuMs, treeCpuMs } from './cpu.js'
 
 export const root = fileURLToPath(new URL('..', import.meta.url))
@@ -96,11 +97,10 @@ export async function inParallel<T, R>(
 }
 
 /**
- * A payer's status reads after its confirm answered `confirmed`, as the wallet library makes them
- * (src/flow/poll.ts): the first 250 ms after the confirm's answer, each held by the server until the status changes
- * (`Prefer: wait=20`), the next when the answer's `pollInMs` says, never sooner than 250 ms after the
- * last. With `everyMs`, one plain read every that many ms instead (how payers polled before the server
- * held reads; kept to compare).
+ * A payer's status reads after its confirm answered `confirmed`: the wallet library's own loop
+ * (`pollUntilFinal`, src/flow/poll.ts), so each read is held by the server until the status changes
+ * (`Prefer: wait`). With `everyMs`, one plain read every that many ms instead (how payers polled before
+ * the server held reads; kept to compare).
  */
 export async function readUntilFinal(
   call: CliServer['call'],
@@ -109,21 +109,20 @@ export async function readUntilFinal(
   everyMs?: number,
 ): Promise<Json> {
   const url = `/v1/gateway/payment/${paymentId}/status`
+  if (confirmed.isFinal) return confirmed
+  if (everyMs === undefined) {
+    return pollUntilFinal({
+      getStatus: (_signal, waitSeconds) =>
+        call('GET', url, undefined, waitSeconds ? { prefer: `wait=${waitSeconds}` } : {}),
+      firstDelayMs: confirmed.pollInMs,
+      signal: new AbortController().signal,
+      onStatus: () => {},
+    })
+  }
   let status = confirmed
-  // The confirm's answer counts as the last read.
-  let lastReadAt = Date.now()
-  let delay = 0
   while (!status.isFinal) {
-    if (everyMs !== undefined) {
-      await sleep(everyMs)
-      status = await call('GET', url)
-      continue
-    }
-    const wait = Math.max(delay, lastReadAt + 250 - Date.now())
-    if (wait > 0) await sleep(wait)
-    lastReadAt = Date.now()
-    status = await call('GET', url, undefined, { prefer: 'wait=20' })
-    delay = status.pollInMs ?? 1000
+    await sleep(everyMs)
+    status = await call('GET', url)
   }
   return status
 }
