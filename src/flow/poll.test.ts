@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import type { StatusResponse } from '../contract/payment.js'
 import { PayError } from '../errors/PayError.js'
-import { pollUntilFinal } from './poll.js'
+import { type PollOptions, pollUntilFinal } from './poll.js'
 
 const processing: StatusResponse = { status: 'processing', isFinal: false, pollInMs: 1000 }
 const succeeded: StatusResponse = { status: 'succeeded', isFinal: true, pollInMs: null, txId: '0xabc' }
@@ -124,46 +124,77 @@ describe('pollUntilFinal', () => {
   })
 
   it('takes an injected sleep and clock (no timers at all)', async () => {
-    let now = 0
-    const sleeps: number[] = []
-    const answers = [processing, succeeded]
-    const result = await pollUntilFinal({
-      getStatus: async () => answers.shift()!,
-      firstDelayMs: 250,
-      signal: new AbortController().signal,
-      onStatus: () => undefined,
-      options: {
-        now: () => now,
-        sleep: async (ms) => {
-          sleeps.push(ms)
-          now += ms
-        },
-        random: () => 0,
-        waitSeconds: 0,
-      },
-    })
+    const service = scripted([processing, succeeded])
+    const result = await service.poll({ random: () => 0, waitSeconds: 0 }, 250)
     expect(result).toEqual(succeeded)
-    expect(sleeps).toEqual([250, 1000])
+    expect(service.sleeps).toEqual([250, 1000])
   })
 
   describe('with reads held by the service (Prefer: wait)', () => {
     it('reads at once, asks for the wait, and follows a held answer (pollInMs 0) with the next read', async () => {
-      let now = 0
-      const sleeps: number[] = []
-      const asked: number[] = []
       // The service holds each read 5 s (the clock moves while it does), then answers pollInMs 0.
-      const answers = [
-        { status: 'processing', isFinal: false, pollInMs: 0 },
-        { status: 'processing', isFinal: false, pollInMs: 0 },
+      const held = { status: 'processing', isFinal: false, pollInMs: 0 } as const
+      const service = scripted([held, held, succeeded], { holdMs: 5000 })
+      const result = await service.poll({ random: () => 0.5, waitSeconds: 15 }, 1000)
+      expect(result).toEqual(succeeded)
+      // 250 ms after the confirm's answer, then each read right after the held one before it.
+      expect(service.sleeps).toEqual([250])
+      expect(service.reads.map((r) => r.waitSeconds)).toEqual([15, 15, 15])
+    })
+
+    it('never reads more often than every 250 ms, whatever a service answers at once', async () => {
+      const atOnce = { status: 'processing', isFinal: false, pollInMs: 0 } as const
+      const service = scripted([atOnce, atOnce, atOnce, atOnce, succeeded])
+      expect(await service.poll()).toEqual(succeeded)
+      expect(service.reads.map((r) => r.at)).toEqual([250, 500, 750, 1000, 1250])
+    })
+
+    it('reads plainly after a held read failed on the way (a proxy cutting it, a CORS preflight refusing Prefer)', async () => {
+      const service = scripted([
+        new PayError({ code: 'network_error', message: 'cut' }),
+        processing,
         succeeded,
-      ] as StatusResponse[]
-      const result = await pollUntilFinal({
+      ])
+      expect(await service.poll()).toEqual(succeeded)
+      expect(service.reads.map((r) => r.waitSeconds)).toEqual([20, 0, 0])
+    })
+
+    it('asks for no longer than the deadline leaves, and polls as before when the service does not hold', async () => {
+      const service = scripted([], { then: processing })
+      const done = service.poll({ random: () => 0, deadlineMs: 2500, waitSeconds: 20 })
+      await expect(done).rejects.toThrowError(expect.objectContaining({ code: 'poll_timeout' }))
+      // 250 ms after the start, then every pollInMs (1000): this service answered without holding.
+      expect(service.reads.map((r) => r.at)).toEqual([250, 1250, 2250, 2500])
+      // What the deadline left before each read's gap, rounded up.
+      expect(service.reads.map((r) => r.waitSeconds)).toEqual([3, 3, 2, 1])
+    })
+  })
+})
+
+/**
+ * A service on an injected clock (no timers): answers `answers` in order (a PayError is thrown), then
+ * `then`; each read is held `holdMs`. Records every read (its time and the wait it asked for) and sleep.
+ */
+function scripted(
+  answers: Array<StatusResponse | PayError>,
+  options: { holdMs?: number; then?: StatusResponse } = {},
+) {
+  let now = 0
+  const reads: { at: number; waitSeconds: number }[] = []
+  const sleeps: number[] = []
+  return {
+    reads,
+    sleeps,
+    poll(pollOptions: PollOptions = {}, firstDelayMs: number | null = null) {
+      return pollUntilFinal({
         getStatus: async (_signal, waitSeconds) => {
-          asked.push(waitSeconds)
-          now += 5000
-          return answers.shift()!
+          reads.push({ at: now, waitSeconds })
+          now += options.holdMs ?? 0
+          const next = answers.shift() ?? options.then ?? succeeded
+          if (next instanceof PayError) throw next
+          return next
         },
-        firstDelayMs: 1000,
+        firstDelayMs,
         signal: new AbortController().signal,
         onStatus: () => undefined,
         options: {
@@ -172,96 +203,9 @@ describe('pollUntilFinal', () => {
             sleeps.push(ms)
             now += ms
           },
-          random: () => 0.5,
-          waitSeconds: 15,
+          ...pollOptions,
         },
       })
-      expect(result).toEqual(succeeded)
-      // minGapMs after the confirm's answer, then each read right after the held one before it.
-      expect(sleeps).toEqual([250])
-      expect(asked).toEqual([15, 15, 15])
-    })
-
-    it('never reads more often than minGapMs, whatever a service answers at once', async () => {
-      let now = 0
-      const reads: number[] = []
-      const answers = Array.from({ length: 4 }, () => ({ status: 'processing', isFinal: false, pollInMs: 0 }))
-      const result = await pollUntilFinal({
-        getStatus: async () => {
-          reads.push(now)
-          return (answers.shift() ?? succeeded) as StatusResponse
-        },
-        firstDelayMs: null,
-        signal: new AbortController().signal,
-        onStatus: () => undefined,
-        options: {
-          now: () => now,
-          sleep: async (ms) => {
-            now += ms
-          },
-        },
-      })
-      expect(result).toEqual(succeeded)
-      expect(reads).toEqual([250, 500, 750, 1000, 1250])
-    })
-
-    it('reads plainly after a held read failed on the way (a proxy cutting it, a CORS preflight refusing Prefer)', async () => {
-      let now = 0
-      const asked: number[] = []
-      const answers: Array<StatusResponse | PayError> = [
-        new PayError({ code: 'network_error', message: 'cut' }),
-        processing,
-        succeeded,
-      ]
-      const result = await pollUntilFinal({
-        getStatus: async (_signal, waitSeconds) => {
-          asked.push(waitSeconds)
-          const next = answers.shift()!
-          if (next instanceof PayError) throw next
-          return next
-        },
-        firstDelayMs: null,
-        signal: new AbortController().signal,
-        onStatus: () => undefined,
-        options: {
-          now: () => now,
-          sleep: async (ms) => {
-            now += ms
-          },
-        },
-      })
-      expect(result).toEqual(succeeded)
-      expect(asked).toEqual([20, 0, 0])
-    })
-
-    it('asks for no longer than the deadline leaves, and polls as before when the service does not hold', async () => {
-      let now = 0
-      const asked: number[] = []
-      const reads: number[] = []
-      const done = pollUntilFinal({
-        getStatus: async (_signal, waitSeconds) => {
-          asked.push(waitSeconds)
-          reads.push(now)
-          return processing
-        },
-        firstDelayMs: null,
-        signal: new AbortController().signal,
-        onStatus: () => undefined,
-        options: {
-          now: () => now,
-          sleep: async (ms) => {
-            now += ms
-          },
-          random: () => 0,
-          deadlineMs: 2500,
-          waitSeconds: 20,
-        },
-      })
-      await expect(done).rejects.toThrowError(expect.objectContaining({ code: 'poll_timeout' }))
-      // minGapMs after the start, then every pollInMs (1000): this service answered without holding.
-      expect(reads).toEqual([250, 1250, 2250, 2500])
-      // What the deadline left before each read's gap, rounded up.
-      expect(asked).toEqual([3, 3, 2, 1])
-    })
-  })
-})
+    },
+  }
+}
