@@ -189,6 +189,17 @@ describe('a live payment on Anvil from the browser wallet', () => {
     const { paymentId } = await evm.pay('1250')
     const before = await evm.balance(buyer.address)
     const page = await openWallet()
+    // The flow's status reads ask to be held (Prefer: wait) across origins: the preflight must allow it.
+    const statusReads: { prefer: string | undefined; status: number; vary: string | undefined }[] = []
+    page.on('response', (response) => {
+      if (!response.url().endsWith(`/v1/gateway/payment/${paymentId}/status`)) return
+      if (response.request().method() !== 'GET') return
+      statusReads.push({
+        prefer: response.request().headers().prefer,
+        status: response.status(),
+        vary: response.headers().vary,
+      })
+    })
     const result = await payInPage(page, {
       baseUrl,
       apiKey: evm.walletKey,
@@ -203,6 +214,12 @@ describe('a live payment on Anvil from the browser wallet', () => {
     expect(before - (await evm.balance(buyer.address))).toBe(usdc(12.5))
     const receipt = await evm.publicClient.getTransactionReceipt({ hash: result.txId as `0x${string}` })
     expect(receipt.status).toBe('success')
+    expect(statusReads.length).toBeGreaterThan(0)
+    for (const read of statusReads) {
+      expect(read.prefer).toMatch(/^wait=\d+$/)
+      expect(read.status).toBe(200)
+      expect(read.vary).toMatch(/Prefer/)
+    }
     console.info(`browser live gasless payment on Anvil: ${result.ms.toFixed(0)} ms`)
     await page.close()
   })
