@@ -297,4 +297,23 @@ describe('status reads with Prefer: wait', () => {
     expect(answer.body).toMatchObject({ status: 'requires_action' })
     expect(Date.now() - stopping).toBeLessThan(10_000)
   })
+
+  // fetch's abort leaves its socket open for reuse: the server sees a connection that never goes away.
+  it('stops within its grace even when a client left a held read without closing the connection', async () => {
+    const a = await start()
+    const m = await newMerchant(a)
+    const paymentId = await newPayment(a, m)
+    const gone = new AbortController()
+    const held = fetch(`${a.url}/v1/gateway/payment/${paymentId}/status`, {
+      headers: { 'api-key': m.apiKey, prefer: 'wait=60' },
+      signal: gone.signal,
+    }).catch(() => 'aborted')
+    await until(() => a.app.statusChanges.waiting === 1)
+    gone.abort()
+    expect(await held).toBe('aborted')
+    const stopping = Date.now()
+    await a.stop()
+    // The 10 s grace, then the open connection is cut (without the cut the stop waited past a minute).
+    expect(Date.now() - stopping).toBeLessThan(20_000)
+  }, 40_000)
 })
