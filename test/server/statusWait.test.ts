@@ -67,6 +67,13 @@ async function newPayment(server: RunningServer, m: Merchant): Promise<string> {
   return created.paymentId
 }
 
+/** A server started with `config`, a merchant on it and a payment of that merchant. */
+async function newPaymentOn(config: Record<string, unknown> = {}) {
+  const server = await start(config)
+  const m = await newMerchant(server)
+  return { server, m, paymentId: await newPayment(server, m) }
+}
+
 function simulate(server: RunningServer, m: Merchant, paymentId: string, outcome: string) {
   return fetch(`${server.url}/v1/test/payments/${paymentId}/simulate`, {
     method: 'POST',
@@ -132,9 +139,7 @@ describe('status reads with Prefer: wait', () => {
   )
 
   it('wakes on a change made outside the API (an operator’s SQL), not only on the API’s own writes', async () => {
-    const a = await start()
-    const m = await newMerchant(a)
-    const paymentId = await newPayment(a, m)
+    const { server: a, m, paymentId } = await newPaymentOn()
     const held = status(a, m, paymentId, { prefer: 'wait=15' })
     await until(() => a.app.statusChanges.waiting === 1)
     await sql`UPDATE payments SET status = 'processing' WHERE id = ${paymentId}`.execute(pg.db)
@@ -152,9 +157,7 @@ describe('status reads with Prefer: wait', () => {
   })
 
   it('answers at once without the preference, when final, and for other preferences', async () => {
-    const a = await start()
-    const m = await newMerchant(a)
-    const paymentId = await newPayment(a, m)
+    const { server: a, m, paymentId } = await newPaymentOn()
     const plain = await status(a, m, paymentId)
     expect(plain.body).toMatchObject({ status: 'requires_action', pollInMs: 2000 })
     expect(plain.applied).toBeNull()
@@ -186,9 +189,7 @@ describe('status reads with Prefer: wait', () => {
   it.each(['', '"wait"=1', 'wait=soon', 'wait=-1'])(
     'ignores a Prefer it cannot read (%j), as RFC 7240 asks: one plain read',
     async (prefer) => {
-      const a = await start()
-      const m = await newMerchant(a)
-      const paymentId = await newPayment(a, m)
+      const { server: a, m, paymentId } = await newPaymentOn()
       const answer = await status(a, m, paymentId, { prefer })
       expect(answer.status).toBe(200)
       expect(answer.body).toMatchObject({ status: 'requires_action', pollInMs: 2000 })
@@ -197,18 +198,14 @@ describe('status reads with Prefer: wait', () => {
   )
 
   it('refuses a Prefer that is not printable ASCII, as every header the API reads', async () => {
-    const a = await start()
-    const m = await newMerchant(a)
-    const paymentId = await newPayment(a, m)
+    const { server: a, m, paymentId } = await newPaymentOn()
     const answer = await status(a, m, paymentId, { prefer: 'wait=1, x=é' })
     expect(answer.status).toBe(400)
     expect(answer.body.code).toBe('header_not_ascii')
   })
 
   it('reads empty list elements and quoted values, and only the first wait counts', async () => {
-    const a = await start({ statusWaitMaxMs: 300 })
-    const m = await newMerchant(a)
-    const paymentId = await newPayment(a, m)
+    const { server: a, m, paymentId } = await newPaymentOn({ statusWaitMaxMs: 300 })
     // Read as far as the grammar goes: what follows a part that does not parse is ignored.
     for (const prefer of [
       ',, wait=1,',
@@ -225,9 +222,7 @@ describe('status reads with Prefer: wait', () => {
   })
 
   it('answers with Vary: Prefer, beside Origin under a CORS allow-list', async () => {
-    const a = await start({ cors: { merchant: ['https://shop.example'] } })
-    const m = await newMerchant(a)
-    const paymentId = await newPayment(a, m)
+    const { server: a, m, paymentId } = await newPaymentOn({ cors: { merchant: ['https://shop.example'] } })
     const response = await fetch(`${a.url}/v1/payments/${paymentId}/status`, {
       headers: { 'api-key': m.apiKey, 'merchant-id': m.merchantId, origin: 'https://shop.example' },
     })
@@ -236,9 +231,7 @@ describe('status reads with Prefer: wait', () => {
   })
 
   it('sees a change the database did not announce (a change feed dead without an error) within seconds', async () => {
-    const a = await start()
-    const m = await newMerchant(a)
-    const paymentId = await newPayment(a, m)
+    const { server: a, m, paymentId } = await newPaymentOn()
     const held = status(a, m, paymentId, { prefer: 'wait=20' })
     await until(() => a.app.statusChanges.waiting === 1)
     // A change nobody is told of: the trigger is off for this one statement's transaction.
@@ -254,9 +247,7 @@ describe('status reads with Prefer: wait', () => {
   })
 
   it('keeps holding across a lost change feed: the reads re-read, the feed reconnects, a later change wakes them', async () => {
-    const a = await start()
-    const m = await newMerchant(a)
-    const paymentId = await newPayment(a, m)
+    const { server: a, m, paymentId } = await newPaymentOn()
     const held = status(a, m, paymentId, { prefer: 'wait=20' })
     await until(() => a.app.statusChanges.waiting === 1)
     await sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
@@ -271,9 +262,7 @@ describe('status reads with Prefer: wait', () => {
   })
 
   it('releases a held read when its client goes away', async () => {
-    const a = await start()
-    const m = await newMerchant(a)
-    const paymentId = await newPayment(a, m)
+    const { server: a, m, paymentId } = await newPaymentOn()
     // A connection of its own, closed for real (fetch's abort keeps the socket for reuse).
     const held = http.get(`${a.url}/v1/gateway/payment/${paymentId}/status`, {
       agent: false,
@@ -286,9 +275,7 @@ describe('status reads with Prefer: wait', () => {
   })
 
   it('answers held reads when the server stops, instead of holding its shutdown', async () => {
-    const a = await start()
-    const m = await newMerchant(a)
-    const paymentId = await newPayment(a, m)
+    const { server: a, m, paymentId } = await newPaymentOn()
     const held = status(a, m, paymentId, { prefer: 'wait=60' })
     await until(() => a.app.statusChanges.waiting === 1)
     const stopping = Date.now()
@@ -300,9 +287,7 @@ describe('status reads with Prefer: wait', () => {
 
   // fetch's abort leaves its socket open for reuse: the server sees a connection that never goes away.
   it('stops within its grace even when a client left a held read without closing the connection', async () => {
-    const a = await start()
-    const m = await newMerchant(a)
-    const paymentId = await newPayment(a, m)
+    const { server: a, m, paymentId } = await newPaymentOn()
     const gone = new AbortController()
     const held = fetch(`${a.url}/v1/gateway/payment/${paymentId}/status`, {
       headers: { 'api-key': m.apiKey, prefer: 'wait=60' },
