@@ -161,10 +161,13 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
           await webhooks?.stop()
           await jobs?.stop()
           await credentials?.close()
-          // In-flight requests drain; a connection still open after the grace (a peer gone without closing
-          // it, e.g. a phone off the network mid-read) is cut so that the stop cannot hang on it.
+          // In-flight requests drain, and each connection goes as soon as its answer is out (Fastify keeps an
+          // idle keep-alive connection 72 s, and the close waits for it); one still busy after the grace (a
+          // peer gone without closing it, e.g. a phone off the network mid-read) is cut.
+          const idle = setInterval(() => running.server.closeIdleConnections(), 100).unref()
           const cut = setTimeout(() => running.server.closeAllConnections(), shutdownGraceMs).unref()
           await running.close()
+          clearInterval(idle)
           clearTimeout(cut)
           await statusChanges?.close()
           await database.close()

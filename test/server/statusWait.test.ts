@@ -298,7 +298,8 @@ describe('status reads with Prefer: wait', () => {
     expect(await held).toBe('aborted')
     const stopping = Date.now()
     await a.stop()
-    // The 10 s grace, then the open connection is cut (without the cut the stop waited past a minute).
+    // The server never learns this connection is idle; the 10 s grace cuts it (without the cut the stop
+    // waited past a minute).
     expect(Date.now() - stopping).toBeLessThan(20_000)
   }, 40_000)
 })

@@ -43,8 +43,6 @@ export async function statusRead(
       answer = await read()
     }
     reply.header('preference-applied', `wait=${Math.ceil(waitMs / 1000)}`)
-    // Woken by the shutdown: a keep-alive connection would hold the server's close until it times out.
-    if (changes.closed) reply.header('connection', 'close')
     return answer.isFinal ? answer : { ...answer, pollInMs: 0 }
   } finally {
     watch.stop()
