@@ -160,7 +160,7 @@ describe('pollUntilFinal', () => {
     })
 
     it('asks for no longer than the deadline leaves, and polls as before when the service does not hold', async () => {
-      const service = scripted([], { then: processing })
+      const service = scripted([], { afterwards: processing })
       const done = service.poll({ random: () => 0, deadlineMs: 2500, waitSeconds: 20 })
       await expect(done).rejects.toThrowError(expect.objectContaining({ code: 'poll_timeout' }))
       // 250 ms after the start, then every pollInMs (1000): this service answered without holding.
@@ -173,11 +173,11 @@ describe('pollUntilFinal', () => {
 
 /**
  * A service on an injected clock (no timers): answers `answers` in order (a PayError is thrown), then
- * `then`; each read is held `holdMs`. Records every read (its time and the wait it asked for) and sleep.
+ * `afterwards`; each read is held `holdMs`. Records every read (its time and the wait it asked for) and sleep.
  */
 function scripted(
   answers: Array<StatusResponse | PayError>,
-  options: { holdMs?: number; then?: StatusResponse } = {},
+  options: { holdMs?: number; afterwards?: StatusResponse } = {},
 ) {
   let now = 0
   const reads: { at: number; waitSeconds: number }[] = []
@@ -190,7 +190,7 @@ function scripted(
         getStatus: async (_signal, waitSeconds) => {
           reads.push({ at: now, waitSeconds })
           now += options.holdMs ?? 0
-          const next = answers.shift() ?? options.then ?? succeeded
+          const next = answers.shift() ?? options.afterwards ?? succeeded
           if (next instanceof PayError) throw next
           return next
         },
