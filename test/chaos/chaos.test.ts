@@ -412,6 +412,22 @@ async function merchantApi(
   }
 }
 
+/** `promise`, or an error saying `why()` when it has not settled by the time `at`. */
+async function settleBy<T>(promise: Promise<T>, at: number, why: () => string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(why())), at - Date.now())
+  })
+  try {
+    return await Promise.race([promise, late])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** Each wallet still paying, by payment id: its kind and last flow state (for a wedged run's message). */
+const walletStates = new Map<string, string>()
+
 const transientCodes = ['network_error', 'internal_error', 'rate_limited', 'poll_timeout']
 const resumableStates = ['signing', 'confirming', 'polling']
 
@@ -447,6 +463,7 @@ async function walletPays(
       poll: { intervalMs: 250, deadlineMs: Math.max(1_000, deadline - Date.now()) },
       retry: { attempts: 3, baseDelayMs: 150, maxDelayMs: 1_000 },
       persist: (s) => {
+        walletStates.set(paymentId, `${p.kind} ${s.state}`)
         if (resumableStates.includes(s.state)) snapshot = s
       },
     })
@@ -454,12 +471,16 @@ async function walletPays(
       const result = snapshot
         ? await wallet.resumeFlow(snapshot).execute()
         : await wallet.pay(link, p.selectOption ? { selectOption: p.selectOption } : {})
+      walletStates.delete(paymentId)
       return { paymentId, status: result.status, errors }
     } catch (error) {
       const code = isPayError(error) ? error.code : `unexpected: ${String(error)}`
       errors.push(code)
       if (!transientCodes.includes(code)) snapshot = undefined
-      if (Date.now() > deadline) return { paymentId, status: 'gave up', errors }
+      if (Date.now() > deadline) {
+        walletStates.delete(paymentId)
+        return { paymentId, status: 'gave up', errors }
+      }
       await sleep(between(150, 600))
     }
   }
@@ -674,7 +695,13 @@ describe(`chaos: live payments through 3 API instances and 2 workers under chain
         .map((p) => p.name),
     ).toEqual([])
 
-    const paid = await payments
+    // Every wallet gives up by its deadline; one still busy well past it is wedged (say, waiting for a
+    // transaction that vanished): fail with what it waits for, not with the test's timeout.
+    const paid = await settleBy(
+      payments,
+      walletDeadline + 15_000,
+      () => `wallets wedged past their deadline: ${JSON.stringify(Object.fromEntries(walletStates))}`,
+    )
     const ids = paid.map((p) => p.paymentId)
     const rows = await drain(ids, Math.max(5_000, walletDeadline + 5_000 - Date.now()))
     const byId = new Map(rows.map((r) => [r.id, r]))

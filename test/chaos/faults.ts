@@ -103,7 +103,25 @@ export const chaosFaults: readonly ChaosFault[] = [
     name: 'EVM shallow reorg (1 block, under the 2 confirmations)',
     chain: 'evm',
     async apply(targets, windowMs) {
-      await targets.anvil.reorg(1)
+      // As on a real node, the orphaned block's transactions go back to the pool (Anvil forgets them):
+      // a wallet waiting for its own approve sees it vanish for a block, then land again. Mining is
+      // paused meanwhile so the block read is the block replaced.
+      await targets.anvilRpc('evm_setIntervalMining', [0])
+      try {
+        const block = (await targets.anvilRpc('eth_getBlockByNumber', ['latest', false])) as {
+          transactions: string[]
+        }
+        const raws = await Promise.all(
+          block.transactions.map((hash) => targets.anvilRpc('eth_getRawTransactionByHash', [hash])),
+        )
+        await targets.anvil.reorg(1)
+        // A transaction whose nonce the new history already used is gone for good, as on any node.
+        await Promise.all(
+          raws.map((raw) => targets.anvilRpc('eth_sendRawTransaction', [raw]).catch(() => {})),
+        )
+      } finally {
+        await targets.anvilRpc('evm_setIntervalMining', [1])
+      }
       await sleep(windowMs)
     },
   },
