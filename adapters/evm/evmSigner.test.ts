@@ -15,11 +15,12 @@ import {
   verifyTypedData,
 } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { testUsdcAbi } from '../../fixtures/token/index.js'
 import {
   type AnvilInstance,
   anvilChain,
+  anvilControl,
   anvilPrivateKeys,
   authorizationTypedData,
   deployTestToken,
@@ -408,6 +409,31 @@ describe('evmSigner on a node that does not mine', () => {
   it('aborts the wait for a receipt and still hands back the sent hash', async () => {
     const error = await expectPayError(send(AbortSignal.timeout(300)), 'aborted')
     expect(error.context.txHash).toMatch(/^0x[0-9a-f]{64}$/)
+  })
+
+  it('keeps its own transaction alive while it waits: one the node dropped is sent again, the same bytes, and mined once', async () => {
+    const node = createPublicClient({ transport: http(idle.rpcUrl) })
+    const pool = () => anvilControl(idle.rpcUrl).pending()
+    const before = new Set(await pool())
+    const sent = send(AbortSignal.timeout(20_000))
+    const hash = await vi.waitFor(async () => {
+      const ours = (await pool()).find((h) => !before.has(h))
+      if (!ours) throw new Error('not in the pool yet')
+      return ours
+    })
+    const raw = await node.request({
+      method: 'eth_getRawTransactionByHash' as never,
+      params: [hash] as never,
+    })
+    await node.request({ method: 'anvil_dropTransaction' as never, params: [hash] as never })
+    // Back in the pool, byte for byte, without anybody but the signer sending it.
+    await vi.waitFor(async () => expect(await pool()).toContain(hash), { timeout: 5_000 })
+    expect(
+      await node.request({ method: 'eth_getRawTransactionByHash' as never, params: [hash] as never }),
+    ).toBe(raw)
+    await anvilControl(idle.rpcUrl).mine()
+    expect(await sent).toBe(hash)
+    expect((await node.getTransactionReceipt({ hash })).status).toBe('success')
   })
 })
 

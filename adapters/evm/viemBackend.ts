@@ -3,12 +3,15 @@ import {
   type Chain,
   createWalletClient,
   defineChain,
+  type Hash,
+  type Hex,
   http,
   type SendTransactionParameters,
+  TransactionNotFoundError,
   type Transport,
   type WalletClient,
 } from 'viem'
-import { waitForTransactionReceipt } from 'viem/actions'
+import { getTransaction, waitForTransactionReceipt } from 'viem/actions'
 import { eip155ChainId, type RpcTransaction } from '../../protocol/evm/index.js'
 import { PayError } from '../../src/errors/PayError.js'
 import {
@@ -58,6 +61,7 @@ export function viemBackend(clients: readonly WalletClient[], options: ReceiptOp
     byKey.set(key(client.chain.id, client.account.address), client as BoundClient)
   }
   const clientFor = (chainId: number, address: string) => byKey.get(key(chainId, address))!
+  const signed = recentlySigned()
   const anyClientOn = (chainId: number) => [...byKey.values()].find((c) => c.chain.id === chainId)!
 
   return {
@@ -69,20 +73,31 @@ export function viemBackend(clients: readonly WalletClient[], options: ReceiptOp
       >[0]),
     signMessage: (chainId, address, message) =>
       clientFor(chainId, address).signMessage({ message: { raw: message } }),
-    sendTransaction: (chainId, tx) => {
+    sendTransaction: async (chainId, tx) => {
       const client = clientFor(chainId, tx.from)
-      return client.sendTransaction({
-        ...fromRpcTransaction(tx),
-        chain: client.chain,
-      } as SendTransactionParameters)
+      const request = { ...fromRpcTransaction(tx), chain: client.chain } as SendTransactionParameters
+      // A JSON-RPC account: the node signs and keeps the transaction; nothing here to send again.
+      if (client.account.type !== 'local') return client.sendTransaction(request)
+      const prepared = await client.prepareTransactionRequest(request)
+      const raw = await client.signTransaction(prepared as Parameters<BoundClient['signTransaction']>[0])
+      const hash = await client.sendRawTransaction({ serializedTransaction: raw })
+      signed.remember(hash, raw)
+      return hash
     },
     waitForReceipt: async (chainId, hash) => {
-      const receipt = await waitForTransactionReceipt(anyClientOn(chainId), {
-        hash,
-        pollingInterval: options.pollingInterval ?? defaultPollingInterval,
-        timeout: options.receiptTimeoutMs ?? defaultReceiptTimeoutMs,
-      })
-      return receipt.status
+      const client = anyClientOn(chainId)
+      const pollingInterval = options.pollingInterval ?? defaultPollingInterval
+      const stopKeeping = keepInPool(client, hash, signed.take(hash), pollingInterval)
+      try {
+        const receipt = await waitForTransactionReceipt(client, {
+          hash,
+          pollingInterval,
+          timeout: options.receiptTimeoutMs ?? defaultReceiptTimeoutMs,
+        })
+        return receipt.status
+      } finally {
+        stopKeeping()
+      }
     },
     // The client's transport is the wallet's node; viem types a WalletClient's requests narrowly.
     node: (chainId) => anyClientOn(chainId) as unknown as EvmNode,
@@ -98,5 +113,51 @@ function fromRpcTransaction(tx: RpcTransaction) {
     ...(tx.to ? { to: tx.to } : {}),
     ...(tx.data ? { data: tx.data } : {}),
     ...(tx.value ? { value: BigInt(tx.value) } : {}),
+  }
+}
+
+/**
+ * The signed bytes of the last few transactions sent, by hash, for `keepInPool`. Bounded: the last
+ * action of a flow is never waited for, so its entry is only dropped by newer ones.
+ */
+function recentlySigned(limit = 16) {
+  const raws = new Map<Hash, Hex>()
+  return {
+    remember(hash: Hash, raw: Hex) {
+      raws.set(hash, raw)
+      if (raws.size > limit) raws.delete(raws.keys().next().value!)
+    },
+    take(hash: Hash): Hex | undefined {
+      const raw = raws.get(hash)
+      raws.delete(hash)
+      return raw
+    },
+  }
+}
+
+/**
+ * While the wallet waits for its own transaction, sends the same signed bytes again whenever the node
+ * no longer knows it: nodes drop pending transactions (a fee spike, a full pool, a reorg, a load
+ * balancer's other backend), and a wallet that does not resend waits out its whole receipt timeout
+ * for a transaction nobody will mine. Same bytes, same hash and nonce: it can land once at most.
+ */
+function keepInPool(client: BoundClient, hash: Hash, raw: Hex | undefined, intervalMs: number): () => void {
+  if (raw === undefined) return () => {}
+  let stopped = false
+  const timer = setInterval(async () => {
+    try {
+      const dropped = await getTransaction(client, { hash }).then(
+        () => false,
+        (error) => error instanceof TransactionNotFoundError,
+      )
+      if (dropped && !stopped) await client.sendRawTransaction({ serializedTransaction: raw })
+    } catch {
+      // Refused ("nonce too low": mined or replaced; fees below the base fee for now): the receipt
+      // wait decides, and the next tick tries again.
+    }
+  }, intervalMs)
+  return () => {
+    stopped = true
+    clearInterval(timer)
   }
 }

@@ -1,4 +1,4 @@
-import { parseGwei } from 'viem'
+import { type Hex, parseGwei } from 'viem'
 import type { AnvilControl } from '../anvil.js'
 import type { Fault, FaultProxy } from '../rpcFaults.js'
 import type { SolanaValidator } from '../solana/index.js'
@@ -80,11 +80,17 @@ export const chaosFaults: readonly ChaosFault[] = [
   proxied('evm', 'EVM malformed JSON on receipts', 'eth_getTransactionReceipt', { kind: 'malformed' }, 2),
   proxied('evm', 'EVM 429 on nonce reads', 'eth_getTransactionCount', { kind: 'rateLimited' }, 3),
   {
-    name: 'EVM base fee raised past the relay fees (stuck relay, fee bump)',
+    name: 'EVM base fee spike past the relay fees (stuck relay, fee bump)',
     chain: 'evm',
     async apply(targets, windowMs) {
+      // A window like every other fault: left to decay, the spike prices a buyer's own approve out for
+      // ~30 blocks (Anvil drops it; the wallet sends it again until it fits), longer than a run lasts.
+      const latest = (await targets.anvilRpc('eth_getBlockByNumber', ['latest', false])) as {
+        baseFeePerGas: Hex
+      }
       await targets.anvil.setNextBaseFee(parseGwei('60'))
       await sleep(windowMs)
+      await targets.anvil.setNextBaseFee(BigInt(latest.baseFeePerGas))
     },
   },
   {
