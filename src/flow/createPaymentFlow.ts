@@ -1,4 +1,3 @@
-import { EventEmitter } from 'eventemitter3'
 import { createSignerRegistry } from '../actions/registry.js'
 import { randomHex } from '../client/random.js'
 import type { CollectData, PaymentOption } from '../contract/gateway.js'
@@ -14,6 +13,7 @@ import {
 } from './collecting.js'
 import type { LoadOptionsResult, PaymentFlowOptions, ResumeFlowOptions } from './config.js'
 import { confirm, poll } from './confirming.js'
+import { Emitter } from './emitter.js'
 import { loadOptions, selectOption } from './options.js'
 import {
   checkpoint,
@@ -58,7 +58,7 @@ export type {
  * Each job lives in its own module: options.ts, collecting.ts, signing.ts, confirming.ts and
  * exposure.ts (rebuilds after `quote_expired`); this class runs them in order and ends the flow.
  */
-class PaymentFlow extends EventEmitter<FlowEvents> {
+class PaymentFlow extends Emitter<FlowEvents> {
   readonly paymentId: string
   readonly #run: FlowRun
   #running: Promise<PaymentResult> | undefined

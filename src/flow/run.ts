@@ -1,10 +1,10 @@
-import type { EventEmitter } from 'eventemitter3'
 import type { SignerRegistry } from '../actions/registry.js'
 import { isUserRejection } from '../actions/rejection.js'
 import type { CollectData, PaymentOption, WalletRpcAction } from '../contract/gateway.js'
 import { abortable } from '../errors/abort.js'
 import { isPayError, PayError, type PayErrorCode } from '../errors/PayError.js'
 import type { ResumeFlowOptions } from './config.js'
+import type { Emitter } from './emitter.js'
 import type { ExposureEntry } from './exposure.js'
 import { type FlowSnapshot, snapshotVersion } from './snapshot.js'
 import { assertTransition, type FlowState, type TerminalState } from './states.js'
@@ -37,7 +37,7 @@ export interface FlowRun {
   readonly paymentId: string
   readonly config: ResumeFlowOptions
   readonly data: FlowData
-  readonly events: EventEmitter<FlowEvents>
+  readonly events: Emitter<FlowEvents>
   readonly registry: SignerRegistry
   readonly controller: AbortController
   /** Rounds built and signed again after `quote_expired` in this process. */

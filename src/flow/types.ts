@@ -46,7 +46,7 @@ export interface StatusEvent {
   pollInMs: number | null
 }
 
-/** The flow's events (eventemitter3): every payload is one plain object. */
+/** The flow's events (emitter.ts): every payload is one plain object. */
 export type FlowEvents = {
   state: (event: StateEvent) => void
   options: (event: OptionsEvent) => void
