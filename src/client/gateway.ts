@@ -28,6 +28,7 @@ export function createGatewayClient(config: GatewayClientConfig): GatewayApi {
       safeToRetry?: boolean
       idempotencyKey?: string
       headers?: Record<string, string | undefined>
+      holdMs?: number
     } = {},
   ) => {
     const route = gatewayRoutes[name]
@@ -38,6 +39,7 @@ export function createGatewayClient(config: GatewayClientConfig): GatewayApi {
       parse: parser<ResponseOf<N>>(route.response),
       body: extra.body,
       headers: extra.headers,
+      holdMs: extra.holdMs,
       ...(options?.signal ? { signal: options.signal } : {}),
       ...(idempotencyKey ? { idempotencyKey } : {}),
       ...(extra.safeToRetry ? { safeToRetry: true } : {}),
@@ -49,6 +51,7 @@ export function createGatewayClient(config: GatewayClientConfig): GatewayApi {
     getStatus: (paymentId, options) =>
       call('gatewayGetStatus', paymentId, options, {
         headers: { Prefer: options?.waitSeconds ? `wait=${options.waitSeconds}` : undefined },
+        holdMs: (options?.waitSeconds ?? 0) * 1000,
       }),
     // Options and fetch only quote or build; repeating them changes no payment state.
     getOptions: (paymentId, body, options) =>

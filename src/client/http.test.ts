@@ -202,6 +202,27 @@ describe('createHttpClient', () => {
     expect(seen).toHaveLength(1)
   })
 
+  it('gives up on a service that takes the request and never answers, retries, and says so', async () => {
+    const silent: Handler = () => {}
+    handlers.push(silent, silent)
+    const http = createHttpClient({ baseUrl, retry: { ...fastRetry, attempts: 2, timeoutMs: 100 } })
+    const error = await http.request({ method: 'GET', path: '/', parse: ok }).catch((e) => e)
+    expect(isPayError(error, 'network_error')).toBe(true)
+    expect(error.message).toContain('did not answer in time')
+    expect(seen).toHaveLength(2)
+  })
+
+  it('cuts an answer whose body stops half-way, as a silent service', async () => {
+    handlers.push((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.write('{"ok":')
+    })
+    const http = createHttpClient({ baseUrl, retry: { ...fastRetry, attempts: 1, timeoutMs: 150 } })
+    const error = await http.request({ method: 'GET', path: '/', parse: ok }).catch((e) => e)
+    expect(isPayError(error, 'network_error')).toBe(true)
+    expect(error.message).toContain('did not answer in time')
+  })
+
   it('rejects at once when already aborted', async () => {
     const error = await createHttpClient({ baseUrl })
       .request({ method: 'GET', path: '/', parse: ok, signal: AbortSignal.abort() })
@@ -236,6 +257,17 @@ describe('createGatewayClient', () => {
     await gateway.getStatus('pay_1')
     expect(seen[0]!.headers.prefer).toBe('wait=15')
     expect(seen[1]!.headers.prefer).toBeUndefined()
+  })
+
+  it('gives a held status read the time it asked the service to hold, on top of the time limit', async () => {
+    const late: Handler = (_req, res) => {
+      setTimeout(() => json(200, { status: 'processing', isFinal: false, pollInMs: 0 })(_req, res, ''), 400)
+    }
+    handlers.push(late, late)
+    const gateway = createGatewayClient({ baseUrl, retry: { attempts: 1, timeoutMs: 200 } })
+    expect(await gateway.getStatus('pay_1', { waitSeconds: 1 })).toMatchObject({ status: 'processing' })
+    const error = await gateway.getStatus('pay_1').catch((e) => e)
+    expect(isPayError(error, 'network_error')).toBe(true)
   })
 
   it('maps an off-contract response to invalid_response with the issues', async () => {

@@ -3,7 +3,7 @@ import { isServiceErrorCode } from '../contract/errors.js'
 import * as schemas from '../contract/generated/walletSchemas.js'
 import { type Issue, type Parse, parser } from '../contract/validate.js'
 import { sleep, throwIfAborted } from '../errors/abort.js'
-import { PayError } from '../errors/PayError.js'
+import { isPayError, PayError } from '../errors/PayError.js'
 import { randomUuid } from './random.js'
 import {
   defaultRetryPolicy,
@@ -40,6 +40,8 @@ export interface HttpRequest<T> {
   /** A POST without an idempotency key is retried only when repeating it is harmless. */
   safeToRetry?: boolean
   signal?: AbortSignal
+  /** How long the service was asked to hold its answer (`Prefer: wait`), added to the time limit. */
+  holdMs?: number
   /**
    * Checks the success body. The gateway client passes a validator generated from the contract, the
    * merchant client (`zodParser`) the zod schema itself: this module stays free of zod either way.
@@ -78,34 +80,41 @@ export function createHttpClient(config: HttpClientConfig): HttpClient {
       method: req.method,
       headers,
       ...(req.body !== undefined ? { body: JSON.stringify(req.body) } : {}),
-      ...(req.signal ? { signal: req.signal } : {}),
     }
 
     for (let attempt = 1; ; attempt++) {
       throwIfAborted(req.signal, requestAborted)
-      let response: Response
+      // Cut by the caller's signal or by this attempt's time limit, whichever comes first.
+      const attemptCut = new AbortController()
+      const cut = () => attemptCut.abort()
+      req.signal?.addEventListener('abort', cut)
+      const timer = setTimeout(cut, policy.timeoutMs + (req.holdMs ?? 0))
+      let delay: number
       try {
-        response = await doFetch(url, init)
+        const response = await doFetch(url, { ...init, signal: attemptCut.signal })
+        if (response.ok) return await parseBody(response, req)
+        const failure = await errorFromResponse(response, req)
+        if (!retryable || attempt >= policy.attempts || !isRetryableStatus(response.status)) throw failure
+        delay = retryDelay(policy, attempt, parseRetryAfter(response.headers.get('retry-after')))
       } catch (error) {
         throwIfAborted(req.signal, requestAborted)
+        // The service's own answer stands; a connection that failed or went silent is retried.
+        if (isPayError(error) && !attemptCut.signal.aborted) throw error
         const failure = new PayError({
           code: 'network_error',
-          message: 'The service could not be reached.',
+          message: attemptCut.signal.aborted
+            ? 'The service did not answer in time.'
+            : 'The service could not be reached.',
           context: { method: req.method, path: req.path, attempt },
           cause: error,
         })
         if (!retryable || attempt >= policy.attempts) throw failure
-        await sleep(retryDelay(policy, attempt, undefined), req.signal, requestAborted)
-        continue
+        delay = retryDelay(policy, attempt, undefined)
+      } finally {
+        clearTimeout(timer)
+        req.signal?.removeEventListener('abort', cut)
       }
-      if (response.ok) return parseBody(response, req)
-      const failure = await errorFromResponse(response, req)
-      if (!retryable || attempt >= policy.attempts || !isRetryableStatus(response.status)) throw failure
-      await sleep(
-        retryDelay(policy, attempt, parseRetryAfter(response.headers.get('retry-after'))),
-        req.signal,
-        requestAborted,
-      )
+      await sleep(delay, req.signal, requestAborted)
     }
   }
 

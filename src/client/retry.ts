@@ -5,13 +5,23 @@ export interface RetryPolicy {
   baseDelayMs: number
   /** Upper bound for one back-off delay (also caps Retry-After). */
   maxDelayMs: number
+  /**
+   * One attempt (answer and body) gives up after this long, plus whatever a held status read asked the
+   * service to wait: a service that accepts the connection and never answers cannot hold the flow.
+   */
+  timeoutMs: number
 }
 
-export const defaultRetryPolicy: RetryPolicy = { attempts: 3, baseDelayMs: 200, maxDelayMs: 5_000 }
+export const defaultRetryPolicy: RetryPolicy = {
+  attempts: 3,
+  baseDelayMs: 200,
+  maxDelayMs: 5_000,
+  timeoutMs: 30_000,
+}
 
 /** Exponential back-off with full jitter; a server's Retry-After wins when present. */
 export function retryDelay(
-  policy: RetryPolicy,
+  policy: Pick<RetryPolicy, 'baseDelayMs' | 'maxDelayMs'>,
   attempt: number,
   retryAfterMs: number | undefined,
   random = Math.random,

@@ -73,6 +73,32 @@ function solanaTransfer(amount: bigint): string {
 
 const build = { type: 'build' as const, build: { data: 'opaque' } }
 
+describe('a gateway that goes silent', () => {
+  it('takes the status read and never answers: each read is cut at the time limit, and the flow ends at its poll deadline', async () => {
+    const key = evmKey()
+    const opt = option('opt_1', key.caip10, evmAsset, 1_000_000n, [
+      authorization(key.account.address, 1_000_000n),
+    ])
+    const startedAt = Date.now()
+    const { error, gateway } = await payAgainst(
+      {
+        options: () => ({ body: { options: [opt] } }),
+        confirm: () => ({ body: { status: 'processing', isFinal: false, pollInMs: 100 } }),
+        status: () => new Promise<never>(() => {}),
+      },
+      [key.signer],
+      'opt_1',
+      { poll: { waitSeconds: 0, intervalMs: 100, deadlineMs: 1_500 } },
+      { attempts: 1, timeoutMs: 300 },
+    )
+    expect(error).toMatchObject({ code: 'poll_timeout' })
+    expect(Date.now() - startedAt).toBeLessThan(10_000)
+    // Several reads, each cut: the silence did not hold the flow past its deadline.
+    expect(gateway.calls.status!.length).toBeGreaterThanOrEqual(2)
+    expect(key.calls()).toBe(1)
+  })
+})
+
 describe('class 3 and whole-options checks: an options answer that lies is refused before anything is shown', () => {
   it('refuses duplicate option ids (the user picks the 1 USDC row, the flow must not sign the 1,000 USDC one)', async () => {
     const key = evmKey()

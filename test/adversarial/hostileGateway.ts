@@ -7,6 +7,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { createGatewayClient } from '../../src/client/gateway.js'
 import type { GatewayApi } from '../../src/client/gatewayApi.js'
+import type { RetryPolicy } from '../../src/client/retry.js'
 
 export interface Scripted {
   status?: number
@@ -30,7 +31,10 @@ export interface HostileGateway {
 
 const routes = /^\/v1\/gateway\/payment\/([^/]+)(?:\/(options|fetch|confirm|status|cancel))?$/
 
-export async function startHostileGateway(script: Script): Promise<HostileGateway> {
+export async function startHostileGateway(
+  script: Script,
+  retry: Partial<RetryPolicy> = { attempts: 1 },
+): Promise<HostileGateway> {
   const calls: Record<string, unknown[]> = {}
   const server: Server = createServer(async (req, res) => {
     const match = routes.exec(new URL(req.url ?? '/', 'http://127.0.0.1').pathname)
@@ -52,7 +56,7 @@ export async function startHostileGateway(script: Script): Promise<HostileGatewa
     api: createGatewayClient({
       baseUrl: `http://127.0.0.1:${port}`,
       auth: { apiKey: 'wallet-key' },
-      retry: { attempts: 1 },
+      retry,
     }),
     calls,
     close: () => new Promise((resolve) => server.close(() => resolve())),

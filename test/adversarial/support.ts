@@ -6,6 +6,7 @@ import { evmForwardParams, evmMethods, evmSignatureStatus, evmSigner } from '../
 import { walletConnectSigner } from '../../adapters/walletconnect/index.js'
 import { decodeEvmAction } from '../../protocol/evm/index.js'
 import type { Signer } from '../../src/actions/types.js'
+import type { RetryPolicy } from '../../src/client/retry.js'
 import type { PaymentOption, WalletRpcAction } from '../../src/contract/gateway.js'
 import { createPaymentFlow, type PaymentFlowOptions } from '../../src/flow/createPaymentFlow.js'
 import { anvilChain } from '../anvil.js'
@@ -161,12 +162,16 @@ export async function payAgainst(
   signers: readonly Signer[],
   optionId: string,
   flowOptions: Partial<PaymentFlowOptions> = {},
+  retry?: Partial<RetryPolicy>,
 ): Promise<Outcome> {
-  const gateway = await startHostileGateway({
-    status: () => ({ body: succeeded }),
-    cancel: () => ({ body: { paymentId, status: 'cancelled' } }),
-    ...script,
-  })
+  const gateway = await startHostileGateway(
+    {
+      status: () => ({ body: succeeded }),
+      cancel: () => ({ body: { paymentId, status: 'cancelled' } }),
+      ...script,
+    },
+    retry,
+  )
   try {
     const flow = createPaymentFlow({ gateway: gateway.api, paymentId, signers, ...flowOptions })
     flow.on('error', () => {})
