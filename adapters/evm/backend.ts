@@ -18,7 +18,8 @@ export interface EvmBackend {
   signTypedData(chainId: number, address: Address, typedData: TypedDataPayload): Promise<Hex>
   signMessage(chainId: number, address: Address, message: Hex): Promise<Hex>
   sendTransaction(chainId: number, tx: RpcTransaction): Promise<Hash>
-  waitForReceipt(chainId: number, hash: Hash): Promise<'success' | 'reverted'>
+  /** `signal`: the flow stopped waiting; a backend that keeps the transaction alive stops doing so. */
+  waitForReceipt(chainId: number, hash: Hash, signal?: AbortSignal): Promise<'success' | 'reverted'>
   /** The wallet's own node on `chainId`, for reads that prove what became of a signature. */
   node(chainId: number): EvmNode
 }

@@ -17,6 +17,7 @@ import {
 import { privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { testUsdcAbi } from '../../fixtures/token/index.js'
+import { isPayError } from '../../src/errors/PayError.js'
 import {
   type AnvilInstance,
   anvilChain,
@@ -434,6 +435,25 @@ describe('evmSigner on a node that does not mine', () => {
     await anvilControl(idle.rpcUrl).mine()
     expect(await sent).toBe(hash)
     expect((await node.getTransactionReceipt({ hash })).status).toBe('success')
+  })
+
+  it('stops keeping it alive once the flow stops waiting: a transaction dropped after the abort stays dropped', async () => {
+    const node = createPublicClient({ transport: http(idle.rpcUrl) })
+    const pool = () => anvilControl(idle.rpcUrl).pending()
+    const before = new Set(await pool())
+    const controller = new AbortController()
+    const sent = send(controller.signal).catch((e) => e)
+    const hash = await vi.waitFor(async () => {
+      const ours = (await pool()).find((h) => !before.has(h))
+      if (!ours) throw new Error('not in the pool yet')
+      return ours
+    })
+    controller.abort()
+    expect(isPayError(await sent, 'aborted')).toBe(true)
+    await node.request({ method: 'anvil_dropTransaction' as never, params: [hash] as never })
+    // Ten polling intervals: the signer resent a dropped transaction within one before the abort.
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    expect(await pool()).not.toContain(hash)
   })
 })
 

@@ -159,7 +159,11 @@ async function confirm(
   const context = { chainId: `eip155:${chainId}`, txHash }
   let status: 'success' | 'reverted'
   try {
-    status = await withAbort(backend.waitForReceipt(chainId, txHash as `0x${string}`), signal, context)
+    status = await withAbort(
+      backend.waitForReceipt(chainId, txHash as `0x${string}`, signal),
+      signal,
+      context,
+    )
   } catch (error) {
     throw toPayError(error, context)
   }

@@ -84,10 +84,12 @@ export function viemBackend(clients: readonly WalletClient[], options: ReceiptOp
       signed.remember(hash, raw)
       return hash
     },
-    waitForReceipt: async (chainId, hash) => {
+    waitForReceipt: async (chainId, hash, signal) => {
       const client = anyClientOn(chainId)
       const pollingInterval = options.pollingInterval ?? defaultPollingInterval
       const stopKeeping = keepInPool(client, hash, signed.take(hash), pollingInterval)
+      // The flow gave up on the receipt (cancelled): the transaction is left to the node from here.
+      signal?.addEventListener('abort', stopKeeping, { once: true })
       try {
         const receipt = await waitForTransactionReceipt(client, {
           hash,
@@ -97,6 +99,7 @@ export function viemBackend(clients: readonly WalletClient[], options: ReceiptOp
         return receipt.status
       } finally {
         stopKeeping()
+        signal?.removeEventListener('abort', stopKeeping)
       }
     },
     // The client's transport is the wallet's node; viem types a WalletClient's requests narrowly.
