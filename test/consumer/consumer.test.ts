@@ -153,7 +153,7 @@ describe('the wallet package (npm install caipay)', () => {
     expect(lines[0]).toMatch(/^caipay: the server needs the package "[^"]+".*npm install caipay-server/)
   })
 
-  it('the wallet core and the merchant client load from ESM and CJS with only those three packages', {
+  it('the wallet core and the merchant client load from ESM and CJS with only those two packages', {
     timeout: 60_000,
   }, async () => {
     const esm = await exec(
