@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createTestDatabase, type TestDatabase } from '../../../test/postgres.js'
 import { insertMerchant, insertPayment } from '../../../test/rows.js'
+import { FenceLost, holdFences } from './fence.js'
 import { claimJobs, completeJob, enqueueJob, failJob } from './queue.js'
 
 let pg: TestDatabase
@@ -39,7 +40,7 @@ describe('jobs queue', () => {
     const again = await claimJobs(pg.db, { kinds: ['broadcast'], limit: 1, now: later })
     expect(again).toHaveLength(1)
     expect(again[0]!.attempts).toBe(2)
-    await completeJob(pg.db, again[0]!.id, { txId: '0x1' }, later)
+    await completeJob(pg.db, again[0]!, { txId: '0x1' }, later)
     const done = await pg.db
       .selectFrom('jobs')
       .selectAll()
@@ -62,5 +63,44 @@ describe('jobs queue', () => {
       (await pg.db.selectFrom('jobs').select('state').where('id', '=', job!.id).executeTakeFirstOrThrow())
         .state,
     ).toBe('failed')
+  })
+
+  it('a claim taken over holds no fence: its writes and its result are refused, the new claim\'s are not', async () => {
+    await enqueueJob(pg.db, { kind: 'refund', paymentId: paymentIds[1]!, now })
+    const [first] = await claimJobs(pg.db, { kinds: ['refund'], now })
+    const firstFence = { jobId: first!.id, generation: first!.attempts }
+    expect(await holdFences(pg.db, [firstFence])).toEqual(new Set([first!.id]))
+    // Paused past its lease: another runner claims the job.
+    const later = new Date(now.getTime() + 60_000)
+    const [second] = await claimJobs(pg.db, { kinds: ['refund'], now: later })
+    expect(second!.id).toBe(first!.id)
+    const secondFence = { jobId: second!.id, generation: second!.attempts }
+    expect(await holdFences(pg.db, [firstFence, secondFence])).toEqual(new Set([second!.id]))
+    expect(new FenceLost(firstFence).message).toContain(`claim ${first!.attempts}`)
+
+    // The first claim resumes and reports a result: not recorded.
+    await completeJob(pg.db, first!, { stale: true }, later)
+    const running = await pg.db.selectFrom('jobs').selectAll().where('id', '=', first!.id).executeTakeFirstOrThrow()
+    expect(running).toMatchObject({ state: 'running', result: null, attempts: second!.attempts })
+    await completeJob(pg.db, second!, { fresh: true }, later)
+    const done = await pg.db.selectFrom('jobs').selectAll().where('id', '=', first!.id).executeTakeFirstOrThrow()
+    expect(done).toMatchObject({ state: 'succeeded', result: { fresh: true } })
+    // A finished job holds no fence either.
+    expect(await holdFences(pg.db, [secondFence])).toEqual(new Set())
+  })
+
+  it('a fence share-locks its job: a claim by another runner waits for the fenced write to commit', async () => {
+    await enqueueJob(pg.db, { kind: 'settle', paymentId: paymentIds[2]!, now })
+    const [job] = await claimJobs(pg.db, { kinds: ['settle'], now })
+    const fence = { jobId: job!.id, generation: job!.attempts }
+    const later = new Date(now.getTime() + 60_000)
+    let claimedAgain: Awaited<ReturnType<typeof claimJobs>> | undefined
+    await pg.db.transaction().execute(async (trx) => {
+      expect(await holdFences(trx, [fence])).toEqual(new Set([job!.id]))
+      // SKIP LOCKED: the row is skipped while the fenced write is open, never claimed under it.
+      claimedAgain = await claimJobs(pg.db, { kinds: ['settle'], now: later })
+    })
+    expect(claimedAgain).toEqual([])
+    expect(await claimJobs(pg.db, { kinds: ['settle'], now: later })).toHaveLength(1)
   })
 })

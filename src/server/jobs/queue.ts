@@ -62,11 +62,18 @@ export async function claimJobs(
   return result.rows
 }
 
-export async function completeJob(db: Db, jobId: string, result: unknown, now = new Date()): Promise<void> {
+/** Records the claim's result; a claim taken over since (its lease ran out) records nothing. */
+export async function completeJob(
+  db: Db,
+  job: Pick<JobRow, 'id' | 'attempts'>,
+  result: unknown,
+  now = new Date(),
+): Promise<void> {
   await db
     .updateTable('jobs')
     .set({ state: 'succeeded', result: JSON.stringify(result ?? null), locked_until: null, updated_at: now })
-    .where('id', '=', jobId)
+    .where('id', '=', job.id)
+    .where('attempts', '=', job.attempts)
     .execute()
 }
 

@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events'
 import { sql } from 'kysely'
 import { type Db, isDatabaseUnavailable } from '../store/db.js'
 import type { JobRow } from '../store/schema.js'
+import { type Fence, FenceLost } from './fence.js'
 import { type JobListener, listenForJobs } from './notify.js'
 import { claimJobs, completeJob, failJob } from './queue.js'
 
@@ -19,6 +20,11 @@ export interface JobRunContext {
   log: JobLogger
   /** The runner's clock (scheduling); tests move it. */
   now: () => Date
+  /**
+   * This claim's fencing token (jobs/fence.ts): every write that moves money is conditional on it, so a
+   * step that resumes after its claim was taken over can record (and so broadcast) nothing.
+   */
+  fence: Fence
   /**
    * Waits for `work` without holding a slot (a transaction's receipt, the next block): the runner starts
    * other jobs meanwhile. The claim stays this job's (its lease is renewed) and the slot is taken back
@@ -142,6 +148,7 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
       signal: claim.signal,
       log,
       now,
+      fence: { jobId: job.id, generation: job.attempts },
       async idle(work) {
         working -= 1
         claimSoon()
@@ -156,14 +163,19 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
     working += 1
     try {
       const result = await handler.run(job, ctx)
-      await completeJob(db, job.id, result, now())
+      await completeJob(db, job, result, now())
     } catch (error) {
       if (controller.signal.aborted) {
         await releaseJob(db, job.id).catch(() => {})
         return
       }
-      // Another runner has (or will have) the job: its outcome is not ours to record.
+      // Another runner has (or will have) the job: its outcome is not ours to record. A fenced write that
+      // was refused says so before the renewal notices.
       if (claim.signal.aborted) return
+      if (error instanceof FenceLost) {
+        log.warn({ jobId: job.id, kind: job.kind, paymentId: job.payment_id }, error.message)
+        return
+      }
       // A database outage is nobody's verdict on the step: wait it out like a transaction in flight.
       const forever = error instanceof RetryLater || isDatabaseUnavailable(error)
       const maxAttempts = forever ? Number.POSITIVE_INFINITY : (handler.maxAttempts ?? 8)

@@ -41,6 +41,7 @@ export function refundJob(settings: JobSettings): JobHandler {
           chain,
           sender: relayer.sender,
           ...step,
+          fence: ctx.fence,
           to: asset.token,
           data: encodeFunctionData({ abi: eip3009Abi, functionName: 'transfer', args }),
           estimateGas: async () => {

@@ -1,4 +1,5 @@
 import { encodeFunctionData, type Hash, type TransactionReceipt } from 'viem'
+import type { Fence } from '../../jobs/fence.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import type { PaymentFinisher } from '../../payments/finisher.js'
 import { loadPayment } from '../../payments/lifecycle.js'
@@ -86,7 +87,7 @@ export function relayJob(settings: JobSettings): JobHandler {
       if (waiting) throw new RetryLater(waiting.reason)
       const call = collection.call(signed.signature)
       const relayer = relayerOf(settings, chain)
-      const send = () => submitCollection(ctx.db, chain, relayer.sender, job.payment_id, call)
+      const send = () => submitCollection(ctx.db, chain, relayer.sender, job.payment_id, call, ctx.fence)
       let sent: Awaited<ReturnType<typeof sendAndWait>>
       const release = await relayer.sender.slot()
       try {
@@ -147,6 +148,7 @@ async function deployAccount(
       sender: relayer.sender,
       paymentId,
       purpose: 'deploy',
+      fence: ctx.fence,
       to: signed.factory,
       data: signed.factoryData,
       estimateGas: async () => {
@@ -235,6 +237,7 @@ async function submitCollection(
   sender: EvmSender,
   paymentId: string,
   call: CollectionCall,
+  fence?: Fence,
 ): Promise<Hash> {
   const { hash } = await sendOnce({
     db,
@@ -242,6 +245,7 @@ async function submitCollection(
     sender,
     paymentId,
     purpose: 'relay',
+    ...(fence ? { fence } : {}),
     to: call.to,
     data: encodeFunctionData(call as Parameters<typeof encodeFunctionData>[0]),
     // The estimate is the contract's verdict before gas is spent: a used or expired signature is refused

@@ -1,8 +1,9 @@
-import { sql } from 'kysely'
+import { type Insertable, sql } from 'kysely'
 import { type Address, type Hex, keccak256, type TransactionSerializableEIP1559 } from 'viem'
+import { type Fence, FenceLost, holdFences } from '../../jobs/fence.js'
 import type { Db } from '../../store/db.js'
 import type { EvmChain } from './chain.js'
-import type { EvmTransactionRow, EvmTxPurpose } from './schema.js'
+import type { EvmTransactionRow, EvmTransactionsTable, EvmTxPurpose } from './schema.js'
 
 export interface NewTransaction {
   paymentId: string
@@ -13,6 +14,11 @@ export interface NewTransaction {
   data: Hex
   /** The gas limit to sign with (an estimate with headroom). */
   gas: bigint
+  /**
+   * The job step's claim (jobs/fence.ts): numbered, signed and recorded only while it holds, in the same
+   * database transaction; otherwise `record` rejects with FenceLost and nothing exists to broadcast.
+   */
+  fence?: Fence
 }
 
 /**
@@ -20,6 +26,7 @@ export interface NewTransaction {
  * numbered and recorded together: under the key's PostgreSQL advisory lock, on one connection and in one
  * database transaction, each gets the next nonce (past the local counter, the chain's pending count and
  * every nonce recorded by any instance), is signed and inserted; only after the commit are they broadcast.
+ * A transaction whose step lost its claim (its fence) is refused in that same database transaction.
  * No RPC call runs under the lock and no connection is held while waiting for another, so the pool size
  * never matters for progress. A crash after the commit leaves `sent` rows the next look re-broadcasts.
  */
@@ -89,7 +96,11 @@ export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
           // Read before the lock is taken: the lock guards only numbering and recording.
           const [fees, counted] = await Promise.all([currentFees(), pendingCount()])
           const rows = await numberAndRecord(group, fees, counted)
-          for (const [i, queued] of group.entries()) queued.resolve(rows[i]!)
+          for (const [i, queued] of group.entries()) {
+            const row = rows[i]!
+            if (row instanceof FenceLost) queued.reject(row)
+            else queued.resolve(row)
+          }
         } catch (error) {
           for (const queued of group) queued.reject(error)
         }
@@ -103,9 +114,12 @@ export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
     group: Queued[],
     fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint },
     counted: bigint,
-  ): Promise<EvmTransactionRow[]> {
+  ): Promise<(EvmTransactionRow | FenceLost)[]> {
     return db.transaction().execute(async (trx) => {
       await sql`SELECT pg_advisory_xact_lock(hashtextextended(${lockKey}, 0))`.execute(trx)
+      const fences = group.flatMap(({ transaction }) => (transaction.fence ? [transaction.fence] : []))
+      const held = await holdFences(trx, fences)
+      const lost = (t: NewTransaction) => (t.fence && !held.has(t.fence.jobId) ? new FenceLost(t.fence) : undefined)
       const recorded = await trx
         .selectFrom('evm_transactions')
         .select(sql<string | null>`max(nonce)`.as('nonce'))
@@ -114,9 +128,10 @@ export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
         .executeTakeFirst()
       let nonce = max(max(localNext, counted), recorded?.nonce == null ? 0n : BigInt(recorded.nonce) + 1n)
       const now = new Date()
-      const values = []
+      const values: Insertable<EvmTransactionsTable>[] = []
       let slice = Date.now()
       for (const { transaction } of group) {
+        if (lost(transaction)) continue
         // A signature is about a millisecond of CPU: let requests (status reads) in between slices of
         // them. Not between each two: a busy event loop makes every turn slow, and the lock (and the
         // whole group, and the next one waiting) would wait for as many turns as there are signatures.
@@ -148,11 +163,13 @@ export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
         })
         nonce += 1n
       }
-      const rows = await trx.insertInto('evm_transactions').values(values).returningAll().execute()
+      const rows =
+        values.length === 0 ? [] : await trx.insertInto('evm_transactions').values(values).returningAll().execute()
       localNext = nonce
       // RETURNING keeps the VALUES order in practice, but nothing promises it: match by hash.
       const byHash = new Map(rows.map((row) => [row.hash, row]))
-      return values.map((v) => byHash.get(v.hash)!)
+      let next = 0
+      return group.map(({ transaction }) => lost(transaction) ?? byHash.get(values[next++]!.hash as string)!)
     })
   }
 

@@ -42,6 +42,7 @@ export function settleJob(settings: JobSettings): JobHandler {
           sender: relayer.sender,
           paymentId: batch.paymentId,
           purpose: 'settle',
+          fence: ctx.fence,
           to: asset.token,
           data: encodeFunctionData({ abi: eip3009Abi, functionName: 'transfer', args }),
           estimateGas: () => estimateExecutorTransfer(chain, asset.token, args, 'settlement'),

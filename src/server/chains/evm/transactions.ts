@@ -9,6 +9,7 @@ import {
   type TransactionReceipt,
   TransactionReceiptNotFoundError,
 } from 'viem'
+import type { Fence } from '../../jobs/fence.js'
 import { type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import type { Db } from '../../store/db.js'
 import type { EvmChain } from './chain.js'
@@ -32,6 +33,8 @@ export interface SendOnceParameters {
    * it is now, which is also its simulation (throw to refuse: a revert is not paid for).
    */
   estimateGas: () => Promise<bigint>
+  /** The job step's claim: a new transaction is recorded (and so sent) only while it holds. */
+  fence?: Fence
 }
 
 /**
@@ -91,6 +94,7 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
     to: p.to,
     data: p.data,
     gas,
+    ...(p.fence ? { fence: p.fence } : {}),
   })
   try {
     await broadcast(chain, row.raw as Hex)

@@ -280,6 +280,7 @@ async function landServiceTransfer(input: {
         lastValidBlockHeight: transfer.lastValidBlockHeight,
       },
       new Date(),
+      input.ctx.fence,
     )
     tx = (await findTransaction(db, transfer.signature))!
   }

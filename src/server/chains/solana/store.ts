@@ -1,3 +1,5 @@
+import { sql } from 'kysely'
+import { type Fence, FenceLost, fenceHolds } from '../../jobs/fence.js'
 import type { Db } from '../../store/db.js'
 import type { SolanaTransactionRow, SolanaTxPurpose, SolanaTxState } from './schema.js'
 import './schema.js'
@@ -14,8 +16,27 @@ export interface NewSolanaTransaction {
   lastValidBlockHeight: number
 }
 
-/** Records a signed transaction; done (and committed) before it is ever sent. */
-export async function recordTransaction(db: Db, tx: NewSolanaTransaction, now: Date): Promise<void> {
+/**
+ * Records a signed transaction; done (and committed) before it is ever sent. Under a job step's `fence`
+ * the insert is conditional on the claim in the same statement: a step that lost its claim records
+ * nothing (FenceLost), so it has nothing to send.
+ */
+export async function recordTransaction(
+  db: Db,
+  tx: NewSolanaTransaction,
+  now: Date,
+  fence?: Fence,
+): Promise<void> {
+  if (fence) {
+    const inserted = await sql`
+      INSERT INTO solana_transactions (signature, payment_id, purpose, refund_id, chain_id, raw, blockhash,
+        last_valid_block_height, state, error, first_sent_at, created_at, updated_at)
+      SELECT ${tx.signature}, ${tx.paymentId}, ${tx.purpose}, ${tx.refundId ?? null}, ${tx.chainId}, ${tx.raw},
+        ${tx.blockhash}, ${tx.lastValidBlockHeight}, 'pending', NULL, NULL, ${now}, ${now}
+      WHERE ${fenceHolds(fence)}`.execute(db)
+    if (inserted.numAffectedRows !== 1n) throw new FenceLost(fence)
+    return
+  }
   await db
     .insertInto('solana_transactions')
     .values({
