@@ -17,7 +17,9 @@ export interface Fence {
 export class FenceLost extends Error {
   override name = 'FenceLost'
   constructor(readonly fence: Fence) {
-    super(`Job ${fence.jobId} was claimed again since claim ${fence.generation}; this step no longer holds it.`)
+    super(
+      `Job ${fence.jobId} was claimed again since claim ${fence.generation}; this step no longer holds it.`,
+    )
   }
 }
 

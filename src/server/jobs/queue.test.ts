@@ -65,7 +65,7 @@ describe('jobs queue', () => {
     ).toBe('failed')
   })
 
-  it('a claim taken over holds no fence: its writes and its result are refused, the new claim\'s are not', async () => {
+  it("a claim taken over holds no fence: its writes and its result are refused, the new claim's are not", async () => {
     await enqueueJob(pg.db, { kind: 'refund', paymentId: paymentIds[1]!, now })
     const [first] = await claimJobs(pg.db, { kinds: ['refund'], now })
     const firstFence = { jobId: first!.id, generation: first!.attempts }
@@ -80,10 +80,18 @@ describe('jobs queue', () => {
 
     // The first claim resumes and reports a result: not recorded.
     await completeJob(pg.db, first!, { stale: true }, later)
-    const running = await pg.db.selectFrom('jobs').selectAll().where('id', '=', first!.id).executeTakeFirstOrThrow()
+    const running = await pg.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('id', '=', first!.id)
+      .executeTakeFirstOrThrow()
     expect(running).toMatchObject({ state: 'running', result: null, attempts: second!.attempts })
     await completeJob(pg.db, second!, { fresh: true }, later)
-    const done = await pg.db.selectFrom('jobs').selectAll().where('id', '=', first!.id).executeTakeFirstOrThrow()
+    const done = await pg.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('id', '=', first!.id)
+      .executeTakeFirstOrThrow()
     expect(done).toMatchObject({ state: 'succeeded', result: { fresh: true } })
     // A finished job holds no fence either.
     expect(await holdFences(pg.db, [secondFence])).toEqual(new Set())

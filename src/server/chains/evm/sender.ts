@@ -119,7 +119,8 @@ export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
       await sql`SELECT pg_advisory_xact_lock(hashtextextended(${lockKey}, 0))`.execute(trx)
       const fences = group.flatMap(({ transaction }) => (transaction.fence ? [transaction.fence] : []))
       const held = await holdFences(trx, fences)
-      const lost = (t: NewTransaction) => (t.fence && !held.has(t.fence.jobId) ? new FenceLost(t.fence) : undefined)
+      const lost = (t: NewTransaction) =>
+        t.fence && !held.has(t.fence.jobId) ? new FenceLost(t.fence) : undefined
       const recorded = await trx
         .selectFrom('evm_transactions')
         .select(sql<string | null>`max(nonce)`.as('nonce'))
@@ -164,7 +165,9 @@ export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
         nonce += 1n
       }
       const rows =
-        values.length === 0 ? [] : await trx.insertInto('evm_transactions').values(values).returningAll().execute()
+        values.length === 0
+          ? []
+          : await trx.insertInto('evm_transactions').values(values).returningAll().execute()
       localNext = nonce
       // RETURNING keeps the VALUES order in practice, but nothing promises it: match by hash.
       const byHash = new Map(rows.map((row) => [row.hash, row]))
