@@ -259,7 +259,7 @@ async function measureCeiling(
   const feePayer = Keypair.generate()
   const chain = createSolanaChain({
     caip2,
-    rpcUrl,
+    rpcUrls: [rpcUrl],
     service: feePayer,
     assets: [{ id: asset, symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' }],
   })

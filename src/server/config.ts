@@ -27,53 +27,65 @@ const AssetConfigSchema = z.strictObject({
   settlementFeeBps: z.optional(z.int().check(z.minimum(0), z.maximum(10_000))),
 })
 
-const ChainConfigSchema = z.strictObject({
-  rpcUrl: z.string().check(z.minLength(1)),
-  /** EVM: 0x private key (executor, relayer, collection). Solana: base58 secret key (fee payer). */
-  signerKey: z.string().check(z.minLength(1)),
-  /** Display name (e.g. "Base"); derived from the chain id when omitted. */
-  name: z.optional(z.string()),
-  assets: z._default(
-    z.record(z.string().check(z.refine(isAssetId, 'Expected a CAIP-19 asset id.')), AssetConfigSchema),
-    {},
-  ),
-  /**
-   * EVM: an executor transaction still pending after this long is replaced by one with the same nonce
-   * and higher fees (default 20000 ms).
-   */
-  feeBumpAfterMs: z.optional(z.int().check(z.minimum(1000))),
-  /**
-   * EVM: blocks a transaction must have (its own included) before the payment is succeeded or its
-   * settlement recorded (default 1).
-   */
-  confirmations: z.optional(z.int().check(z.minimum(1), z.maximum(1000))),
-  /**
-   * Solana: the commitment a transaction must reach before the payment is succeeded or its settlement
-   * recorded (default `confirmed`; `finalized` waits for a rooted block, about 13 s more on mainnet).
-   */
-  commitment: z.optional(z.enum(['confirmed', 'finalized'])),
-  /** EVM: the highest max fee per gas a replacement may pay, in gwei (default 500). */
-  maxFeePerGasGwei: z.optional(z.number().check(z.positive())),
-  /**
-   * EVM: account factories an undeployed smart account may name in an ERC-6492 signature. The executor
-   * deploys the account through one of these before relaying its payment; any other factory is refused.
-   */
-  eip6492Factories: z.optional(
-    z.array(z.string().check(z.regex(/^0x[0-9a-fA-F]{40}$/, 'Expected a 0x-prefixed 20-byte address.'))),
-  ),
-  /**
-   * EVM: how often the head is polled for a new block, ms (default 250). Receipts of everything in
-   * flight are read once per new block; keep it below the block time.
-   */
-  blockPollMs: z.optional(z.int().check(z.minimum(10), z.maximum(60_000))),
-  /** EVM: transactions the executor key keeps in flight at once (default 256); more wait their turn. */
-  maxInFlight: z.optional(z.int().check(z.minimum(1), z.maximum(10_000))),
-  /**
-   * EVM: JSON-RPC calls made in the same event-loop turn travel as one batch of at most this many
-   * (default 100); 1 sends every call alone, for a node or provider that refuses batches.
-   */
-  rpcBatchSize: z.optional(z.int().check(z.minimum(1), z.maximum(1000))),
-})
+const ChainConfigSchema = z
+  .strictObject({
+    /** The chain's node. `rpcUrls` lists several (failover; see docs/live-mode.md, "Chain reads"). */
+    rpcUrl: z.optional(z.string().check(z.minLength(1))),
+    /**
+     * Several nodes of the chain (or a load balancer and its backends), tried in order: a node that fails
+     * at the transport is skipped, and a node behind the newest block seen decides nothing.
+     */
+    rpcUrls: z.optional(z.array(z.string().check(z.minLength(1))).check(z.minLength(1))),
+    /** EVM: 0x private key (executor, relayer, collection). Solana: base58 secret key (fee payer). */
+    signerKey: z.string().check(z.minLength(1)),
+    /** Display name (e.g. "Base"); derived from the chain id when omitted. */
+    name: z.optional(z.string()),
+    assets: z._default(
+      z.record(z.string().check(z.refine(isAssetId, 'Expected a CAIP-19 asset id.')), AssetConfigSchema),
+      {},
+    ),
+    /**
+     * EVM: an executor transaction still pending after this long is replaced by one with the same nonce
+     * and higher fees (default 20000 ms).
+     */
+    feeBumpAfterMs: z.optional(z.int().check(z.minimum(1000))),
+    /**
+     * EVM: blocks a transaction must have (its own included) before the payment is succeeded or its
+     * settlement recorded (default 1).
+     */
+    confirmations: z.optional(z.int().check(z.minimum(1), z.maximum(1000))),
+    /**
+     * Solana: the commitment a transaction must reach before the payment is succeeded or its settlement
+     * recorded (default `confirmed`; `finalized` waits for a rooted block, about 13 s more on mainnet).
+     */
+    commitment: z.optional(z.enum(['confirmed', 'finalized'])),
+    /** EVM: the highest max fee per gas a replacement may pay, in gwei (default 500). */
+    maxFeePerGasGwei: z.optional(z.number().check(z.positive())),
+    /**
+     * EVM: account factories an undeployed smart account may name in an ERC-6492 signature. The executor
+     * deploys the account through one of these before relaying its payment; any other factory is refused.
+     */
+    eip6492Factories: z.optional(
+      z.array(z.string().check(z.regex(/^0x[0-9a-fA-F]{40}$/, 'Expected a 0x-prefixed 20-byte address.'))),
+    ),
+    /**
+     * EVM: how often the head is polled for a new block, ms (default 250). Receipts of everything in
+     * flight are read once per new block; keep it below the block time.
+     */
+    blockPollMs: z.optional(z.int().check(z.minimum(10), z.maximum(60_000))),
+    /** EVM: transactions the executor key keeps in flight at once (default 256); more wait their turn. */
+    maxInFlight: z.optional(z.int().check(z.minimum(1), z.maximum(10_000))),
+    /**
+     * EVM: JSON-RPC calls made in the same event-loop turn travel as one batch of at most this many
+     * (default 100); 1 sends every call alone, for a node or provider that refuses batches.
+     */
+    rpcBatchSize: z.optional(z.int().check(z.minimum(1), z.maximum(1000))),
+  })
+  .check(
+    z.refine((chain) => chain.rpcUrl !== undefined || chain.rpcUrls !== undefined, {
+      message: 'Expected "rpcUrl" or "rpcUrls" (the chain\'s nodes).',
+    }),
+  )
 
 /** A browser origin as the `Origin` header carries it: scheme, host, optional port; no path. */
 const Origin = z

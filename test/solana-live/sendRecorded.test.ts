@@ -23,7 +23,7 @@ describe('the watcher sends only what is recorded', () => {
   it('refuses to send an unrecorded transaction, sends a recorded one once however often asked', async () => {
     const chain = createSolanaChain({
       caip2: live.caip2,
-      rpcUrl: live.proxy.url,
+      rpcUrls: [live.proxy.url],
       service: live.service,
       assets: [],
     })

@@ -18,3 +18,11 @@ export function configuredAssets(config: ServerConfig): Record<string, AssetConf
   }
   return out
 }
+
+/** A chain's RPC URLs: `rpcUrl` first, then `rpcUrls` (either may be alone), without repeats. */
+export function rpcUrlsOf(config: {
+  rpcUrl?: string | undefined
+  rpcUrls?: readonly string[] | undefined
+}): string[] {
+  return [...new Set([...(config.rpcUrl ? [config.rpcUrl] : []), ...(config.rpcUrls ?? [])])]
+}

@@ -7,7 +7,6 @@ import {
   defineChain,
   getAddress,
   type Hex,
-  http,
   isHex,
   type PublicClient,
   parseGwei,
@@ -19,7 +18,9 @@ import { getEip712Domain } from 'viem/actions'
 import { parseAssetId, parseChainId, sameCaip } from '../../../caip/caip.js'
 import type { ChainConfig } from '../../config.js'
 import type { JobLogger } from '../../jobs/runner.js'
+import { rpcUrlsOf } from '../configured.js'
 import type { AssetConfig } from '../types.js'
+import { createEvmNodes, type EvmNodes } from './nodes.js'
 import { startRecoveryThread } from './recovery.js'
 
 export interface EvmAsset extends AssetConfig {
@@ -42,6 +43,8 @@ export interface EvmChain {
   executor: Account & { address: Address }
   publicClient: PublicClient<Transport, Chain>
   walletClient: WalletClient<Transport, Chain, Account>
+  /** Its nodes, failover between them, and the reads that decide money pinned at the newest block seen. */
+  nodes: EvmNodes
   assets: readonly EvmAsset[]
   /** How often the head is polled for a new block (receipts are read once per block), ms. */
   pollingIntervalMs: number
@@ -81,16 +84,13 @@ export function createEvmChain(options: EvmChainOptions): EvmChain {
     id: chainId,
     name: config.name ?? caip2,
     nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
-    rpcUrls: { default: { http: [config.rpcUrl] } },
+    rpcUrls: { default: { http: [...rpcUrlsOf(config)] } },
   })
   // Calls made in one event-loop turn (a block's receipts, a burst of relays' simulations and sends) share
   // one HTTP request: under load the per-request cost on both ends, not the node's work, was the bulk of
   // the RPC time (docs/performance.md).
-  const batchSize = config.rpcBatchSize ?? 100
-  const transport = http(config.rpcUrl, {
-    retryCount: 2,
-    ...(batchSize > 1 ? { batch: { batchSize, wait: 0 } } : {}),
-  })
+  const nodes = createEvmNodes({ urls: rpcUrlsOf(config), batchSize: config.rpcBatchSize ?? 100 })
+  const transport = nodes.transport
   const publicClient = createPublicClient({ chain: viemChain, transport })
   const walletClient = createWalletClient({ chain: viemChain, transport, account: executor })
   const assets = options.assets.map((asset): EvmAsset => {
@@ -124,6 +124,7 @@ export function createEvmChain(options: EvmChainOptions): EvmChain {
     executor,
     publicClient,
     walletClient,
+    nodes,
     assets,
     pollingIntervalMs: options.pollingIntervalMs ?? config.blockPollMs ?? 250,
     maxInFlight: config.maxInFlight ?? 256,

@@ -5,7 +5,6 @@ import {
   type Hex,
   keccak256,
   parseTransaction,
-  TransactionNotFoundError,
   type TransactionReceipt,
   TransactionReceiptNotFoundError,
 } from 'viem'
@@ -70,20 +69,20 @@ export function recordedSteps(
 export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row: EvmTransactionRow }> {
   const { db, chain } = p
   const prior = await recordedSteps(db, p.paymentId, p.purpose, p.refundId)
+  // Landed and recorded, but the caller died before its own next write (the payment row): that
+  // transaction is the step. Signing anew would pay twice (or, for a relay, fail a paid payment
+  // because its authorization is already used).
+  const succeeded = prior.find((row) => row.status === 'succeeded')
+  if (succeeded) return { hash: succeeded.hash as Hash, row: succeeded }
   // Newest first: a replacement comes before the transaction it replaced (same nonce), and whichever
-  // of them is mined is the step.
-  for (const row of prior) {
-    // Landed and recorded, but the caller died before its own next write (the payment row): that
-    // transaction is the step. Signing anew would pay twice (or, for a relay, fail a paid payment
-    // because its authorization is already used).
-    if (row.status === 'succeeded') return { hash: row.hash as Hash, row }
-    if ((await chainState(chain, row.hash as Hash)) !== 'unknown') return { hash: row.hash as Hash, row }
-    const used = await chain.publicClient.getTransactionCount({
-      address: chain.executor.address,
-      blockTag: 'latest',
-    })
-    if (BigInt(row.nonce) >= BigInt(used)) return rebroadcast(db, chain, row)
-    await setTxStatus(db, row.hash, 'dropped')
+  // of them is mined is the step. Asked of a node at or past the newest block seen (nodes.ts): a node
+  // behind says "not found" of what is mined, and believing it would pay twice.
+  for (const [nonce, rows] of byNonce(prior)) {
+    const fate = await chain.nodes.fateOf(chain.executor.address, BigInt(nonce), rows.map(hashOf))
+    if (fate.kind === 'landed' || fate.kind === 'pending')
+      return { hash: fate.hash, row: rows.find((row) => row.hash === fate.hash)! }
+    if (fate.kind === 'unused') return rebroadcast(db, chain, rows[0]!)
+    for (const row of rows) await setTxStatus(db, row.hash, 'dropped')
   }
 
   const gas = withGasHeadroom(await p.estimateGas())
@@ -140,29 +139,37 @@ export async function sweepInFlight(db: Db, chain: EvmChain): Promise<void> {
     .orderBy('id', 'desc')
     .execute()
   if (rows.length === 0) return
-  const byNonce = new Map<string, EvmTransactionRow[]>()
-  for (const row of rows) byNonce.set(row.nonce, [...(byNonce.get(row.nonce) ?? []), row])
   const address = chain.executor.address
   const [latest, pending] = await Promise.all([
     chain.publicClient.getTransactionCount({ address, blockTag: 'latest' }),
     chain.publicClient.getTransactionCount({ address, blockTag: 'pending' }),
   ])
   const now = Date.now()
-  for (const [nonce, [newest, ...older]] of byNonce) {
-    const age = now - newest!.created_at.getTime()
+  for (const [nonce, all] of byNonce(rows)) {
+    const newest = all[0]!
+    const age = now - newest.created_at.getTime()
     // Just recorded: its own step is broadcasting it right now.
     if (age < resendAfterMs) continue
     if (BigInt(nonce) >= BigInt(pending)) {
-      await rebroadcast(db, chain, newest!).catch(() => {})
+      await rebroadcast(db, chain, newest).catch(() => {})
     } else if (BigInt(nonce) < BigInt(latest)) {
-      const states = await Promise.all([newest!, ...older].map((r) => chainState(chain, r.hash as Hash)))
-      if (states.every((state) => state === 'unknown'))
-        for (const row of [newest!, ...older]) await setTxStatus(db, row.hash, 'dropped')
+      // The counts above may come from any node; "dropped" only from one at or past the newest block.
+      const fate = await chain.nodes.fateOf(address, BigInt(nonce), all.map(hashOf)).catch(() => undefined)
+      if (fate?.kind === 'taken') for (const row of all) await setTxStatus(db, row.hash, 'dropped')
     } else if (age >= chain.feeBump.afterMs) {
-      await replaceWithHigherFees(db, chain, newest!).catch(() => {})
+      await replaceWithHigherFees(db, chain, newest).catch(() => {})
     }
   }
 }
+
+/** Rows by nonce, in their order (a nonce's first row is its newest where the rows come newest first). */
+function byNonce(rows: readonly EvmTransactionRow[]): Map<string, EvmTransactionRow[]> {
+  const grouped = new Map<string, EvmTransactionRow[]>()
+  for (const row of rows) grouped.set(row.nonce, [...(grouped.get(row.nonce) ?? []), row])
+  return grouped
+}
+
+const hashOf = (row: EvmTransactionRow) => row.hash as Hash
 
 /** How long the sweep leaves a new transaction to its own step's broadcast. */
 const resendAfterMs = 2_000
@@ -349,26 +356,12 @@ async function findReceipt(chain: EvmChain, hash: Hash): Promise<TransactionRece
   }
 }
 
-async function chainState(chain: EvmChain, hash: Hash): Promise<'mined' | 'pending' | 'unknown'> {
-  if (await findReceipt(chain, hash)) return 'mined'
-  const tx = await findTransaction(chain, hash)
-  if (!tx) return 'unknown'
-  // In a block although no receipt is served yet (a lagging or load-balanced RPC): never replace it.
-  return tx.blockNumber === null ? 'pending' : 'mined'
-}
-
-/** Whether the node has the transaction at all (mined or in its pool). */
+/**
+ * Whether the node has the transaction at all (mined or in its pool), asked of a node at or past the
+ * newest block seen: a replica behind does not know what was mined since.
+ */
 export async function isKnownTransaction(chain: EvmChain, hash: Hash): Promise<boolean> {
-  return (await findTransaction(chain, hash)) !== undefined
-}
-
-async function findTransaction(chain: EvmChain, hash: Hash) {
-  try {
-    return await chain.publicClient.getTransaction({ hash })
-  } catch (error) {
-    if (error instanceof TransactionNotFoundError) return undefined
-    throw error
-  }
+  return (await chain.nodes.find([hash])).kind !== 'unknown'
 }
 
 /** A node that already has these bytes says so in many ways; all of them mean "it is in". */

@@ -30,6 +30,15 @@ export interface SolanaChain {
   /** Whether transactions under `blockhash` can still land (the node's word; never cached). */
   blockhashValid(blockhash: string): Promise<boolean>
   /**
+   * The slot from which `blockhash` is proved expired, read from a node at or past the newest slot seen
+   * (`minContextSlot`): a node behind cannot answer, and one that does not know a blockhash newer than
+   * itself is never asked. Undefined while it is valid. Only this decides that a transaction is dead.
+   */
+  expiredAt(blockhash: string): Promise<number | undefined>
+  /** The newest slot seen in any node's answer (0 before the first). */
+  highestSlot(): number
+  observeSlot(slot: number): void
+  /**
    * `blockhashValid`, one read per blockhash shared by every caller for `blockhashValidityMs`: for a
    * confirm, whose 10-block margin a slot-old answer cannot cross (confirms under load carry the same few
    * blockhashes). Not for deciding a transaction is dead or worth sending again: that reads afresh.
@@ -45,7 +54,8 @@ export interface MintInfo {
 
 export interface SolanaChainOptions {
   caip2: string
-  rpcUrl: string
+  /** The chain's nodes, tried in order: one that fails at the transport is skipped for the next. */
+  rpcUrls: readonly string[]
   service: Keypair
   assets: readonly AssetConfig[]
   /** Default `confirmed`: final enough for a payment, and seconds sooner than `finalized`. */
@@ -64,8 +74,18 @@ export interface SolanaChainOptions {
 }
 
 export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
+  const [firstUrl, ...otherUrls] = options.rpcUrls
+  if (!options.connection && firstUrl === undefined) throw new Error(`${options.caip2} needs an RPC URL.`)
   const connection =
-    options.connection ?? new Connection(options.rpcUrl, { commitment: options.commitment ?? 'confirmed' })
+    options.connection ??
+    new Connection(firstUrl!, {
+      commitment: options.commitment ?? 'confirmed',
+      ...(otherUrls.length > 0 ? { fetch: failoverFetch(options.rpcUrls) } : {}),
+    })
+  let highestSlot = 0
+  const observeSlot = (slot: number) => {
+    if (slot > highestSlot) highestSlot = slot
+  }
   const mints = new Map<string, Promise<MintInfo>>()
   const blockhashReuseMs = options.blockhashReuseMs ?? 400
   const latest = sharedFor(blockhashReuseMs, () => connection.getLatestBlockhash())
@@ -73,7 +93,8 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
   const blockhashValidityMs = options.blockhashValidityMs ?? 400
   const validity = new Map<string, ReturnType<typeof sharedFor<boolean>>>()
   async function askValid(blockhash: string): Promise<boolean> {
-    const valid = (await connection.isBlockhashValid(blockhash)).value
+    const { context, value: valid } = await connection.isBlockhashValid(blockhash)
+    observeSlot(context.slot)
     // Expired: the next transaction asks for a new one rather than being built to fail.
     if (!valid) latest.forget((kept) => kept.blockhash === blockhash)
     return valid
@@ -132,6 +153,16 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
     latestBlockhash: latest.get,
     blockHeight: height.get,
     blockhashValid: askValid,
+    highestSlot: () => highestSlot,
+    observeSlot,
+    async expiredAt(blockhash) {
+      // A node behind the pin refuses (-32016, minimum context slot not reached) and nothing is decided.
+      const { context, value: valid } = await connection.isBlockhashValid(blockhash, {
+        ...(highestSlot > 0 ? { minContextSlot: highestSlot } : {}),
+      })
+      observeSlot(context.slot)
+      return valid ? undefined : context.slot
+    },
     sharedBlockhashValid(blockhash) {
       if (blockhashValidityMs <= 0) return askValid(blockhash)
       let shared = validity.get(blockhash)
@@ -175,4 +206,25 @@ function sharedFor<T>(ms: number, read: () => Promise<T>) {
 
 export function mintOf(asset: AssetConfig): PublicKey {
   return new PublicKey(parseAssetId(asset.id).assetReference)
+}
+
+/**
+ * A `fetch` for web3.js's Connection that posts to each of `urls` in turn until one answers (a network
+ * failure, a 429 or a 5xx moves on): failover for reads and sends alike. What an answer may decide is the
+ * callers' rule (minimum context slots), not the transport's.
+ */
+function failoverFetch(urls: readonly string[]): typeof fetch {
+  return async (_input, init) => {
+    let last: unknown
+    for (const url of urls) {
+      try {
+        const response = await fetch(url, init)
+        if (response.status !== 429 && response.status < 500) return response
+        last = new Error(`HTTP ${response.status}`)
+      } catch (error) {
+        last = error
+      }
+    }
+    throw last
+  }
 }

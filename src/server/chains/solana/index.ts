@@ -2,7 +2,7 @@
 import type { ServerConfig } from '../../config.js'
 import type { JobHandler, JobLogger } from '../../jobs/runner.js'
 import type { Db } from '../../store/db.js'
-import { configuredAssets } from '../configured.js'
+import { configuredAssets, rpcUrlsOf } from '../configured.js'
 import type { ChainDriver } from '../types.js'
 import { createSolanaChain, type SolanaChain } from './chain.js'
 import { createSolanaDriver } from './driver.js'
@@ -51,7 +51,7 @@ export function createSolanaRuntime(options: SolanaRuntimeOptions): SolanaRuntim
       }
       return createSolanaChain({
         caip2,
-        rpcUrl: chain.rpcUrl,
+        rpcUrls: rpcUrlsOf(chain),
         service,
         assets: assets[caip2] ?? [],
         ...(chain.commitment !== undefined ? { commitment: chain.commitment } : {}),
