@@ -134,7 +134,7 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
 
   async function tick(): Promise<void> {
     const watching = [...watches.values()]
-    await decide(watching, await statusesOf(watching.map((w) => w.tx.signature)))
+    await decide(watching, (await statusesOf(watching.map((w) => w.tx.signature))).values)
     if (Date.now() - lastSweep < sweepEveryMs) return
     lastSweep = Date.now()
     await sweep(watching.filter((w) => w.unseen && watches.get(w.tx.signature) === w))
@@ -167,27 +167,37 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
   /** Unseen transactions: dropped once their blockhash expired (checked once per blockhash), else re-sent. */
   async function sweep(unseen: Watch[]): Promise<void> {
     if (unseen.length === 0) return
-    const validity = new Map<string, Promise<boolean | undefined>>()
+    // The slot a blockhash is proved expired at (chain.expiredAt: read at or past the newest slot seen),
+    // undefined while valid, null when no node could say.
+    const validity = new Map<string, Promise<number | undefined | null>>()
     for (const { tx } of unseen) {
       if (!validity.has(tx.blockhash))
         validity.set(
           tx.blockhash,
-          chain.blockhashValid(tx.blockhash).catch(() => undefined),
+          chain.expiredAt(tx.blockhash).catch(() => null),
         )
     }
     const expired: Watch[] = []
+    let expiredBy = 0
     const resend: Watch[] = []
     for (const watch of unseen) {
-      const valid = await validity.get(watch.tx.blockhash)
-      if (valid === false) expired.push(watch)
-      else if (valid === true && (watch.tx.sentAt ?? Number.NEGATIVE_INFINITY) + resendEveryMs <= Date.now())
+      const expiredAt = await validity.get(watch.tx.blockhash)
+      if (typeof expiredAt === 'number') {
+        expired.push(watch)
+        expiredBy = Math.max(expiredBy, expiredAt)
+      } else if (
+        expiredAt === undefined &&
+        (watch.tx.sentAt ?? Number.NEGATIVE_INFINITY) + resendEveryMs <= Date.now()
+      )
         resend.push(watch)
     }
     if (expired.length > 0) {
       // It may have landed between the status read and the validity read: ask once more, then it is
-      // proved dead (an expired blockhash can never land again).
+      // proved dead (an expired blockhash can never land again). Only a node at or past the slot that
+      // proved the expiry may say "not found": one behind may not have the block it landed in.
       const last = await statusesOf(expired.map((w) => w.tx.signature))
-      await decide(expired, last)
+      if (last.slot < expiredBy) return
+      await decide(expired, last.values)
       for (const watch of expired.filter((w) => w.unseen && watches.get(w.tx.signature) === w)) {
         const error = watch.tx.error ?? 'blockhash expired before it landed'
         await markState(db, watch.tx.signature, 'dropped', error, new Date())
@@ -197,7 +207,8 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
     await Promise.all(resend.map((watch) => send(watch.tx)))
   }
 
-  async function statusesOf(signatures: string[]): Promise<(SignatureStatus | null)[]> {
+  /** Statuses in order, and the oldest slot any part of the answer was read at. */
+  async function statusesOf(signatures: string[]): Promise<{ values: (SignatureStatus | null)[]; slot: number }> {
     const chunks: string[][] = []
     for (let i = 0; i < signatures.length; i += statusesPerCall)
       chunks.push(signatures.slice(i, i + statusesPerCall))
@@ -209,7 +220,11 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
         ),
       ),
     )
-    return answers.flatMap((answer) => answer.value)
+    for (const answer of answers) chain.observeSlot(answer.context.slot)
+    return {
+      values: answers.flatMap((answer) => answer.value),
+      slot: Math.min(...answers.map((answer) => answer.context.slot)),
+    }
   }
 
   function finish(watch: Watch, outcome: LandOutcome): void {
