@@ -1,3 +1,5 @@
+export type { AmountUnit } from '../contract/common.js'
+export { type FiatUnit, fiatUnits } from '../contract/currencies.js'
 export { serviceErrorCodes, serviceErrorStatus } from '../contract/errors.js'
 export type {
   Refund,

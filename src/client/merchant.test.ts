@@ -1,6 +1,8 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, expectTypeOf, it } from 'vitest'
+import type { FiatUnit } from '../contract/currencies.js'
+import type { Endpoints } from '../contract/endpoints.js'
 import type { Fetch } from './http.js'
-import { createMerchantClient } from './merchant.js'
+import { createMerchantClient, type MerchantCallInput } from './merchant.js'
 
 const merchant = {
   id: 'mrch_1',
@@ -57,5 +59,12 @@ describe('createMerchantClient', () => {
       /Missing path parameter "merchantId"/,
     )
     expect(calls).toHaveLength(0)
+  })
+
+  it('types an amount unit as the server takes it: a currency it prices, or caip19/<asset id> (tsc checks)', () => {
+    type Unit = MerchantCallInput<Endpoints['createPayment']>['body']['amount']['unit']
+    expectTypeOf<Unit>().toEqualTypeOf<FiatUnit | `caip19/${string}`>()
+    expectTypeOf<'iso4217/EUR'>().toExtend<Unit>()
+    expectTypeOf<'iso4217/RWE'>().not.toExtend<Unit>()
   })
 })

@@ -7,6 +7,7 @@ import {
   isAssetId,
   isChainId,
 } from '../caip/caip.js'
+import { fiatUnits } from './currencies.js'
 import { paymentStatuses } from './statuses.js'
 
 export { finalStatuses, isFinalStatus, paymentStatuses } from './statuses.js'
@@ -38,16 +39,24 @@ export const PositiveMinorUnits = z
   .string()
   .check(z.regex(/^[1-9][0-9]{0,38}$/, 'Expected a positive integer string of minor units.'))
 
-/** `iso4217/USD` or `caip19/<CAIP-19>`. */
-export const AmountUnit = z
+/** A fiat unit the service prices in: published as an `enum`, from the list the server prices with. */
+export const FiatUnit = z.enum(fiatUnits)
+
+/** `caip19/<CAIP-19>`: which assets this server prices is its configuration, checked when a payment is made. */
+export const AssetUnit = z
   .string()
   .check(
     z.maxLength(256),
-    z.regex(
-      new RegExp(`^(?:iso4217/[A-Z]{3}|caip19/${assetIdPattern.source.slice(1, -1)})$`),
-      'Expected iso4217/<currency> or caip19/<asset id>.',
-    ),
-  )
+    z.regex(new RegExp(`^caip19/${assetIdPattern.source.slice(1, -1)}$`), 'Expected caip19/<asset id>.'),
+  ) as unknown as z.ZodMiniType<`caip19/${string}`, `caip19/${string}`>
+// (The cast only names the type the pattern guarantees, for the merchant client's types; a template
+// literal schema would say the same but drops `maxLength`.)
+
+/** `iso4217/USD` (a supported currency) or `caip19/<CAIP-19>`. */
+export const AmountUnit = z.union([FiatUnit, AssetUnit], {
+  error: `Expected iso4217/<currency> (one of ${fiatUnits.map((unit) => unit.slice(8)).join(', ')}) or caip19/<asset id>.`,
+})
+export type AmountUnit = z.infer<typeof AmountUnit>
 
 const octet = '(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])'
 const port = '(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?'
@@ -69,7 +78,11 @@ export function httpUrlPattern(scheme: string): RegExp {
 export const ResponseCaip2 = z
   .string()
   .check(z.refine(isChainId, 'Expected a CAIP-2 chain id (namespace:reference).'))
-const ResponseAmountUnit = z.string().check(
+/**
+ * Any three-letter code, not only `fiatUnits`: a wallet built today keeps reading payments in a currency a
+ * later server adds. The published documents state the server's list (src/server/openapi.ts).
+ */
+export const ResponseAmountUnit = z.string().check(
   z.maxLength(256),
   z.refine(
     (unit) => /^iso4217\/[A-Z]{3}$/.test(unit) || (unit.startsWith('caip19/') && isAssetId(unit.slice(7))),

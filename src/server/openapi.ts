@@ -1,5 +1,5 @@
 import * as z from 'zod/mini'
-import { Caip10, ErrorResponse } from '../contract/common.js'
+import { AmountUnit, Caip10, ErrorResponse, ResponseAmountUnit } from '../contract/common.js'
 import type { Endpoint } from '../contract/endpoint.js'
 import { endpoints } from '../contract/endpoints.js'
 import {
@@ -39,10 +39,19 @@ const caip10Branches: JsonSchema[] = [
   { pattern: '^(?!eip155:|solana:)[-a-z0-9]{3,8}:[-_a-zA-Z0-9]{1,32}:[-.%a-zA-Z0-9]{1,128}$' },
 ]
 
+/**
+ * An amount unit in a response is one a request could name: the server keeps the unit a payment was made
+ * in. (The wallet core reads any three-letter code, so a later server's new currency does not break it.)
+ */
+const amountUnitBranches = (z.toJSONSchema(AmountUnit, { io: 'input' }) as JsonSchema).anyOf
+
 function publishedForm(ctx: { zodSchema: unknown; jsonSchema: JsonSchema }): void {
-  if (ctx.zodSchema !== Caip10) return
-  delete ctx.jsonSchema.pattern
-  ctx.jsonSchema.anyOf = caip10Branches
+  if (ctx.zodSchema === Caip10) {
+    delete ctx.jsonSchema.pattern
+    ctx.jsonSchema.anyOf = caip10Branches
+  } else if (ctx.zodSchema === ResponseAmountUnit) {
+    ctx.jsonSchema.anyOf = amountUnitBranches
+  }
 }
 
 jsonForms.add(MerchantUpdateBody, { minProperties: 1 })
@@ -375,6 +384,46 @@ const links: Record<string, Record<string, JsonSchema>> = {
   },
 }
 
+const offeredOption =
+  '`optionId` must be an option the server offered for this payment (`400 params_validation` otherwise).'
+/**
+ * What the server checks beyond the request schema, each a rule JSON Schema cannot state (it depends on
+ * the clock, on stored state, on this server's configuration or on two fields together); each answers
+ * `400 params_validation` (or the 400 code named). A list's `cursor` rule is added to every list.
+ */
+const operationRules: Record<string, string> = {
+  createPayment:
+    '`amount.unit` is one of the listed `iso4217/` currencies or `caip19/` of an asset this server ' +
+    'prices: the assets of its configured chains and the built-in USDC on Ethereum, Base and Solana. ' +
+    '`expiresAt` is in the future and at most 30 days away. ' +
+    'The `checkout` field is accepted only with `Pay-Version: 2026-02-19.preview`.',
+  createRefund:
+    "The payment must have succeeded (`400 payment_not_succeeded`). `amount.unit` is the payment's unit and " +
+    '`amount.value` at most what remains refundable (and at least one unit of the asset that paid); ' +
+    '`destination` is on the chain the payment was paid on (required when no account paid it).',
+  createCryptoSettlements:
+    'Each `destination` is an account on the chain of its `asset` (the CAIP-2 prefix of both).',
+  updateCryptoSettlement: "`destination` is an account on the chain of the settlement's asset.",
+  createWebhookEndpoint:
+    "The URL's host must resolve to a public address (with a test key a loopback one too); a live key needs https.",
+  gatewayOptions:
+    'Each `refresh` id is an option the server offered for this payment, for one of `accounts`.',
+  gatewayFetch: `${offeredOption} \`data\` is the build data of that option.`,
+  gatewayConfirm: `${offeredOption} \`results\` answer its actions one to one, in order, each in the form its method implies.`,
+  wcp_options: 'Each `refresh` id is an option the server offered for this payment, for one of `accounts`.',
+  wcp_fetch: `${offeredOption} \`data\` is the build data of that option (or empty).`,
+  wcp_confirm: `${offeredOption} \`results\` answer its actions one to one, in order.`,
+}
+const cursorRule =
+  '`cursor` is opaque: only a `nextCursor` this list answered is one (`400 params_validation` otherwise).'
+
+function describe(name: string, endpoint: Endpoint): string | undefined {
+  const query = endpoint.query ? toJsonSchema(endpoint.query, 'input') : undefined
+  const lists = Boolean((query?.properties as JsonSchema | undefined)?.cursor)
+  const rules = [operationRules[name], lists ? cursorRule : undefined].filter(Boolean)
+  return rules.length > 0 ? rules.join(' ') : undefined
+}
+
 function operation(name: string, endpoint: Endpoint, mount: Mount, tag: string): JsonSchema {
   const body =
     name === 'createPayment'
@@ -383,13 +432,12 @@ function operation(name: string, endpoint: Endpoint, mount: Mount, tag: string):
         ? toJsonSchema(endpoint.body, 'input')
         : undefined
   const examples = bodyExamples[name]
+  const description = describe(name, endpoint)
   return {
     operationId: name,
     summary: endpoint.summary,
     ...(endpoint.deprecated ? { deprecated: true } : {}),
-    ...(name === 'createPayment'
-      ? { description: 'The `checkout` field is accepted only with `Pay-Version: 2026-02-19.preview`.' }
-      : {}),
+    ...(description ? { description } : {}),
     tags: [tag],
     security: endpoint.auth === 'gateway' ? [{ ApiKey: [] }, { AppId: [], ClientId: [] }] : [{ ApiKey: [] }],
     parameters: parameters(endpoint, mount),

@@ -1,13 +1,18 @@
-import { describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import * as z from 'zod/mini'
 import { isBase58PublicKey } from '../../src/caip/base58.js'
-import { Caip10 } from '../../src/contract/common.js'
+import { AmountUnit, Caip10 } from '../../src/contract/common.js'
+import { fiatUnits } from '../../src/contract/currencies.js'
 import type { Endpoint } from '../../src/contract/endpoint.js'
 import { endpoints } from '../../src/contract/endpoints.js'
 import { serviceErrorStatus } from '../../src/contract/errors.js'
 import { PaymentCreateBodyPreview } from '../../src/contract/payment.js'
+import { defaultConfig } from '../../src/server/config.js'
 import { jsonForms, openApiDocument, wcpOpenApiDocument } from '../../src/server/openapi.js'
+import { defaultTestAssets, unitDisplay } from '../../src/server/payments/assets.js'
 import { wcpEndpoints } from '../../src/server/wcp/wire.js'
+import { createTestServer, type TestServer } from './harness.js'
+import { createMerchant } from './helpers.js'
 
 type Json = Record<string, any>
 const doc = openApiDocument('http://127.0.0.1:8787') as Json
@@ -203,5 +208,86 @@ describe('a CAIP-10 account as published', () => {
     }
     expect(disagreements).toEqual([])
     expect(drawn).toBeGreaterThan(300)
+  })
+})
+
+describe('an amount unit as published', () => {
+  const createBody = doc.paths['/v1/payments'].post.requestBody.content['application/json'].schema.anyOf[0]
+  const published = createBody.properties.amount.properties.unit as { anyOf: Json[] }
+  const [fiat, asset] = published.anyOf as [{ enum: string[] }, { pattern: string; maxLength: number }]
+  const assetPattern = new RegExp(asset.pattern, 'u')
+  const inDocument = (unit: string) =>
+    fiat.enum.includes(unit) || (assetPattern.test(unit) && unit.length <= asset.maxLength)
+  /** What POST /v1/payments takes: the request schema, then a unit the server prices (payments/create.ts). */
+  const serverTakes = (unit: string) =>
+    AmountUnit.safeParse(unit).success && unitDisplay(unit, defaultConfig) !== undefined
+  const letters = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ'
+  const everyCode = [...letters].flatMap((a) =>
+    [...letters].flatMap((b) => [...letters].map((c) => a + b + c)),
+  )
+
+  it('lists exactly the fiat units the server takes, of all 17,576 iso4217/<A-Z>{3}', () => {
+    const disagreements = everyCode
+      .map((code) => `iso4217/${code}`)
+      .filter((unit) => inDocument(unit) !== serverTakes(unit))
+    expect(disagreements).toEqual([])
+    expect(fiat.enum).toEqual(fiatUnits)
+    expect(fiat.enum).toContain('iso4217/KWD')
+    expect(fiat.enum).not.toContain('iso4217/RWE')
+    for (const unit of ['iso4217/usd', 'iso4217/USDX', 'iso4217/', 'USD', 'iso4217/US'])
+      expect([unit, inDocument(unit), serverTakes(unit)]).toEqual([unit, false, false])
+  })
+
+  it('takes caip19 units by pattern, the server only the assets it prices (stated in the description)', () => {
+    for (const { asset: id } of defaultTestAssets) {
+      expect(inDocument(`caip19/${id}`), id).toBe(true)
+      expect(serverTakes(`caip19/${id}`), id).toBe(true)
+    }
+    const unpriced = 'caip19/eip155:1/erc20:0x0000000000000000000000000000000000000001'
+    expect([inDocument(unpriced), serverTakes(unpriced)]).toEqual([true, false])
+    expect(doc.paths['/v1/payments'].post.description).toContain('an asset this server prices')
+  })
+
+  it('is the same form in refunds, and in the responses of both documents', () => {
+    const refund = doc.paths['/v1/refunds'].post.requestBody.content['application/json'].schema
+    expect(refund.properties.amount.properties.unit.anyOf).toEqual(published.anyOf)
+    const info = wcp.paths['/wcp/v1/gateway/payment/{id}'].get.responses['200'].content['application/json']
+    expect(info.schema.properties.amount.properties.unit.anyOf).toEqual(published.anyOf)
+    const read = doc.paths['/v1/payments/{id}'].get.responses['200'].content['application/json'].schema
+    expect(JSON.stringify(read)).toContain(JSON.stringify(published.anyOf))
+  })
+
+  describe('held to the server: POST /v1/payments', () => {
+    let t: TestServer
+    let key: string
+    let merchantId: string
+    beforeAll(async () => {
+      t = await createTestServer()
+      key = (await t.createKey('test')).apiKey
+      merchantId = await createMerchant(t, key)
+    })
+    afterAll(() => t.close())
+
+    it('creates a payment in every listed unit and refuses unlisted codes with 400 params_validation', async () => {
+      let seed = 45
+      const unlisted = Array.from({ length: 40 }, () => {
+        seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31
+        return `iso4217/${everyCode[seed % everyCode.length]}`
+      }).filter((unit) => !fiat.enum.includes(unit))
+      const answers: string[] = []
+      for (const unit of [...fiat.enum, ...unlisted, 'iso4217/RWE', 'iso4217/BOL']) {
+        const res = await t.request({
+          method: 'POST',
+          url: '/v1/payments',
+          headers: { 'api-key': key, 'merchant-id': merchantId },
+          payload: { referenceId: 'unit-sweep', amount: { unit, value: '100' } },
+        })
+        const expected = fiat.enum.includes(unit) ? '201' : '400 params_validation'
+        const got = res.statusCode === 201 ? '201' : `${res.statusCode} ${res.json.code}`
+        if (got !== expected) answers.push(`${unit}: ${got}`)
+      }
+      expect(answers).toEqual([])
+      expect(unlisted.length).toBeGreaterThan(30)
+    })
   })
 })

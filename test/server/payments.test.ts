@@ -7,6 +7,8 @@ import { createMerchant, createPayment, headers, idem, succeedPayment } from './
 const start = new Date('2026-03-01T12:00:00.000Z')
 const startS = start.getTime() / 1000
 const baseUsdc = 'caip19/eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913'
+/** Schema-valid, refused by the handler (payments/create.ts): a fiat code off the list is refused earlier. */
+const unpricedAsset = 'caip19/eip155:1/erc20:0x0000000000000000000000000000000000000001'
 
 let t: TestServer
 let key: string
@@ -565,9 +567,9 @@ describe('POST /v1/payments under an Idempotency-Key', () => {
     }
   })
 
-  it("a refusal found before the insert (unsupported unit) is the key's answer too", async () => {
+  it("a refusal found before the insert (an asset this server does not price) is the key's answer too", async () => {
     const k = idem()
-    const bad = { referenceId: 'bad-unit', amount: { unit: 'iso4217/ZZZ', value: '1' } }
+    const bad = { referenceId: 'bad-unit', amount: { unit: unpricedAsset, value: '1' } }
     const refused = await create(bad, { 'idempotency-key': k })
     expect([refused.statusCode, refused.json.code]).toEqual([400, 'params_validation'])
     const replay = await create(bad, { 'idempotency-key': k })
@@ -604,7 +606,7 @@ describe('POST /v1/payments under an Idempotency-Key', () => {
       await sql`SELECT pg_advisory_xact_lock(hashtextextended(${`caipay.idempotency:${t.partnerId}:test:${k}`}, 0))`.execute(
         trx,
       )
-      const bad = { referenceId: 'held-refusal', amount: { unit: 'iso4217/ZZZ', value: '1' } }
+      const bad = { referenceId: 'held-refusal', amount: { unit: unpricedAsset, value: '1' } }
       const blocked = await create(bad, { 'idempotency-key': k })
       expect([blocked.statusCode, blocked.json.code]).toEqual([409, 'idempotency_conflict'])
     } finally {

@@ -1,48 +1,7 @@
 import { canonicalCaip } from '../../caip/caip.js'
 import type { Amount, AmountDisplay } from '../../contract/common.js'
+import { fiatCurrency } from '../../contract/currencies.js'
 import type { ServerConfig } from '../config.js'
-
-/** ISO 4217 currencies the service prices in: name and minor decimals. */
-const currencies: Record<string, readonly [name: string, decimals: number]> = {
-  USD: ['US Dollar', 2],
-  EUR: ['Euro', 2],
-  GBP: ['Pound Sterling', 2],
-  JPY: ['Japanese Yen', 0],
-  CHF: ['Swiss Franc', 2],
-  CAD: ['Canadian Dollar', 2],
-  AUD: ['Australian Dollar', 2],
-  NZD: ['New Zealand Dollar', 2],
-  CNY: ['Yuan Renminbi', 2],
-  HKD: ['Hong Kong Dollar', 2],
-  SGD: ['Singapore Dollar', 2],
-  SEK: ['Swedish Krona', 2],
-  NOK: ['Norwegian Krone', 2],
-  DKK: ['Danish Krone', 2],
-  PLN: ['Zloty', 2],
-  CZK: ['Czech Koruna', 2],
-  HUF: ['Forint', 2],
-  INR: ['Indian Rupee', 2],
-  KRW: ['Won', 0],
-  BRL: ['Brazilian Real', 2],
-  MXN: ['Mexican Peso', 2],
-  ZAR: ['Rand', 2],
-  TRY: ['Turkish Lira', 2],
-  AED: ['UAE Dirham', 2],
-  SAR: ['Saudi Riyal', 2],
-  ILS: ['New Israeli Sheqel', 2],
-  THB: ['Baht', 2],
-  IDR: ['Rupiah', 2],
-  PHP: ['Philippine Peso', 2],
-  MYR: ['Malaysian Ringgit', 2],
-  VND: ['Dong', 0],
-  CLP: ['Chilean Peso', 0],
-  ISK: ['Iceland Krona', 0],
-  KWD: ['Kuwaiti Dinar', 3],
-  BHD: ['Bahraini Dinar', 3],
-  OMR: ['Rial Omani', 3],
-  JOD: ['Jordanian Dinar', 3],
-  TND: ['Tunisian Dinar', 3],
-}
 
 const networkNames: Record<string, string> = {
   'eip155:1': 'Ethereum',
@@ -122,7 +81,7 @@ function knownAssets(config: ServerConfig): Map<string, KnownAsset> {
 export function unitDisplay(unit: string, config: ServerConfig): AmountDisplay | undefined {
   if (unit.startsWith('iso4217/')) {
     const code = unit.slice(8)
-    const currency = currencies[code]
+    const currency = fiatCurrency(code)
     if (!currency) return undefined
     return { assetName: currency[0], assetSymbol: code, decimals: currency[1] }
   }

@@ -313,7 +313,7 @@ async function recordPayment(
   },
 ): Promise<string> {
   const { auth, config, payment, now } = input
-  const unit = `caip19/${payment.asset.id}`
+  const unit = `caip19/${payment.asset.id}` as const
   const value = payment.amount.toString()
   const digest = createHash('sha256').update(payment.key).digest('hex').slice(0, 30)
   const created = await createPayment(trx, {
