@@ -161,3 +161,71 @@ describe('Solana dropped broadcasts', () => {
     }
   })
 })
+
+/**
+ * Answers as a node far behind would: no status for anything recent, an older slot and height, and
+ * every newer blockhash unknown (so "invalid").
+ */
+const behind = (slots: number): Record<string, Fault> => ({
+  getSignatureStatuses: {
+    kind: 'rewrite',
+    fn: (answer) => {
+      const result = answer.result as { context: { slot: number }; value: unknown[] }
+      return {
+        ...answer,
+        result: { context: { slot: result.context.slot - slots }, value: result.value.map(() => null) },
+      }
+    },
+  },
+  isBlockhashValid: {
+    kind: 'rewrite',
+    fn: (answer) => {
+      const result = answer.result as { context: { slot: number } }
+      return { ...answer, result: { context: { slot: result.context.slot - slots }, value: false } }
+    },
+  },
+  getEpochInfo: {
+    kind: 'rewrite',
+    fn: (answer) => {
+      const result = answer.result as { absoluteSlot: number; blockHeight: number }
+      return {
+        ...answer,
+        result: {
+          ...result,
+          absoluteSlot: result.absoluteSlot - slots,
+          blockHeight: result.blockHeight - slots,
+        },
+      }
+    },
+  },
+})
+
+describe('Solana node behind', () => {
+  it('a landed payment read through a node behind (no status, blockhash "invalid") is never declared dropped; it succeeds once a current node answers', async () => {
+    const { buyer, merchantId, before, paymentId, signature } = await confirmedForBroadcast()
+    for (const [method, fault] of Object.entries(behind(400))) live.proxy.inject(method, fault)
+    const proofs = live.proxy.calls('getEpochInfo')
+    const runner = live.startRunner()
+    try {
+      await until(() => onChain(signature), 'the payment to land')
+      // Several sweeps see it unseen with an "expired" blockhash and ask for proof; none is given.
+      await until(() => live.proxy.calls('getEpochInfo') >= proofs + 2, 'two proofs asked for')
+      const waiting = await paymentRow(paymentId)
+      expect(waiting.status).toBe('processing')
+      const recorded = await live.t.db
+        .selectFrom('solana_transactions')
+        .select('state')
+        .where('signature', '=', signature)
+        .executeTakeFirstOrThrow()
+      expect(recorded.state).not.toBe('dropped')
+      live.proxy.clear()
+      const paid = await live.waitForPayment(paymentId, merchantId, (p) => p.status !== 'processing')
+      expect(paid.status).toBe('succeeded')
+      expect(paid.info.txId).toBe(signature)
+      expect(await live.balance(buyer.publicKey)).toBe(before - amount)
+    } finally {
+      live.proxy.clear()
+      await runner.stop()
+    }
+  })
+})

@@ -43,7 +43,14 @@ describe('the watcher sends only what is recorded', () => {
     transfer.sign(live.service)
     const raw = transfer.serialize().toString('base64')
     const signature = encodeBase58(transfer.signature!)
-    const inFlight = () => ({ signature, raw, blockhash, sentAt: undefined, error: null })
+    const inFlight = () => ({
+      signature,
+      raw,
+      blockhash,
+      lastValidBlockHeight,
+      sentAt: undefined,
+      error: null,
+    })
     const sends = live.proxy.calls('sendTransaction')
 
     await watcher.send(inFlight())

@@ -702,9 +702,11 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
     wsUrl: `ws://${host}:${port + 1}`,
     genesisHash,
     svm,
+    // As on a cluster, a blockhash is dead once the chain is past its last valid block height (the one
+    // getLatestBlockhash answered with it), not merely because a newer one exists.
     expireBlockhash: () => {
       svm.expireBlockhash()
-      advanceSlots(1)
+      advanceSlots(blockhashValidBlocks + 1)
     },
     advanceSlots,
     stop: () => {

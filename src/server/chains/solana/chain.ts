@@ -1,5 +1,11 @@
 import { TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID, unpackMint } from '@solana/spl-token'
-import { type BlockhashWithExpiryBlockHeight, Connection, type Keypair, PublicKey } from '@solana/web3.js'
+import {
+  type BlockhashWithExpiryBlockHeight,
+  Connection,
+  type Keypair,
+  PublicKey,
+  type SignatureStatus,
+} from '@solana/web3.js'
 import { parseAssetId } from '../../../caip/caip.js'
 import type { AssetConfig } from '../types.js'
 
@@ -30,14 +36,15 @@ export interface SolanaChain {
   /** Whether transactions under `blockhash` can still land (the node's word; never cached). */
   blockhashValid(blockhash: string): Promise<boolean>
   /**
-   * The slot from which `blockhash` is proved expired, read from a node at or past the newest slot seen
-   * (`minContextSlot`): a node behind cannot answer, and one that does not know a blockhash newer than
-   * itself is never asked. Undefined while it is valid. Only this decides that a transaction is dead.
+   * Asks ONE node, in one request (a JSON-RPC batch, which a load balancer sends to one backend), for its
+   * finalized block height and then the statuses of `signatures` at or past that slot. A transaction
+   * whose last valid block height is below that height and that has no status there can never land
+   * and never did: the only proof that one is dropped. A node that answers the statuses from an older
+   * slot proves nothing (the next node is asked; none: it throws).
    */
-  expiredAt(blockhash: string): Promise<number | undefined>
-  /** The newest slot seen in any node's answer (0 before the first). */
-  highestSlot(): number
-  observeSlot(slot: number): void
+  proveUnlanded(
+    signatures: readonly string[],
+  ): Promise<{ finalizedHeight: number; statuses: (SignatureStatus | null)[] }>
   /**
    * `blockhashValid`, one read per blockhash shared by every caller for `blockhashValidityMs`: for a
    * confirm, whose 10-block margin a slot-old answer cannot cross (confirms under load carry the same few
@@ -82,10 +89,7 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
       commitment: options.commitment ?? 'confirmed',
       ...(otherUrls.length > 0 ? { fetch: failoverFetch(options.rpcUrls) } : {}),
     })
-  let highestSlot = 0
-  const observeSlot = (slot: number) => {
-    if (slot > highestSlot) highestSlot = slot
-  }
+  const urls = options.rpcUrls.length > 0 ? options.rpcUrls : [connection.rpcEndpoint]
   const mints = new Map<string, Promise<MintInfo>>()
   const blockhashReuseMs = options.blockhashReuseMs ?? 400
   const latest = sharedFor(blockhashReuseMs, () => connection.getLatestBlockhash())
@@ -93,8 +97,7 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
   const blockhashValidityMs = options.blockhashValidityMs ?? 400
   const validity = new Map<string, ReturnType<typeof sharedFor<boolean>>>()
   async function askValid(blockhash: string): Promise<boolean> {
-    const { context, value: valid } = await connection.isBlockhashValid(blockhash)
-    observeSlot(context.slot)
+    const valid = (await connection.isBlockhashValid(blockhash)).value
     // Expired: the next transaction asks for a new one rather than being built to fail.
     if (!valid) latest.forget((kept) => kept.blockhash === blockhash)
     return valid
@@ -153,15 +156,32 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
     latestBlockhash: latest.get,
     blockHeight: height.get,
     blockhashValid: askValid,
-    highestSlot: () => highestSlot,
-    observeSlot,
-    async expiredAt(blockhash) {
-      // A node behind the pin refuses (-32016, minimum context slot not reached) and nothing is decided.
-      const { context, value: valid } = await connection.isBlockhashValid(blockhash, {
-        ...(highestSlot > 0 ? { minContextSlot: highestSlot } : {}),
-      })
-      observeSlot(context.slot)
-      return valid ? undefined : context.slot
+    async proveUnlanded(signatures) {
+      const chunks: string[][] = []
+      for (let i = 0; i < signatures.length; i += 256) chunks.push(signatures.slice(i, i + 256))
+      const calls = [
+        { method: 'getEpochInfo', params: [{ commitment: 'finalized' }] },
+        ...chunks.map((chunk) => ({
+          method: 'getSignatureStatuses',
+          params: [chunk, { searchTransactionHistory: true }],
+        })),
+      ]
+      const reasons: string[] = []
+      for (const url of urls) {
+        try {
+          const [epoch, ...statuses] = await rpcBatch(url, calls)
+          const { absoluteSlot, blockHeight } = epoch as { absoluteSlot: number; blockHeight: number }
+          const answers = statuses as { context: { slot: number }; value: (SignatureStatus | null)[] }[]
+          if (answers.some((answer) => answer.context.slot < absoluteSlot)) {
+            reasons.push('statuses read behind its finalized slot')
+            continue
+          }
+          return { finalizedHeight: blockHeight, statuses: answers.flatMap((answer) => answer.value) }
+        } catch (error) {
+          reasons.push(error instanceof Error ? error.message : String(error))
+        }
+      }
+      throw new Error(`No node could prove the transactions unlanded: ${reasons.join('; ')}`)
     },
     sharedBlockhashValid(blockhash) {
       if (blockhashValidityMs <= 0) return askValid(blockhash)
@@ -227,4 +247,26 @@ function failoverFetch(urls: readonly string[]): typeof fetch {
     }
     throw last
   }
+}
+
+/** Results of `calls` sent as one JSON-RPC batch in one HTTP request; a call's error throws. */
+async function rpcBatch(
+  url: string,
+  calls: readonly { method: string; params: unknown[] }[],
+): Promise<unknown[]> {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(calls.map((call, id) => ({ jsonrpc: '2.0', id, ...call }))),
+    signal: AbortSignal.timeout(10_000),
+  })
+  if (!response.ok) throw new Error(`HTTP ${response.status}`)
+  const answers = (await response.json()) as { id: number; result?: unknown; error?: { message: string } }[]
+  if (!Array.isArray(answers)) throw new Error('The node did not answer the batch with a batch.')
+  return calls.map((call, id) => {
+    const answer = answers.find((a) => a?.id === id)
+    if (!answer || answer.error || answer.result === undefined)
+      throw new Error(`${call.method}: ${answer?.error?.message ?? 'no answer'}`)
+    return answer.result
+  })
 }

@@ -212,7 +212,14 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
       // this leaves the send to the job).
       const { watcher } = options
       if (watcher && ctx.afterCommit) {
-        const inFlight = { signature, raw, blockhash: entry.blockhash, sentAt: undefined, error: null }
+        const inFlight = {
+          signature,
+          raw,
+          blockhash: entry.blockhash,
+          lastValidBlockHeight: entry.lastValidBlockHeight,
+          sentAt: undefined,
+          error: null,
+        }
         ctx.afterCommit(() => void watcher.send(inFlight).catch(() => {}))
       }
     }

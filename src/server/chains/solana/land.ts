@@ -25,6 +25,7 @@ export async function landTransaction(input: {
     signature: tx.signature,
     raw: tx.raw,
     blockhash: tx.blockhash,
+    lastValidBlockHeight: Number(tx.last_valid_block_height),
     sentAt: undefined,
     error: tx.error,
   }

@@ -16,6 +16,8 @@ export interface InFlight {
   /** The signed wire transaction, base64, exactly as recorded. */
   raw: string
   blockhash: string
+  /** The block height past which it can never land (its blockhash's last valid height). */
+  lastValidBlockHeight: number
   /** When it was last sent by this process (ms); undefined: not since this process started. */
   sentAt: number | undefined
   /** The last send's refusal (a preflight error), reported if it never lands. */
@@ -134,7 +136,7 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
 
   async function tick(): Promise<void> {
     const watching = [...watches.values()]
-    await decide(watching, (await statusesOf(watching.map((w) => w.tx.signature))).values)
+    await decide(watching, await statusesOf(watching.map((w) => w.tx.signature)))
     if (Date.now() - lastSweep < sweepEveryMs) return
     lastSweep = Date.now()
     await sweep(watching.filter((w) => w.unseen && watches.get(w.tx.signature) === w))
@@ -167,38 +169,32 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
   /** Unseen transactions: dropped once their blockhash expired (checked once per blockhash), else re-sent. */
   async function sweep(unseen: Watch[]): Promise<void> {
     if (unseen.length === 0) return
-    // The slot a blockhash is proved expired at (chain.expiredAt: read at or past the newest slot seen),
-    // undefined while valid, null when no node could say.
-    const validity = new Map<string, Promise<number | undefined | null>>()
+    const validity = new Map<string, Promise<boolean | undefined>>()
     for (const { tx } of unseen) {
       if (!validity.has(tx.blockhash))
         validity.set(
           tx.blockhash,
-          chain.expiredAt(tx.blockhash).catch(() => null),
+          chain.blockhashValid(tx.blockhash).catch(() => undefined),
         )
     }
     const expired: Watch[] = []
-    let expiredBy = 0
     const resend: Watch[] = []
     for (const watch of unseen) {
-      const expiredAt = await validity.get(watch.tx.blockhash)
-      if (typeof expiredAt === 'number') {
-        expired.push(watch)
-        expiredBy = Math.max(expiredBy, expiredAt)
-      } else if (
-        expiredAt === undefined &&
-        (watch.tx.sentAt ?? Number.NEGATIVE_INFINITY) + resendEveryMs <= Date.now()
-      )
+      const valid = await validity.get(watch.tx.blockhash)
+      if (valid === false) expired.push(watch)
+      else if (valid === true && (watch.tx.sentAt ?? Number.NEGATIVE_INFINITY) + resendEveryMs <= Date.now())
         resend.push(watch)
     }
     if (expired.length > 0) {
-      // It may have landed between the status read and the validity read: ask once more, then it is
-      // proved dead (an expired blockhash can never land again). Only a node at or past the slot that
-      // proved the expiry may say "not found": one behind may not have the block it landed in.
-      const last = await statusesOf(expired.map((w) => w.tx.signature))
-      if (last.slot < expiredBy) return
-      await decide(expired, last.values)
+      // Any node's "expired" is only a reason to look closer (a node behind does not know a newer
+      // blockhash and calls it invalid). A transaction is dead only when ONE node, in one request, has
+      // finalized past its last valid block height and, at or past that slot, has no status for it:
+      // it cannot land any more, and had it landed that node would have it (chain.ts, proveUnlanded).
+      const proof = await chain.proveUnlanded(expired.map((w) => w.tx.signature)).catch(() => undefined)
+      if (!proof) return
+      await decide(expired, proof.statuses)
       for (const watch of expired.filter((w) => w.unseen && watches.get(w.tx.signature) === w)) {
+        if (proof.finalizedHeight <= watch.tx.lastValidBlockHeight) continue
         const error = watch.tx.error ?? 'blockhash expired before it landed'
         await markState(db, watch.tx.signature, 'dropped', error, new Date())
         finish(watch, { kind: 'dropped', error })
@@ -207,8 +203,7 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
     await Promise.all(resend.map((watch) => send(watch.tx)))
   }
 
-  /** Statuses in order, and the oldest slot any part of the answer was read at. */
-  async function statusesOf(signatures: string[]): Promise<{ values: (SignatureStatus | null)[]; slot: number }> {
+  async function statusesOf(signatures: string[]): Promise<(SignatureStatus | null)[]> {
     const chunks: string[][] = []
     for (let i = 0; i < signatures.length; i += statusesPerCall)
       chunks.push(signatures.slice(i, i + statusesPerCall))
@@ -220,11 +215,7 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
         ),
       ),
     )
-    for (const answer of answers) chain.observeSlot(answer.context.slot)
-    return {
-      values: answers.flatMap((answer) => answer.value),
-      slot: Math.min(...answers.map((answer) => answer.context.slot)),
-    }
+    return answers.flatMap((answer) => answer.value)
   }
 
   function finish(watch: Watch, outcome: LandOutcome): void {
