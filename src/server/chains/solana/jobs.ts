@@ -1,4 +1,3 @@
-import { getAssociatedTokenAddressSync } from '@solana/spl-token'
 import { PublicKey } from '@solana/web3.js'
 import { parseAccountId, sameCaip } from '../../../caip/caip.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'

@@ -65,19 +65,44 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     CREATE TRIGGER ledger_entries_no_truncate BEFORE TRUNCATE ON ledger_entries
       FOR EACH STATEMENT EXECUTE FUNCTION caipay_ledger_append_only();
 
+    -- A CHECK is evaluated on the row an INSERT proposes before ON CONFLICT looks for the existing one, so
+    -- an upsert cannot carry a debit: missing accounts are created at zero, the statement's accounts are
+    -- locked in one order (no two writers wait on each other in a cycle), then each moves by its net.
     CREATE FUNCTION caipay_ledger_post() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-      INSERT INTO ledger_accounts AS a (mode, asset, holder, kind, owner, balance)
-      SELECT mode, asset, holder, kind, owner, sum(delta) FROM (
-        SELECT mode, asset, holder, credit_kind AS kind, credit_owner AS owner, amount AS delta FROM posted
-        UNION ALL
-        SELECT mode, asset, holder, debit_kind, debit_owner, -amount FROM posted
-      ) AS moves
-      WHERE kind NOT IN ('world', 'adjustment')
-      GROUP BY mode, asset, holder, kind, owner
-      -- One lock order for every writer: two statements never wait on each other's accounts in a cycle.
+      INSERT INTO ledger_accounts (mode, asset, holder, kind, owner, balance)
+      SELECT mode, asset, holder, kind, owner, 0 FROM (
+        SELECT mode, asset, holder, kind, owner, sum(delta) AS delta FROM (
+          SELECT mode, asset, holder, credit_kind AS kind, credit_owner AS owner, amount AS delta FROM posted
+          UNION ALL
+          SELECT mode, asset, holder, debit_kind, debit_owner, -amount FROM posted
+        ) AS sides
+        WHERE kind NOT IN ('world', 'adjustment')
+        GROUP BY mode, asset, holder, kind, owner
+      ) AS m
       ORDER BY mode, asset, holder, kind, owner
-      ON CONFLICT (mode, asset, holder, kind, owner) DO UPDATE SET balance = a.balance + excluded.balance;
+      ON CONFLICT DO NOTHING;
+      PERFORM 1 FROM ledger_accounts AS a JOIN (
+        SELECT mode, asset, holder, kind, owner, sum(delta) AS delta FROM (
+          SELECT mode, asset, holder, credit_kind AS kind, credit_owner AS owner, amount AS delta FROM posted
+          UNION ALL
+          SELECT mode, asset, holder, debit_kind, debit_owner, -amount FROM posted
+        ) AS sides
+        WHERE kind NOT IN ('world', 'adjustment')
+        GROUP BY mode, asset, holder, kind, owner
+      ) AS m USING (mode, asset, holder, kind, owner)
+      ORDER BY a.mode, a.asset, a.holder, a.kind, a.owner FOR UPDATE OF a;
+      UPDATE ledger_accounts AS a SET balance = a.balance + m.delta FROM (
+        SELECT mode, asset, holder, kind, owner, sum(delta) AS delta FROM (
+          SELECT mode, asset, holder, credit_kind AS kind, credit_owner AS owner, amount AS delta FROM posted
+          UNION ALL
+          SELECT mode, asset, holder, debit_kind, debit_owner, -amount FROM posted
+        ) AS sides
+        WHERE kind NOT IN ('world', 'adjustment')
+        GROUP BY mode, asset, holder, kind, owner
+      ) AS m
+      WHERE (a.mode, a.asset, a.holder, a.kind, a.owner) = (m.mode, m.asset, m.holder, m.kind, m.owner)
+        AND m.delta <> 0;
       RETURN NULL;
     END $$;
     CREATE TRIGGER ledger_entries_post AFTER INSERT ON ledger_entries
