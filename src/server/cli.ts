@@ -89,6 +89,37 @@ Options:
   --external-id HEX    a WalletConnect project id (32 lowercase hex characters) to accept as this app id
   --json               print {"partnerId", "appId", ...}
 ${databaseHelp}`,
+  balances: `Usage: caipay balances [options]
+
+Lists the ledger's balances: per holding address and asset, each merchant's collected, settling and
+refunds owed, each partner's float and fees, and the operator's unallocated top-ups (docs/live-mode.md).
+Open reconciliation differences are listed after them.
+
+Options:
+  --partner ID         only this partner's accounts
+  --mode test|live     only this mode
+  --json               print {"balances": [...], "differences": [...]}
+${databaseHelp}`,
+  'ledger ack': `Usage: caipay ledger ack ID [options]
+
+Acknowledges reconciliation difference ID (see "caipay balances"): it counts as explained from now on
+and settlements and refunds from its address are sent again.
+
+Options:
+  --note TEXT          why (kept with the difference)
+  --json               print the difference
+${databaseHelp}`,
+  'ledger allocate': `Usage: caipay ledger allocate --partner ID --holder CAIP10 --asset CAIP19 --amount UNITS [options]
+
+Gives AMOUNT (token minor units) of the operator's unallocated top-ups at HOLDER to the partner's float.
+
+Options:
+  --partner ID         the partner
+  --holder CAIP10      the collection address (as "caipay balances" shows it)
+  --asset CAIP19       the token
+  --amount UNITS       token minor units
+  --mode test|live     default live
+${databaseHelp}`,
 } as const
 
 const usage = `Usage: caipay <command> [options]
@@ -102,6 +133,9 @@ Commands:
   keys revoke      revoke an API key
   apps create      create an app id for wallets
   apps list        list app ids
+  balances         the ledger's balances and reconciliation differences
+  ledger ack       acknowledge a reconciliation difference
+  ledger allocate  give unallocated top-ups to a partner's float
 
 caipay <command> --help shows a command's options; caipay --version prints the version.`
 
@@ -119,10 +153,11 @@ export async function main(argv: readonly string[]): Promise<number> {
       process.stdout.write(`${usage}\n`)
       return first === undefined ? 1 : 0
     }
-    const name = first === 'serve' ? 'serve' : `${first} ${second}`
+    const single = first === 'serve' || first === 'balances'
+    const name = single ? first : `${first} ${second}`
     if (!(name in commands)) throw new UsageError(`Unknown command: ${argv.join(' ')}`)
     const command = name as keyof typeof commands
-    const args = argv.slice(command === 'serve' ? 1 : 2)
+    const args = argv.slice(single ? 1 : 2)
     if (args.includes('--help') || args.includes('-h')) {
       process.stdout.write(`${commands[command]}\n`)
       return 0
@@ -484,7 +519,96 @@ async function appsList(args: readonly string[]): Promise<number> {
   return 0
 }
 
+async function balances(args: readonly string[]): Promise<number> {
+  const { values } = parseArgs({ args: [...args], options: listOptions, strict: true })
+  const filter = listFilter(values, 'balances')
+  const { listBalances } = await import('./ledger/balances.js')
+  const { listDifferences } = await import('./ledger/reconcile.js')
+  const [rows, differences] = await withDatabase(values, (db) =>
+    Promise.all([listBalances(db, filter), listDifferences(db, { open: true, ...filter })]),
+  )
+  if (values.json) {
+    process.stdout.write(`${JSON.stringify({ balances: rows, differences })}\n`)
+    return 0
+  }
+  printRows(false, rows, [
+    ['mode', 'MODE'],
+    ['holder', 'HOLDER'],
+    ['asset', 'ASSET'],
+    ['kind', 'ACCOUNT'],
+    ['owner', 'OWNER'],
+    ['balance', 'BALANCE'],
+  ])
+  for (const d of differences)
+    process.stdout.write(
+      `\nDIFFERENCE ${d.id}: at block ${d.block} ${d.holder} holds ${d.chainBalance} of ${d.asset}; the ledger ` +
+        `${d.ledgerBalance} (in flight: ${d.inFlightOut} out, ${d.inFlightIn} in), difference ${d.difference}. ` +
+        `Settlements and refunds from this address are stopped until \`caipay ledger ack ${d.id}\`.\n`,
+    )
+  return 0
+}
+
+async function ledgerAck(args: readonly string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: [...args],
+    options: { ...databaseOptions, note: { type: 'string' }, json: { type: 'boolean', default: false } },
+    allowPositionals: true,
+    strict: true,
+  })
+  const [id, ...rest] = positionals
+  if (id === undefined || rest.length > 0 || !/^\d+$/.test(id))
+    throw new UsageError('Give exactly one difference id (see "caipay balances")', { cause: 'ledger ack' })
+  const { acknowledgeDifference } = await import('./ledger/reconcile.js')
+  const acked = await withDatabase(values, (db) =>
+    acknowledgeDifference(db, { id, note: values.note ?? null, now: new Date() }),
+  )
+  if (!acked) throw new Error(`No open reconciliation difference ${id}.`)
+  if (values.json) process.stdout.write(`${JSON.stringify(acked)}\n`)
+  else
+    process.stdout.write(
+      `Acknowledged difference ${acked.id} (${acked.difference} of ${acked.asset} at ${acked.holder}); sends resume.\n`,
+    )
+  return 0
+}
+
+async function ledgerAllocate(args: readonly string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: [...args],
+    options: {
+      ...databaseOptions,
+      partner: { type: 'string' },
+      holder: { type: 'string' },
+      asset: { type: 'string' },
+      amount: { type: 'string' },
+      mode: { type: 'string' },
+    },
+    strict: true,
+  })
+  const { partner, holder, asset, amount } = values
+  if (!partner || !holder || !asset || !amount || !/^[1-9]\d*$/.test(amount))
+    throw new UsageError('--partner, --holder, --asset and --amount (a positive integer) are required', {
+      cause: 'ledger allocate',
+    })
+  const { allocateFloat } = await import('./ledger/topUps.js')
+  const { canonicalCaip } = await import('../caip/caip.js')
+  await withDatabase(values, (db) =>
+    allocateFloat(db, {
+      mode: values.mode !== undefined ? modeOf(values.mode, 'ledger allocate') : 'live',
+      holder: canonicalCaip(holder),
+      asset,
+      partnerId: partner,
+      amount: BigInt(amount),
+      now: new Date(),
+    }),
+  )
+  process.stdout.write(`Allocated ${amount} of ${asset} at ${holder} to ${partner}'s float.\n`)
+  return 0
+}
+
 const runners: Record<keyof typeof commands, (args: readonly string[]) => Promise<number>> = {
+  balances,
+  'ledger ack': ledgerAck,
+  'ledger allocate': ledgerAllocate,
   serve,
   'partners create': partnersCreate,
   'partners list': partnersList,

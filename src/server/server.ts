@@ -4,6 +4,7 @@ import { sql } from 'kysely'
 import { createApiKey, createPartner } from './accounts/accounts.js'
 import { buildApp } from './app.js'
 import { listenForCredentialChanges } from './authCache.js'
+import { startEvmReconciliation } from './chains/evm/ledger.js'
 import { resolveConfig, type ServerConfig } from './config.js'
 import { sweepIdempotencyKeys } from './idempotency.js'
 import type { JobListener } from './jobs/notify.js'
@@ -78,6 +79,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
   let credentials: JobListener | undefined
   let statusChanges: JobListener | undefined
   let webhooks: WebhookDispatcher | undefined
+  let reconciliation: { stop(): Promise<void> } | undefined
   try {
     const bootstrap = options.bootstrapPartner ? await bootstrapPartner(database.db) : undefined
     app = await buildApp({
@@ -141,6 +143,11 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
         ...(options.now ? { now: options.now } : {}),
         ...(log ? { log } : {}),
       })
+      reconciliation = startEvmReconciliation({
+        db: database.db,
+        chains: app.liveChains.evm,
+        ...(log ? { log } : {}),
+      })
     }
     sweeper = setInterval(
       () => void sweepIdempotencyKeys(database.db, new Date()).catch(() => {}),
@@ -159,6 +166,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
         stopping ??= (async () => {
           clearInterval(sweeper)
           await webhooks?.stop()
+          await reconciliation?.stop()
           await jobs?.stop()
           await credentials?.close()
           // In-flight requests drain, and each connection goes as soon as its answer is out (Fastify keeps an

@@ -1,4 +1,5 @@
 import type { Transaction } from 'kysely'
+import type { UnsettledCollection } from '../ledger/entries.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { Database, PaymentRow } from '../store/schema.js'
 import { succeedPayments } from './lifecycle.js'
@@ -10,6 +11,8 @@ export interface SucceededPayment {
   txId: string
   /** Its settlement, when the merchant gets one. */
   settlement?: BatchedSettlement | undefined
+  /** Collected with no settlement step (the ledger books it as its partner's float). */
+  unsettled?: UnsettledCollection | undefined
 }
 
 /**

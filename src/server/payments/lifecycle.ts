@@ -3,6 +3,7 @@ import type { PaymentStatus } from '../../contract/common.js'
 import type { WebhookEventType } from '../../contract/webhooks.js'
 import { fail } from '../errors.js'
 import { enqueueJob } from '../jobs/queue.js'
+import { bookUnsettledCollections, type UnsettledCollection } from '../ledger/entries.js'
 import { type Db, inTransaction } from '../store/db.js'
 import { columnsText } from '../store/prepared.js'
 import { type PaymentRow, type PaymentUpdate, paymentColumns } from '../store/schema.js'
@@ -296,7 +297,13 @@ export async function succeedPayment(
  */
 export async function succeedPayments(
   db: Db,
-  payments: readonly { paymentId: string; txId: string; settlement?: BatchedSettlement | undefined }[],
+  payments: readonly {
+    paymentId: string
+    txId: string
+    settlement?: BatchedSettlement | undefined
+    /** Collected with no settlement step: the ledger books it as its partner's float. */
+    unsettled?: UnsettledCollection | undefined
+  }[],
   now: Date,
 ): Promise<PaymentRow[]> {
   if (payments.length === 0) return []
@@ -324,6 +331,15 @@ export async function succeedPayments(
       trx,
       payments.flatMap((p) =>
         p.settlement && changed.has(p.paymentId) ? [{ ...p.settlement, paymentId: p.paymentId }] : [],
+      ),
+      now,
+    )
+    await bookUnsettledCollections(
+      trx,
+      payments.flatMap((p) =>
+        p.unsettled && !p.settlement && changed.has(p.paymentId)
+          ? [{ ...p.unsettled, paymentId: p.paymentId }]
+          : [],
       ),
       now,
     )

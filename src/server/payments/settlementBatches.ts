@@ -1,4 +1,5 @@
 import { sql } from 'kysely'
+import { closedEntriesCte, settledEntriesCte } from '../ledger/entries.js'
 import { fixSettlementAmounts } from '../refunds/settlement.js'
 import { type Db, inTransaction } from '../store/db.js'
 import { settlePayments } from './lifecycle.js'
@@ -52,12 +53,10 @@ export async function closeSettlementBatch(
       FROM settlement_batches WHERE id = ${batchId} FOR UPDATE`.execute(trx)
     const batch = rows[0]
     if (!batch) throw new Error(`Settlement batch ${batchId} does not exist.`)
-    const items = await trx
-      .selectFrom('settlement_items')
-      .select(['payment_id', 'amount'])
-      .where('batch_id', '=', batchId)
-      .orderBy('payment_id')
-      .execute()
+    const { rows: items } = await sql<{ payment_id: string; amount: string; fee: string; refunded: string }>`
+      SELECT i.payment_id, i.amount, i.fee, (SELECT coalesce(sum(r.asset_value), 0) FROM refunds AS r
+        WHERE r.payment_id = i.payment_id AND r.status <> 'failed' AND r.paid_from = 'collected') AS refunded
+      FROM settlement_items AS i WHERE i.batch_id = ${batchId} ORDER BY i.payment_id`.execute(trx)
     const amounts = await fixSettlementAmounts(
       trx,
       items.map((item) => ({ paymentId: item.payment_id, collected: BigInt(item.amount) })),
@@ -85,11 +84,21 @@ export async function closeSettlementBatch(
     })
     const amount = paying.reduce((sum, id) => sum + amounts.get(id)!, 0n)
     const status = amount === 0n ? 'succeeded' : 'closed'
-    await trx
-      .updateTable('settlement_batches')
-      .set({ status, amount: amount.toString(), updated_at: params.now })
-      .where('id', '=', batchId)
-      .execute()
+    // The ledger's entries in the same statement: what the batch pays moves from each merchant's
+    // collected balance to settling, and the fee left after refunds to its partner's fees.
+    const closing = JSON.stringify(
+      items.map((item) => {
+        const settled = amounts.get(item.payment_id)!
+        const left = BigInt(item.amount) + BigInt(item.fee) - BigInt(item.refunded)
+        return { payment_id: item.payment_id, settled: String(settled), kept: String(left - settled) }
+      }),
+    )
+    await sql`
+      WITH closing AS (
+        SELECT * FROM jsonb_to_recordset(${closing}::jsonb) AS v(payment_id text, settled text, kept text)
+      ), ledger AS (${closedEntriesCte({ batchId, now: params.now })})
+      UPDATE settlement_batches SET status = ${status}, amount = ${amount.toString()}, updated_at = ${params.now}
+      WHERE id = ${batchId}`.execute(trx)
     return closed(status, amount)
   })
 }
@@ -104,12 +113,13 @@ export async function finishSettlementBatch(
   params: { txId: string; assetId: string; now: Date },
 ): Promise<void> {
   await inTransaction(db, async (trx) => {
-    await trx
-      .updateTable('settlement_batches')
-      .set({ status: 'succeeded', tx_id: params.txId, updated_at: params.now })
-      .where('id', '=', batch.id)
-      .where('status', '=', 'closed')
-      .execute()
+    // What the batch's close put in settling leaves for the world, in the same statement.
+    await sql`
+      WITH finished AS (
+        UPDATE settlement_batches SET status = 'succeeded', tx_id = ${params.txId}, updated_at = ${params.now}
+        WHERE id = ${batch.id} AND status = 'closed' RETURNING id
+      ), ledger AS (${settledEntriesCte({ batchId: batch.id, txId: params.txId, now: params.now })})
+      SELECT 1`.execute(trx)
     await settlePayments(trx, { paymentIds: batch.paymentIds, ...params })
   })
 }

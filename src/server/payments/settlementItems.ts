@@ -1,5 +1,6 @@
 import { sql } from 'kysely'
 import { enqueueJob } from '../jobs/queue.js'
+import { collectedEntriesCte } from '../ledger/entries.js'
 import type { Db } from '../store/db.js'
 
 /**
@@ -18,6 +19,13 @@ export interface BatchedSettlement {
   intervalMs: number
   /** The job that closes and pays a batch, queued under the batch's first payment. */
   jobKind: string
+  /**
+   * CAIP-10 of the collection address the payment's money reached (ledger/entries.ts holderOf): its
+   * `payment.collected` entry is written with the item. Absent: no entry (a job queued before the ledger).
+   */
+  holder?: string | undefined
+  /** Token minor units of the payment the service keeps (the settlement fee), on top of `amount`. */
+  fee?: bigint | undefined
 }
 
 /** The job payload of a settlement batch. */
@@ -58,7 +66,11 @@ export async function addSettlementItems(
     const first = group[0]!
     const closeAt = new Date(now.getTime() + first.intervalMs)
     const values = JSON.stringify(
-      group.map((item) => ({ payment_id: item.paymentId, amount: item.amount.toString() })),
+      group.map((item) => ({
+        payment_id: item.paymentId,
+        amount: item.amount.toString(),
+        fee: (item.fee ?? 0n).toString(),
+      })),
     )
     const { rows } = await sql<{ id: string; payment_id: string }>`
       WITH batch AS (
@@ -69,11 +81,13 @@ export async function addSettlementItems(
         ON CONFLICT (chain_id, asset, destination) WHERE status = 'open'
           DO UPDATE SET updated_at = excluded.updated_at
         RETURNING id, payment_id
+      ), ledger_items AS (
+        SELECT * FROM jsonb_to_recordset(${values}::jsonb) AS v(payment_id text, amount text, fee text)
       ), item AS (
-        INSERT INTO settlement_items (payment_id, batch_id, amount, created_at)
-        SELECT v.payment_id, batch.id, v.amount::numeric, ${now}
-        FROM batch CROSS JOIN jsonb_to_recordset(${values}::jsonb) AS v(payment_id text, amount text)
-      )
+        INSERT INTO settlement_items (payment_id, batch_id, amount, fee, created_at)
+        SELECT v.payment_id, batch.id, v.amount::numeric, v.fee::numeric, ${now}
+        FROM batch CROSS JOIN ledger_items AS v
+      ), ledger AS (${collectedEntriesCte({ asset: first.asset, holder: first.holder, now })})
       SELECT id, payment_id FROM batch`.execute(db)
     const batch = rows[0]!
     const opened = batch.payment_id === first.paymentId

@@ -24,6 +24,8 @@ export interface SettlementItemsTable {
   batch_id: string
   /** Token minor units collected for the merchant, before refunds. */
   amount: Numeric
+  /** Token minor units of the payment the service keeps (the fee), on top of `amount` (migration 018). */
+  fee: ColumnType<string, string | bigint | undefined, string | bigint>
   created_at: Timestamp
 }
 

@@ -1,21 +1,27 @@
-import { encodeFunctionData, erc20Abi, getAddress } from 'viem'
+import { encodeFunctionData, getAddress } from 'viem'
 import { parseAccountId } from '../../../caip/caip.js'
 import { type JobHandler, RetryLater } from '../../jobs/runner.js'
+import { holderOf } from '../../ledger/entries.js'
+import { assertSendsAllowed } from '../../ledger/reconcile.js'
+import { reserveRefund } from '../../ledger/refunds.js'
 import { failRefund, loadRefund, noteRefundShortfall, succeedRefund } from '../../refunds/finish.js'
 import { eip3009Abi } from './abi.js'
+import { scanEvmTopUps } from './ledger.js'
 import { chainOf, type JobSettings, relayerOf } from './relay.js'
 import { retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
 import { estimateExecutorTransfer, hasTransfer } from './transfers.js'
 
-/** The collection address holds less of the asset than the refund sends: wait for the float. */
+/** The ledger holds less for the refund than it sends: wait for the float. */
 class FloatShort extends RetryLater {}
 
 /**
  * A live EVM refund: an ERC-20 `transfer` of the refund's amount of the paid asset from the collection
  * address (the executor) to the refund's destination, through the same sender and watcher as relays and
  * settlements (recorded before it is sent, one nonce, found again after a crash, fee-bumped by the
- * sweep). Before a new transaction is signed the float is read: short, the refund stays pending with
- * `insufficient_funds` and is tried again until funded. It succeeds only on a mined receipt whose
+ * sweep). Before a new transaction is signed the ledger reserves its amount (ledger/refunds.ts): from the
+ * payment's collected funds, or from the float; short, the refund stays pending with
+ * `insufficient_funds` and is tried again until funded. Nor is one signed while reconciliation holds
+ * the collection address. It succeeds only on a mined receipt whose
  * Transfer log moves exactly that amount to the destination.
  */
 export function refundJob(settings: JobSettings): JobHandler {
@@ -45,16 +51,27 @@ export function refundJob(settings: JobSettings): JobHandler {
           to: asset.token,
           data: encodeFunctionData({ abi: eip3009Abi, functionName: 'transfer', args }),
           estimateGas: async () => {
-            const float = await chain.publicClient.readContract({
-              address: asset.token,
-              abi: erc20Abi,
-              functionName: 'balanceOf',
-              args: [chain.executor.address],
-            })
-            if (float < args[1]) {
+            // Only a new transaction gets here: the ledger decides whether the service holds the
+            // amount for this refund, never the address's whole balance (other payments' money).
+            const holder = holderOf(chain.caip2, chain.executor.address)
+            await assertSendsAllowed(ctx.db, holder)
+            const reserve = () =>
+              reserveRefund(
+                ctx.db,
+                { ...refund, asset: asset.id, asset_value: refund.asset_value! },
+                holder,
+                ctx.now(),
+              )
+            let reserved = await reserve()
+            if (reserved === 'short') {
+              await scanEvmTopUps(ctx.db, chain, asset)
+              reserved = await reserve()
+            }
+            if (reserved === 'short') {
               await noteRefundShortfall(ctx.db, refund.id, true, ctx.now())
               throw new FloatShort(
-                `The collection address holds ${float} of ${asset.id}; refund ${refund.id} needs ${args[1]}.`,
+                `The ledger holds less than ${args[1]} of ${asset.id} for refund ${refund.id} in its partner's float ` +
+                  'or the unallocated top-ups; it waits until the float is funded.',
               )
             }
             return estimateExecutorTransfer(chain, asset.token, args, 'refund')

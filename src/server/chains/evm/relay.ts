@@ -1,6 +1,7 @@
 import { encodeFunctionData, type Hash, type TransactionReceipt } from 'viem'
 import type { Fence } from '../../jobs/fence.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
+import { holderOf } from '../../ledger/entries.js'
 import type { PaymentFinisher } from '../../payments/finisher.js'
 import { loadPayment } from '../../payments/lifecycle.js'
 import type { BatchedSettlement } from '../../payments/settlementItems.js'
@@ -380,6 +381,11 @@ async function finishRelay(
   const asset = payload.direct ? undefined : chain.asset(payload.asset)
   const destination = asset && (await merchantDestination(ctx.db, chain, payment.merchant_id, asset))
   const fee = asset ? (collection.value * BigInt(asset.settlementFeeBps)) / 10_000n : 0n
+  // The ledger's holding address: the money is the service's to account for only when it reached it.
+  const holder =
+    collection.to.toLowerCase() === chain.executor.address.toLowerCase()
+      ? holderOf(chain.caip2, collection.to)
+      : undefined
   const amount = collection.value - fee
   const batched: BatchedSettlement | undefined =
     destination !== undefined && amount > 0n
@@ -390,14 +396,20 @@ async function finishRelay(
           amount,
           intervalMs: settings.settlementIntervalMs,
           jobKind: evmJobKinds.settle,
+          holder,
+          fee,
         }
       : undefined
+  // Gasless money with nowhere to settle stays at the collection address: the ledger's float.
+  const unsettled =
+    holder !== undefined && !batched ? { asset: payload.asset, holder, value: collection.value } : undefined
   // With the other payments of its block: the transaction's record and the payment in one database
   // transaction for all of them.
   await relayerOf(settings, chain).finisher.succeed({
     paymentId: job.payment_id,
     txId: hash,
     settlement: batched,
+    unsettled,
   })
   ctx.log.info({ paymentId: job.payment_id, hash }, 'Live EVM payment succeeded')
   return { hash }

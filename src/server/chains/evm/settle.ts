@@ -1,5 +1,7 @@
 import { encodeFunctionData, type Hash } from 'viem'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
+import { holderOf } from '../../ledger/entries.js'
+import { assertSendsAllowed } from '../../ledger/reconcile.js'
 import { loadPayment } from '../../payments/lifecycle.js'
 import { closeSettlementBatch, finishSettlementBatch } from '../../payments/settlementBatches.js'
 import { addSettlementItem, type SettlementBatchPayload } from '../../payments/settlementItems.js'
@@ -45,7 +47,11 @@ export function settleJob(settings: JobSettings): JobHandler {
           fence: ctx.fence,
           to: asset.token,
           data: encodeFunctionData({ abi: eip3009Abi, functionName: 'transfer', args }),
-          estimateGas: () => estimateExecutorTransfer(chain, asset.token, args, 'settlement'),
+          estimateGas: async () => {
+            // A new transaction only: none is signed while reconciliation holds the collection address.
+            await assertSendsAllowed(ctx.db, holderOf(chain.caip2, chain.executor.address))
+            return estimateExecutorTransfer(chain, asset.token, args, 'settlement')
+          },
         })
         return hash
       }

@@ -1,7 +1,9 @@
-import { getAssociatedTokenAddressSync } from '@solana/spl-token'
 import { PublicKey } from '@solana/web3.js'
 import { parseAccountId, sameCaip } from '../../../caip/caip.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
+import { holderOf } from '../../ledger/entries.js'
+import { assertSendsAllowed } from '../../ledger/reconcile.js'
+import { reserveRefund } from '../../ledger/refunds.js'
 import { createPaymentFinisher, type PaymentFinisher } from '../../payments/finisher.js'
 import { failPayment, loadPayment, settlePayment } from '../../payments/lifecycle.js'
 import { closeSettlementBatch, finishSettlementBatch } from '../../payments/settlementBatches.js'
@@ -134,6 +136,8 @@ async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, sett
     await failPayment(db, { paymentId: payment.id, failureCode: solanaFailureCode, now: new Date() })
     return { signature: tx.signature, outcome: outcome.kind, error: outcome.error }
   }
+  // The service's token account received it (not a direct x402 transfer): the ledger accounts for it.
+  const holder = payload.direct ? undefined : holderOf(tx.chain_id, chain.service.publicKey.toBase58())
   await finisher.succeed({
     paymentId: payment.id,
     txId: tx.signature,
@@ -144,7 +148,12 @@ async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, sett
       amount: BigInt(payload.amount),
       intervalMs: settlementIntervalMs,
       jobKind: solanaJobKinds.settle,
+      holder,
     },
+    unsettled:
+      holder !== undefined && !settlement
+        ? { asset: payload.asset, holder, value: BigInt(payload.amount) }
+        : undefined,
   })
   return { signature: tx.signature, outcome: 'landed' }
 }
@@ -319,15 +328,22 @@ async function refund(job: JobRow, ctx: JobRunContext, chainOf: ChainOf) {
     watcher,
     ctx,
     async beforeBuild() {
-      const mint = await chain.mintInfo(asset)
-      const source = getAssociatedTokenAddressSync(mint.mint, chain.service.publicKey, true, mint.programId)
-      const float = await chain.connection
-        .getTokenAccountBalance(source)
-        .then((balance) => BigInt(balance.value.amount))
-        .catch(() => 0n)
-      if (float < amount) {
+      // The ledger decides whether the service holds the amount for this refund (its payment's
+      // collected funds, or the float), never the token account's whole balance.
+      const holder = holderOf(chain.caip2, chain.service.publicKey.toBase58())
+      await assertSendsAllowed(db, holder)
+      const reserved = await reserveRefund(
+        db,
+        { ...row, asset: asset.id, asset_value: row.asset_value! },
+        holder,
+        new Date(),
+      )
+      if (reserved === 'short') {
         await noteRefundShortfall(db, row.id, true, new Date())
-        throw new RetryLater(`The service's token account holds ${float}; refund ${row.id} needs ${amount}.`)
+        throw new RetryLater(
+          `The ledger holds less than ${amount} of ${asset.id} for refund ${row.id} in its partner's float or ` +
+            'the unallocated top-ups; it waits until the float is funded.',
+        )
       }
     },
   })

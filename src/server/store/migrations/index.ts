@@ -16,6 +16,7 @@ import * as evmSenderNonce from './014_evm_sender_nonce.js'
 import * as refunds from './015_refunds.js'
 import * as settlementBatches from './016_settlement_batches.js'
 import * as paymentStatusNotify from './017_payment_status_notify.js'
+import * as ledger from './018_ledger.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -39,4 +40,5 @@ export const migrations: Record<string, Migration> = {
   '015_refunds': refunds,
   '016_settlement_batches': settlementBatches,
   '017_payment_status_notify': paymentStatusNotify,
+  '018_ledger': ledger,
 }

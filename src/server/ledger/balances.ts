@@ -1,0 +1,39 @@
+import type { Db } from '../store/db.js'
+import type { Mode } from '../store/schema.js'
+import type { LedgerKind } from './schema.js'
+import './schema.js'
+
+export interface LedgerBalance {
+  mode: Mode
+  asset: string
+  holder: string
+  kind: LedgerKind
+  /** The merchant (collected, settling, refunds), the partner (float, fees), or '' (the operator's). */
+  owner: string
+  /** Token minor units. */
+  balance: string
+}
+
+/**
+ * The stored balances, by holding address, asset and account; narrowed to one partner's (its float and
+ * fees, and its merchants' accounts) when `partnerId` is given.
+ */
+export async function listBalances(
+  db: Db,
+  options: { partnerId?: string; mode?: Mode } = {},
+): Promise<LedgerBalance[]> {
+  let query = db
+    .selectFrom('ledger_accounts')
+    .select(['mode', 'asset', 'holder', 'kind', 'owner', 'balance'])
+    .orderBy(['mode', 'holder', 'asset', 'kind', 'owner'])
+  if (options.mode) query = query.where('mode', '=', options.mode)
+  const partnerId = options.partnerId
+  if (partnerId !== undefined)
+    query = query.where((eb) =>
+      eb.or([
+        eb.and([eb('kind', 'in', ['float', 'fees']), eb('owner', '=', partnerId)]),
+        eb('owner', 'in', eb.selectFrom('merchants').select('id').where('partner_id', '=', partnerId)),
+      ]),
+    )
+  return (await query.execute()).map((row) => ({ ...row, balance: String(row.balance) }))
+}
