@@ -490,20 +490,27 @@ async function restartPostgres(): Promise<string> {
 async function lagWindow(windowMs: number): Promise<string> {
   const blocks = 3
   const share = 0.5
+  // Long enough to span a relay's or a settlement's whole wait for its receipt.
+  const lagMs = Math.max(windowMs, 6_000)
   for (const b of balancers.values()) b.lag({ share, blocks, random })
-  await sleep(windowMs)
+  await sleep(lagMs)
   for (const b of balancers.values()) b.unlag()
   const lagged = [...balancers.values()].reduce((n, b) => n + b.lagged(), 0)
-  return `lagging replica (${blocks} blocks behind, ${share * 100} % of requests) for ${Math.round(windowMs)} ms: ${lagged} answers lagged so far`
+  return `lagging replica (${blocks} blocks behind, ${share * 100} % of requests) for ${Math.round(lagMs)} ms: ${lagged} answers lagged so far`
 }
 
 async function shallowReorg(): Promise<string> {
   // As on a real node, the orphaned block's transactions go back to the pool; mining paused meanwhile
   // so the block read is the block replaced.
+  type Block = { transactions: string[] }
+  const latest = async () => (await anvilRpc('eth_getBlockByNumber', ['latest', false])) as Block
+  // A block that carries something: wait a few blocks for one.
+  const deadline = Date.now() + 5_000
+  while ((await latest()).transactions.length === 0 && Date.now() < deadline) await sleep(200)
   await anvilRpc('evm_setIntervalMining', [0])
   let count = 0
   try {
-    const block = (await anvilRpc('eth_getBlockByNumber', ['latest', false])) as { transactions: string[] }
+    const block = await latest()
     count = block.transactions.length
     const raws = await Promise.all(
       block.transactions.map((hash) => anvilRpc('eth_getRawTransactionByHash', [hash])),
