@@ -79,9 +79,24 @@ export class CaipayProcess {
     await this.#exited
   }
 
+  /**
+   * SIGSTOP: the process freezes where it is (a long GC pause, a VM freeze); its leases run out while
+   * its sockets and half-done steps wait for `resume()`.
+   */
+  pause(): void {
+    if (this.alive) this.child!.kill('SIGSTOP')
+  }
+
+  /** SIGCONT: a paused process carries on from where it froze. */
+  resume(): void {
+    if (this.alive) this.child!.kill('SIGCONT')
+  }
+
   /** SIGTERM (a clean stop), SIGKILL when that takes more than a few seconds. */
   async stop(): Promise<void> {
     if (!this.alive) return
+    // A paused process never handles SIGTERM.
+    this.resume()
     this.child!.kill('SIGTERM')
     const timer = setTimeout(() => this.child?.kill('SIGKILL'), 5_000)
     await this.#exited
