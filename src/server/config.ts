@@ -120,6 +120,11 @@ const ConfigFileSchema = z.strictObject({
     z.strictObject({
       /** Jobs one process runs at once (default 64); its database pool grows with it. */
       slots: z.optional(z.int().check(z.minimum(1), z.maximum(4096))),
+      /**
+       * A claim's lease, ms (default 10000): a worker that stops renewing (killed, paused) leaves its jobs
+       * to another after this long; a paused one that resumes moves nothing (docs/live-mode.md, "Fences").
+       */
+      leaseMs: z.optional(z.int().check(z.minimum(1000), z.maximum(600_000))),
     }),
   ),
   /** Live payments' settlements to the merchants' destinations. */
@@ -170,6 +175,8 @@ export interface ServerConfig {
   idempotencyTtlSeconds: number
   /** Jobs one process runs at once; the database pool is sized from it (see server.ts). */
   jobSlots: number
+  /** The job runner's lease per claim, ms (`jobs.leaseMs`); the runner's default when undefined. */
+  jobLeaseMs?: number | undefined
   /** How long a settlement batch collects payments before its transfer, ms (config `settlement.intervalMs`). */
   settlementIntervalMs: number
   /** Payment expiry when the merchant gives none. */
@@ -251,6 +258,7 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
     rateLimit,
     idempotencyTtlSeconds: file.idempotencyTtlSeconds ?? defaultConfig.idempotencyTtlSeconds,
     jobSlots: file.jobs?.slots ?? defaultConfig.jobSlots,
+    ...(file.jobs?.leaseMs !== undefined ? { jobLeaseMs: file.jobs.leaseMs } : {}),
     settlementIntervalMs: file.settlement?.intervalMs ?? defaultConfig.settlementIntervalMs,
     paymentTtlSeconds: file.paymentTtlSeconds ?? defaultConfig.paymentTtlSeconds,
     bodyLimitBytes: file.bodyLimitBytes ?? defaultConfig.bodyLimitBytes,

@@ -130,7 +130,9 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
         listenUrl: database.url,
         concurrency: config.jobSlots,
         ...(options.jobIntervalMs !== undefined ? { intervalMs: options.jobIntervalMs } : {}),
-        ...(options.jobLeaseMs !== undefined ? { leaseMs: options.jobLeaseMs } : {}),
+        ...((options.jobLeaseMs ?? config.jobLeaseMs) !== undefined
+          ? { leaseMs: options.jobLeaseMs ?? config.jobLeaseMs }
+          : {}),
         ...(options.now ? { now: options.now } : {}),
         ...(log ? { log } : {}),
       })
