@@ -29,7 +29,11 @@ export async function listBalances(
   let query = db
     .selectFrom('ledger_accounts')
     .select(['mode', 'asset', 'holder', 'kind', 'owner', 'balance'])
-    .orderBy(['mode', 'holder', 'asset', 'kind', 'owner'])
+    .orderBy('mode')
+    .orderBy('holder')
+    .orderBy('asset')
+    .orderBy('kind')
+    .orderBy('owner')
   if (options.mode) query = query.where('mode', '=', options.mode)
   if (options.merchantId !== undefined)
     query = query.where('kind', 'in', merchantKinds).where('owner', '=', options.merchantId)
