@@ -19,8 +19,8 @@ describe('registry', () => {
     const keys = Object.values(endpoints).map((e) => `${e.method} ${e.path}`)
     expect(new Set(keys).size).toBe(keys.length)
     // Spec rows 1-23, the sandbox simulate endpoint, the eight webhook-endpoint routes, and the refunds'
-    // read, list and sandbox simulate.
-    expect(keys).toHaveLength(24 + 8 + 3)
+    // read, list and sandbox simulate, and the partner's balances.
+    expect(keys).toHaveLength(24 + 8 + 3 + 1)
   })
   it('maps every spec error code to an HTTP status', () => {
     expect(serviceErrorCodes).toContain('settlement_asset_conflict')

@@ -1,3 +1,4 @@
+import { BalancesQuery, BalancesResponse } from './balances.js'
 import { DeletedResponse } from './common.js'
 import { endpoint } from './endpoint.js'
 import { gatewayEndpoints } from './gatewayEndpoints.js'
@@ -51,7 +52,7 @@ import {
 
 export type { Endpoint, EndpointAuth } from './endpoint.js'
 
-/** The merchant API: spec rows 1-17 plus the sandbox simulate endpoint. */
+/** The merchant API: spec rows 1-17, the sandbox simulate endpoint, refunds, webhook endpoints and balances. */
 export const merchantEndpoints = {
   listMerchants: endpoint({
     method: 'GET',
@@ -218,6 +219,16 @@ export const merchantEndpoints = {
     idempotencyKey: 'optional',
     errors: ['payment_not_found', 'invalid_state'],
     summary: 'Cancel a payment (merchant)',
+  }),
+  getBalances: endpoint({
+    method: 'GET',
+    path: '/v1/balances',
+    auth: 'partner',
+    query: BalancesQuery,
+    response: BalancesResponse,
+    status: 200,
+    errors: ['merchant_not_found'],
+    summary: "The partner's ledger balances and the reconciliation differences stopping sends",
   }),
   createRefund: endpoint({
     method: 'POST',

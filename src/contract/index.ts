@@ -1,3 +1,11 @@
+export {
+  Balance,
+  BalanceAccount,
+  BalancesQuery,
+  BalancesResponse,
+  balanceAccounts,
+  LedgerDifference,
+} from './balances.js'
 export { CollectDataSubmitBody } from './collectData.js'
 export {
   Amount,

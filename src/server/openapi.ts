@@ -593,7 +593,7 @@ export function openApiDocument(publicBaseUrl: string): JsonSchema {
       `answers only the origins listed in \`cors.merchant\` (none by default). ${pipelineNote} ` +
       'The WalletConnect Pay SDK wire format of the gateway is described at `/wcp/openapi.json`.',
     publicBaseUrl,
-    tags: ['Merchants', 'Payments', 'Gateway', 'Webhooks', 'Sandbox', 'System'],
+    tags: ['Merchants', 'Payments', 'Balances', 'Gateway', 'Webhooks', 'Sandbox', 'System'],
     paths,
   })
 }
@@ -627,6 +627,7 @@ function tagOf(endpoint: Endpoint): string {
   if (endpoint.path.startsWith('/v1/gateway')) return 'Gateway'
   if (endpoint.path.startsWith('/v1/test')) return 'Sandbox'
   if (endpoint.path.startsWith('/v1/webhook-endpoints')) return 'Webhooks'
+  if (endpoint.path.startsWith('/v1/balances')) return 'Balances'
   if (endpoint.path.startsWith('/v1/merchants') && !endpoint.path.includes('payments')) return 'Merchants'
   return 'Payments'
 }

@@ -102,6 +102,12 @@ const readRefund = (refundId: string) =>
     })
     .then((res) => res.json)
 
+const readBalances = () =>
+  env.t.request({ method: 'GET', url: '/v1/balances', headers: headers(env.liveKey) }).then((res) => {
+    expect(res.statusCode, res.body).toBe(200)
+    return res.json
+  })
+
 describe('the ledger', () => {
   it('a gasless payment and its settlement: collected, settling, paid; each entry once', async () => {
     const paymentId = await settledPayment('1000')
@@ -228,6 +234,13 @@ describe('the ledger', () => {
     await reconcileEvmChain(env.t.db, chain)
     const [difference] = await listDifferences(env.t.db, { open: true })
     expect(difference).toMatchObject({ holder, difference: '-1' })
+    const shown = await readBalances()
+    expect(shown.differences).toEqual([
+      expect.objectContaining({ id: difference!.id, holder, difference: '-1' }),
+    ])
+    expect(shown.differences[0].message).toContain(`Settlements and refunds from ${holder} are stopped`)
+    expect(shown.data.length).toBeGreaterThan(0)
+    expect(shown.data.every((row: { sendsStopped: boolean }) => row.sendsStopped)).toBe(true)
 
     const paymentId = (await confirmGasless(env, buyer, '100')).paymentId
     const runner = env.startRunner(only(evmJobKinds.relay, evmJobKinds.settle))
@@ -257,5 +270,40 @@ describe('the ledger', () => {
     await runner.stop()
     await reconcileEvmChain(env.t.db, chain)
     expect(await listDifferences(env.t.db, { open: true })).toEqual([])
+    expect((await readBalances()).differences).toEqual([])
+  })
+
+  it("GET /v1/balances answers what the ledger holds of the partner's accounts", async () => {
+    await settledPayment('300')
+    const { paymentId } = await confirmGasless(env, buyer, '400')
+    const relay = env.startRunner(only(evmJobKinds.relay))
+    await env.waitJob(paymentId, evmJobKinds.relay)
+    await relay.stop()
+    const stored = await env.t.db
+      .selectFrom('ledger_accounts')
+      .select(['kind', 'owner', 'balance'])
+      .where('mode', '=', 'live')
+      .where('kind', 'in', ['collected', 'settling', 'refunds', 'float', 'fees'])
+      .orderBy('kind')
+      .orderBy('owner')
+      .execute()
+    const shown = await readBalances()
+    expect(
+      shown.data.map((row: { account: string; merchantId: string | null; amount: { value: string } }) => ({
+        kind: row.account,
+        owner: row.merchantId ?? env.t.partnerId,
+        balance: row.amount.value,
+      })),
+    ).toEqual(stored.map((row) => ({ ...row, balance: String(row.balance) })))
+    expect(shown.data).toContainEqual(
+      expect.objectContaining({
+        chainId: env.anvil.caip2,
+        holder,
+        account: 'collected',
+        merchantId: env.merchant.id,
+        amount: expect.objectContaining({ unit: `caip19/${env.asset.toLowerCase()}` }),
+      }),
+    )
+    expect(await balance('collected', env.merchant.id)).toBeGreaterThanOrEqual(usdc(4))
   })
 })

@@ -14,19 +14,29 @@ export interface LedgerBalance {
   balance: string
 }
 
+/** The accounts a merchant owns (the partner owns `float` and `fees`, the operator `unallocated`). */
+export const merchantKinds = ['collected', 'settling', 'refunds'] as const satisfies readonly LedgerKind[]
+
 /**
  * The stored balances, by holding address, asset and account; narrowed to one partner's (its float and
- * fees, and its merchants' accounts) when `partnerId` is given.
+ * fees, and its merchants' accounts) when `partnerId` is given, to one merchant's accounts when
+ * `merchantId` is.
  */
 export async function listBalances(
   db: Db,
-  options: { partnerId?: string; mode?: Mode } = {},
+  options: { partnerId?: string; merchantId?: string; mode?: Mode } = {},
 ): Promise<LedgerBalance[]> {
   let query = db
     .selectFrom('ledger_accounts')
     .select(['mode', 'asset', 'holder', 'kind', 'owner', 'balance'])
-    .orderBy(['mode', 'holder', 'asset', 'kind', 'owner'])
+    .orderBy('mode')
+    .orderBy('holder')
+    .orderBy('asset')
+    .orderBy('kind')
+    .orderBy('owner')
   if (options.mode) query = query.where('mode', '=', options.mode)
+  if (options.merchantId !== undefined)
+    query = query.where('kind', 'in', merchantKinds).where('owner', '=', options.merchantId)
   const partnerId = options.partnerId
   if (partnerId !== undefined)
     query = query.where((eb) =>

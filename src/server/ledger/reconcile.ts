@@ -165,6 +165,23 @@ export async function listDifferences(db: Db, options: { open?: boolean; mode?: 
   return rows.map(differenceView)
 }
 
+/** The open differences at any of `holders` (every asset: a difference stops all sends from its address). */
+export async function openDifferencesAt(
+  db: Db,
+  params: { mode: Mode; holders: readonly string[] },
+): Promise<Difference[]> {
+  if (params.holders.length === 0) return []
+  const rows = await db
+    .selectFrom('ledger_differences')
+    .selectAll()
+    .where('mode', '=', params.mode)
+    .where('holder', 'in', [...new Set(params.holders)])
+    .where('acknowledged_at', 'is', null)
+    .orderBy('id')
+    .execute()
+  return rows.map(differenceView)
+}
+
 function differenceView(row: {
   id: string
   mode: Mode

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { pageRoutes } from '../pages/routes.js'
 import { wcpRoutes } from '../wcp/routes.js'
 import { x402Routes } from '../x402/routes.js'
+import { balanceRoutes } from './balances.js'
 import { gatewayRoutes } from './gateway.js'
 import { merchantRoutes } from './merchants.js'
 import { paymentRoutes } from './payments.js'
@@ -18,6 +19,7 @@ export const routeModules: ReadonlyArray<(app: FastifyInstance) => Promise<void>
   settlementRoutes,
   paymentRoutes,
   refundRoutes,
+  balanceRoutes,
   gatewayRoutes,
   wcpRoutes,
   x402Routes,
