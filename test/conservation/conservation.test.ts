@@ -1,6 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { sql } from 'kysely'
 import { type Address, createPublicClient, http, parseAbiItem } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -761,6 +762,15 @@ describe(`conservation: live EVM payments and refunds through 1 API and 2 worker
       payments: paymentViews,
       refunds: refundViews,
       collectionBalance: await balanceOf(collection),
+      book: (
+        await database.db
+          .selectFrom('ledger_accounts')
+          .select(['kind', 'owner', 'balance'])
+          .where('mode', '=', 'live')
+          .where(sql<boolean>`lower(holder) LIKE ${`%${collection.toLowerCase()}`}`)
+          .where(sql<boolean>`lower(asset) = ${asset.toLowerCase()}`)
+          .execute()
+      ).map((a) => ({ kind: a.kind, owner: a.owner, balance: BigInt(a.balance) })),
     })
     violations.push(...ledger.violations)
 

@@ -23,47 +23,28 @@ export interface LedgerFacts {
   refunds: readonly RefundView[]
   /** The collection address's token balance on chain now. */
   collectionBalance: bigint
+  /**
+   * The operator's whole book at the collection address (every account's stored balance, the operator's
+   * unallocated top-ups included, which no partner sees), read from the service's database.
+   */
+  book: readonly { kind: string; owner: string; balance: bigint }[]
 }
 
-const mode = (process.env.CONSERVATION_LEDGER ?? 'auto') as 'auto' | 'on' | 'off'
+const mode = (process.env.CONSERVATION_LEDGER ?? 'on') as 'auto' | 'on' | 'off'
 
-/** After a drained run every merchant's collected balance, in-flight settlement and owed refund is zero. */
-export function expectedBalances(facts: LedgerFacts): Map<string, bigint> {
-  const expected = new Map<string, bigint>()
-  const merchants = new Set(facts.payments.map((p) => p.destination.toLowerCase()))
-  for (const destination of merchants) {
-    expected.set(`collected:${destination}`, 0n)
-    expected.set(`settling:${destination}`, 0n)
-    expected.set(`refunds_owed:${destination}`, 0n)
-  }
-  // Everything at the collection address is then the partner's: fees and what is left of the float.
-  expected.set(`collection:${facts.collection.toLowerCase()}`, facts.collectionBalance)
-  return expected
+interface BalanceRow {
+  asset: string
+  holder: string
+  account: string
+  merchantId: string | null
+  amount: { value: string }
 }
 
 /**
- * The endpoint's answer as `account name -> balance`. Assumed shape (to adjust when the endpoint lands):
- * `{ data: [{ account: 'collected' | 'settling' | 'refunds_owed' | 'float' | 'fees', holder, asset, value }] }`,
- * with the partner's float and fees together making up the collection address.
+ * After a drained run: in the partner's view (`GET /v1/balances`) every merchant's collected balance,
+ * in-flight settlement and owed refund is zero, and no reconciliation difference is open; in the
+ * operator's book the accounts at the collection address add up to exactly what the chain holds there.
  */
-export function readBalances(json: unknown, facts: LedgerFacts): Map<string, bigint> {
-  const rows = ((json as { data?: unknown[] })?.data ?? []) as {
-    account?: string
-    holder?: string
-    asset?: string
-    value?: string
-  }[]
-  const balances = new Map<string, bigint>()
-  const add = (key: string, value: bigint) => balances.set(key, (balances.get(key) ?? 0n) + value)
-  for (const row of rows.filter((r) => r.asset === facts.asset)) {
-    const value = BigInt(row.value ?? '0')
-    if (row.account === 'float' || row.account === 'fees')
-      add(`collection:${facts.collection.toLowerCase()}`, value)
-    else add(`${row.account}:${String(row.holder).toLowerCase()}`, value)
-  }
-  return balances
-}
-
 export async function ledgerAgrees(
   read: LedgerReader,
   facts: LedgerFacts,
@@ -82,10 +63,34 @@ export async function ledgerAgrees(
       violations: [`ledger: GET /v1/balances answered ${answer.status} ${JSON.stringify(answer.json)}`],
       note: 'error',
     }
-  const expected = expectedBalances(facts)
-  const actual = readBalances(answer.json, facts)
-  const violations = [...expected]
-    .filter(([key, value]) => (actual.get(key) ?? 0n) !== value)
-    .map(([key, value]) => `ledger: ${key} is ${actual.get(key) ?? 0n}, the chain and the API say ${value}`)
-  return { violations, note: `checked ${expected.size} accounts` }
+  const violations: string[] = []
+  const { data, differences } = answer.json as { data: BalanceRow[]; differences: unknown[] }
+  const collection = facts.collection.toLowerCase()
+  const here = data.filter(
+    (row) =>
+      row.asset.toLowerCase() === facts.asset.toLowerCase() && row.holder.toLowerCase().endsWith(collection),
+  )
+  for (const row of here.filter((r) => r.merchantId !== null && BigInt(r.amount.value) !== 0n))
+    violations.push(
+      `ledger: merchant ${row.merchantId}'s ${row.account} holds ${row.amount.value} after the drain`,
+    )
+  const partnerHeld = here
+    .filter((r) => r.merchantId === null)
+    .reduce((sum, r) => sum + BigInt(r.amount.value), 0n)
+  if (partnerHeld > facts.collectionBalance)
+    violations.push(`ledger: the partner's float and fees (${partnerHeld}) exceed the collection balance`)
+  if (differences.length > 0)
+    violations.push(`ledger: open reconciliation differences ${JSON.stringify(differences)}`)
+  const booked = facts.book.reduce((sum, account) => sum + account.balance, 0n)
+  if (booked !== facts.collectionBalance)
+    violations.push(
+      `ledger: the book at the collection address adds up to ${booked}, the chain holds ${facts.collectionBalance} (${facts.book
+        .filter((a) => a.balance !== 0n)
+        .map((a) => `${a.kind}:${a.owner || 'operator'}=${a.balance}`)
+        .join(', ')})`,
+    )
+  return {
+    violations,
+    note: `checked ${here.length} accounts in the API and ${facts.book.length} in the book (${booked} held)`,
+  }
 }
