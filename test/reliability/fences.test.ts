@@ -7,6 +7,7 @@ import { sendOnce } from '../../src/server/chains/evm/transactions.js'
 import { recordTransaction } from '../../src/server/chains/solana/store.js'
 import { type Fence, FenceLost } from '../../src/server/jobs/fence.js'
 import { claimJobs, enqueueJob } from '../../src/server/jobs/queue.js'
+import { failPayment } from '../../src/server/payments/lifecycle.js'
 import { mintTestToken } from '../anvil.js'
 import { createEvmEnv, type EvmEnv, fastRuntime, usdc } from '../evm/support.js'
 
@@ -129,5 +130,26 @@ describe('a step that resumes after its claim was taken over', () => {
       .where('payment_id', '=', paymentId)
       .execute()
     expect(rows.map((r) => r.signature)).toEqual(['current'])
+  })
+
+  it('a step that lost its claim cannot fail the payment (its verdict may be stale), the holder can', async () => {
+    const { paymentId, first, second } = await claimedTwice('test.fail')
+    await env.t.db.updateTable('payments').set({ status: 'processing' }).where('id', '=', paymentId).execute()
+    // E.g. it resumed, estimated its relay and found the authorization used: by the new holder's relay.
+    expect(
+      await failPayment(env.t.db, { paymentId, failureCode: 'authorization_rejected', fence: first }),
+    ).toBe(undefined)
+    const still = await env.t.db
+      .selectFrom('payments')
+      .select('status')
+      .where('id', '=', paymentId)
+      .executeTakeFirstOrThrow()
+    expect(still.status).toBe('processing')
+    const failed = await failPayment(env.t.db, {
+      paymentId,
+      failureCode: 'authorization_rejected',
+      fence: second,
+    })
+    expect(failed?.status).toBe('failed')
   })
 })

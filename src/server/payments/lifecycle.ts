@@ -2,6 +2,7 @@ import { sql } from 'kysely'
 import type { PaymentStatus } from '../../contract/common.js'
 import type { WebhookEventType } from '../../contract/webhooks.js'
 import { fail } from '../errors.js'
+import { type Fence, fenceHolds } from '../jobs/fence.js'
 import { enqueueJob } from '../jobs/queue.js'
 import { bookUnsettledCollections, type UnsettledCollection } from '../ledger/entries.js'
 import { type Db, inTransaction } from '../store/db.js'
@@ -68,9 +69,16 @@ type Condition = readonly [
  */
 async function changePayments(
   db: Db,
-  change: { type: PaymentEventType; set: PaymentUpdate; where: readonly Condition[]; now: Date },
+  change: {
+    type: PaymentEventType
+    set: PaymentUpdate
+    where: readonly Condition[]
+    now: Date
+    /** A job step's claim: the change is made only while it holds (jobs/fence.ts). */
+    fence?: Fence | undefined
+  },
 ): Promise<PaymentRow[]> {
-  const { type, where, now } = change
+  const { type, where, now, fence } = change
   const set: PaymentUpdate = { ...change.set, updated_at: now }
   const rows = await db
     .with('changed', (qb) => {
@@ -79,6 +87,7 @@ async function changePayments(
         .set(set)
         .set((eb) => ({ payment_state_version: eb('payment_state_version', '+', 1) }))
       for (const [column, operator, value] of where) update = update.where(column, operator, value as never)
+      if (fence) update = update.where(fenceHolds(fence))
       return update.returning(paymentColumns)
     })
     .with('event', (qb) =>
@@ -350,7 +359,17 @@ export async function succeedPayments(
 /** `processing -> failed`, unless the payment is no longer processing (then undefined). */
 export async function failPayment(
   db: Db,
-  params: { paymentId: string; failureCode: string; now?: Date },
+  params: {
+    paymentId: string
+    failureCode: string
+    now?: Date
+    /**
+     * The job step's claim. A step that resumes after its claim was taken over may hold a verdict the
+     * chain has since overtaken (an authorization "already used" by the new holder's relay): it must
+     * not fail a payment that is landing.
+     */
+    fence?: Fence | undefined
+  },
 ): Promise<PaymentRow | undefined> {
   const now = params.now ?? new Date()
   const [row] = await changePayments(db, {
@@ -361,6 +380,7 @@ export async function failPayment(
       ['status', '=', 'processing'],
     ],
     now,
+    fence: params.fence,
   })
   return row
 }

@@ -1,7 +1,6 @@
 import type { Address, Hash } from 'viem'
-import type { JobLogger } from '../../jobs/runner.js'
+import type { JobRunContext } from '../../jobs/runner.js'
 import { failPayment as failProcessingPayment } from '../../payments/lifecycle.js'
-import type { Db } from '../../store/db.js'
 import type { AuthorizationJson } from './authorization.js'
 import type { Permit2Json } from './collection.js'
 
@@ -71,13 +70,13 @@ export type EvmFailureCode =
 
 /** processing -> failed, unless someone else already finished the payment. */
 export async function failPayment(
-  db: Db,
-  log: JobLogger,
+  ctx: Pick<JobRunContext, 'db' | 'log' | 'fence'>,
   paymentId: string,
   code: EvmFailureCode,
   reason: string,
 ): Promise<{ failed: EvmFailureCode; reason: string }> {
-  log.warn({ paymentId, failureCode: code, reason }, 'Live EVM payment failed')
-  await failProcessingPayment(db, { paymentId, failureCode: code })
+  // Under the step's fence: a step whose claim was taken over fails nothing (its verdict may be stale).
+  const failed = await failProcessingPayment(ctx.db, { paymentId, failureCode: code, fence: ctx.fence })
+  if (failed) ctx.log.warn({ paymentId, failureCode: code, reason }, 'Live EVM payment failed')
   return { failed: code, reason }
 }

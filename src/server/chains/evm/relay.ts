@@ -71,7 +71,7 @@ export function relayJob(settings: JobSettings): JobHandler {
       const signed = await classifyPayerSignature(chain, collection.from, payload.signature)
       if (signed.kind === 'undeployed') {
         if (!payload.authorization) {
-          return failPayment(ctx.db, ctx.log, job.payment_id, 'deployment_refused', permit2CannotDeploy)
+          return failPayment(ctx, job.payment_id, 'deployment_refused', permit2CannotDeploy)
         }
         const authorization = authorizationFromJson(payload.authorization)
         const deployed = await deployAccount(settings, ctx, chain, job.payment_id, authorization, signed)
@@ -84,7 +84,7 @@ export function relayJob(settings: JobSettings): JobHandler {
         collection.ready && (await recordedSteps(ctx.db, job.payment_id, 'relay')).length === 0
           ? await collection.ready()
           : undefined
-      if (waiting?.final) return failPayment(ctx.db, ctx.log, job.payment_id, waiting.code, waiting.reason)
+      if (waiting?.final) return failPayment(ctx, job.payment_id, waiting.code, waiting.reason)
       if (waiting) throw new RetryLater(waiting.reason)
       const call = collection.call(signed.signature)
       const relayer = relayerOf(settings, chain)
@@ -99,7 +99,7 @@ export function relayJob(settings: JobSettings): JobHandler {
         })
       } catch (error) {
         if (error instanceof AuthorizationRefused)
-          return failPayment(ctx.db, ctx.log, job.payment_id, 'authorization_rejected', error.message)
+          return failPayment(ctx, job.payment_id, 'authorization_rejected', error.message)
         throw await retryWhileInFlight(ctx.db, job.payment_id, 'relay', error)
       } finally {
         release()
@@ -113,13 +113,7 @@ export function relayJob(settings: JobSettings): JobHandler {
       return finishRelay(settings, ctx, chain, job, payment, payload, collection, call, receipt)
     },
     async onGiveUp(job, error, ctx) {
-      await failPayment(
-        ctx.db,
-        ctx.log,
-        job.payment_id,
-        'chain_unavailable',
-        `Relay did not land: ${String(error)}`,
-      )
+      await failPayment(ctx, job.payment_id, 'chain_unavailable', `Relay did not land: ${String(error)}`)
     },
   }
 }
@@ -140,7 +134,7 @@ async function deployAccount(
 ) {
   const refused = factoryRefusal(chain, signed.factory)
   if (refused && !refused.valid)
-    return failPayment(ctx.db, ctx.log, paymentId, 'deployment_refused', `The account ${refused.reason}.`)
+    return failPayment(ctx, paymentId, 'deployment_refused', `The account ${refused.reason}.`)
   const relayer = relayerOf(settings, chain)
   const send = async () => {
     const { hash } = await sendOnce({
@@ -173,7 +167,7 @@ async function deployAccount(
     })
   } catch (error) {
     if (error instanceof DeploymentRefused)
-      return failPayment(ctx.db, ctx.log, paymentId, 'deployment_refused', error.message)
+      return failPayment(ctx, paymentId, 'deployment_refused', error.message)
     throw await retryWhileInFlight(ctx.db, paymentId, 'deploy', error)
   }
   if (!sent.receipt) throw new RetryLater(`Deployment ${sent.hash} has no receipt yet.`)
@@ -182,8 +176,7 @@ async function deployAccount(
   const code = await chain.publicClient.getCode({ address: authorization.from })
   if (code === undefined || code === '0x') {
     return failPayment(
-      ctx.db,
-      ctx.log,
+      ctx,
       paymentId,
       'deployment_refused',
       `Deployment ${sent.hash} left no code at ${authorization.from}.`,
@@ -352,15 +345,9 @@ async function finishRelay(
     // withdrawn before the pull was mined) while the permit itself is unused: that is the state before
     // the first send, so wait for the allowance again until the permit's deadline.
     const waiting = await collection.ready?.()
-    if (waiting?.final) return failPayment(ctx.db, ctx.log, job.payment_id, waiting.code, waiting.reason)
+    if (waiting?.final) return failPayment(ctx, job.payment_id, waiting.code, waiting.reason)
     if (waiting) throw new RetryLater(`Relay transaction ${hash} reverted. ${waiting.reason}`)
-    return failPayment(
-      ctx.db,
-      ctx.log,
-      job.payment_id,
-      'relay_reverted',
-      `Relay transaction ${hash} reverted.`,
-    )
+    return failPayment(ctx, job.payment_id, 'relay_reverted', `Relay transaction ${hash} reverted.`)
   }
   const expected = {
     token: collection.token,
@@ -370,13 +357,7 @@ async function finishRelay(
   }
   if (!hasTransfer(receipt, expected)) {
     await setTxStatus(ctx.db, hash, 'succeeded')
-    return failPayment(
-      ctx.db,
-      ctx.log,
-      job.payment_id,
-      'transfer_missing',
-      `Relay ${hash} moved no matching Transfer.`,
-    )
+    return failPayment(ctx, job.payment_id, 'transfer_missing', `Relay ${hash} moved no matching Transfer.`)
   }
   const asset = payload.direct ? undefined : chain.asset(payload.asset)
   const destination = asset && (await merchantDestination(ctx.db, chain, payment.merchant_id, asset))

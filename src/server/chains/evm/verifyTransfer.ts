@@ -23,8 +23,8 @@ export function verifyTransferJob(settings: VerifyTransferSettings): JobHandler 
       const chain = chainOf(settings, payload.chain)
       const payment = await loadPayment(ctx.db, job.payment_id)
       if (payment.status !== 'processing') return { skipped: payment.status }
-      const fail = (code: Parameters<typeof failPayment>[3], reason: string) =>
-        failPayment(ctx.db, ctx.log, job.payment_id, code, reason)
+      const fail = (code: Parameters<typeof failPayment>[2], reason: string) =>
+        failPayment(ctx, job.payment_id, code, reason)
 
       const receipt = await waitForReceipt(chain, payload.hash, {
         timeoutMs: settings.receiptTimeoutMs,
@@ -68,8 +68,7 @@ export function verifyTransferJob(settings: VerifyTransferSettings): JobHandler 
     },
     async onGiveUp(job, error, ctx) {
       await failPayment(
-        ctx.db,
-        ctx.log,
+        ctx,
         job.payment_id,
         'chain_unavailable',
         `Cannot check the transfer: ${String(error)}`,

@@ -133,7 +133,12 @@ async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, sett
   const outcome = await landTransaction({ chain, watcher, tx, ctx })
   if (outcome.kind !== 'landed') {
     ctx.log.warn({ paymentId: payment.id, signature: tx.signature, ...outcome }, 'Solana payment failed')
-    await failPayment(db, { paymentId: payment.id, failureCode: solanaFailureCode, now: new Date() })
+    await failPayment(db, {
+      paymentId: payment.id,
+      failureCode: solanaFailureCode,
+      now: new Date(),
+      fence: ctx.fence,
+    })
     return { signature: tx.signature, outcome: outcome.kind, error: outcome.error }
   }
   // The service's token account received it (not a direct x402 transfer): the ledger accounts for it.
