@@ -112,6 +112,7 @@ export function decodeEvmRequest(request: EvmActionRequest, policy: EvmDecodePol
       account: eip155Account(chainId, address),
       transfers: decoded.transfers,
       ...(decoded.validUntil !== undefined && { validUntil: decoded.validUntil }),
+      ...(decoded.validFrom !== undefined && { validFrom: decoded.validFrom }),
     },
     signable: { kind: 'typedData', address, typedData: decoded.typedData },
   }
