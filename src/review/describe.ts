@@ -24,9 +24,10 @@ async function describeApproved(
   assets: readonly KnownAsset[],
 ): Promise<PaymentReview> {
   const named = new Map<string, Promise<ReviewedAsset>>()
-  const asset = (raw: string, signer: Signer, decimals?: number) => {
-    const id = canonicalCaip(raw)
-    let info = named.get(id)
+  // Keyed by canonical identity (EVM hex in any case is one asset); shown as the decoder spelled it.
+  const asset = (id: string, signer: Signer, decimals?: number) => {
+    const key = canonicalCaip(id)
+    let info = named.get(key)
     if (!info) {
       const listed = assets.find((entry) => sameCaip(entry.asset, id))
       info = listed
@@ -38,7 +39,7 @@ async function describeApproved(
                 return { id, symbol: read.symbol, decimals: read.decimals, source: 'node' }
               return decimals === undefined ? { id } : { id, decimals, source: 'action' }
             })
-      named.set(id, info)
+      named.set(key, info)
     }
     return info
   }
