@@ -33,7 +33,8 @@ import { routeActions } from '../../src/actions/route.js'
 import type { Signer } from '../../src/actions/types.js'
 import type { PaymentOption, WalletRpcAction } from '../../src/contract/gateway.js'
 import { cancelled, paymentId, setup } from '../../src/flow/flowHarness.js'
-import { rpc } from '../../src/flow/testkit.js'
+import { rpc, scriptedGateway } from '../../src/flow/testkit.js'
+import { createPayClient } from '../../src/pay/createPayClient.js'
 import { createReviewer, type PaymentReview } from '../../src/review/index.js'
 
 const chain = 'eip155:8453'
@@ -473,6 +474,29 @@ describe('the review', () => {
     expect(run.errorCodes()).toEqual(['user_rejected'])
     expect(run.of('review')).toEqual([asked])
     expect(requests).toEqual([])
+  })
+
+  it('createPayClient passes the reviewer and onReview through', async () => {
+    const c = cases[0]!
+    const gateway = scriptedGateway({
+      getOptions: async () => ({ options: [offer(c, false)] }),
+      cancel: async () => cancelled,
+    })
+    const shown: PaymentReview[] = []
+    const pay = createPayClient({
+      gateway,
+      baseUrl: 'http://127.0.0.1:8787',
+      signers: [c.signer()],
+      review: createReviewer({ assets }),
+    })
+    const result = await pay.pay(`http://127.0.0.1:8787/pay/${paymentId}`, {
+      onReview: (review) => {
+        shown.push(review)
+        return false
+      },
+    })
+    expect(result.status).toBe('cancelled')
+    expect(shown.map((r) => r.total?.amount)).toEqual([1_000_000n])
   })
 
   it('review() refuses without a reviewer or before an option is chosen, leaving the flow as it was', async () => {
