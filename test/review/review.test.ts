@@ -16,11 +16,23 @@ import {
   TransactionMessage,
   VersionedTransaction,
 } from '@solana/web3.js'
-import { type Address, encodeFunctionData, erc20Abi, getAddress } from 'viem'
+import { Ajv } from 'ajv'
+import ajvFormats from 'ajv-formats'
+import { type Address, decodeFunctionData, encodeFunctionData, erc20Abi, getAddress } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { describe, expect, it } from 'vitest'
 import { evmSigner } from '../../adapters/evm/index.js'
 import { solanaSigner } from '../../adapters/solana/index.js'
+import caipayWitness from '../../descriptors/erc7730/eip712-caipay-permit2-witness.json' with { type: 'json' }
+import erc20Descriptor from '../../fixtures/erc7730/calldata-erc20-tokens.json' with { type: 'json' }
+import permitDescriptor from '../../fixtures/erc7730/eip712-erc2612-permit.json' with { type: 'json' }
+import receiveDescriptor from '../../fixtures/erc7730/eip712-ReceiveWithAuthorization.json' with {
+  type: 'json',
+}
+import transferDescriptor from '../../fixtures/erc7730/eip712-TransferWithAuthorization.json' with {
+  type: 'json',
+}
+import schema from '../../fixtures/erc7730/erc7730-v2.schema.json' with { type: 'json' }
 import {
   authorizationFields,
   permit2Address,
@@ -513,5 +525,137 @@ describe('the review', () => {
     await early.flow.loadOptions()
     await expect(early.flow.review()).rejects.toMatchObject({ code: 'invalid_transition' })
     expect([bare.flow.state, early.flow.state]).toEqual(['selecting', 'selecting'])
+  })
+})
+
+// ERC-7730: caipay's descriptor for its own typed data validates against the published schema, and for
+// every payload the public registry describes (fixtures/erc7730/SOURCE.md), each field the registry shows
+// shows the same in the review.
+type Descriptor = {
+  display: {
+    formats: Record<string, { intent: string; fields: { path: string; format?: string; visible?: string }[] }>
+  }
+}
+
+function validator() {
+  const ajv = new Ajv({ strict: false, allErrors: true })
+  // ajv-formats is CommonJS: its plugin is the module's default export.
+  ;(ajvFormats as unknown as { default: (ajv: Ajv) => void }).default(ajv)
+  return ajv.compile(schema)
+}
+
+/** The registry's visible fields for a payload: [format, value] with the value read at the field's path. */
+function registryFields(descriptor: Descriptor, message: Record<string, unknown>) {
+  const [format] = Object.values(descriptor.display.formats)
+  return format!.fields
+    .filter((field) => field.visible !== 'never' && field.format !== undefined)
+    .map((field) => {
+      const value = field.path
+        .split('.')
+        .reduce<unknown>((at, key) => (at as Record<string, unknown>)?.[key], message)
+      return [field.format!, String(value)] as const
+    })
+}
+
+/** The review action shows the registry's field: an amount it moves, an address it names, a bound it states. */
+function reviewShows(
+  action: PaymentReview['actions'][number],
+  [format, value]: readonly [string, string],
+): boolean {
+  const move = action.moves[0]!
+  if (format === 'tokenAmount') return move.amount === BigInt(value)
+  if (format === 'date') {
+    const bound = Number(value)
+    return bound === 0
+      ? action.validFrom === undefined
+      : [action.validFrom, action.validUntil].includes(bound)
+  }
+  const named = [action.from, move.to, move.spender].filter(Boolean)
+  return named.includes(`${action.chainId}:${getAddress(value)}`)
+}
+
+const typedMessage = (action: WalletRpcAction) =>
+  JSON.parse(JSON.parse(action.walletRpc.params)[1]).message as Record<string, unknown>
+const calldataArgs = (action: WalletRpcAction, names: string[]) => {
+  const { args } = decodeFunctionData({ abi: erc20Abi, data: JSON.parse(action.walletRpc.params)[0].data })
+  return Object.fromEntries(names.map((name, i) => [name, (args as readonly unknown[])[i]]))
+}
+
+describe('ERC-7730', () => {
+  it('caipay’s descriptor of its Permit2 witness transfer validates against the ERC-7730 v2 schema', () => {
+    const validate = validator()
+    expect(validate(caipayWitness), JSON.stringify(validate.errors)).toBe(true)
+    for (const fixture of [transferDescriptor, receiveDescriptor, permitDescriptor, erc20Descriptor])
+      expect(validate(fixture), JSON.stringify(validate.errors)).toBe(true)
+    // The schema has teeth: a field format ERC-7730 does not define is refused.
+    const bogus = structuredClone(caipayWitness) as unknown as Descriptor
+    Object.values(bogus.display.formats)[0]!.fields[0]!.format = 'moneyAmount'
+    expect(validate(bogus)).toBe(false)
+  })
+
+  it('caipay’s descriptor names the witness type exactly as Permit2 hashes it', () => {
+    const [key] = Object.keys(caipayWitness.display.formats)
+    const typed = JSON.parse(JSON.parse(permit2.walletRpc.params)[1])
+    const encode = (name: string) =>
+      `${name}(${(typed.types[name] as { name: string; type: string }[]).map((f) => `${f.type} ${f.name}`).join(',')})`
+    expect(key).toBe(encode('PermitWitnessTransferFrom') + encode('TokenPermissions') + encode('Witness'))
+  })
+
+  const agreements = [
+    {
+      kind: 'EIP-3009 TransferWithAuthorization',
+      descriptor: transferDescriptor,
+      c: 0,
+      action: 0,
+      intent: 'authorize',
+    },
+    {
+      kind: 'EIP-3009 ReceiveWithAuthorization',
+      descriptor: receiveDescriptor,
+      c: 1,
+      action: 0,
+      intent: 'authorize',
+    },
+    { kind: 'EIP-2612 Permit', descriptor: permitDescriptor, c: 2, action: 0, intent: 'permit' },
+    {
+      kind: 'ERC-20 approve',
+      descriptor: erc20Descriptor,
+      c: 3,
+      action: 0,
+      intent: 'approve',
+      call: ['_spender', '_value'],
+    },
+    {
+      kind: 'caipay Permit2 witness transfer',
+      descriptor: caipayWitness,
+      c: 3,
+      action: 1,
+      intent: 'permit2',
+    },
+    {
+      kind: 'ERC-20 transfer',
+      descriptor: erc20Descriptor,
+      c: 4,
+      action: 0,
+      intent: 'transfer',
+      call: ['_to', '_value'],
+    },
+  ]
+  it.each(agreements)('$kind: every field the descriptor shows, the review shows', async (a) => {
+    const c = cases[a.c]!
+    const { review } = await reviewOf(c, false)
+    const action = review.actions[a.action]!
+    expect(action.intent).toBe(a.intent)
+    const wire = c.actions[a.action]!
+    let descriptor = a.descriptor as unknown as Descriptor
+    if (a.call) {
+      // The ERC-20 descriptor describes both calls: keep the one this payload makes.
+      const key = Object.keys(descriptor.display.formats).find((k) => k.startsWith(a.intent))!
+      descriptor = { display: { formats: { [key]: descriptor.display.formats[key]! } } }
+    }
+    const message = a.call ? calldataArgs(wire, a.call) : typedMessage(wire)
+    const fields = registryFields(descriptor, message)
+    expect(fields.length).toBeGreaterThanOrEqual(2)
+    expect(fields.filter((field) => !reviewShows(action, field))).toEqual([])
   })
 })
