@@ -64,6 +64,7 @@ class PaymentFlow extends Emitter<FlowEvents> {
   readonly #run: FlowRun
   #running: Promise<PaymentResult> | undefined
   #cancelling: Promise<PaymentResult> | undefined
+  #reviewing: Promise<PaymentReview> | undefined
   #busy = 0
 
   constructor(config: ResumeFlowOptions, paymentId: string, data: FlowData) {
@@ -166,20 +167,28 @@ class PaymentFlow extends Emitter<FlowEvents> {
     const { state } = this.#run.data
     if (refusal) throw invalidTransition(state, 'signing', refusal)
     this.#busy++
-    try {
-      while (this.#run.data.state !== 'signing') await this.#step()
-      return (await reviewActions(this.#run)).review!
-    } catch (error) {
-      await this.#settle(error)
-      throw wrap(error, 'internal_error', 'The payment flow failed.')
-    } finally {
-      this.#busy--
-    }
+    const reviewing = (async () => {
+      try {
+        while (this.#run.data.state !== 'signing') await this.#step()
+        return (await reviewActions(this.#run)).review!
+      } catch (error) {
+        await this.#settle(error)
+        throw wrap(error, 'internal_error', 'The payment flow failed.')
+      } finally {
+        this.#busy--
+        this.#reviewing = undefined
+      }
+    })()
+    this.#reviewing = reviewing
+    return reviewing
   }
 
   /** Fetches/builds, signs every action in order, confirms and polls until final. Continues a resumed flow. */
   execute(): Promise<PaymentResult> {
     if (this.#running) return this.#running
+    // One job at a time: an execute() called while review() works goes on from where it stops.
+    const reviewing = this.#reviewing
+    if (reviewing) return reviewing.then(this.execute.bind(this), this.execute.bind(this))
     const { state, result } = this.#run.data
     if (result) return Promise.resolve(result)
     // Programming errors: rejected without ending the flow.

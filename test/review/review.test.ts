@@ -45,7 +45,7 @@ import { routeActions } from '../../src/actions/route.js'
 import type { Signer } from '../../src/actions/types.js'
 import type { PaymentOption, WalletRpcAction } from '../../src/contract/gateway.js'
 import { cancelled, paymentId, setup } from '../../src/flow/flowHarness.js'
-import { rpc, scriptedGateway } from '../../src/flow/testkit.js'
+import { build, rpc, scriptedGateway } from '../../src/flow/testkit.js'
 import { createPayClient } from '../../src/pay/createPayClient.js'
 import { createReviewer, type PaymentReview } from '../../src/review/index.js'
 
@@ -486,6 +486,33 @@ describe('the review', () => {
     expect(run.errorCodes()).toEqual(['user_rejected'])
     expect(run.of('review')).toEqual([asked])
     expect(requests).toEqual([])
+  })
+
+  it('execute() called while review() works signs after it, once, exactly what was reviewed', async () => {
+    const c = cases[0]!
+    const signer = c.signer()
+    const signed: unknown[] = []
+    const counting: Signer = {
+      ...signer,
+      request: (r) => {
+        signed.push(r.params)
+        return signer.request(r)
+      },
+    }
+    // Built by the service on demand: the actions come from one fetch, which a second job would repeat.
+    const run = setup({
+      options: [{ ...offer(c, false), actions: [build('bld_1')] }],
+      gateway: { fetchActions: async () => ({ actions: c.actions }) },
+      signers: [counting],
+      flow: { review: createReviewer({ assets }) },
+    })
+    await run.flow.loadOptions()
+    run.flow.select('opt_1')
+    const [review, result] = await Promise.all([run.flow.review(), run.flow.execute()])
+    expect(result.status).toBe('succeeded')
+    expect(run.gateway.callsTo('fetchActions')).toHaveLength(1)
+    expect(run.of('review')).toEqual([review])
+    expect(signed).toHaveLength(1)
   })
 
   it('createPayClient passes the reviewer and onReview through', async () => {
