@@ -6,6 +6,7 @@ const entries: Record<string, string> = {
   index: 'src/index.ts',
   'client/index': 'src/client/index.ts',
   'x402/index': 'src/x402/index.ts',
+  'review/index': 'src/review/index.ts',
   'server/index': 'src/server/index.ts',
   'server/cli': 'src/server/cli.ts',
   'adapters/evm/index': 'adapters/evm/index.ts',

@@ -24,3 +24,19 @@ describe('wallet core bundle', async () => {
     expect(report.gzipBytes).toBeLessThan(budgetGzipBytes)
   })
 })
+
+/** caipay/review: the review's code, an entry of its own so the core keeps its budget (issue 43). */
+const reviewBudgetGzipBytes = 2_000
+
+describe('review entry bundle', async () => {
+  const report = await measureBundle('src/review/index.ts')
+
+  it('pulls in only its own sources', () => {
+    expect(report.inputs.filter((input) => !input.startsWith('src/'))).toEqual([])
+    expect(report.externals).toEqual([])
+  })
+
+  it(`stays under the ${reviewBudgetGzipBytes} byte budget (min + gzip)`, () => {
+    expect(report.gzipBytes).toBeLessThan(reviewBudgetGzipBytes)
+  })
+})

@@ -8,6 +8,9 @@ describe('public exports', () => {
   it('caipay/client', async () => {
     expect(Object.keys(await import('./client/index.js')).sort()).toMatchSnapshot()
   })
+  it('caipay/review', async () => {
+    expect(Object.keys(await import('./review/index.js')).sort()).toMatchSnapshot()
+  })
   it('caipay/x402', async () => {
     expect(Object.keys(await import('./x402/index.js')).sort()).toMatchSnapshot()
   })

@@ -1,11 +1,13 @@
 // The wallet library: everything a wallet app needs to pay a payment link. No Node built-ins here.
 
-export { type GuardContext, guardActions } from './actions/guard.js'
+export { type ApprovedAction, type ApprovedOption, type GuardContext, guardActions } from './actions/guard.js'
 export { createSignerRegistry, knownNamespaces, type SignerRegistry } from './actions/registry.js'
 export { isUserRejection, userRejectedCode } from './actions/rejection.js'
 export type {
   ActionInspection,
+  AssetInfo,
   InspectedTransfer,
+  KnownAsset,
   SignatureStatus,
   Signer,
   SignerRequest,
@@ -103,3 +105,5 @@ export {
   type PayClientConfig,
   type PayOptions,
 } from './pay/createPayClient.js'
+// The review's types; its code (createReviewer) is in caipay/review, outside the core's budget.
+export type { PaymentReview, ReviewContext, Reviewer } from './review/types.js'

@@ -76,7 +76,7 @@ describe('decodeEvmAction', () => {
     const spenders = [`${chain}:${merchant.toLowerCase()}`]
     expect(decodeEvmAction(v4(permit), { spenders })).toEqual({
       account: `${chain}:${payer}`,
-      transfers: [{ asset: usdc, amount: 1_000_000n, to: `${chain}:${merchant}` }],
+      transfers: [{ asset: usdc, amount: 1_000_000n, to: `${chain}:${merchant}`, approval: true }],
       validUntil: 1_900_000_000,
     })
     expect(codeOf(() => decodeEvmAction(v4(permit)))).toBe('action_rejected')

@@ -10,6 +10,7 @@ import {
 } from '../../protocol/evm/index.js'
 import type { ActionInspection, Signer, SignerRequest } from '../../src/actions/types.js'
 import { PayError } from '../../src/errors/PayError.js'
+import { readAssetInfo } from './assetInfo.js'
 import type { EvmAccountRef, EvmBackend, ReceiptOptions } from './backend.js'
 import { type Eip1193Provider, eip1193Backend } from './eip1193Backend.js'
 import { rejected, throwIfAborted, toPayError, withAbort } from './errors.js'
@@ -94,6 +95,12 @@ export function evmSigner(options: EvmSignerOptions): EvmSigner {
     },
     inspect: (request) => decodeEvmAction(request, options),
     signatureStatus: evmSignatureStatus((chainId) => backend.node(chainId), options),
+    describeAsset: (asset) =>
+      readAssetInfo(
+        asset,
+        (chainId) => backend.node(chainId),
+        backend.accounts.map((a) => a.chainId),
+      ),
   }
 }
 

@@ -29,11 +29,18 @@ export {
   defaultMaxFeeLamports,
   inspectSolanaTransaction,
 } from './inspectSolanaTransaction.js'
+export type {
+  KitTransaction,
+  KitTransactionModifyingSigner,
+  KitTransactionPartialSigner,
+  KitTransactionSigner,
+} from './kitSigner.js'
 export { type SolanaNode, solanaSignatureStatus } from './signatureStatus.js'
 export type {
   SolanaExpiryOptions,
   SolanaInspectorOptions,
   SolanaKeypairSignerOptions,
+  SolanaKitSignerOptions,
   SolanaSigner,
   SolanaSignerOptions,
   SolanaWalletStandardSignerOptions,

@@ -170,7 +170,14 @@ export function inspectSolanaTransaction(parameters: InspectSolanaTransactionPar
       to: `${chainId}:${owners.get(ix.destination) ?? ix.destination}`,
     })
   }
-  return { account: `${chainId}:${signer}`, transfers }
+  // The fee payer is charged whether the transaction succeeds or fails: the most it can be, as the bytes
+  // bound it (the guard checked it against `maxFeeLamports`); nothing when another account pays.
+  const fee = decoded.feePayer === signer ? maxFeeLamports(decoded) : 0n
+  return {
+    account: `${chainId}:${signer}`,
+    transfers,
+    ...(fee > 0n && { maxFee: { asset: `${chainId}/slip44:501`, amount: fee } }),
+  }
 }
 
 function rejected(message: string, context: Record<string, unknown>): PayError<'action_rejected'> {

@@ -13,6 +13,7 @@ import {
   inspectSolanaTransaction,
   type SolanaPolicyOptions,
 } from './inspectSolanaTransaction.js'
+import { type KitTransactionSigner, signWithKit } from './kitSigner.js'
 import { blockhashIsValid, type SolanaNode, solanaSignatureStatus } from './signatureStatus.js'
 import {
   isUserRejection,
@@ -54,7 +55,21 @@ export interface SolanaWalletStandardSignerOptions extends SolanaPolicyOptions, 
   chains?: readonly string[]
 }
 
-export type SolanaSignerOptions = SolanaKeypairSignerOptions | SolanaWalletStandardSignerOptions
+export interface SolanaKitSignerOptions extends SolanaPolicyOptions, SolanaExpiryOptions {
+  /**
+   * A @solana/kit signer: a `TransactionPartialSigner` (a key pair signer) or a
+   * `TransactionModifyingSigner` (a wallet-standard account through kit's wallet bridge). It is given
+   * the checked message bytes only; a modifying signer that changes them is refused.
+   */
+  kitSigner: KitTransactionSigner
+  /** CAIP-2 chain ids the signer may sign for. */
+  chains: readonly string[]
+}
+
+export type SolanaSignerOptions =
+  | SolanaKeypairSignerOptions
+  | SolanaWalletStandardSignerOptions
+  | SolanaKitSignerOptions
 
 export interface SolanaSigner extends Signer {
   readonly namespace: 'solana'
@@ -78,7 +93,16 @@ type SignSlot = (
  */
 export function solanaSigner(options: SolanaSignerOptions): SolanaSigner {
   const { address, chains, signSlot } =
-    'keypair' in options ? fromKeypair(options) : fromWalletStandard(options)
+    'keypair' in options
+      ? fromKeypair(options)
+      : 'kitSigner' in options
+        ? {
+            address: options.kitSigner.address,
+            chains: validateChains(options.chains),
+            signSlot: ((decoded, _chainId, signal) =>
+              signWithKit(options.kitSigner, decoded, signal)) satisfies SignSlot,
+          }
+        : fromWalletStandard(options)
   const { connection } = options
   if (connection && chains.length !== 1) {
     throw new PayError({

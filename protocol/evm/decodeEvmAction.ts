@@ -95,6 +95,13 @@ export function decodeEvmRequest(request: EvmActionRequest, policy: EvmDecodePol
         ...(transfer.deadline <= BigInt(Number.MAX_SAFE_INTEGER) && {
           validUntil: Number(transfer.deadline),
         }),
+        ...(transfer.validAfter > 0n && {
+          validFrom: Number(
+            transfer.validAfter < BigInt(Number.MAX_SAFE_INTEGER)
+              ? transfer.validAfter
+              : Number.MAX_SAFE_INTEGER,
+          ),
+        }),
       },
       signable: { kind: 'typedData', address, typedData: rebuilt },
     }
@@ -112,6 +119,7 @@ export function decodeEvmRequest(request: EvmActionRequest, policy: EvmDecodePol
       account: eip155Account(chainId, address),
       transfers: decoded.transfers,
       ...(decoded.validUntil !== undefined && { validUntil: decoded.validUntil }),
+      ...(decoded.validFrom !== undefined && { validFrom: decoded.validFrom }),
     },
     signable: { kind: 'typedData', address, typedData: decoded.typedData },
   }

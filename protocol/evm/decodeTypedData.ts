@@ -29,10 +29,22 @@ export const authorizationKinds = ['TransferWithAuthorization', 'ReceiveWithAuth
 // worthless to the token: decoding refuses it rather than guess which field holds the amount.
 const knownStructs: Record<
   string,
-  { fields: readonly Field[]; owner: string; to: string; until: string; approval?: true }
+  { fields: readonly Field[]; owner: string; to: string; until: string; from?: string; approval?: true }
 > = {
-  TransferWithAuthorization: { fields: authorizationFields, owner: 'from', to: 'to', until: 'validBefore' },
-  ReceiveWithAuthorization: { fields: authorizationFields, owner: 'from', to: 'to', until: 'validBefore' },
+  TransferWithAuthorization: {
+    fields: authorizationFields,
+    owner: 'from',
+    to: 'to',
+    until: 'validBefore',
+    from: 'validAfter',
+  },
+  ReceiveWithAuthorization: {
+    fields: authorizationFields,
+    owner: 'from',
+    to: 'to',
+    until: 'validBefore',
+    from: 'validAfter',
+  },
   // A permit moves nothing yet, but lets `spender` take `value`: the guard bounds it like a transfer.
   // Only to an allow-listed spender, as an ERC-20 approve.
   Permit: { fields: permitFields, owner: 'owner', to: 'spender', until: 'deadline', approval: true },
@@ -46,6 +58,8 @@ export interface DecodedTypedData {
   transfers: readonly InspectedTransfer[]
   /** Unix seconds after which the signature moves nothing (`validBefore`, `deadline`); undefined if unbounded. */
   validUntil: number | undefined
+  /** Unix seconds before which it moves nothing (EIP-3009 `validAfter`); undefined when 0 or absent. */
+  validFrom?: number
   /**
    * The typed data to sign, rebuilt from the decoded fields only: `EIP712Domain` derived from the
    * domain itself, no other types, the message with exactly the struct's fields.
@@ -90,6 +104,7 @@ export function decodeTypedData(
   const owner = canonical[struct.owner] as Address
   const to = canonical[struct.to] as Address
   const until = BigInt(canonical[struct.until] as string)
+  const from = struct.from ? BigInt(canonical[struct.from] as string) : 0n
   if (struct.approval) assertAllowedSpender(policy, eip155Account(chainId, to), { chainId, primaryType })
   return {
     owner,
@@ -98,9 +113,15 @@ export function decodeTypedData(
         asset: erc20Asset(chainId, token as Address),
         amount: BigInt(canonical.value as string),
         to: eip155Account(chainId, to),
+        // A permit moves nothing yet: `spender` may take the value, as after an ERC-20 approve.
+        ...(struct.approval && { approval: true as const }),
       },
     ],
     validUntil: until <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(until) : undefined,
+    // Past any real time, the window never opens: shown as the largest safe integer rather than dropped.
+    ...(from > 0n && {
+      validFrom: from <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(from) : Number.MAX_SAFE_INTEGER,
+    }),
     typedData: {
       types: {
         EIP712Domain: domainFields.filter((field) => field.name in domain),

@@ -29,7 +29,11 @@ function check(
   actions = [rpc('eip155:8453', 'eth_sendTransaction')],
   ctx: Omit<GuardContext, 'account'> & { account?: string } = { accounts, amount: usdc },
 ) {
-  return guardActions(routeActions(createSignerRegistry(signers), actions), { account: evmAccount, ...ctx })
+  // Resolves with what the guard counted: the total the review shows.
+  return guardActions(routeActions(createSignerRegistry(signers), actions), {
+    account: evmAccount,
+    ...ctx,
+  }).then((approved) => approved.total)
 }
 
 const rejected = (context: Record<string, unknown> = {}) =>
@@ -46,7 +50,7 @@ describe('guardActions', () => {
       let call = 0
       return evmSigner({ inspect: () => ({ account: evmAccount, transfers: transfers[call++ % 2]! }) })
     }
-    await expect(check([signer([[approve], [pull]])], actions)).resolves.toBeUndefined()
+    await expect(check([signer([[approve], [pull]])], actions)).resolves.toBe(1_000_000n)
     // More pulled than approved: the rest counts.
     const more = { ...pull, amount: 1_000_001n }
     await expect(check([signer([[approve], [more]])], actions)).rejects.toThrowError(
@@ -61,11 +65,11 @@ describe('guardActions', () => {
 
   it('accepts transfers in the option asset up to its amount; EVM hex compared case-insensitively', async () => {
     const signer = inspecting({ transfers: [{ asset: usdcBase.toLowerCase(), amount: 1_000_000n }] })
-    await expect(check([signer])).resolves.toBeUndefined()
+    await expect(check([signer])).resolves.toBe(1_000_000n)
   })
 
   it('accepts an attestation that moves nothing', async () => {
-    await expect(check([inspecting()], [rpc('eip155:8453', 'personal_sign')])).resolves.toBeUndefined()
+    await expect(check([inspecting()], [rpc('eip155:8453', 'personal_sign')])).resolves.toBe(0n)
   })
 
   it('rejects an action on another chain than the option account’s', async () => {
@@ -82,12 +86,12 @@ describe('guardActions', () => {
     )
     // The same account in another spelling is the same account.
     const spelled = { ...ctx, account: evmAccount.toLowerCase() }
-    await expect(check([inspecting()], undefined, spelled)).resolves.toBeUndefined()
+    await expect(check([inspecting()], undefined, spelled)).resolves.toBe(0n)
   })
 
   it('lets a mixed-chain option’s other chain only attest, by the wallet’s one account there', async () => {
     const ctx = { accounts, amount: amount(`caip19/${usdcSol}`, '5'), account: solAccount }
-    await expect(check([inspecting()], undefined, ctx)).resolves.toBeUndefined()
+    await expect(check([inspecting()], undefined, ctx)).resolves.toBe(0n)
     const moving = inspecting({ transfers: [{ asset: usdcBase, amount: 1n }] })
     await expect(check([moving], undefined, ctx)).rejects.toThrowError(
       rejected({ optionAccount: solAccount }),
@@ -116,7 +120,7 @@ describe('guardActions', () => {
 
   it('refuses a transfer that states other decimals than the option shows', async () => {
     const transfer = { asset: usdcBase, amount: 1n }
-    await expect(check([inspecting({ transfers: [{ ...transfer, decimals: 6 }] })])).resolves.toBeUndefined()
+    await expect(check([inspecting({ transfers: [{ ...transfer, decimals: 6 }] })])).resolves.toBe(1n)
     await expect(check([inspecting({ transfers: [{ ...transfer, decimals: 0 }] })])).rejects.toThrowError(
       rejected({ decimals: 0, shown: 6 }),
     )
@@ -125,7 +129,7 @@ describe('guardActions', () => {
   it('counts what earlier rounds left valid against the same amount', async () => {
     const signer = inspecting({ transfers: [{ asset: usdcBase, amount: 600_000n }] })
     const ctx = (stillAuthorized: bigint) => ({ accounts, amount: usdc, stillAuthorized })
-    await expect(check([signer], undefined, ctx(400_000n))).resolves.toBeUndefined()
+    await expect(check([signer], undefined, ctx(400_000n))).resolves.toBe(600_000n)
     await expect(check([signer], undefined, ctx(400_001n))).rejects.toThrowError(
       rejected({ stillAuthorized: '400001', limit: '1000000' }),
     )
@@ -182,7 +186,7 @@ describe('guardActions', () => {
     })
     const ctx = { accounts, account: solAccount, amount: amount(`caip19/${usdcSol}`, '5') }
     const actions = [rpc(solChain, 'solana_signTransaction', [{ transaction: 'AA==' }])]
-    await expect(check([sol], actions, ctx)).resolves.toBeUndefined()
+    await expect(check([sol], actions, ctx)).resolves.toBe(5n)
     const lower = solanaSigner({
       inspect: () => ({ account: solAccount, transfers: [{ asset: usdcSol.toLowerCase(), amount: 5n }] }),
     })

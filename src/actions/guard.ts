@@ -4,6 +4,21 @@ import { isPayError, PayError } from '../errors/PayError.js'
 import type { RoutedAction } from './route.js'
 import type { ActionInspection, Signer, SignerRequest } from './types.js'
 
+/** One action the guard let through, with what its signer decoded: what the review shows (review.ts). */
+export interface ApprovedAction {
+  index: number
+  signer: Signer
+  request: SignerRequest
+  inspection: ActionInspection
+}
+
+/** What the guard approved: every action of the option and what they move together, in the option's asset. */
+export interface ApprovedOption {
+  actions: ApprovedAction[]
+  /** The sum of the decoded transfers, an approval and a pull through it counted once (`countedTwice`). */
+  total: bigint
+}
+
 export interface GuardContext {
   /** The CAIP-10 accounts this wallet advertised for the payment. */
   accounts: readonly string[]
@@ -29,17 +44,22 @@ export interface GuardContext {
  * - the signer decodes the action (`inspect`); an action it cannot decode is not signed;
  * - every decoded transfer is in the option's asset (canonical identity), states the option's
  *   decimals when it states any, and together with what earlier rounds left valid they do not exceed the option's amount.
+ * Resolves with what it approved: the one decoding the review is built from (review.ts), so what the
+ * wallet shows is what was checked.
  */
-export async function guardActions(actions: readonly RoutedAction[], context: GuardContext): Promise<void> {
+export async function guardActions(
+  actions: readonly RoutedAction[],
+  context: GuardContext,
+): Promise<ApprovedOption> {
   const limit = BigInt(context.amount.value)
   let total = 0n
-  const inspections: ActionInspection[] = []
+  const approved: ApprovedAction[] = []
   for (const action of actions) {
     const checked = await checkAction(action, context)
     total += checked.total
-    inspections.push(checked.inspection)
+    approved.push({ ...action, inspection: checked.inspection })
   }
-  total -= countedTwice(inspections)
+  total -= countedTwice(approved.map((action) => action.inspection))
   const earlier = context.stillAuthorized ?? 0n
   if (total + earlier > limit) {
     throw rejected(
@@ -52,6 +72,7 @@ export async function guardActions(actions: readonly RoutedAction[], context: Gu
       },
     )
   }
+  return { actions: approved, total }
 }
 
 /**

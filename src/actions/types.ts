@@ -25,6 +25,26 @@ export interface ActionInspection {
    * absent when the bytes set no such bound.
    */
   validUntil?: number
+  /** Unix seconds before which the signature moves nothing (EIP-3009 `validAfter`); absent when 0 or unset. */
+  validFrom?: number
+  /**
+   * The most the signing account can be charged in fees for this action, in the chain's native asset
+   * (CAIP-19), as the bytes bound it (a Solana transaction it pays for); amount 0 when another account
+   * pays. Absent when the action bounds no fee: a signature costs nothing, a transaction the wallet
+   * sends costs what its own node sets.
+   */
+  maxFee?: { asset: string; amount: bigint }
+}
+
+/** What a wallet knows of an asset from a source it trusts (its own list or node), never the gateway. */
+export interface AssetInfo {
+  symbol?: string
+  decimals?: number
+}
+
+/** An entry of the wallet's own list of assets it vouches for: CAIP-19 id, symbol, decimals. */
+export interface KnownAsset extends AssetInfo {
+  asset: string
 }
 
 /** `spent`: the chain used it; `live`: it may still execute; `dead`: it provably never will. */
@@ -74,4 +94,9 @@ export interface Signer {
    * Without it, every earlier signature counts as live. See docs/exposure.md.
    */
   signatureStatus?(request: SignerRequest, result: string): Promise<SignatureStatus>
+  /**
+   * The symbol and decimals of a CAIP-19 asset, read from the wallet's own node (an ERC-20's `symbol()`
+   * and `decimals()`); the review (review.ts) shows them when the wallet's own list has no entry.
+   */
+  describeAsset?(asset: string): Promise<AssetInfo | undefined>
 }

@@ -1,6 +1,7 @@
 import type { Signer } from '../actions/types.js'
 import type { GatewayApi } from '../client/gatewayApi.js'
 import type { GatewayPayment, PaymentOption } from '../contract/gateway.js'
+import type { PaymentReview, Reviewer } from '../review/types.js'
 import type { CollectDataUrlOptions } from './collectData.js'
 import type { PollOptions } from './poll.js'
 import type { FlowSnapshot } from './snapshot.js'
@@ -29,8 +30,18 @@ export interface PaymentFlowOptions {
   paymentId: string
   /** One signer per namespace; only their accounts are advertised. */
   signers: readonly Signer[]
-  /** The signing guard; on by default. */
+  /** The signing guard; on by default. With it off there is no review. */
   guard?: 'on' | 'off'
+  /**
+   * Describes what the guard approved, for the `review` event, `review()` and `onReview`:
+   * `createReviewer({ assets })` from caipay/review (an entry of its own, outside the core's budget).
+   */
+  review?: Reviewer
+  /**
+   * Asked before anything of an option is signed (and again for each round built after `quote_expired`),
+   * with the review of exactly what will be signed; false refuses the payment as a user rejection.
+   */
+  onReview?: (review: PaymentReview) => boolean | Promise<boolean>
   poll?: PollOptions
   /** Stops local work at once (PayError `aborted`); the payment itself is left as it is. */
   signal?: AbortSignal

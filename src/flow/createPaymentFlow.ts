@@ -3,6 +3,7 @@ import { randomHex } from '../client/random.js'
 import type { CollectData, PaymentOption } from '../contract/gateway.js'
 import { abortError, throwIfAborted } from '../errors/abort.js'
 import { PayError } from '../errors/PayError.js'
+import type { PaymentReview } from '../review/types.js'
 import type { CollectDataMessage, CollectDataUrlOptions } from './collectData.js'
 import {
   collectData,
@@ -26,7 +27,7 @@ import {
   transition,
   wrap,
 } from './run.js'
-import { fetchActions, signActions } from './signing.js'
+import { fetchActions, reviewActions, signActions } from './signing.js'
 import { type FlowSnapshot, parseFlowSnapshot } from './snapshot.js'
 import {
   assertTransition,
@@ -63,6 +64,7 @@ class PaymentFlow extends Emitter<FlowEvents> {
   readonly #run: FlowRun
   #running: Promise<PaymentResult> | undefined
   #cancelling: Promise<PaymentResult> | undefined
+  #reviewing: Promise<PaymentReview> | undefined
   #busy = 0
 
   constructor(config: ResumeFlowOptions, paymentId: string, data: FlowData) {
@@ -148,21 +150,49 @@ class PaymentFlow extends Emitter<FlowEvents> {
     return completeCollectData(this.#run, message)
   }
 
+  /**
+   * Fetches/builds the selected option's actions (the flow moves to `signing`), runs the signing guard
+   * and resolves with what the actions do, decoded; emits `review`. Nothing is signed: `execute()` then
+   * signs exactly these actions, `cancel()` refuses them. Errors end the flow as in `execute()`.
+   */
+  async review(): Promise<PaymentReview> {
+    const refusal =
+      this.#running || this.#busy > 0
+        ? 'The flow is busy; listen to the review event.'
+        : this.#run.config.guard === 'off' || !this.#run.config.review
+          ? 'The review needs the signing guard and a reviewer (the review option).'
+          : this.#run.data.state === 'confirming' || this.#run.data.state === 'polling'
+            ? 'The actions are already signed.'
+            : this.#refusal()
+    const { state } = this.#run.data
+    if (refusal) throw invalidTransition(state, 'signing', refusal)
+    this.#busy++
+    const reviewing = (async () => {
+      try {
+        while (this.#run.data.state !== 'signing') await this.#step()
+        return (await reviewActions(this.#run)).review!
+      } catch (error) {
+        await this.#settle(error)
+        throw wrap(error, 'internal_error', 'The payment flow failed.')
+      } finally {
+        this.#busy--
+        this.#reviewing = undefined
+      }
+    })()
+    this.#reviewing = reviewing
+    return reviewing
+  }
+
   /** Fetches/builds, signs every action in order, confirms and polls until final. Continues a resumed flow. */
   execute(): Promise<PaymentResult> {
     if (this.#running) return this.#running
-    const { state, option, result } = this.#run.data
+    // One job at a time: an execute() called while review() works goes on from where it stops.
+    const reviewing = this.#reviewing
+    if (reviewing) return reviewing.then(this.execute.bind(this), this.execute.bind(this))
+    const { state, result } = this.#run.data
     if (result) return Promise.resolve(result)
     // Programming errors: rejected without ending the flow.
-    const refusal = isTerminalState(state)
-      ? `The flow already ended (${state}).`
-      : state === 'idle' || state === 'loadingOptions'
-        ? 'Load options and select one first.'
-        : state === 'selecting' && !option
-          ? 'Select an option first.'
-          : state === 'collectingData' && !this.collectDataReady && !this.#run.config.onCollectData
-            ? 'The data-collection form has not completed.'
-            : undefined
+    const refusal = this.#refusal()
     if (refusal) return Promise.reject(invalidTransition(state, 'fetchingActions', refusal))
     const running = this.#execute().finally(() => {
       this.#running = undefined
@@ -208,6 +238,20 @@ class PaymentFlow extends Emitter<FlowEvents> {
     } finally {
       this.#busy--
     }
+  }
+
+  /** Why the flow cannot go on to fetch and sign yet, if it cannot. */
+  #refusal(): string | undefined {
+    const { state, option } = this.#run.data
+    return isTerminalState(state)
+      ? `The flow already ended (${state}).`
+      : state === 'idle' || state === 'loadingOptions'
+        ? 'Load options and select one first.'
+        : state === 'selecting' && !option
+          ? 'Select an option first.'
+          : state === 'collectingData' && !this.collectDataReady && !this.#run.config.onCollectData
+            ? 'The data-collection form has not completed.'
+            : undefined
   }
 
   /** One job per state; each ends with a transition. */

@@ -54,7 +54,17 @@ type Recorded = { [K in keyof FlowEvents]: [K, Parameters<FlowEvents[K]>[0]] }[k
 
 export function watch(flow: PaymentFlow) {
   const events: Recorded[] = []
-  const names = ['state', 'options', 'collectData', 'action', 'status', 'final', 'error', 'snapshot'] as const
+  const names = [
+    'state',
+    'options',
+    'collectData',
+    'action',
+    'review',
+    'status',
+    'final',
+    'error',
+    'snapshot',
+  ] as const
   for (const name of names) {
     const record = (payload: unknown) => {
       events.push([name, payload] as Recorded)

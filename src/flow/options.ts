@@ -21,6 +21,7 @@ export async function loadOptions(run: FlowRun): Promise<LoadOptionsResult> {
   validateOptions(response, run.paymentId)
   run.data.options = response.options
   run.data.collectData = response.collectData ?? null
+  run.merchant = response.info?.merchant.name
   const loaded: LoadOptionsResult = {
     options: response.options,
     ...(response.info && { info: response.info }),

@@ -42,6 +42,10 @@ export interface FlowRun {
   readonly controller: AbortController
   /** Rounds built and signed again after `quote_expired` in this process. */
   rebuilds: number
+  /** The actions the last `review` event described: each set is announced once. */
+  reviewed?: readonly WalletRpcAction[]
+  /** The merchant name the options response gave: the service's claim, shown as such in the review. */
+  merchant?: string
 }
 
 /** A gateway call that stops with the flow, even when the transport ignores the signal. */

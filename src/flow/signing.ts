@@ -4,6 +4,7 @@ import { type RoutedAction, routeActions } from '../actions/route.js'
 import { broadcastingMethods } from '../contract/walletMethods.js'
 import { abortable } from '../errors/abort.js'
 import { PayError } from '../errors/PayError.js'
+import type { PaymentReview } from '../review/types.js'
 import { guardContext, readExposure } from './exposure.js'
 import { call, checkpoint, checkpointOrReport, enter, type FlowRun, transition, wrap } from './run.js'
 import type { ActionEvent } from './types.js'
@@ -24,19 +25,50 @@ export async function fetchActions(run: FlowRun): Promise<void> {
 }
 
 /**
- * Routes and guards every action before the first is signed (an option that cannot complete signs
- * nothing), then signs the ones without a recorded result, in order, and moves to `confirming`.
+ * Routes and guards every action (an option that cannot complete signs nothing) and describes what
+ * the guard approved; emits `review` once per set of actions. No review with the guard off or no
+ * `review` option.
  */
-export async function signActions(run: FlowRun): Promise<void> {
+export async function reviewActions(
+  run: FlowRun,
+): Promise<{ routed: RoutedAction[]; review?: PaymentReview }> {
   const actions = run.data.actions!
   const signal = run.controller.signal
   const routed = routeActions(run.registry, actions)
-  if (run.config.guard !== 'off') {
-    const { counted, spent } = await abortable(readExposure(run, run.data.exposure), signal)
-    if (spent) {
-      throw new PayError({ code: 'action_rejected', message: 'An earlier signature paid this option.' })
+  const { guard, review: describe } = run.config
+  if (guard === 'off') return { routed }
+  const { counted, spent } = await abortable(readExposure(run, run.data.exposure), signal)
+  if (spent) {
+    throw new PayError({ code: 'action_rejected', message: 'An earlier signature paid this option.' })
+  }
+  const approved = await abortable(
+    guardActions(routed, { ...guardContext(run), stillAuthorized: counted }),
+    signal,
+  )
+  if (!describe) return { routed }
+  const review = await abortable(
+    describe(approved, { optionId: run.data.option!.id, merchant: run.merchant }),
+    signal,
+  )
+  if (run.reviewed !== actions) {
+    run.reviewed = actions
+    run.events.emit('review', review)
+  }
+  return { routed, review }
+}
+
+/**
+ * Reviews every action before the first is signed, asks `onReview` while some are left to sign, then
+ * signs the ones without a recorded result, in order, and moves to `confirming`.
+ */
+export async function signActions(run: FlowRun): Promise<void> {
+  const signal = run.controller.signal
+  const { routed, review } = await reviewActions(run)
+  const { onReview } = run.config
+  if (review && onReview && run.data.results.length < routed.length) {
+    if (!(await abortable(Promise.resolve(onReview(review)), signal))) {
+      throw new PayError({ code: 'user_rejected', message: 'The wallet refused the review.' })
     }
-    await abortable(guardActions(routed, { ...guardContext(run), stillAuthorized: counted }), signal)
   }
   await reconcileInFlight(run, routed)
 

@@ -1,6 +1,7 @@
 import type { Amount, PaymentStatus } from '../contract/common.js'
 import type { GatewayPayment, PaymentOption } from '../contract/gateway.js'
 import type { PayError } from '../errors/PayError.js'
+import type { PaymentReview } from '../review/types.js'
 import type { FlowSnapshot } from './snapshot.js'
 import type { FlowState, TerminalState } from './states.js'
 
@@ -52,6 +53,8 @@ export type FlowEvents = {
   options: (event: OptionsEvent) => void
   collectData: (event: CollectDataEvent) => void
   action: (event: ActionEvent) => void
+  /** What the option's actions do, decoded and approved by the guard, before the first is signed. */
+  review: (review: PaymentReview) => void
   status: (event: StatusEvent) => void
   /** The service has a final status for the payment. */
   final: (result: PaymentResult) => void

@@ -27,6 +27,8 @@ interface PayClientCommon {
   /** Hosts a payment link may point at. Default: the host of `baseUrl`. */
   trustedHosts?: readonly string[]
   guard?: 'on' | 'off'
+  /** What describes an option before it is signed: `createReviewer()` from caipay/review. */
+  review?: PaymentFlowOptions['review']
   poll?: PollOptions
   persist?: PaymentFlowOptions['persist']
   reconcile?: PaymentFlowOptions['reconcile']
@@ -53,6 +55,8 @@ export interface FlowOverrides {
   signal?: AbortSignal
   onCollectData?: CollectDataHandler
   collectDataUrl?: CollectDataUrlOptions
+  /** Shown what is about to be signed (needs `review`); false refuses it as a user rejection. */
+  onReview?: PaymentFlowOptions['onReview']
 }
 
 export interface PayOptions extends FlowOverrides {
@@ -78,6 +82,7 @@ export function createPayClient(config: PayClientConfig): PayClient {
     gateway,
     signers: config.signers,
     ...(config.guard && { guard: config.guard }),
+    ...(config.review && { review: config.review }),
     ...(config.poll && { poll: config.poll }),
     ...(config.persist && { persist: config.persist }),
     ...(config.reconcile && { reconcile: config.reconcile }),

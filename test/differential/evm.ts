@@ -3,6 +3,8 @@
  * decoder and the core guard, and executed from the wallet's key against a real token on Anvil.
  * Property: a mutant that executes with an effect beyond the option (the wallet's tokens out over the
  * amount or over what the decoder read, an allowance granted, another account's tokens moved) was refused.
+ * And the review of an accepted mutant (issue 43) shows what executing it did: the wallet's tokens out
+ * and the shown recipient's in are the amount shown.
  */
 import {
   type Address,
@@ -21,6 +23,7 @@ import { decodeEvmAction } from '../../protocol/evm/index.js'
 import { guardActions } from '../../src/actions/guard.js'
 import { createSignerRegistry } from '../../src/actions/registry.js'
 import { routeActions } from '../../src/actions/route.js'
+import { createReviewer, type PaymentReview } from '../../src/review/index.js'
 import { anvilChain, anvilPrivateKeys, deployTestToken, mintTestToken } from '../anvil.js'
 import { seededRandom } from './random.js'
 
@@ -201,9 +204,10 @@ export async function runEvmCampaign(
       },
     }
     let decoded = 0n
+    let review: PaymentReview | undefined
     try {
       const routed = routeActions(registry, [action])
-      await guardActions(routed, {
+      const approved = await guardActions(routed, {
         accounts: [account],
         account,
         amount: {
@@ -214,7 +218,13 @@ export async function runEvmCampaign(
       })
       verdict.accepted = true
       decoded = decodeEvmAction(routed[0]!.request).transfers.reduce((sum, t) => sum + t.amount, 0n)
-    } catch {}
+      review = await createReviewer()(approved, { optionId: `mutant ${index}` })
+    } catch (error) {
+      if (verdict.accepted) throw error
+    }
+    const [move, ...moreMoves] = review?.actions.flatMap((a) => a.moves) ?? []
+    const payee = move?.to ? getAddress(move.to.split(':')[2]!) : undefined
+    const payeeBefore = payee ? await balance(payee) : 0n
     const before = {
       wallet: await balance(wallet!.address),
       victim: await balance(victim!.address),
@@ -229,6 +239,13 @@ export async function runEvmCampaign(
     })
     await reader.waitForTransactionReceipt({ hash, pollingInterval: 20 })
     const out = before.wallet - (await balance(wallet!.address))
+    if (review) {
+      const received = payee ? (await balance(payee)) - payeeBefore : 0n
+      if (!move || moreMoves.length > 0 || move.spender || out !== move.amount || received !== move.amount)
+        verdict.harm.push(
+          `review shows ${move?.amount} to ${payee}; the chain moved ${out} out, ${received} in`,
+        )
+    }
     if (out > amount) verdict.harm.push(`wallet tokens out ${out}`)
     if (verdict.accepted && out > decoded) verdict.harm.push(`wallet tokens out ${out}, decoded ${decoded}`)
     if ((await balance(victim!.address)) !== before.victim)

@@ -32,6 +32,7 @@ import { decodeSolanaTransaction, maxFeeLamports, precompileProgramIds } from '.
 import { guardActions } from '../../src/actions/guard.js'
 import { createSignerRegistry } from '../../src/actions/registry.js'
 import { routeActions } from '../../src/actions/route.js'
+import { createReviewer, type PaymentReview } from '../../src/review/index.js'
 import { type Random, seededRandom } from './random.js'
 
 const chain = 'solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp'
@@ -381,6 +382,7 @@ export async function runSolanaCampaign(
     const base64 = Buffer.from(tx.serialize()).toString('base64')
     const verdict: SolanaVerdict = { index, mutations, accepted: false, executed: false, harm: [] }
     let inspected = 0n
+    let review: PaymentReview | undefined
     try {
       const routed = routeActions(signers(d.feePayer === w.wallet), [
         {
@@ -392,7 +394,7 @@ export async function runSolanaCampaign(
           },
         },
       ])
-      await guardActions(routed, {
+      const approved = await guardActions(routed, {
         accounts: [`${chain}:${w.wallet.publicKey.toBase58()}`],
         account: `${chain}:${w.wallet.publicKey.toBase58()}`,
         amount: {
@@ -404,6 +406,7 @@ export async function runSolanaCampaign(
       verdict.accepted = true
       const inspection = await routed[0]!.signer.inspect!(routed[0]!.request)
       inspected = inspection.transfers.reduce((sum, t) => sum + t.amount, 0n)
+      review = await createReviewer()(approved, { optionId: `mutant ${index}` })
     } catch (error) {
       verdict.refusal = (error as { code?: string }).code ?? String(error)
     }
@@ -425,6 +428,18 @@ export async function runSolanaCampaign(
       verdict.harm.push('tokens out beyond what the decoder read')
     if (before.lamports - after.lamports > (verdict.accepted ? covered : feeLimit)) {
       verdict.harm.push(`lamports out ${before.lamports - after.lamports}`)
+    }
+    // The review (issue 43): what left the wallet is what it showed, fees at most its bound.
+    if (review) {
+      const shown = review.actions.flatMap((a) => a.moves).reduce((sum, m) => sum + m.amount, 0n)
+      const fees = review.maxFees.reduce((sum, f) => sum + f.max, 0n)
+      // A transaction lands whole or not at all: tokens that left left as shown.
+      const out = before.tokens - after.tokens
+      if (out !== 0n && out !== shown) verdict.harm.push(`tokens out ${out}, the review shows ${shown}`)
+      if (before.lamports - after.lamports > fees)
+        verdict.harm.push(
+          `lamports out ${before.lamports - after.lamports} beyond the review's fee bound ${fees}`,
+        )
     }
     if (before.authorities !== after.authorities)
       verdict.harm.push(`token account ${before.authorities} -> ${after.authorities}`)

@@ -5,7 +5,9 @@
  * rebuilt from the decoded fields) with a real key, and the signature is executed on Anvil against
  * the test token with both the rebuilt and the gateway's own field values.
  * Property: whatever executes moves at most the option's amount of the option's asset out of the
- * option's account, moves nobody else's tokens, and leaves no allowance beyond the option.
+ * option's account, moves nobody else's tokens, and leaves no allowance beyond the option. And the
+ * review of an accepted mutant (issue 43) shows the signed struct's token, amount, payer, payee and
+ * deadline, and the amount an executed authorization moved.
  */
 import {
   type Address,
@@ -30,6 +32,7 @@ import {
 import { guardActions } from '../../src/actions/guard.js'
 import { createSignerRegistry } from '../../src/actions/registry.js'
 import { routeActions } from '../../src/actions/route.js'
+import { createReviewer, type PaymentReview } from '../../src/review/index.js'
 import { anvilChain, anvilPrivateKeys, deployTestToken, mintTestToken } from '../anvil.js'
 import { type Random, seededRandom } from './random.js'
 
@@ -208,6 +211,47 @@ function mutations(chainId: number, otherToken: Address): ((t: Mutable, r: Rando
   ]
 }
 
+const reviewer = createReviewer()
+
+/** Where the review of an accepted mutant differs from the struct the wallet signs; empty when it shows it. */
+function reviewMismatch(review: PaymentReview, signed: TypedDataPayload): string[] {
+  const message = signed.message as Record<string, string>
+  const permit = signed.primaryType === 'Permit'
+  const until = BigInt(permit ? message.deadline! : message.validBefore!)
+  const after = permit ? 0n : BigInt(message.validAfter!)
+  const [action, ...more] = review.actions
+  const [move, ...moreMoves] = action?.moves ?? []
+  const expected = {
+    intent: permit ? 'permit' : 'authorize',
+    from: `eip155:${signed.domain.chainId}:${permit ? message.owner : message.from}`,
+    asset: `eip155:${signed.domain.chainId}/erc20:${signed.domain.verifyingContract}`,
+    amount: BigInt(message.value!),
+    party: `eip155:${signed.domain.chainId}:${permit ? message.spender : message.to}`,
+    validUntil: until <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(until) : undefined,
+    validFrom:
+      after === 0n
+        ? undefined
+        : after <= BigInt(Number.MAX_SAFE_INTEGER)
+          ? Number(after)
+          : Number.MAX_SAFE_INTEGER,
+  }
+  const shown = {
+    intent: action?.intent,
+    from: action?.from,
+    asset: move?.asset.id,
+    amount: move?.amount,
+    party: permit ? move?.spender : move?.to,
+    validUntil: action?.validUntil,
+    validFrom: action?.validFrom,
+  }
+  const differs = Object.keys(expected).filter(
+    (key) => shown[key as keyof typeof shown] !== expected[key as keyof typeof expected],
+  )
+  if (more.length > 0 || moreMoves.length > 0) differs.push('extra actions or moves')
+  if (review.total?.amount !== expected.amount) differs.push('total')
+  return differs.map((key) => `review shows another ${key} than signed`)
+}
+
 export async function runTypedCampaign(
   rpcUrl: string,
   chainId: number,
@@ -302,20 +346,26 @@ export async function runTypedCampaign(
       params: JSON.stringify([wallet!.address, JSON.stringify(typed)]),
     }
     let signable: TypedDataPayload
+    let review: PaymentReview | undefined
     try {
-      await guardActions(routeActions(registry, [{ type: 'walletRpc' as const, walletRpc: request }]), {
-        accounts: [account],
-        account,
-        amount: {
-          unit: `caip19/${caip2}/erc20:${token}`,
-          value: amount.toString(),
-          display: { assetName: 'USD Coin', assetSymbol: 'USDC', decimals: 6 },
+      const approved = await guardActions(
+        routeActions(registry, [{ type: 'walletRpc' as const, walletRpc: request }]),
+        {
+          accounts: [account],
+          account,
+          amount: {
+            unit: `caip19/${caip2}/erc20:${token}`,
+            value: amount.toString(),
+            display: { assetName: 'USD Coin', assetSymbol: 'USDC', decimals: 6 },
+          },
         },
-      })
+      )
       const decoded = decodeEvmRequest({ ...request, params: JSON.parse(request.params) }, policy).signable
       if (decoded.kind !== 'typedData') throw new Error(`typed data decoded as ${decoded.kind}`)
       signable = decoded.typedData
       verdict.accepted = true
+      review = await reviewer(approved, { optionId: `mutant ${index}` })
+      verdict.harm.push(...reviewMismatch(review, signable))
     } catch (error) {
       if (verdict.accepted) throw error
       // What a wallet without the guard would sign: the gateway's typed data as sent. Its harm on
@@ -408,6 +458,14 @@ export async function runTypedCampaign(
       allowances: await allowances(contract, wallet!.address),
     }
     const out = before.balances[0]! - after.balances[0]!
+    const shown = review?.actions[0]?.moves[0]?.amount
+    if (
+      shown !== undefined &&
+      signable.primaryType !== 'Permit' &&
+      verdict.executed.length > 0 &&
+      out !== shown
+    )
+      verdict.harm.push(`review shows ${shown}, the chain moved ${out}`)
     if (contract !== token && out !== 0n) verdict.harm.push(`another asset moved ${out}`)
     if (out > amount) verdict.harm.push(`wallet tokens out ${out}`)
     if (after.balances[3]! < before.balances[3]!) verdict.harm.push('another account’s tokens moved')
