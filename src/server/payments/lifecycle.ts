@@ -3,6 +3,7 @@ import type { PaymentStatus } from '../../contract/common.js'
 import type { WebhookEventType } from '../../contract/webhooks.js'
 import { fail } from '../errors.js'
 import { enqueueJob } from '../jobs/queue.js'
+import { countPaymentChanges } from '../metrics/counters.js'
 import { type Db, inTransaction } from '../store/db.js'
 import { columnsText } from '../store/prepared.js'
 import { type PaymentRow, type PaymentUpdate, paymentColumns } from '../store/schema.js'
@@ -99,6 +100,7 @@ async function changePayments(
     .selectFrom('changed')
     .selectAll()
     .execute()
+  countPaymentChanges(type, rows as PaymentRow[])
   return rows as PaymentRow[]
 }
 
@@ -239,7 +241,10 @@ export async function changePaymentInSteps(db: Db, params: PaymentStepsParams): 
     )
     SELECT * FROM changed`
   const [row] = (await statement.execute(db)).rows
-  if (row) return row
+  if (row) {
+    for (const step of steps) countPaymentChanges(step.type, [row])
+    return row
+  }
   return refuseTransition(db, params.paymentId, steps.find((step) => step.set.status)?.set.status ?? status)
 }
 
