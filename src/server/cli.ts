@@ -23,6 +23,9 @@ Options:
   --api-only           serve HTTP without running jobs (run workers elsewhere)
   --worker-only        run jobs (live payments, webhooks) and serve no HTTP
                        any number of each may share one database
+  --metrics-port N     serve /metrics, /healthz and /readyz on this port of their own (a worker's
+                       only port; an API instance then keeps /metrics off its public port)
+  --metrics-host ADDRESS  default 127.0.0.1
 ${databaseHelp}`,
   'keys create': `Usage: caipay keys create --mode test|live [options]
 
@@ -160,6 +163,8 @@ async function serve(args: readonly string[]): Promise<number> {
       config: { type: 'string' },
       'api-only': { type: 'boolean', default: false },
       'worker-only': { type: 'boolean', default: false },
+      'metrics-port': { type: 'string' },
+      'metrics-host': { type: 'string', default: '127.0.0.1' },
     },
     strict: true,
   })
@@ -169,6 +174,9 @@ async function serve(args: readonly string[]): Promise<number> {
   const port = Number(values.port)
   if (!/^\d+$/.test(values.port) || port > 65535)
     throw new UsageError(`Invalid --port ${values.port}`, { cause: 'serve' })
+  const metricsPort = values['metrics-port']
+  if (metricsPort !== undefined && (!/^\d+$/.test(metricsPort) || Number(metricsPort) > 65535))
+    throw new UsageError(`Invalid --metrics-port ${metricsPort}`, { cause: 'serve' })
   const { readConfigFile, resolveConfig } = await import('./config.js')
   const file = values.config ? await readConfigFile(values.config) : {}
   const config = resolveConfig(file)
@@ -215,6 +223,9 @@ async function serve(args: readonly string[]): Promise<number> {
     logger,
     handleSignals: true,
     role,
+    ...(metricsPort !== undefined
+      ? { metricsPort: Number(metricsPort), metricsHost: values['metrics-host'] }
+      : {}),
   })
   if (stopRequested) {
     await server.stop()
@@ -232,6 +243,7 @@ async function serve(args: readonly string[]): Promise<number> {
       ? 'caipay worker running jobs (no HTTP)'
       : `caipay listening on ${server.url} (API docs: ${base}/docs)${role === 'api' ? '; jobs run elsewhere' : ''}`,
   ]
+  if (server.metricsUrl) lines.push(`Metrics and probes on ${server.metricsUrl}/metrics, /healthz, /readyz`)
   if (server.bootstrap) {
     lines.push(
       `Created partner ${server.bootstrap.partnerId}.`,

@@ -3,6 +3,7 @@ import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { enqueueJob } from '../../src/server/jobs/queue.js'
 import { startMetricsServer } from '../../src/server/metrics/server.js'
+import { startServer } from '../../src/server/server.js'
 import { createTestServer, type TestServer } from './harness.js'
 import { createMerchant, createPayment, headers } from './helpers.js'
 import { sample, sampleSum } from './prometheus.js'
@@ -199,6 +200,21 @@ describe('the metrics port', () => {
       expect((await fetch(`${server.url}/metrics`, { method: 'POST' })).status).toBe(405)
     } finally {
       await server.close()
+    }
+  })
+})
+
+describe('startServer with a metrics port', () => {
+  it('an API instance keeps /metrics off its public port and serves it on the metrics port', async () => {
+    const api = await startServer({ role: 'api', databaseUrl: t.databaseUrl, port: 0, metricsPort: 0 })
+    try {
+      expect((await fetch(`${api.url}/metrics`)).status).toBe(404)
+      expect((await fetch(`${api.url}/readyz`)).status).toBe(200)
+      const metrics = await fetch(`${api.metricsUrl}/metrics`)
+      expect(metrics.status).toBe(200)
+      expect(await metrics.text()).toContain('caipay_db_pool_max 10')
+    } finally {
+      await api.stop()
     }
   })
 })

@@ -29,7 +29,7 @@ export interface ChainProbe {
   /** How far behind the newest answer a node may be and still count as current. */
   maxLag: number
   executor: string
-  /** Each node's head, read afresh (shared by callers within a second). */
+  /** Each node's head, read afresh (callers while a read runs share it). */
   heads(): Promise<NodeHead[]>
   /** The newest block or slot this process's chain reads have seen (0 before the first). */
   highestSeen(): number
@@ -63,7 +63,7 @@ export function createChainProbes(
       unit: 'block',
       maxLag: 10,
       executor: chain.executor.address,
-      heads: sharedFor(1_000, () => readHeads(urls, 'eth_blockNumber', timeoutMs)),
+      heads: sharedWhileRunning(() => readHeads(urls, 'eth_blockNumber', timeoutMs)),
       highestSeen: () => Number(chain.nodes.highest()),
       balances: sharedFor(balanceCacheMs, async () => {
         const address = chain.executor.address
@@ -98,7 +98,7 @@ export function createChainProbes(
       unit: 'slot',
       maxLag: 150,
       executor: owner.toBase58(),
-      heads: sharedFor(1_000, () => readHeads(urls, 'getSlot', timeoutMs)),
+      heads: sharedWhileRunning(() => readHeads(urls, 'getSlot', timeoutMs)),
       highestSeen: () => chain.highestSlot(),
       balances: sharedFor(balanceCacheMs, async () => {
         const [lamports, ...tokens] = await Promise.all([
@@ -169,5 +169,16 @@ export function sharedFor<T>(ms: number, read: () => Promise<T>): () => Promise<
       kept = fresh
     }
     return kept.value
+  }
+}
+
+/** One read at a time: callers while it runs share it; the next caller after it settles reads again. */
+export function sharedWhileRunning<T>(read: () => Promise<T>): () => Promise<T> {
+  let running: Promise<T> | undefined
+  return () => {
+    running ??= read().finally(() => {
+      running = undefined
+    })
+    return running
   }
 }

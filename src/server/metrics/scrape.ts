@@ -3,7 +3,7 @@ import { Gauge, Registry } from 'prom-client'
 import type { Db } from '../store/db.js'
 import { poolUsage } from '../store/db.js'
 import { webhookJobKind } from '../webhooks/deliver.js'
-import type { ChainProbe } from './chains.js'
+import { type ChainProbe, sharedWhileRunning } from './chains.js'
 import { processRegistry } from './counters.js'
 
 /**
@@ -283,13 +283,7 @@ export function createInstanceMetrics(options: InstanceMetricsOptions): Instance
   }
 
   // Two scrapers at once (Prometheus and an operator's curl) share one round of reads.
-  let refreshing: Promise<void> | undefined
-  const refreshShared = () => {
-    refreshing ??= refresh().finally(() => {
-      refreshing = undefined
-    })
-    return refreshing
-  }
+  const refreshShared = sharedWhileRunning(refresh)
 
   return {
     contentType: registry.contentType,
