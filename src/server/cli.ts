@@ -92,12 +92,23 @@ Options:
   --external-id HEX    a WalletConnect project id (32 lowercase hex characters) to accept as this app id
   --json               print {"partnerId", "appId", ...}
 ${databaseHelp}`,
+  status: `Usage: caipay status [options]
+
+What an operator checks first: each configured chain's nodes and their heads, the executor's native
+balance and collected tokens, queued and running jobs by kind, transactions in flight, and the
+webhook endpoints whose deliveries are failing. Reads the database and the chains; changes nothing.
+
+Options:
+  --config FILE        the server's JSON configuration (its chains); without it, no chain is read
+  --json               print one JSON object
+${databaseHelp}`,
 } as const
 
 const usage = `Usage: caipay <command> [options]
 
 Commands:
   serve            start the payments server
+  status           chains, executor balances, queued jobs, failing webhooks
   partners create  create a partner (an isolated account)
   partners list    list partners
   keys create      create an API key
@@ -122,10 +133,11 @@ export async function main(argv: readonly string[]): Promise<number> {
       process.stdout.write(`${usage}\n`)
       return first === undefined ? 1 : 0
     }
-    const name = first === 'serve' ? 'serve' : `${first} ${second}`
+    const single = first === 'serve' || first === 'status'
+    const name = single ? first : `${first} ${second}`
     if (!(name in commands)) throw new UsageError(`Unknown command: ${argv.join(' ')}`)
     const command = name as keyof typeof commands
-    const args = argv.slice(command === 'serve' ? 1 : 2)
+    const args = argv.slice(single ? 1 : 2)
     if (args.includes('--help') || args.includes('-h')) {
       process.stdout.write(`${commands[command]}\n`)
       return 0
@@ -496,8 +508,23 @@ async function appsList(args: readonly string[]): Promise<number> {
   return 0
 }
 
+async function status(args: readonly string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: [...args],
+    options: { ...databaseOptions, config: { type: 'string' }, json: { type: 'boolean', default: false } },
+    strict: true,
+  })
+  const { readConfigFile, resolveConfig } = await import('./config.js')
+  const config = resolveConfig(values.config ? await readConfigFile(values.config) : {})
+  const { operatorStatus, formatStatus } = await import('./metrics/status.js')
+  const report = await withDatabase(values, (db) => operatorStatus(db, config))
+  process.stdout.write(values.json ? `${JSON.stringify(report)}\n` : formatStatus(report))
+  return 0
+}
+
 const runners: Record<keyof typeof commands, (args: readonly string[]) => Promise<number>> = {
   serve,
+  status,
   'partners create': partnersCreate,
   'partners list': partnersList,
   'keys create': keysCreate,

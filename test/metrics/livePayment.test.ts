@@ -1,6 +1,12 @@
+import { spawn } from 'node:child_process'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type RunningServer, startServer } from '../../src/server/server.js'
+import { anvilPrivateKeys } from '../anvil.js'
 import { type Buyer, confirmGasless, createEvmEnv, type EvmEnv } from '../evm/support.js'
 import { type PrometheusServer, startPrometheus } from './prometheusServer.js'
 
@@ -106,5 +112,69 @@ describe('Prometheus scraping caipay during a live payment on Anvil', () => {
       Number(native) / 1e18,
       6,
     )
+  })
+})
+
+describe('caipay status', () => {
+  it('shows the chain, the executor balances, no job waiting and no failing endpoint (--json)', {
+    timeout: 60_000,
+  }, async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'caipay-status-'))
+    try {
+      const config = path.join(dir, 'caipay.json')
+      await writeFile(
+        config,
+        JSON.stringify({
+          chains: {
+            [caip2]: {
+              rpcUrl: env.anvil.rpcUrl,
+              signerKey: anvilPrivateKeys[1],
+              assets: { [env.asset]: { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' } },
+            },
+          },
+        }),
+      )
+      const bin = fileURLToPath(new URL('../../bin/caipay.js', import.meta.url))
+      const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const child = spawn(process.execPath, [
+          bin,
+          'status',
+          '--json',
+          '--config',
+          config,
+          '--database-url',
+          env.t.databaseUrl,
+        ])
+        let stdout = ''
+        let stderr = ''
+        child.stdout.on('data', (d) => (stdout += d))
+        child.stderr.on('data', (d) => (stderr += d))
+        child.on('exit', (code) => resolve({ code, stdout, stderr }))
+      })
+      expect(result.code, result.stderr).toBe(0)
+      const status = JSON.parse(result.stdout)
+      const head = await env.publicClient.getBlockNumber()
+      expect(status.chains).toEqual([
+        {
+          chain: caip2,
+          unit: 'block',
+          nodes: [{ node: '0', head: Number(head) }],
+          balances: {
+            address: env.collection,
+            native: Number(await env.publicClient.getBalance({ address: env.collection })) / 1e18,
+            collection: [
+              { asset: env.asset, symbol: 'USDC', value: Number(await env.balance(env.collection)) / 1e6 },
+            ],
+          },
+        },
+      ])
+      expect(status.jobs).toContainEqual({ kind: 'evm.relay', queued: 0, running: 0, oldestDueSeconds: 0 })
+      expect(status.transactionsInFlight).toEqual([{ chain: caip2, executor: env.collection, count: 0 }])
+      expect(status.webhooks.failingEndpoints).toEqual([])
+      // No secret of the configuration reaches the output.
+      expect(result.stdout).not.toContain(anvilPrivateKeys[1]!.slice(2))
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
   })
 })
