@@ -9,7 +9,7 @@ import {
   queryInt,
   UnixSeconds,
 } from './common.js'
-import { PaymentId, PaymentInformation } from './status.js'
+import { PaymentInformation } from './status.js'
 
 export {
   CancelResponse,

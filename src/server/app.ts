@@ -11,6 +11,9 @@ import { createCorsPolicy } from './cors.js'
 import { answerUnparsableRequest, registerErrorHandling, sendError } from './errors.js'
 import { FastPath } from './fastPath.js'
 import { newId } from './ids.js'
+import { createChainProbes } from './metrics/chains.js'
+import { registerProbeRoutes, registerRequestMetrics } from './metrics/http.js'
+import { createInstanceMetrics } from './metrics/scrape.js'
 import { StatusChanges } from './payments/statusChanges.js'
 import { registerRateLimit } from './rateLimit.js'
 import { OneLineRequestLog } from './requestLog.js'
@@ -36,6 +39,8 @@ export interface BuildAppOptions {
   live?: LiveRuntime
   /** x402 facilitator tuning (how long a settle waits for its transaction before answering pending). */
   x402?: FastifyInstance['x402Options']
+  /** Serve `/metrics` on this app (default true; false when a metrics port of its own serves it). */
+  metricsRoute?: boolean
 }
 
 /** The whole HTTP app, ready for `inject` or `listen`. */
@@ -89,6 +94,14 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     [webhookJobKind]: webhookDeliveryJob(config),
     [refundJobKinds.test]: testRefundJob(),
   })
+  const probes = createChainProbes(config, app.liveChains)
+  const metrics = createInstanceMetrics({
+    db: options.db,
+    probes,
+    jobKinds: Object.keys(app.jobHandlers),
+    now,
+  })
+  app.decorate('operations', { metrics, probes })
   app.decorateRequest('auth', null)
   app.decorateRequest('merchant', null)
   app.decorateRequest('apiVersion', null)
@@ -114,10 +127,12 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     if (!request.url.includes('%00')) return done()
     done(new PayError({ code: 'invalid_params', message: 'NUL characters are not allowed in the URL.' }))
   })
+  registerRequestMetrics(app)
   cors.register(app)
   registerErrorHandling(app)
   await registerRateLimit(app, config)
   for (const register of routeModules) await register(app)
+  registerProbeRoutes(app, { metrics, probes, exposeMetrics: options.metricsRoute ?? true })
   return app
 }
 

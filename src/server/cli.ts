@@ -23,6 +23,9 @@ Options:
   --api-only           serve HTTP without running jobs (run workers elsewhere)
   --worker-only        run jobs (live payments, webhooks) and serve no HTTP
                        any number of each may share one database
+  --metrics-port N     serve /metrics, /healthz and /readyz on this port of their own (a worker's
+                       only port; an API instance then keeps /metrics off its public port)
+  --metrics-host ADDRESS  default 127.0.0.1
 ${databaseHelp}`,
   'keys create': `Usage: caipay keys create --mode test|live [options]
 
@@ -120,12 +123,23 @@ Options:
   --amount UNITS       token minor units
   --mode test|live     default live
 ${databaseHelp}`,
+  status: `Usage: caipay status [options]
+
+What an operator checks first: each configured chain's nodes and their heads, the executor's native
+balance and collected tokens, queued and running jobs by kind, transactions in flight, and the
+webhook endpoints whose deliveries are failing. Reads the database and the chains; changes nothing.
+
+Options:
+  --config FILE        the server's JSON configuration (its chains); without it, no chain is read
+  --json               print one JSON object
+${databaseHelp}`,
 } as const
 
 const usage = `Usage: caipay <command> [options]
 
 Commands:
   serve            start the payments server
+  status           chains, executor balances, queued jobs, failing webhooks
   partners create  create a partner (an isolated account)
   partners list    list partners
   keys create      create an API key
@@ -153,7 +167,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       process.stdout.write(`${usage}\n`)
       return first === undefined ? 1 : 0
     }
-    const single = first === 'serve' || first === 'balances'
+    const single = first === 'serve' || first === 'balances' || first === 'status'
     const name = single ? first : `${first} ${second}`
     if (!(name in commands)) throw new UsageError(`Unknown command: ${argv.join(' ')}`)
     const command = name as keyof typeof commands
@@ -195,6 +209,8 @@ async function serve(args: readonly string[]): Promise<number> {
       config: { type: 'string' },
       'api-only': { type: 'boolean', default: false },
       'worker-only': { type: 'boolean', default: false },
+      'metrics-port': { type: 'string' },
+      'metrics-host': { type: 'string', default: '127.0.0.1' },
     },
     strict: true,
   })
@@ -204,6 +220,9 @@ async function serve(args: readonly string[]): Promise<number> {
   const port = Number(values.port)
   if (!/^\d+$/.test(values.port) || port > 65535)
     throw new UsageError(`Invalid --port ${values.port}`, { cause: 'serve' })
+  const metricsPort = values['metrics-port']
+  if (metricsPort !== undefined && (!/^\d+$/.test(metricsPort) || Number(metricsPort) > 65535))
+    throw new UsageError(`Invalid --metrics-port ${metricsPort}`, { cause: 'serve' })
   const { readConfigFile, resolveConfig } = await import('./config.js')
   const file = values.config ? await readConfigFile(values.config) : {}
   const config = resolveConfig(file)
@@ -250,6 +269,9 @@ async function serve(args: readonly string[]): Promise<number> {
     logger,
     handleSignals: true,
     role,
+    ...(metricsPort !== undefined
+      ? { metricsPort: Number(metricsPort), metricsHost: values['metrics-host'] }
+      : {}),
   })
   if (stopRequested) {
     await server.stop()
@@ -267,6 +289,7 @@ async function serve(args: readonly string[]): Promise<number> {
       ? 'caipay worker running jobs (no HTTP)'
       : `caipay listening on ${server.url} (API docs: ${base}/docs)${role === 'api' ? '; jobs run elsewhere' : ''}`,
   ]
+  if (server.metricsUrl) lines.push(`Metrics and probes on ${server.metricsUrl}/metrics, /healthz, /readyz`)
   if (server.bootstrap) {
     lines.push(
       `Created partner ${server.bootstrap.partnerId}.`,
@@ -605,11 +628,26 @@ async function ledgerAllocate(args: readonly string[]): Promise<number> {
   return 0
 }
 
+async function status(args: readonly string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: [...args],
+    options: { ...databaseOptions, config: { type: 'string' }, json: { type: 'boolean', default: false } },
+    strict: true,
+  })
+  const { readConfigFile, resolveConfig } = await import('./config.js')
+  const config = resolveConfig(values.config ? await readConfigFile(values.config) : {})
+  const { operatorStatus, formatStatus } = await import('./metrics/status.js')
+  const report = await withDatabase(values, (db) => operatorStatus(db, config))
+  process.stdout.write(values.json ? `${JSON.stringify(report)}\n` : formatStatus(report))
+  return 0
+}
+
 const runners: Record<keyof typeof commands, (args: readonly string[]) => Promise<number>> = {
   balances,
   'ledger ack': ledgerAck,
   'ledger allocate': ledgerAllocate,
   serve,
+  status,
   'partners create': partnersCreate,
   'partners list': partnersList,
   'keys create': keysCreate,

@@ -1,6 +1,8 @@
 import type { ApiVersion } from '../contract/errors.js'
 import type { ServerConfig } from './config.js'
 import type { FastPath } from './fastPath.js'
+import type { ChainProbe } from './metrics/chains.js'
+import type { InstanceMetrics } from './metrics/scrape.js'
 import type { StatusChanges } from './payments/statusChanges.js'
 import type { Db } from './store/db.js'
 import type { MerchantRow, Mode } from './store/schema.js'
@@ -38,5 +40,7 @@ declare module 'fastify' {
     now(): Date
     /** Status reads waiting for their payment's status to change (`Prefer: wait`). */
     statusChanges: StatusChanges
+    /** What operators read: this instance's metrics and its chains' probes (metrics/). */
+    operations: { metrics: InstanceMetrics; probes: readonly ChainProbe[] }
   }
 }

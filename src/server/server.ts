@@ -9,6 +9,7 @@ import { resolveConfig, type ServerConfig } from './config.js'
 import { sweepIdempotencyKeys } from './idempotency.js'
 import type { JobListener } from './jobs/notify.js'
 import { type JobRunner, startJobRunner } from './jobs/runner.js'
+import { type MetricsServer, startMetricsServer } from './metrics/server.js'
 import { listenForStatusChanges } from './payments/statusChanges.js'
 import { type Db, openDatabase } from './store/db.js'
 import { startWebhookDispatcher, type WebhookDispatcher } from './webhooks/dispatch.js'
@@ -42,6 +43,13 @@ export interface StartServerOptions {
   role?: ServerRole
   /** How often the webhook dispatcher looks for events other instances created; default 250 ms. */
   webhookDispatchIntervalMs?: number
+  /**
+   * Serve `/metrics`, `/healthz` and `/readyz` on this port of their own (0 picks a free one): how a worker
+   * is scraped, and how an API instance keeps `/metrics` off its public port (it then serves only the probes).
+   */
+  metricsPort?: number | undefined
+  /** Default 127.0.0.1. */
+  metricsHost?: string | undefined
 }
 
 export type ServerRole = 'all' | 'api' | 'worker'
@@ -55,6 +63,8 @@ export interface RunningServer {
   config: ServerConfig
   /** Where it listens, e.g. http://127.0.0.1:8787; empty for a worker (it listens nowhere). */
   url: string
+  /** Where `/metrics` is served on a port of its own (`metricsPort`), else undefined. */
+  metricsUrl: string | undefined
   embeddedDatabase: boolean
   /** Present when this start created the first partner: the only time its key is shown. */
   bootstrap: { partnerId: string; apiKey: string } | undefined
@@ -80,6 +90,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
   let statusChanges: JobListener | undefined
   let webhooks: WebhookDispatcher | undefined
   let reconciliation: { stop(): Promise<void> } | undefined
+  let metricsServer: MetricsServer | undefined
   try {
     const bootstrap = options.bootstrapPartner ? await bootstrapPartner(database.db) : undefined
     app = await buildApp({
@@ -87,7 +98,15 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
       config,
       ...(options.now ? { now: options.now } : {}),
       logger: options.logger ?? false,
+      metricsRoute: options.metricsPort === undefined,
     })
+    if (options.metricsPort !== undefined)
+      metricsServer = await startMetricsServer({
+        port: options.metricsPort,
+        ...(options.metricsHost !== undefined ? { host: options.metricsHost } : {}),
+        db: database.db,
+        ...app.operations,
+      })
     let url = ''
     if (role !== 'worker') {
       credentials = listenForCredentialChanges({
@@ -162,6 +181,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
       db: database.db,
       config,
       url,
+      metricsUrl: metricsServer?.url,
       embeddedDatabase: database.embedded,
       bootstrap,
       stop() {
@@ -180,6 +200,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
           clearInterval(idle)
           clearTimeout(cut)
           await statusChanges?.close()
+          await metricsServer?.close()
           await database.close()
         })()
         return stopping
@@ -191,6 +212,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
     await jobs?.stop().catch(() => {})
     await credentials?.close().catch(() => {})
     await statusChanges?.close().catch(() => {})
+    await metricsServer?.close().catch(() => {})
     await app?.close().catch(() => {})
     await database.close().catch(() => {})
     throw error

@@ -2,7 +2,6 @@ import { type Address, createWalletClient, type Hex, http, parseEventLogs } from
 import { privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { testUsdcAbi } from '../../fixtures/token/index.js'
-import type { Fetch } from '../../src/client/http.js'
 import { createPayClient } from '../../src/pay/createPayClient.js'
 import {
   anvilPrivateKeys,

@@ -5,6 +5,7 @@ import { fail } from '../errors.js'
 import { type Fence, fenceHolds } from '../jobs/fence.js'
 import { enqueueJob } from '../jobs/queue.js'
 import { bookUnsettledCollections, type UnsettledCollection } from '../ledger/entries.js'
+import { countPaymentChanges } from '../metrics/counters.js'
 import { type Db, inTransaction } from '../store/db.js'
 import { columnsText } from '../store/prepared.js'
 import { type PaymentRow, type PaymentUpdate, paymentColumns } from '../store/schema.js'
@@ -109,6 +110,7 @@ async function changePayments(
     .selectFrom('changed')
     .selectAll()
     .execute()
+  countPaymentChanges(type, rows as PaymentRow[])
   return rows as PaymentRow[]
 }
 
@@ -249,7 +251,10 @@ export async function changePaymentInSteps(db: Db, params: PaymentStepsParams): 
     )
     SELECT * FROM changed`
   const [row] = (await statement.execute(db)).rows
-  if (row) return row
+  if (row) {
+    for (const step of steps) countPaymentChanges(step.type, [row])
+    return row
+  }
   return refuseTransition(db, params.paymentId, steps.find((step) => step.set.status)?.set.status ?? status)
 }
 

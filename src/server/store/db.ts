@@ -68,7 +68,18 @@ export function createDb(url: string, poolSize = 10): Db {
   // an idle one is reported on the pool, one in use on itself (its query fails, and that is enough).
   pool.on('error', () => {})
   pool.on('connect', (client) => client.on('error', () => {}))
-  return new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) })
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) })
+  pools.set(db, pool)
+  return db
+}
+
+const pools = new WeakMap<Db, pg.Pool>()
+
+/** The connections of a pool made by createDb, for the metrics (undefined for any other Kysely). */
+export function poolUsage(db: Db): { total: number; idle: number; waiting: number; max: number } | undefined {
+  const pool = pools.get(db)
+  if (!pool) return undefined
+  return { total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max: pool.options.max }
 }
 
 /** Runs `fn` in a transaction, reusing the caller's when `db` already is one (kysely does not nest). */

@@ -2,6 +2,7 @@ import type { Selectable } from 'kysely'
 import type { WebhookDelivery } from '../../contract/webhooks.js'
 import type { ServerConfig } from '../config.js'
 import type { JobHandler } from '../jobs/runner.js'
+import { countWebhookAttempt } from '../metrics/counters.js'
 import type { Db } from '../store/db.js'
 import type { WebhookDeliveriesTable, WebhookEndpointsTable } from './schema.js'
 import { type AttemptResult, postWebhook } from './send.js'
@@ -77,7 +78,7 @@ export async function recordAttempt(
   result: AttemptResult,
   next: { state: DeliveryRow['state']; nextAttemptAt: Date | null; now: Date },
 ): Promise<DeliveryRow> {
-  return db
+  const row = await db
     .updateTable('webhook_deliveries')
     .set((eb) => ({
       attempts: eb('attempts', '+', 1),
@@ -91,6 +92,8 @@ export async function recordAttempt(
     .where('id', '=', deliveryId)
     .returningAll()
     .executeTakeFirstOrThrow()
+  countWebhookAttempt(next.state)
+  return row
 }
 
 export async function findDelivery(

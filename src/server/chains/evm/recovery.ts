@@ -68,7 +68,6 @@ function startPool(): Pool | undefined {
     fellBack(error)
     return undefined
   }
-  worker.unref()
   const pending = new Map<number, Pending>()
   let nextId = 0
   let alive = true
@@ -95,6 +94,9 @@ function startPool(): Pool | undefined {
   }
   worker.on('error', died)
   worker.on('exit', (code) => died(`exited with code ${code}`))
+  // After the listeners: adding a 'message' listener refs the worker again, and an idle worker must not
+  // keep a process alive (a CLI command that built a chain would never exit).
+  worker.unref()
   const self: Pool = {
     recover(hash, signature) {
       if (!alive) return recoverAddress({ hash, signature })

@@ -35,6 +35,9 @@ export interface SolanaChain {
   blockHeight(): Promise<number>
   /** Whether transactions under `blockhash` can still land (the node's word; never cached). */
   blockhashValid(blockhash: string): Promise<boolean>
+  /** The newest slot seen in any node's answer (0 before the first): what operators compare nodes with. */
+  highestSlot(): number
+  observeSlot(slot: number): void
   /**
    * Asks ONE node, in one request (a JSON-RPC batch, which a load balancer sends to one backend), for its
    * finalized block height and then the statuses of `signatures` at or past that slot. A transaction
@@ -90,6 +93,10 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
       ...(otherUrls.length > 0 ? { fetch: failoverFetch(options.rpcUrls) } : {}),
     })
   const urls = options.rpcUrls.length > 0 ? options.rpcUrls : [connection.rpcEndpoint]
+  let highestSlot = 0
+  const observeSlot = (slot: number) => {
+    if (slot > highestSlot) highestSlot = slot
+  }
   const mints = new Map<string, Promise<MintInfo>>()
   const blockhashReuseMs = options.blockhashReuseMs ?? 400
   const latest = sharedFor(blockhashReuseMs, () => connection.getLatestBlockhash())
@@ -97,7 +104,8 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
   const blockhashValidityMs = options.blockhashValidityMs ?? 400
   const validity = new Map<string, ReturnType<typeof sharedFor<boolean>>>()
   async function askValid(blockhash: string): Promise<boolean> {
-    const valid = (await connection.isBlockhashValid(blockhash)).value
+    const { context, value: valid } = await connection.isBlockhashValid(blockhash)
+    observeSlot(context.slot)
     // Expired: the next transaction asks for a new one rather than being built to fail.
     if (!valid) latest.forget((kept) => kept.blockhash === blockhash)
     return valid
@@ -156,6 +164,8 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
     latestBlockhash: latest.get,
     blockHeight: height.get,
     blockhashValid: askValid,
+    highestSlot: () => highestSlot,
+    observeSlot,
     async proveUnlanded(signatures) {
       const chunks: string[][] = []
       for (let i = 0; i < signatures.length; i += 256) chunks.push(signatures.slice(i, i + 256))
@@ -171,6 +181,7 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
         try {
           const [epoch, ...statuses] = await rpcBatch(url, calls)
           const { absoluteSlot, blockHeight } = epoch as { absoluteSlot: number; blockHeight: number }
+          observeSlot(absoluteSlot)
           const answers = statuses as { context: { slot: number }; value: (SignatureStatus | null)[] }[]
           if (answers.some((answer) => answer.context.slot < absoluteSlot)) {
             reasons.push('statuses read behind its finalized slot')

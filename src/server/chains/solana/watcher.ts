@@ -215,6 +215,7 @@ export function createSolanaWatcher(db: Db, chain: SolanaChain): SolanaWatcher {
         ),
       ),
     )
+    for (const answer of answers) chain.observeSlot(answer.context.slot)
     return answers.flatMap((answer) => answer.value)
   }
 

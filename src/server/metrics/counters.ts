@@ -1,0 +1,112 @@
+import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client'
+
+/**
+ * What this process counts as it happens: one registry for the whole process (several apps in one
+ * process, as in the tests, add to the same counters; Prometheus sums instances anyway). Recording is a
+ * counter increment on a label set looked up once, so the hooks cost next to nothing per request or per
+ * change; whatever needs the database or a chain is read at scrape time instead (scrape.ts).
+ */
+export const processRegistry = new Registry()
+
+collectDefaultMetrics({ register: processRegistry })
+// prom-client's own Node gauges whose names end in `_total` (which Prometheus reserves for counters, and
+// `promtool check metrics` flags): the same numbers are in nodejs_active_*{type} without the suffix.
+for (const name of [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+])
+  processRegistry.removeSingleMetric(name)
+
+const httpDuration = new Histogram({
+  name: 'caipay_http_request_duration_seconds',
+  help: 'HTTP requests answered, by route pattern, method and status; _count is the number of requests.',
+  labelNames: ['route', 'method', 'status'] as const,
+  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  registers: [processRegistry],
+})
+
+const rateLimited = new Counter({
+  name: 'caipay_rate_limit_rejections_total',
+  help: 'Requests refused with 429 (rate or abuse limits), by route pattern.',
+  labelNames: ['route'] as const,
+  registers: [processRegistry],
+})
+
+const paymentChanges = new Counter({
+  name: 'caipay_payment_transitions_total',
+  help:
+    'Payment state changes committed by this process, by what the payment became (processing, succeeded, ' +
+    'failed, expired, cancelled, settled, refunded), mode and chain (CAIP-2; "none" before an option is chosen).',
+  labelNames: ['to', 'mode', 'chain'] as const,
+  registers: [processRegistry],
+})
+
+const webhookAttempts = new Counter({
+  name: 'caipay_webhook_delivery_attempts_total',
+  help: 'Webhook delivery attempts by outcome: delivered, retrying (failed, another attempt is scheduled), gave_up.',
+  labelNames: ['outcome'] as const,
+  registers: [processRegistry],
+})
+
+/** Label children by a joined key: prom-client hashes the label object on every call otherwise. */
+function memo<T>(make: (...labels: string[]) => T): (...labels: string[]) => T {
+  const children = new Map<string, T>()
+  return (...labels) => {
+    const key = labels.join('\u0000')
+    let child = children.get(key)
+    if (child === undefined) {
+      child = make(...labels)
+      children.set(key, child)
+    }
+    return child
+  }
+}
+
+const knownMethods = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])
+const httpChild = memo((route, method, status) => httpDuration.labels(route!, method!, status!))
+const rateLimitedChild = memo((route) => rateLimited.labels(route!))
+
+/**
+ * One answered request. `route` is the router's pattern (`/v1/payments/:id`), never the URL, and
+ * "unmatched" when no route matched: labels stay few whatever callers send.
+ */
+export function observeHttpRequest(
+  route: string | undefined,
+  method: string,
+  status: number,
+  seconds: number,
+): void {
+  const routeLabel = route ?? 'unmatched'
+  httpChild(routeLabel, knownMethods.has(method) ? method : 'other', String(status)).observe(seconds)
+  if (status === 429) rateLimitedChild(routeLabel).inc()
+}
+
+const paymentChild = memo((to, mode, chain) => paymentChanges.labels(to!, mode!, chain!))
+
+/**
+ * Payments a statement just changed (`type` is the event it wrote, `payment.<what it became>`). Counted
+ * when the statement returns: a surrounding transaction that rolls back later over-counts, which the
+ * domain's transactions (one statement, or a few that only fail with the database) make rare.
+ */
+export function countPaymentChanges(
+  type: string,
+  rows: readonly { mode: string; option_amount: { unit: string } | null }[],
+): void {
+  const to = type.startsWith('payment.') ? type.slice('payment.'.length) : type
+  for (const row of rows) paymentChild(to, row.mode, chainOfUnit(row.option_amount?.unit)).inc()
+}
+
+/** `caip19/eip155:8453/erc20:0x...` -> `eip155:8453`. */
+function chainOfUnit(unit: string | undefined): string {
+  if (unit === undefined || !unit.startsWith('caip19/')) return 'none'
+  const slash = unit.indexOf('/', 'caip19/'.length)
+  return slash === -1 ? 'none' : unit.slice('caip19/'.length, slash)
+}
+
+const webhookChild = memo((outcome) => webhookAttempts.labels(outcome!))
+
+/** One recorded delivery attempt, by the delivery's state after it. */
+export function countWebhookAttempt(state: 'pending' | 'succeeded' | 'failed'): void {
+  webhookChild(state === 'succeeded' ? 'delivered' : state === 'pending' ? 'retrying' : 'gave_up').inc()
+}
