@@ -92,6 +92,13 @@ export class AuthCache {
     return this.#lookup(this.#merchants, `${scope.partnerId}:${scope.mode}:${scope.merchantId}`, load)
   }
 
+  /** Whether a credential is cached as valid now (a read that loads nothing). */
+  knows(credential: { keyHash: string } | { appId: string }): boolean {
+    return 'keyHash' in credential
+      ? this.#apiKeys.get(credential.keyHash) !== undefined
+      : this.#apps.get(credential.appId) !== undefined
+  }
+
   forgetApiKey(keyId: string): void {
     this.#generation++
     this.#apiKeys.deleteWhere((auth) => auth.credentialId === keyId)

@@ -112,7 +112,22 @@ const ConfigFileSchema = z.strictObject({
   sanctioned: z.optional(z.array(z.string().check(z.refine(isAccountId, 'Expected a CAIP-10 account id.')))),
   collectDataAtMinor: z.optional(z.nullable(z.string().check(z.regex(/^\d+$/)))),
   rateLimit: z.optional(
-    z.union([z.literal(false), z.strictObject({ perSecond: PositiveInt, burst: z.optional(PositiveInt) })]),
+    z.union([
+      z.literal(false),
+      z.strictObject({
+        perSecond: PositiveInt,
+        burst: z.optional(PositiveInt),
+        failedAuthPerMinute: z.optional(PositiveInt),
+      }),
+    ]),
+  ),
+  /**
+   * Which proxies' `X-Forwarded-For` to believe for the client address (Fastify's `trustProxy`): the
+   * proxies' addresses or CIDRs (a comma-separated string or a list), or true (every hop: only when
+   * nothing can reach the server but the proxy). Default false: the socket's peer is the client.
+   */
+  trustProxy: z.optional(
+    z.union([z.boolean(), z.string().check(z.minLength(1)), z.array(z.string().check(z.minLength(1)))]),
   ),
   idempotencyTtlSeconds: z.optional(PositiveInt),
   /** The job runner (live payments, settlements, webhooks). */
@@ -165,8 +180,14 @@ export interface ServerConfig {
   sanctioned: string[]
   /** Payments worth at least this many USD cents ask for data collection (default USD 1,000.00); null: never. */
   collectDataAtMinor: string | null
-  /** Per credential; false disables. The window holds `burst` requests per `burst / perSecond` s. */
-  rateLimit: { perSecond: number; burst: number } | false
+  /**
+   * Per credential (an App-Id per credential and client address); false disables. The window holds
+   * `burst` requests per `burst / perSecond` s. `failedAuthPerMinute`: 401s one client address may
+   * collect per minute before its unauthenticated requests are answered 429.
+   */
+  rateLimit: { perSecond: number; burst: number; failedAuthPerMinute: number } | false
+  /** Fastify's `trustProxy`: whose `X-Forwarded-For` names the client address. */
+  trustProxy: boolean | string | string[]
   idempotencyTtlSeconds: number
   /** Jobs one process runs at once; the database pool is sized from it (see server.ts). */
   jobSlots: number
@@ -213,7 +234,8 @@ export const defaultConfig: ServerConfig = {
   chains: {},
   sanctioned: [],
   collectDataAtMinor: '100000',
-  rateLimit: { perSecond: 100, burst: 200 },
+  rateLimit: { perSecond: 100, burst: 200, failedAuthPerMinute: 60 },
+  trustProxy: false,
   idempotencyTtlSeconds: 24 * 60 * 60,
   jobSlots: 64,
   settlementIntervalMs: 5000,
@@ -240,7 +262,13 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
     file.rateLimit === false
       ? false
       : file.rateLimit
-        ? { perSecond: file.rateLimit.perSecond, burst: file.rateLimit.burst ?? file.rateLimit.perSecond * 2 }
+        ? {
+            perSecond: file.rateLimit.perSecond,
+            burst: file.rateLimit.burst ?? file.rateLimit.perSecond * 2,
+            failedAuthPerMinute:
+              file.rateLimit.failedAuthPerMinute ??
+              (defaultConfig.rateLimit as { failedAuthPerMinute: number }).failedAuthPerMinute,
+          }
         : defaultConfig.rateLimit
   return {
     publicBaseUrl: (file.publicBaseUrl ?? defaultConfig.publicBaseUrl).replace(/\/+$/, ''),
@@ -249,6 +277,7 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
     collectDataAtMinor:
       file.collectDataAtMinor === undefined ? defaultConfig.collectDataAtMinor : file.collectDataAtMinor,
     rateLimit,
+    trustProxy: file.trustProxy ?? defaultConfig.trustProxy,
     idempotencyTtlSeconds: file.idempotencyTtlSeconds ?? defaultConfig.idempotencyTtlSeconds,
     jobSlots: file.jobs?.slots ?? defaultConfig.jobSlots,
     settlementIntervalMs: file.settlement?.intervalMs ?? defaultConfig.settlementIntervalMs,
