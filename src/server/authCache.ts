@@ -161,6 +161,11 @@ export function forgetApiKeyEverywhere(keyId: string): void {
   for (const cache of caches) cache.forgetApiKey(keyId)
 }
 
+/** Forget an App-Id in every app of this process. */
+export function forgetAppEverywhere(appId: string): void {
+  for (const cache of caches) cache.forgetApp(appId)
+}
+
 export function forgetMerchantEverywhere(merchantId: string): void {
   for (const cache of caches) cache.forgetMerchant(merchantId)
 }

@@ -69,9 +69,18 @@ Lists the partners on this server.
 Options:
   --json               print a JSON array
 ${databaseHelp}`,
+  'apps revoke': `Usage: caipay apps revoke APP_ID [options]
+
+Revokes an app id (from "apps list"): every server refuses it (401 invalid_app_id) as soon as the
+change commits. An app id ships inside wallets, so revoke one that is abused and give its wallets a
+new one. Revoking a revoked app id changes nothing.
+
+Options:
+  --json               print the revoked app id as JSON
+${databaseHelp}`,
   'apps list': `Usage: caipay apps list [options]
 
-Lists app ids (public ids wallets send with a Client-Id).
+Lists app ids (public ids wallets send with a Client-Id) and when each was revoked, if it was.
 
 Options:
   --partner ID         only this partner's app ids
@@ -101,7 +110,8 @@ Commands:
   keys list        list API keys (prefixes only)
   keys revoke      revoke an API key
   apps create      create an app id for wallets
-  apps list        list app ids
+  apps list        list app ids (revoked ones with their revocation time)
+  apps revoke      revoke an app id
 
 caipay <command> --help shows a command's options; caipay --version prints the version.`
 
@@ -469,6 +479,24 @@ async function keysRevoke(args: readonly string[]): Promise<number> {
   return 0
 }
 
+async function appsRevoke(args: readonly string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: [...args],
+    options: { ...databaseOptions, json: { type: 'boolean', default: false } },
+    allowPositionals: true,
+    strict: true,
+  })
+  const [appId, ...rest] = positionals
+  if (appId === undefined || rest.length > 0)
+    throw new UsageError('Give exactly one app id (see "caipay apps list")', { cause: 'apps revoke' })
+  const { revokeAppById } = await import('./accounts/accounts.js')
+  const revoked = await withDatabase(values, (db) => revokeAppById(db, appId))
+  if (!revoked) throw new Error(`App id ${appId} not found.`)
+  if (values.json) process.stdout.write(`${JSON.stringify(revoked)}\n`)
+  else process.stdout.write(`Revoked ${revoked.appId} (partner ${revoked.partnerId}).\n`)
+  return 0
+}
+
 async function appsList(args: readonly string[]): Promise<number> {
   const { values } = parseArgs({ args: [...args], options: listOptions, strict: true })
   const filter = listFilter(values, 'apps list')
@@ -493,6 +521,7 @@ const runners: Record<keyof typeof commands, (args: readonly string[]) => Promis
   'keys revoke': keysRevoke,
   'apps create': appsCreate,
   'apps list': appsList,
+  'apps revoke': appsRevoke,
 }
 
 /** One line for any failure: a missing server dependency names the install line, never a stack. */
