@@ -78,6 +78,17 @@ new one. Revoking a revoked app id changes nothing.
 Options:
   --json               print the revoked app id as JSON
 ${databaseHelp}`,
+  'secrets rotate': `Usage: caipay secrets rotate --config FILE [options]
+
+Re-seals every secret at rest (webhook signing secrets, stored idempotent answers) under the config's
+secretsKey: values in plain text or sealed under one of previousSecretsKeys. To rotate: set secretsKey
+to the new key and list the old one in previousSecretsKeys, restart the servers, run this, then drop
+the old key. Running it again changes nothing.
+
+Options:
+  --config FILE        the servers' config file (secretsKey, previousSecretsKeys; env: values resolved)
+  --json               print {"webhookSecrets", "storedAnswers"}: how many values were re-sealed
+${databaseHelp}`,
   'apps list': `Usage: caipay apps list [options]
 
 Lists app ids (public ids wallets send with a Client-Id) and when each was revoked, if it was.
@@ -112,6 +123,7 @@ Commands:
   apps create      create an app id for wallets
   apps list        list app ids (revoked ones with their revocation time)
   apps revoke      revoke an app id
+  secrets rotate   re-seal secrets at rest under the current secretsKey
 
 caipay <command> --help shows a command's options; caipay --version prints the version.`
 
@@ -497,6 +509,28 @@ async function appsRevoke(args: readonly string[]): Promise<number> {
   return 0
 }
 
+async function secretsRotate(args: readonly string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: [...args],
+    options: { ...databaseOptions, config: { type: 'string' }, json: { type: 'boolean', default: false } },
+    strict: true,
+  })
+  if (!values.config) throw new UsageError('--config is required', { cause: 'secrets rotate' })
+  const { readConfigFile, resolveConfig } = await import('./config.js')
+  const config = resolveConfig(await readConfigFile(values.config))
+  const { configuredSecretBox } = await import('./secrets.js')
+  const box = configuredSecretBox(config)
+  if (!box) throw new Error('The config sets no secretsKey: nothing to seal with.')
+  const { resealSecrets } = await import('./secretsRotate.js')
+  const counts = await withDatabase(values, (db) => resealSecrets(db, box))
+  if (values.json) process.stdout.write(`${JSON.stringify(counts)}\n`)
+  else
+    process.stdout.write(
+      `Re-sealed ${counts.webhookSecrets} webhook secrets and ${counts.storedAnswers} stored answers under key ${box.keyId}.\n`,
+    )
+  return 0
+}
+
 async function appsList(args: readonly string[]): Promise<number> {
   const { values } = parseArgs({ args: [...args], options: listOptions, strict: true })
   const filter = listFilter(values, 'apps list')
@@ -522,6 +556,7 @@ const runners: Record<keyof typeof commands, (args: readonly string[]) => Promis
   'apps create': appsCreate,
   'apps list': appsList,
   'apps revoke': appsRevoke,
+  'secrets rotate': secretsRotate,
 }
 
 /** One line for any failure: a missing server dependency names the install line, never a stack. */

@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises'
 import * as z from 'zod/mini'
 import { isAccountId, isAssetId, isChainId } from '../caip/caip.js'
+import { parseKey } from './secrets.js'
 
 const PositiveInt = z.int().check(z.minimum(1))
 const Decimal = z
@@ -122,6 +123,13 @@ const ConfigFileSchema = z.strictObject({
     ]),
   ),
   /**
+   * The key that seals secrets at rest (webhook signing secrets, stored answers that carry them):
+   * `env:NAME` naming 32 bytes as base64 or hex. `previousSecretsKeys` still open what an older key
+   * sealed until `caipay secrets rotate` re-seals it.
+   */
+  secretsKey: z.optional(z.string().check(z.minLength(1))),
+  previousSecretsKeys: z.optional(z.array(z.string().check(z.minLength(1)))),
+  /**
    * Which proxies' `X-Forwarded-For` to believe for the client address (Fastify's `trustProxy`): the
    * proxies' addresses or CIDRs (a comma-separated string or a list), or true (every hop: only when
    * nothing can reach the server but the proxy). Default false: the socket's peer is the client.
@@ -186,6 +194,10 @@ export interface ServerConfig {
    * collect per minute before its unauthenticated requests are answered 429.
    */
   rateLimit: { perSecond: number; burst: number; failedAuthPerMinute: number } | false
+  /** Seals secrets at rest (secrets.ts); null: stored as they are. */
+  secretsKey: string | null
+  /** Keys that sealed before the last rotation; they open, never seal. */
+  previousSecretsKeys: string[]
   /** Fastify's `trustProxy`: whose `X-Forwarded-For` names the client address. */
   trustProxy: boolean | string | string[]
   idempotencyTtlSeconds: number
@@ -236,6 +248,8 @@ export const defaultConfig: ServerConfig = {
   collectDataAtMinor: '100000',
   rateLimit: { perSecond: 100, burst: 200, failedAuthPerMinute: 60 },
   trustProxy: false,
+  secretsKey: null,
+  previousSecretsKeys: [],
   idempotencyTtlSeconds: 24 * 60 * 60,
   jobSlots: 64,
   settlementIntervalMs: 5000,
@@ -278,6 +292,10 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
       file.collectDataAtMinor === undefined ? defaultConfig.collectDataAtMinor : file.collectDataAtMinor,
     rateLimit,
     trustProxy: file.trustProxy ?? defaultConfig.trustProxy,
+    secretsKey: file.secretsKey === undefined ? null : checkedKey(file.secretsKey, 'secretsKey'),
+    previousSecretsKeys: (file.previousSecretsKeys ?? []).map((key, i) =>
+      checkedKey(key, `previousSecretsKeys.${i}`),
+    ),
     idempotencyTtlSeconds: file.idempotencyTtlSeconds ?? defaultConfig.idempotencyTtlSeconds,
     jobSlots: file.jobs?.slots ?? defaultConfig.jobSlots,
     settlementIntervalMs: file.settlement?.intervalMs ?? defaultConfig.settlementIntervalMs,
@@ -363,6 +381,12 @@ export async function readConfigFile(file: string): Promise<Record<string, unkno
 }
 
 /** Any string `env:NAME` is replaced by that environment variable, so secrets stay out of files. */
+/** The key as configured, once it is known to be 32 bytes (secrets.ts). */
+function checkedKey(key: string, path: string): string {
+  parseKey(key, path)
+  return key
+}
+
 function resolveEnv(value: unknown, env: NodeJS.ProcessEnv, path: string): unknown {
   if (typeof value === 'string') {
     const match = /^env:([A-Za-z_][A-Za-z0-9_]*)$/.exec(value)

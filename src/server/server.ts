@@ -86,6 +86,10 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
       ...(options.now ? { now: options.now } : {}),
       logger: options.logger ?? false,
     })
+    if (config.secretsKey === null)
+      log?.warn(
+        'No secretsKey configured: webhook signing secrets are stored in plain text (docs/security-model.md)',
+      )
     let url = ''
     if (role !== 'worker') {
       credentials = listenForCredentialChanges({
