@@ -54,6 +54,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       ? { loggerInstance: options.logger, logController: new OneLineRequestLog() }
       : { logger: false }),
     bodyLimit: config.bodyLimitBytes,
+    // The client address the failed-authentication limit and App-Id quotas count by (docs/security-model.md).
+    trustProxy: config.trustProxy,
     genReqId: nextRequestId,
     // Bad percent-encoding and over-long path parameters get the same {code, message} as the rest.
     frameworkErrors: (error, request, reply) => {

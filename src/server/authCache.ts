@@ -92,6 +92,13 @@ export class AuthCache {
     return this.#lookup(this.#merchants, `${scope.partnerId}:${scope.mode}:${scope.merchantId}`, load)
   }
 
+  /** Whether a credential is cached as valid now (a read that loads nothing). */
+  knows(credential: { keyHash: string } | { appId: string }): boolean {
+    return 'keyHash' in credential
+      ? this.#apiKeys.get(credential.keyHash) !== undefined
+      : this.#apps.get(credential.appId) !== undefined
+  }
+
   forgetApiKey(keyId: string): void {
     this.#generation++
     this.#apiKeys.deleteWhere((auth) => auth.credentialId === keyId)
@@ -152,6 +159,11 @@ export function registerAuthCache(cache: AuthCache): () => void {
 /** Forget an API key in every app of this process (ids are unique, so other apps lose nothing). */
 export function forgetApiKeyEverywhere(keyId: string): void {
   for (const cache of caches) cache.forgetApiKey(keyId)
+}
+
+/** Forget an App-Id in every app of this process. */
+export function forgetAppEverywhere(appId: string): void {
+  for (const cache of caches) cache.forgetApp(appId)
 }
 
 export function forgetMerchantEverywhere(merchantId: string): void {

@@ -72,9 +72,29 @@ Lists the partners on this server.
 Options:
   --json               print a JSON array
 ${databaseHelp}`,
+  'apps revoke': `Usage: caipay apps revoke APP_ID [options]
+
+Revokes an app id (from "apps list"): every server refuses it (401 invalid_app_id) as soon as the
+change commits. An app id ships inside wallets, so revoke one that is abused and give its wallets a
+new one. Revoking a revoked app id changes nothing.
+
+Options:
+  --json               print the revoked app id as JSON
+${databaseHelp}`,
+  'secrets rotate': `Usage: caipay secrets rotate --config FILE [options]
+
+Re-seals every secret at rest (webhook signing secrets, stored idempotent answers) under the config's
+secretsKey: values in plain text or sealed under one of previousSecretsKeys. To rotate: set secretsKey
+to the new key and list the old one in previousSecretsKeys, restart the servers, run this, then drop
+the old key. Running it again changes nothing.
+
+Options:
+  --config FILE        the servers' config file (secretsKey, previousSecretsKeys; env: values resolved)
+  --json               print {"webhookSecrets", "storedAnswers"}: how many values were re-sealed
+${databaseHelp}`,
   'apps list': `Usage: caipay apps list [options]
 
-Lists app ids (public ids wallets send with a Client-Id).
+Lists app ids (public ids wallets send with a Client-Id) and when each was revoked, if it was.
 
 Options:
   --partner ID         only this partner's app ids
@@ -146,7 +166,9 @@ Commands:
   keys list        list API keys (prefixes only)
   keys revoke      revoke an API key
   apps create      create an app id for wallets
-  apps list        list app ids
+  apps list        list app ids (revoked ones with their revocation time)
+  apps revoke      revoke an app id
+  secrets rotate   re-seal secrets at rest under the current secretsKey
   balances         the ledger's balances and reconciliation differences
   ledger ack       acknowledge a reconciliation difference
   ledger allocate  give unallocated top-ups to a partner's float
@@ -527,6 +549,46 @@ async function keysRevoke(args: readonly string[]): Promise<number> {
   return 0
 }
 
+async function appsRevoke(args: readonly string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: [...args],
+    options: { ...databaseOptions, json: { type: 'boolean', default: false } },
+    allowPositionals: true,
+    strict: true,
+  })
+  const [appId, ...rest] = positionals
+  if (appId === undefined || rest.length > 0)
+    throw new UsageError('Give exactly one app id (see "caipay apps list")', { cause: 'apps revoke' })
+  const { revokeAppById } = await import('./accounts/accounts.js')
+  const revoked = await withDatabase(values, (db) => revokeAppById(db, appId))
+  if (!revoked) throw new Error(`App id ${appId} not found.`)
+  if (values.json) process.stdout.write(`${JSON.stringify(revoked)}\n`)
+  else process.stdout.write(`Revoked ${revoked.appId} (partner ${revoked.partnerId}).\n`)
+  return 0
+}
+
+async function secretsRotate(args: readonly string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: [...args],
+    options: { ...databaseOptions, config: { type: 'string' }, json: { type: 'boolean', default: false } },
+    strict: true,
+  })
+  if (!values.config) throw new UsageError('--config is required', { cause: 'secrets rotate' })
+  const { readConfigFile, resolveConfig } = await import('./config.js')
+  const config = resolveConfig(await readConfigFile(values.config))
+  const { configuredSecretBox } = await import('./secrets.js')
+  const box = configuredSecretBox(config)
+  if (!box) throw new Error('The config sets no secretsKey: nothing to seal with.')
+  const { resealSecrets } = await import('./secretsRotate.js')
+  const counts = await withDatabase(values, (db) => resealSecrets(db, box))
+  if (values.json) process.stdout.write(`${JSON.stringify(counts)}\n`)
+  else
+    process.stdout.write(
+      `Re-sealed ${counts.webhookSecrets} webhook secrets and ${counts.storedAnswers} stored answers under key ${box.keyId}.\n`,
+    )
+  return 0
+}
+
 async function appsList(args: readonly string[]): Promise<number> {
   const { values } = parseArgs({ args: [...args], options: listOptions, strict: true })
   const filter = listFilter(values, 'apps list')
@@ -655,6 +717,8 @@ const runners: Record<keyof typeof commands, (args: readonly string[]) => Promis
   'keys revoke': keysRevoke,
   'apps create': appsCreate,
   'apps list': appsList,
+  'apps revoke': appsRevoke,
+  'secrets rotate': secretsRotate,
 }
 
 /** One line for any failure: a missing server dependency names the install line, never a stack. */

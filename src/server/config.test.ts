@@ -21,7 +21,7 @@ const chain = {
 describe('config', () => {
   it('defaults: test mode only, 100/s burst 200, 24 h idempotency, 15 min payments', () => {
     expect(resolveConfig({})).toEqual(defaultConfig)
-    expect(defaultConfig.rateLimit).toEqual({ perSecond: 100, burst: 200 })
+    expect(defaultConfig.rateLimit).toEqual({ perSecond: 100, burst: 200, failedAuthPerMinute: 60 })
     expect(defaultConfig.idempotencyTtlSeconds).toBe(86_400)
     expect(defaultConfig.paymentTtlSeconds).toBe(900)
   })
@@ -128,7 +128,11 @@ describe('config', () => {
   })
 
   it('rate limit: burst defaults to twice the rate; false disables', () => {
-    expect(resolveConfig({ rateLimit: { perSecond: 5 } }).rateLimit).toEqual({ perSecond: 5, burst: 10 })
+    expect(resolveConfig({ rateLimit: { perSecond: 5 } }).rateLimit).toEqual({
+      perSecond: 5,
+      burst: 10,
+      failedAuthPerMinute: 60,
+    })
     expect(resolveConfig({ rateLimit: false }).rateLimit).toBe(false)
   })
 

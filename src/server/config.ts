@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises'
 import * as z from 'zod/mini'
 import { isAccountId, isAssetId, isChainId } from '../caip/caip.js'
+import { parseKey } from './secrets.js'
 
 const PositiveInt = z.int().check(z.minimum(1))
 const Decimal = z
@@ -112,7 +113,29 @@ const ConfigFileSchema = z.strictObject({
   sanctioned: z.optional(z.array(z.string().check(z.refine(isAccountId, 'Expected a CAIP-10 account id.')))),
   collectDataAtMinor: z.optional(z.nullable(z.string().check(z.regex(/^\d+$/)))),
   rateLimit: z.optional(
-    z.union([z.literal(false), z.strictObject({ perSecond: PositiveInt, burst: z.optional(PositiveInt) })]),
+    z.union([
+      z.literal(false),
+      z.strictObject({
+        perSecond: PositiveInt,
+        burst: z.optional(PositiveInt),
+        failedAuthPerMinute: z.optional(PositiveInt),
+      }),
+    ]),
+  ),
+  /**
+   * The key that seals secrets at rest (webhook signing secrets, stored answers that carry them):
+   * `env:NAME` naming 32 bytes as base64 or hex. `previousSecretsKeys` still open what an older key
+   * sealed until `caipay secrets rotate` re-seals it.
+   */
+  secretsKey: z.optional(z.string().check(z.minLength(1))),
+  previousSecretsKeys: z.optional(z.array(z.string().check(z.minLength(1)))),
+  /**
+   * Which proxies' `X-Forwarded-For` to believe for the client address (Fastify's `trustProxy`): the
+   * proxies' addresses or CIDRs (a comma-separated string or a list), or true (every hop: only when
+   * nothing can reach the server but the proxy). Default false: the socket's peer is the client.
+   */
+  trustProxy: z.optional(
+    z.union([z.boolean(), z.string().check(z.minLength(1)), z.array(z.string().check(z.minLength(1)))]),
   ),
   idempotencyTtlSeconds: z.optional(PositiveInt),
   /** The job runner (live payments, settlements, webhooks). */
@@ -170,8 +193,18 @@ export interface ServerConfig {
   sanctioned: string[]
   /** Payments worth at least this many USD cents ask for data collection (default USD 1,000.00); null: never. */
   collectDataAtMinor: string | null
-  /** Per credential; false disables. The window holds `burst` requests per `burst / perSecond` s. */
-  rateLimit: { perSecond: number; burst: number } | false
+  /**
+   * Per credential (an App-Id per credential and client address); false disables. The window holds
+   * `burst` requests per `burst / perSecond` s. `failedAuthPerMinute`: 401s one client address may
+   * collect per minute before its unauthenticated requests are answered 429.
+   */
+  rateLimit: { perSecond: number; burst: number; failedAuthPerMinute: number } | false
+  /** Seals secrets at rest (secrets.ts); null: stored as they are. */
+  secretsKey: string | null
+  /** Keys that sealed before the last rotation; they open, never seal. */
+  previousSecretsKeys: string[]
+  /** Fastify's `trustProxy`: whose `X-Forwarded-For` names the client address. */
+  trustProxy: boolean | string | string[]
   idempotencyTtlSeconds: number
   /** Jobs one process runs at once; the database pool is sized from it (see server.ts). */
   jobSlots: number
@@ -220,7 +253,10 @@ export const defaultConfig: ServerConfig = {
   chains: {},
   sanctioned: [],
   collectDataAtMinor: '100000',
-  rateLimit: { perSecond: 100, burst: 200 },
+  rateLimit: { perSecond: 100, burst: 200, failedAuthPerMinute: 60 },
+  trustProxy: false,
+  secretsKey: null,
+  previousSecretsKeys: [],
   idempotencyTtlSeconds: 24 * 60 * 60,
   jobSlots: 64,
   settlementIntervalMs: 5000,
@@ -247,7 +283,13 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
     file.rateLimit === false
       ? false
       : file.rateLimit
-        ? { perSecond: file.rateLimit.perSecond, burst: file.rateLimit.burst ?? file.rateLimit.perSecond * 2 }
+        ? {
+            perSecond: file.rateLimit.perSecond,
+            burst: file.rateLimit.burst ?? file.rateLimit.perSecond * 2,
+            failedAuthPerMinute:
+              file.rateLimit.failedAuthPerMinute ??
+              (defaultConfig.rateLimit as { failedAuthPerMinute: number }).failedAuthPerMinute,
+          }
         : defaultConfig.rateLimit
   return {
     publicBaseUrl: (file.publicBaseUrl ?? defaultConfig.publicBaseUrl).replace(/\/+$/, ''),
@@ -256,6 +298,11 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
     collectDataAtMinor:
       file.collectDataAtMinor === undefined ? defaultConfig.collectDataAtMinor : file.collectDataAtMinor,
     rateLimit,
+    trustProxy: file.trustProxy ?? defaultConfig.trustProxy,
+    secretsKey: file.secretsKey === undefined ? null : checkedKey(file.secretsKey, 'secretsKey'),
+    previousSecretsKeys: (file.previousSecretsKeys ?? []).map((key, i) =>
+      checkedKey(key, `previousSecretsKeys.${i}`),
+    ),
     idempotencyTtlSeconds: file.idempotencyTtlSeconds ?? defaultConfig.idempotencyTtlSeconds,
     jobSlots: file.jobs?.slots ?? defaultConfig.jobSlots,
     ...(file.jobs?.leaseMs !== undefined ? { jobLeaseMs: file.jobs.leaseMs } : {}),
@@ -342,6 +389,12 @@ export async function readConfigFile(file: string): Promise<Record<string, unkno
 }
 
 /** Any string `env:NAME` is replaced by that environment variable, so secrets stay out of files. */
+/** The key as configured, once it is known to be 32 bytes (secrets.ts). */
+function checkedKey(key: string, path: string): string {
+  parseKey(key, path)
+  return key
+}
+
 function resolveEnv(value: unknown, env: NodeJS.ProcessEnv, path: string): unknown {
   if (typeof value === 'string') {
     const match = /^env:([A-Za-z_][A-Za-z0-9_]*)$/.exec(value)

@@ -2,6 +2,7 @@ import { PayError } from '../errors/PayError.js'
 import type { AuthContext } from './context.js'
 import { fail, renderError } from './errors.js'
 import { sha256Hex } from './ids.js'
+import { openSecret, type SecretBox, sealSecret } from './secrets.js'
 import type { Db } from './store/db.js'
 import { namedStatement } from './store/prepared.js'
 
@@ -52,6 +53,11 @@ export interface KeyScope {
   fingerprint: string
   now: Date
   ttlSeconds: number
+  /**
+   * Seals stored answers (secrets.ts): an answer may carry a secret (a webhook endpoint's signing
+   * secret), and a replay must return it, so it is kept, but never in plain text when a key is set.
+   */
+  box?: SecretBox | undefined
 }
 
 interface StoredRecord {
@@ -108,19 +114,32 @@ export async function runIdempotent<T>(
   const scope = [lockName, auth.partnerId, auth.mode, key] as const
   const expiresAt = new Date(now.getTime() + options.ttlSeconds * 1000)
   const store = async (executor: Db, answer: StoredResponse) =>
-    (await lockAndStore(executor, ...scope, options.fingerprint, answer.status, answer.body, expiresAt, now))
-      .rows[0]!
+    (
+      await lockAndStore(
+        executor,
+        ...scope,
+        options.fingerprint,
+        answer.status,
+        sealSecret(options.box, answer.body),
+        expiresAt,
+        now,
+      )
+    ).rows[0]!
 
   /** What a read under the lock means: `409` while another request holds the key, else its live answer. */
   const settle = (read: RecordRead): IdempotentOutcome<never> | undefined => {
     if (!read.locked) inProgress()
-    return read.fingerprint === null ? undefined : answerOf(read as StoredRecord, options.fingerprint, now)
+    return read.fingerprint === null
+      ? undefined
+      : answerOf(read as StoredRecord, options.fingerprint, now, options.box)
   }
   /** The answer another request stored after our read (a store that stored nothing found it). */
   const storedAnswer = async (): Promise<IdempotentOutcome<never>> => {
     const read = (await lockAndRead(db, ...scope)).rows[0]!
     const outcome =
-      read.fingerprint === null ? undefined : answerOf(read as StoredRecord, options.fingerprint, now)
+      read.fingerprint === null
+        ? undefined
+        : answerOf(read as StoredRecord, options.fingerprint, now, options.box)
     if (!outcome) inProgress()
     return outcome
   }
@@ -186,13 +205,17 @@ function answerOf(
   record: StoredRecord,
   fingerprint: string,
   now: Date,
+  box: SecretBox | undefined,
 ): IdempotentOutcome<never> | undefined {
   if (record.expires_at.getTime() <= now.getTime()) return undefined
   if (record.fingerprint !== fingerprint) {
     fail('idempotency_conflict', 'This Idempotency-Key was used with a different request.')
   }
   if (record.state !== 'done') return undefined
-  return { replayed: true, stored: { status: record.response_status!, body: record.response_body! } }
+  return {
+    replayed: true,
+    stored: { status: record.response_status!, body: openSecret(box, record.response_body!) },
+  }
 }
 
 /** Deletes expired records; safe to call from any instance at any time. */

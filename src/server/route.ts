@@ -9,6 +9,7 @@ import type { AuthContext } from './context.js'
 import { bodyValidationError, fail } from './errors.js'
 import type { FastPath } from './fastPath.js'
 import { checkIdempotencyKey, fingerprint, type IdempotentOutcome, runIdempotent } from './idempotency.js'
+import { configuredSecretBox } from './secrets.js'
 import type { Db } from './store/db.js'
 import type { MerchantRow } from './store/schema.js'
 import { resolveApiVersion } from './version.js'
@@ -101,6 +102,7 @@ function keyScope<E extends Endpoint>(
     }),
     now: ctx.now,
     ttlSeconds: app.config.idempotencyTtlSeconds,
+    box: configuredSecretBox(app.config),
   }
 }
 

@@ -107,6 +107,10 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
         db: database.db,
         ...app.operations,
       })
+    if (config.secretsKey === null)
+      log?.warn(
+        'No secretsKey configured: webhook signing secrets are stored in plain text (docs/security-model.md)',
+      )
     let url = ''
     if (role !== 'worker') {
       credentials = listenForCredentialChanges({

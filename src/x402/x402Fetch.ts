@@ -18,7 +18,11 @@ import {
 export interface X402Budget {
   /** The most one request may pay, per asset. */
   perRequest: Readonly<Record<string, string | bigint>>
-  /** The most all requests to one origin may pay together (over the life of this fetch), per asset. */
+  /**
+   * The most all requests to one origin may pay together (over the life of this fetch), per asset. A
+   * payment counts for the origin that asked for it (where redirects ended) and for the origin that was
+   * requested, so a redirect chain never lets one origin collect more than this.
+   */
   perOrigin?: Readonly<Record<string, string | bigint>>
 }
 
@@ -92,11 +96,13 @@ export function x402Fetch(fetch: typeof globalThis.fetch, options: X402FetchOpti
         context: { url: request.url },
       })
     }
-    const origin = new URL(request.url).origin
+    // The origin that asked to be paid is where redirects ended; the requested one is charged as well, so
+    // neither a redirect to a fresh origin nor one from a spent origin multiplies anyone's budget.
+    const origins = [...new Set([new URL(first.url || request.url).origin, new URL(request.url).origin])]
     const refusals: Record<string, unknown>[] = []
     let chosen: Payable | undefined
     for (const requirement of required.accepts) {
-      const verdict = payable(requirement, options, spent, origin)
+      const verdict = payable(requirement, options, spent, origins)
       if ('reason' in verdict)
         refusals.push({
           network: requirement.network,
@@ -116,11 +122,11 @@ export function x402Fetch(fetch: typeof globalThis.fetch, options: X402FetchOpti
         context: { url: request.url, refusals },
       })
     }
-    const { requirement, signer, account, spentKey, amount } = chosen
+    const { requirement, signer, account, spentKeys, amount } = chosen
     const address = account.slice(account.lastIndexOf(':') + 1)
     // Counted from now, before the transaction is built, so that requests in flight together cannot
     // each fit the per-origin budget alone; handed back if nothing gets signed.
-    spent.set(spentKey, (spent.get(spentKey) ?? 0n) + amount)
+    for (const key of spentKeys) spent.set(key, (spent.get(key) ?? 0n) + amount)
     let signing: Signing
     try {
       signing =
@@ -129,7 +135,7 @@ export function x402Fetch(fetch: typeof globalThis.fetch, options: X402FetchOpti
           : evmSigning(requirement, address, now())
       await guardPayment(chosen, signing)
     } catch (error) {
-      spent.set(spentKey, spent.get(spentKey)! - amount)
+      for (const key of spentKeys) spent.set(key, spent.get(key)! - amount)
       throw error
     }
     const signed = await signer.request(signing.request)
@@ -154,7 +160,8 @@ interface Payable {
   /** CAIP-19. */
   asset: string
   amount: bigint
-  spentKey: string
+  /** The budget counters this payment is counted in: one per origin it is charged to. */
+  spentKeys: string[]
 }
 
 /** What the key is asked to sign, the decimals its transfer states, and the x402 payload the result makes. */
@@ -261,7 +268,7 @@ function payable(
   requirement: AcceptedRequirement,
   options: X402FetchOptions,
   spent: ReadonlyMap<string, bigint>,
-  origin: string,
+  origins: readonly string[],
 ): Payable | { reason: string } {
   if (requirement.scheme !== 'exact') return { reason: 'unsupported_scheme' }
   const family = /^eip155:[0-9]{1,32}$/.test(requirement.network)
@@ -278,16 +285,18 @@ function payable(
   const perRequest = limitFor(options.budget.perRequest, asset)
   if (perRequest === undefined) return { reason: 'asset_not_in_budget' }
   if (amount > perRequest) return { reason: 'over_budget_per_request' }
-  const spentKey = `${origin} ${canonicalCaip(asset)}`
+  const spentKeys = origins.map((origin) => `${origin} ${canonicalCaip(asset)}`)
   const perOrigin = options.budget.perOrigin && limitFor(options.budget.perOrigin, asset)
-  if (perOrigin !== undefined && (spent.get(spentKey) ?? 0n) + amount > perOrigin)
+  if (perOrigin !== undefined && spentKeys.some((key) => (spent.get(key) ?? 0n) + amount > perOrigin))
     return { reason: 'over_budget_per_origin' }
   for (const signer of options.signers) {
     if (signer.namespace !== family.namespace || !signer.methods.includes(family.method)) continue
     const account = signer.accounts().find((a) => a.startsWith(`${requirement.network}:`))
     if (!account) continue
     const refusedPayer = family.payerRefusal?.(requirement, account)
-    return refusedPayer ? { reason: refusedPayer } : { requirement, signer, account, asset, amount, spentKey }
+    return refusedPayer
+      ? { reason: refusedPayer }
+      : { requirement, signer, account, asset, amount, spentKeys }
   }
   return { reason: 'no_signer_for_network' }
 }

@@ -166,18 +166,65 @@ describe('caipay as the x402 facilitator on EVM', () => {
     expect((await balances(buyer.address))[0]).toBe(after)
   })
 
-  it('a retry signed anew under the same payment-identifier gets the first payment, not a second', async () => {
-    const buyer = await env.buyer(4)
-    const withId = async () => ({
-      ...(await payload(buyer.key)),
-      extensions: { 'payment-identifier': { info: { required: false, id: 'pay_retry_0123456789abcdef' } } },
+  it('a payment-identifier replays only its own payload: another payer, amount or nonce under it is refused, nothing moved', async () => {
+    const honest = await env.buyer(4)
+    const hostile = await env.buyer(6)
+    const id = 'pay_bound_0123456789abcdef'
+    const withId = async (key: `0x${string}`, signed: Record<string, unknown> = {}) => ({
+      ...(await payload(key, signed)),
+      extensions: { 'payment-identifier': { info: { required: false, id } } },
     })
-    const [before] = await balances(buyer.address)
-    const first = await post('settle', facilitatorBody(await withId(), requirements() as never))
-    const second = await post('settle', facilitatorBody(await withId(), requirements() as never))
+    const paid = facilitatorBody(await withId(honest.key), requirements() as never)
+    const [honestBefore, hostileBefore] = await balances(honest.address, hostile.address)
+    const first = await post('settle', paid)
+    expect(first.json).toMatchObject({ success: true, payer: honest.address })
+
+    // Another payer's fresh payload, the same payer's new nonce, another amount: each under the used id.
+    const reused = [
+      facilitatorBody(await withId(hostile.key), requirements() as never),
+      facilitatorBody(await withId(honest.key), requirements() as never),
+      facilitatorBody(
+        await withId(hostile.key, { amount: (price * 2n).toString() }),
+        requirements({ amount: (price * 2n).toString() }) as never,
+      ),
+    ]
+    for (const body of reused) {
+      const verified = await post('verify', body)
+      expect(verified.json).toMatchObject({ isValid: false, invalidReason: 'payment_identifier_conflict' })
+      const settled = await post('settle', body)
+      expect(settled.statusCode).toBe(200)
+      expect(settled.json).toMatchObject({
+        success: false,
+        errorReason: 'payment_identifier_conflict',
+        transaction: '',
+      })
+      expect(settled.json.transaction).not.toBe(first.json.transaction)
+    }
+    // The identical payload still replays its answer.
+    expect((await post('settle', paid)).json).toMatchObject({
+      success: true,
+      transaction: first.json.transaction,
+      payer: honest.address,
+    })
+    const [honestAfter, hostileAfter] = await balances(honest.address, hostile.address)
+    expect(honestBefore - honestAfter).toBe(price)
+    expect(hostileAfter).toBe(hostileBefore)
+    const rows = await env.t.db
+      .selectFrom('x402_payments')
+      .select('key')
+      .where('payment_identifier', '=', id)
+      .execute()
+    expect(rows).toHaveLength(1)
+  })
+
+  it('a settled payload claimed for other terms (a dearer price) is refused, not answered with its success', async () => {
+    const buyer = await env.buyer(4)
+    const cheap = await payload(buyer.key)
+    const first = await post('settle', facilitatorBody(cheap, requirements() as never))
     expect(first.json.success).toBe(true)
-    expect(second.json).toMatchObject({ success: true, transaction: first.json.transaction })
-    expect(before - (await balances(buyer.address))[0]!).toBe(price)
+    const dearer = requirements({ amount: (price * 100n).toString() })
+    const replayed = await post('settle', facilitatorBody({ ...cheap, accepted: dearer }, dearer as never))
+    expect(replayed.json).toMatchObject({ success: false, transaction: '' })
   })
 
   const refusals: [string, (key: `0x${string}`) => Promise<unknown>, string][] = [

@@ -3,6 +3,8 @@
  * on Anvil with caipay's EVM signer; and hostile resource servers whose terms the payer refuses with its
  * key never asked to sign.
  */
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { evmSigner } from '../../adapters/evm/index.js'
@@ -61,6 +63,33 @@ describe('x402Fetch', () => {
     expect(calls()).toBe(2)
   })
 
+  it('a redirect never multiplies a budget: counted for the origin paid and the origin requested', async () => {
+    const { buyer, calls, pay } = await payer(5, {
+      perRequest: { [env.asset]: price },
+      perOrigin: { [env.asset]: 2n * price },
+    })
+    const before = await env.balance(buyer.address)
+    // Other origins (other loopback ports) that send the buyer to the same paid resource, one through two hops.
+    const redirector = await startRedirector(`${resource.url}/weather`)
+    const twoHops = await startRedirector(`${redirector.url}/weather`)
+    try {
+      expect((await pay(`${resource.url}/weather`)).status).toBe(200)
+      expect((await pay(`${redirector.url}/weather`)).status).toBe(200)
+      // The resource's origin has been paid its budget, whichever origin the buyer asked for.
+      for (const url of [`${twoHops.url}/weather`, `${redirector.url}/weather`, `${resource.url}/weather`]) {
+        const error = await expectPayError(pay(url), 'action_rejected')
+        expect(error.context).toMatchObject({
+          refusals: [expect.objectContaining({ reason: 'over_budget_per_origin' })],
+        })
+      }
+    } finally {
+      await redirector.close()
+      await twoHops.close()
+    }
+    expect(calls()).toBe(2)
+    expect(before - (await env.balance(buyer.address))).toBe(2n * price)
+  })
+
   describe('hostile terms: refused, zero signing calls', () => {
     const hostile = hostileResource()
 
@@ -104,3 +133,17 @@ describe('x402Fetch', () => {
     })
   })
 })
+
+/** A server on its own loopback origin answering every request with a 302 to `target`. */
+async function startRedirector(target: string) {
+  const server = createServer((_req, res) => {
+    res.writeHead(302, { Location: target })
+    res.end()
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  }
+}

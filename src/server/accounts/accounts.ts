@@ -1,5 +1,5 @@
 import { defaultApiVersion } from '../../contract/errors.js'
-import { forgetApiKeyEverywhere } from '../authCache.js'
+import { forgetApiKeyEverywhere, forgetAppEverywhere } from '../authCache.js'
 import { isExternalAppId, newApiKey, newAppId, newId, sha256Hex } from '../ids.js'
 import type { Db } from '../store/db.js'
 import type { KeyRole, Mode } from '../store/schema.js'
@@ -159,9 +159,10 @@ export interface AppListing {
 
 export async function listApps(
   db: Db,
-  filter: { partnerId?: string | undefined; mode?: Mode | undefined } = {},
+  filter: { partnerId?: string | undefined; mode?: Mode | undefined; appId?: string } = {},
 ): Promise<AppListing[]> {
   let query = db.selectFrom('apps').selectAll()
+  if (filter.appId !== undefined) query = query.where('id', '=', filter.appId)
   if (filter.partnerId !== undefined) query = query.where('partner_id', '=', filter.partnerId)
   if (filter.mode !== undefined) query = query.where('mode', '=', filter.mode)
   const rows = await query.orderBy('created_at').orderBy('id').execute()
@@ -172,4 +173,23 @@ export async function listApps(
     createdAt: row.created_at.toISOString(),
     revokedAt: row.revoked_at?.toISOString() ?? null,
   }))
+}
+
+/**
+ * Revokes the app id: every gateway request with it is refused (`401 invalid_app_id`) by this process at
+ * once and by every other instance when the change commits (the `caipay_credentials` notification).
+ * Undefined when no such app id exists; one already revoked keeps its first revocation time.
+ */
+export async function revokeAppById(
+  db: Db,
+  appId: string,
+  now = new Date(),
+): Promise<AppListing | undefined> {
+  const existing = await db.selectFrom('apps').select('revoked_at').where('id', '=', appId).executeTakeFirst()
+  if (!existing) return undefined
+  if (existing.revoked_at === null) {
+    await db.updateTable('apps').set({ revoked_at: now }).where('id', '=', appId).execute()
+    forgetAppEverywhere(appId)
+  }
+  return (await listApps(db, { appId }))[0]
 }

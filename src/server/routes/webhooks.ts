@@ -21,8 +21,8 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
   defineRoute(app, endpoints.deleteWebhookEndpoint, ({ db, auth, params, now }) =>
     deleteEndpoint(db, auth, params.id, now),
   )
-  defineRoute(app, endpoints.rotateWebhookSecret, ({ db, auth, params, now }) =>
-    rotateSecret(db, auth, params.id, now),
+  defineRoute(app, endpoints.rotateWebhookSecret, ({ db, config, auth, params, now }) =>
+    rotateSecret(db, config, auth, params.id, now),
   )
   // Both send now and answer with the outcome; they do not hold a transaction across the attempt.
   defineRoute(app, endpoints.sendTestWebhook, ({ request, auth, params, config, now }) =>

@@ -3,6 +3,7 @@ import type { WebhookDelivery } from '../../contract/webhooks.js'
 import type { ServerConfig } from '../config.js'
 import type { JobHandler } from '../jobs/runner.js'
 import { countWebhookAttempt } from '../metrics/counters.js'
+import { configuredSecretBox, openSecret, type SecretBox } from '../secrets.js'
 import type { Db } from '../store/db.js'
 import type { WebhookDeliveriesTable, WebhookEndpointsTable } from './schema.js'
 import { type AttemptResult, postWebhook } from './send.js'
@@ -30,13 +31,14 @@ export const webhookRetryDelaysMs = [
 ] as const
 export const webhookMaxAttempts = webhookRetryDelaysMs.length + 1
 
-/** Both secrets sign while a rotation's overlap lasts. */
-export function signingSecrets(endpoint: EndpointRow, now: Date): string[] {
+/** Both secrets sign while a rotation's overlap lasts; stored sealed or not (secrets.ts). */
+export function signingSecrets(endpoint: EndpointRow, now: Date, box: SecretBox | undefined): string[] {
   const previousLive =
     endpoint.previous_secret !== null &&
     endpoint.previous_secret_expires_at !== null &&
     endpoint.previous_secret_expires_at.getTime() > now.getTime()
-  return previousLive ? [endpoint.secret, endpoint.previous_secret!] : [endpoint.secret]
+  const stored = previousLive ? [endpoint.secret, endpoint.previous_secret!] : [endpoint.secret]
+  return stored.map((secret) => openSecret(box, secret))
 }
 
 /**
@@ -62,7 +64,11 @@ export async function sendDelivery(
     url,
     address,
     // svix-timestamp is the real time of the attempt: receivers compare it with their own clocks.
-    headers: signedHeaders(signingSecrets(endpoint, now), delivery.event_id, delivery.body),
+    headers: signedHeaders(
+      signingSecrets(endpoint, now, configuredSecretBox(config)),
+      delivery.event_id,
+      delivery.body,
+    ),
     body: delivery.body,
     timeoutMs: config.webhooks.timeoutMs,
   })

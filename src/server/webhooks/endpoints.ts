@@ -11,6 +11,7 @@ import type { AuthContext } from '../context.js'
 import { fail } from '../errors.js'
 import { newId } from '../ids.js'
 import { afterCursor, keysetPage, page } from '../pagination.js'
+import { configuredSecretBox, sealSecret } from '../secrets.js'
 import { type Db, inTransaction } from '../store/db.js'
 import {
   type DeliveryRow,
@@ -50,6 +51,7 @@ export async function createEndpoint(
     mode: scope.mode,
     allowPrivateUrls: config.webhooks.allowPrivateUrls,
   })
+  const secret = newWebhookSecret()
   const row = await db
     .insertInto('webhook_endpoints')
     .values({
@@ -58,7 +60,7 @@ export async function createEndpoint(
       mode: scope.mode,
       url: url.href,
       enabled_events: [...new Set(body.enabledEvents ?? defaultWebhookEventTypes)],
-      secret: newWebhookSecret(),
+      secret: sealSecret(configuredSecretBox(config), secret),
       previous_secret: null,
       previous_secret_expires_at: null,
       created_at: now,
@@ -66,7 +68,7 @@ export async function createEndpoint(
     })
     .returningAll()
     .executeTakeFirstOrThrow()
-  return { ...endpointJson(row), secret: row.secret }
+  return { ...endpointJson(row), secret }
 }
 
 export async function findEndpoint(db: Db, scope: Scope, id: string): Promise<EndpointRow> {
@@ -130,13 +132,19 @@ export async function deleteEndpoint(db: Db, scope: Scope, id: string, now: Date
 }
 
 /** A new secret; the one it replaces keeps signing (as a second signature) for `rotationOverlapMs`. */
-export async function rotateSecret(db: Db, scope: Scope, id: string, now: Date): Promise<{ secret: string }> {
+export async function rotateSecret(
+  db: Db,
+  config: ServerConfig,
+  scope: Scope,
+  id: string,
+  now: Date,
+): Promise<{ secret: string }> {
   const row = await findEndpoint(db, scope, id)
   const secret = newWebhookSecret()
   await db
     .updateTable('webhook_endpoints')
     .set({
-      secret,
+      secret: sealSecret(configuredSecretBox(config), secret),
       previous_secret: row.secret,
       previous_secret_expires_at: new Date(now.getTime() + rotationOverlapMs),
     })

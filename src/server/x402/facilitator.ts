@@ -132,6 +132,22 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
     }
   }
 
+  /** A payment-identifier already used for another payload: refused before the payload is looked at. */
+  async function identifierCheck(auth: AuthContext, request: FacilitatorRequest) {
+    const identifier = paymentIdentifier(request.paymentPayload)
+    const scheme = schemeFor(request)
+    if (identifier === undefined || !('verify' in scheme)) return undefined
+    const prior = await findSettled(db, auth, undefined, identifier)
+    if (!prior) return undefined
+    const { paymentPayload: payload, paymentRequirements: requirements } = request
+    return replayConflict(
+      prior,
+      auth,
+      scheme.key(payload, requirements),
+      termsOf(requirements.network, requirements),
+    )
+  }
+
   return {
     supported() {
       const signers: Record<string, string[]> = {}
@@ -150,7 +166,9 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
     },
 
     async verify(auth, request, context) {
-      const checked = await check(auth, request, context)
+      const checked = await identifierCheck(auth, request).then(
+        (conflict) => conflict ?? check(auth, request, context),
+      )
       if ('reason' in checked) {
         return {
           isValid: false,
@@ -179,16 +197,13 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
       const identifier = paymentIdentifier(payload)
       const key = scheme.key(payload, requirements)
 
+      const terms = termsOf(network, requirements)
+
       // Settled before (a retry, a resource server polling a pending answer): that payment's answer.
       const prior = await findSettled(db, auth, key, identifier)
       if (prior) {
-        if (prior.partner_id !== auth.partnerId) return refused({ reason: 'duplicate_settlement' })
-        if (prior.key !== key && prior.terms !== termsOf(network, requirements)) {
-          return refused({
-            reason: reasons.identifierConflict,
-            message: 'This payment-identifier paid other terms.',
-          })
-        }
+        const conflict = replayConflict(prior, auth, key, terms)
+        if (conflict) return refused(conflict)
         return outcome(scheme, prior.payment_id, prior.payer, waitMs, context.signal)
       }
 
@@ -203,7 +218,7 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
           .sort())
           await sql`SELECT pg_advisory_xact_lock(hashtextextended(${`caipay.x402:${lock}`}, 0))`.execute(trx)
         const again = await findSettled(trx, auth, payment.key, identifier)
-        if (again) return again
+        if (again) return replayConflict(again, auth, payment.key, terms) ?? again
         const paymentId = await recordPayment(trx, {
           auth,
           config,
@@ -218,7 +233,7 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
           payment_id: paymentId,
           partner_id: auth.partnerId,
           payment_identifier: identifier ?? null,
-          terms: termsOf(network, requirements),
+          terms,
           network,
           payer: payment.payer,
           payload: JSON.stringify(payload),
@@ -229,10 +244,36 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
         return row
       })
       for (const fn of committed) fn()
-      if (recorded.partner_id !== auth.partnerId) return refused({ reason: 'duplicate_settlement' })
+      if ('reason' in recorded) return refused(recorded)
       return outcome(scheme, recorded.payment_id, recorded.payer, waitMs, context.signal)
     },
   }
+}
+
+/**
+ * Why a settled row must not answer this settle: another partner's payment, or a row found by its
+ * payment-identifier (or by its key) whose payload or terms are not this one's. Only the identical
+ * payload for the identical terms replays; anything else under a used identifier (another payer, amount,
+ * nonce, network) would hand one payment's `success: true` to a payer who paid nothing.
+ */
+function replayConflict(
+  prior: { partner_id: string; key: string; terms: string },
+  auth: AuthContext,
+  key: string | undefined,
+  terms: string,
+): Refusal | undefined {
+  if (prior.partner_id !== auth.partnerId) return { reason: 'duplicate_settlement' }
+  if (prior.key === key && prior.terms === terms) return undefined
+  return prior.key === key
+    ? {
+        reason: reasons.identifierConflict,
+        message: 'This payload was settled for other terms (network, asset, payTo or amount).',
+      }
+    : {
+        reason: reasons.identifierConflict,
+        message:
+          'This payment-identifier was used with another payload; only the identical payload replays its answer.',
+      }
 }
 
 /** What a payment-identifier promises to pay: a retry under the same id must pay the same. */

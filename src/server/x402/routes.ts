@@ -27,17 +27,28 @@ export async function x402Routes(app: FastifyInstance): Promise<void> {
 
   app.get('/x402/supported', async () => facilitator.supported())
 
-  app.post('/x402/verify', async (request) => {
-    const auth = await liveKey(app, request)
+  // Authenticated in onRequest, like every other mount, so the rate limit counts per key, not per address.
+  const authenticated = {
+    onRequest: async (request: FastifyRequest) => {
+      request.auth = await liveKey(app, request)
+    },
+  }
+
+  app.post('/x402/verify', authenticated, async (request) => {
+    const auth = request.auth!
     return facilitator.verify(auth, facilitatorRequest(request), callContext(app, request))
   })
 
-  app.post('/x402/settle', async (request) => {
-    const auth = await liveKey(app, request)
+  app.post('/x402/settle', authenticated, async (request, reply) => {
+    const auth = request.auth!
     const context = callContext(app, request)
     // A resource server that gives up waiting closes the request: stop waiting too (the job lands it).
     const aborted = new AbortController()
-    request.raw.once('close', () => aborted.abort())
+    // The response closing before it was written means the caller left (the request's own 'close' fires
+    // as soon as its body has been read, so it says nothing about the caller).
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableEnded) aborted.abort()
+    })
     return facilitator.settle(auth, facilitatorRequest(request), { ...context, signal: aborted.signal })
   })
 }
