@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { getAssociatedTokenAddressSync } from '@solana/spl-token'
-import { Keypair, LAMPORTS_PER_SOL, type PublicKey } from '@solana/web3.js'
+import { Connection, Keypair, LAMPORTS_PER_SOL, type PublicKey } from '@solana/web3.js'
 import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { solanaSigner } from '../../adapters/solana/index.js'
@@ -611,7 +611,10 @@ describe(`conservation: live Solana payments and refunds through 1 API and 2 wor
       (n, p) => n + (p.refund?.when === 'after' ? BigInt(p.refund.cents) * 10_000n : 0n),
       0n,
     )
-    if (topUp > 0n) await mintTestTokens(validator.connection, mintAuthority, mint, service.publicKey, topUp)
+    // A connection of its own: web3.js waits for a blockhash newer than the one it cached over 30 s ago,
+    // and the harness keeps one blockhash for as long as nothing expires it.
+    const operator = new Connection(validator.rpcUrl, 'confirmed')
+    if (topUp > 0n) await mintTestTokens(operator, mintAuthority, mint, service.publicKey, topUp)
     note(`float funded: ${topUp}`)
 
     const drainDeadline = Date.now() + plan.drainMs
