@@ -30,7 +30,7 @@ import { type RpcLoadBalancer, startRpcLoadBalancer } from './loadBalancer.js'
 /**
  * The conservation suite on Solana (issue 37): one `caipay serve --api-only` and two `--worker-only`
  * processes on their own PostgreSQL cluster take live payments for three merchants (two share a
- * settlement destination, a settlement fee kept) on the litesvm cluster (clocked: 400 ms slots, so a
+ * settlement destination) on the litesvm cluster (clocked: 400 ms slots, so a
  * transaction is processed, then confirmed), paid by wallets through the caipay wallet library; refunds
  * are asked before and after the settlements, and the float those after draw on is an operator's top-up
  * minted to the service's token account only late (read from the chain into the ledger). Meanwhile the
@@ -59,7 +59,6 @@ const leaseMs = process.env.CONSERVATION_LEASE_MS ? Number(process.env.CONSERVAT
 const plan = long
   ? { perMerchant: 6, spreadMs: 40_000, rounds: 3, floatDelayMs: 6_000, drainMs: 120_000, timeoutMs: 600_000 }
   : { perMerchant: 2, spreadMs: 10_000, rounds: 1, floatDelayMs: 3_000, drainMs: 45_000, timeoutMs: 150_000 }
-const feeBps = 100
 
 function parseFaults(value: string | undefined): Set<FaultClass> {
   if (value === undefined || value === '' || value === 'all') return new Set(faultClasses)
@@ -246,7 +245,8 @@ function serverConfig(rpcUrl: string) {
         rpcUrl,
         signerKey: 'env:CAIPAY_CONSERVATION_SOLANA_KEY',
         assets: {
-          [asset]: { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1', settlementFeeBps: feeBps },
+          // No settlement fee: `settlementFeeBps` is kept on EVM relays only.
+          [asset]: { symbol: 'USDC', name: 'USD Coin', decimals: 6, usdRate: '1' },
         },
       },
     },
