@@ -148,6 +148,11 @@ const ConfigFileSchema = z.strictObject({
        * to another after this long; a paused one that resumes moves nothing (docs/live-mode.md, "Fences").
        */
       leaseMs: z.optional(z.int().check(z.minimum(1000), z.maximum(600_000))),
+      /**
+       * How often each worker reconciles the ledger with the chain, ms (default 60000; docs/live-mode.md,
+       * "Reconciliation").
+       */
+      reconcileIntervalMs: z.optional(z.int().check(z.minimum(1000), z.maximum(86_400_000))),
     }),
   ),
   /** Live payments' settlements to the merchants' destinations. */
@@ -210,6 +215,8 @@ export interface ServerConfig {
   jobSlots: number
   /** The job runner's lease per claim, ms (`jobs.leaseMs`); the runner's default when undefined. */
   jobLeaseMs?: number | undefined
+  /** How often a worker reconciles the ledger, ms (`jobs.reconcileIntervalMs`); 60 s when undefined. */
+  reconcileIntervalMs?: number | undefined
   /** How long a settlement batch collects payments before its transfer, ms (config `settlement.intervalMs`). */
   settlementIntervalMs: number
   /** Payment expiry when the merchant gives none. */
@@ -306,6 +313,9 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
     idempotencyTtlSeconds: file.idempotencyTtlSeconds ?? defaultConfig.idempotencyTtlSeconds,
     jobSlots: file.jobs?.slots ?? defaultConfig.jobSlots,
     ...(file.jobs?.leaseMs !== undefined ? { jobLeaseMs: file.jobs.leaseMs } : {}),
+    ...(file.jobs?.reconcileIntervalMs !== undefined
+      ? { reconcileIntervalMs: file.jobs.reconcileIntervalMs }
+      : {}),
     settlementIntervalMs: file.settlement?.intervalMs ?? defaultConfig.settlementIntervalMs,
     paymentTtlSeconds: file.paymentTtlSeconds ?? defaultConfig.paymentTtlSeconds,
     bodyLimitBytes: file.bodyLimitBytes ?? defaultConfig.bodyLimitBytes,

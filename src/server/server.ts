@@ -4,11 +4,13 @@ import { sql } from 'kysely'
 import { createApiKey, createPartner } from './accounts/accounts.js'
 import { buildApp } from './app.js'
 import { listenForCredentialChanges } from './authCache.js'
-import { startEvmReconciliation } from './chains/evm/ledger.js'
+import { reconcileEvmChain } from './chains/evm/ledger.js'
+import { reconcileSolanaChain } from './chains/solana/ledger.js'
 import { resolveConfig, type ServerConfig } from './config.js'
 import { sweepIdempotencyKeys } from './idempotency.js'
 import type { JobListener } from './jobs/notify.js'
 import { type JobRunner, startJobRunner } from './jobs/runner.js'
+import { startReconciliation } from './ledger/reconcile.js'
 import { type MetricsServer, startMetricsServer } from './metrics/server.js'
 import { listenForStatusChanges } from './payments/statusChanges.js'
 import { type Db, openDatabase } from './store/db.js'
@@ -168,9 +170,19 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
         ...(options.now ? { now: options.now } : {}),
         ...(log ? { log } : {}),
       })
-      reconciliation = startEvmReconciliation({
-        db: database.db,
-        chains: app.liveChains.evm,
+      const db = database.db
+      reconciliation = startReconciliation({
+        chains: [
+          ...app.liveChains.evm.map((chain) => ({
+            id: chain.caip2,
+            reconcile: () => reconcileEvmChain(db, chain, log),
+          })),
+          ...app.liveChains.solana.map((chain) => ({
+            id: chain.caip2,
+            reconcile: () => reconcileSolanaChain(db, chain, log),
+          })),
+        ],
+        ...(config.reconcileIntervalMs !== undefined ? { intervalMs: config.reconcileIntervalMs } : {}),
         ...(log ? { log } : {}),
       })
     }

@@ -38,6 +38,8 @@ export interface SolanaLive {
   startRunner(options?: { intervalMs?: number; leaseMs?: number; kinds?: readonly string[] }): JobRunner
   /** A funded buyer holding `tokens` minor units. */
   newBuyer(tokens?: bigint): Promise<Keypair>
+  /** Mints `tokens` minor units to `owner`'s token account (an operator's top-up when it is the service). */
+  mintTo(owner: PublicKey, tokens: bigint): Promise<void>
   balance(owner: PublicKey): Promise<bigint>
   /** A merchant, with a crypto settlement to `settleTo` when given. Returns its id. */
   createMerchant(settleTo?: PublicKey): Promise<string>
@@ -134,6 +136,9 @@ export async function startSolanaLive(
       const buyer = Keypair.generate()
       await mintTestTokens(connection, mintAuthority, mint, buyer.publicKey, tokens)
       return buyer
+    },
+    async mintTo(owner, tokens) {
+      await mintTestTokens(connection, mintAuthority, mint, owner, tokens)
     },
     balance: (owner) => tokenBalance(connection, owner, mint),
     async createMerchant(settleTo) {

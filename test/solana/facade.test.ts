@@ -281,6 +281,41 @@ describe('litesvm JSON-RPC facade', () => {
 })
 
 describe('token program ids', () => {
+  it('lists the signatures touching an address, newest first, and reports token balance changes', async () => {
+    const bobAccount = getAssociatedTokenAddressSync(mint, bob.publicKey)
+    const first = await sendAndConfirmTransaction(validator.connection, await transferTx(1_000n), [alice])
+    const second = await sendAndConfirmTransaction(validator.connection, await transferTx(2_000n), [alice])
+    const listed = await validator.connection.getSignaturesForAddress(bobAccount, { limit: 2 })
+    expect(listed.map((entry) => entry.signature)).toEqual([second, first])
+    expect(listed[0]).toMatchObject({ err: null, confirmationStatus: 'finalized' })
+    const older = await validator.connection.getSignaturesForAddress(bobAccount, {
+      before: second,
+      until: first,
+    })
+    expect(older).toEqual([])
+    expect(await validator.connection.getSignaturesForAddress(Keypair.generate().publicKey)).toEqual([])
+
+    const landed = await validator.connection.getTransaction(second, { maxSupportedTransactionVersion: 0 })
+    const keys = landed!.transaction.message.staticAccountKeys
+    const change = (
+      balances: { accountIndex: number; uiTokenAmount: { amount: string } }[] | null | undefined,
+    ) => {
+      const entry = balances!.find((b) => keys[b.accountIndex]!.equals(bobAccount))!
+      expect(entry).toMatchObject({ mint: mint.toBase58(), owner: bob.publicKey.toBase58() })
+      return BigInt(entry.uiTokenAmount.amount)
+    }
+    expect(change(landed!.meta!.postTokenBalances) - change(landed!.meta!.preTokenBalances)).toBe(2_000n)
+
+    const slot = await validator.connection.getSlot()
+    const refused = await rpc({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'getSignaturesForAddress',
+      params: [bobAccount.toBase58(), { minContextSlot: slot + 10 }],
+    })
+    expect(refused.error).toMatchObject({ code: -32016 })
+  })
+
   it('uses the classic SPL Token program by default', async () => {
     const info = await validator.connection.getAccountInfo(mint)
     expect(info?.owner.equals(TOKEN_PROGRAM_ID)).toBe(true)

@@ -13,7 +13,8 @@
  *   (encodings base64 and base58; jsonParsed answers with base64, as a validator does for data it
  *   cannot parse), getTokenAccountBalance, getTokenSupply, getTokenAccountsByOwner,
  *   requestAirdrop, simulateTransaction (sigVerify, replaceRecentBlockhash, accounts),
- *   sendTransaction (skipPreflight), getSignatureStatuses, getTransaction (json and base64).
+ *   sendTransaction (skipPreflight), getSignatureStatuses, getTransaction (json and base64, with token
+ *   balance changes), getSignaturesForAddress (commitment, minContextSlot, before, until, limit).
  * WebSocket (on the HTTP port + 1, the validator convention web3.js assumes, and on the HTTP port):
  *   signatureSubscribe, signatureUnsubscribe. `ping` notifications are ignored.
  * Anything else is JSON-RPC error -32601.
@@ -102,7 +103,20 @@ interface LandedTransaction {
   fee: number
   preBalances: number[]
   postBalances: number[]
+  preTokenBalances: TokenBalance[]
+  postTokenBalances: TokenBalance[]
+  /** The transaction's account keys, base58 (what getSignaturesForAddress looks up). */
+  accounts: string[]
   unitsConsumed: number
+}
+
+/** A token account's balance in a transaction's meta (`preTokenBalances`, `postTokenBalances`). */
+interface TokenBalance {
+  accountIndex: number
+  mint: string
+  owner: string
+  programId: string
+  uiTokenAmount: ReturnType<typeof uiAmountOf>
 }
 
 interface JsonRpcRequest {
@@ -240,13 +254,7 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
     return data[44]!
   }
 
-  function uiAmount(amount: bigint, decimals: number) {
-    const scale = 10n ** BigInt(decimals)
-    const whole = amount / scale
-    const fraction = (amount % scale).toString().padStart(decimals, '0').replace(/0+$/, '')
-    const uiAmountString = fraction ? `${whole}.${fraction}` : `${whole}`
-    return { amount: amount.toString(), decimals, uiAmount: Number(uiAmountString), uiAmountString }
-  }
+  const uiAmount = uiAmountOf
 
   // --- transaction helpers ---------------------------------------------------------------------
 
@@ -267,6 +275,25 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
     } catch (error) {
       throw new RpcError(-32602, `invalid transaction: failed to deserialize: ${(error as Error).message}`)
     }
+  }
+
+  /** The token accounts among `keys` and what they hold now, as a transaction's meta reports them. */
+  function tokenBalancesOf(keys: readonly string[]): TokenBalance[] {
+    return keys.flatMap((key, accountIndex) => {
+      const account = readAccount(key)
+      const data = account?.data as Uint8Array | undefined
+      if (!account || !data || !isTokenProgram(account.programAddress) || !isTokenAccountData(data)) return []
+      const mint = bs58.encode(data.subarray(0, 32))
+      return [
+        {
+          accountIndex,
+          mint,
+          owner: bs58.encode(data.subarray(32, 64)),
+          programId: account.programAddress,
+          uiTokenAmount: uiAmount(Buffer.from(data).readBigUInt64LE(64), mintDecimals(mint)),
+        },
+      ]
+    })
   }
 
   function balancesOf(tx: VersionedTransaction): number[] {
@@ -325,6 +352,8 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
       if (!preflight.ok) throw preflightError(preflight.err, preflight.logs, preflight.units)
     }
     const preBalances = balancesOf(web3)
+    const accounts = web3.message.staticAccountKeys.map((key) => key.toBase58())
+    const preTokenBalances = tokenBalancesOf(accounts)
     const result = run('send', kit)
     if (!result.ok && result.err === 'SignatureFailure') {
       throw new RpcError(-32003, 'Transaction signature verification failure')
@@ -338,6 +367,9 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
         fee: lamportsPerSignature * web3.message.header.numRequiredSignatures,
         preBalances,
         postBalances: balancesOf(web3),
+        preTokenBalances,
+        postTokenBalances: tokenBalancesOf(accounts),
+        accounts,
         unitsConsumed: result.ok ? Number(result.meta.computeUnitsConsumed()) : result.units,
       })
     } else if (!config?.skipPreflight) {
@@ -460,13 +492,62 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
         postBalances: entry.postBalances,
         innerInstructions: [],
         logMessages: entry.logs,
-        preTokenBalances: [],
-        postTokenBalances: [],
+        preTokenBalances: entry.preTokenBalances,
+        postTokenBalances: entry.postTokenBalances,
         rewards: [],
         loadedAddresses: { writable: [], readonly: [] },
         computeUnitsConsumed: entry.unitsConsumed,
       },
     }
+  }
+
+  /**
+   * The slot a read at `commitment` sees: clocked, the last slot that is over for `confirmed` and the one
+   * 32 before for `finalized`; unclocked, the current one (everything is finalized at once).
+   */
+  function slotAt(commitment: unknown): number {
+    if (!clockedSlots || commitment === 'processed') return slot
+    return Math.max(0, commitment === 'confirmed' ? slot - 1 : slot - 32)
+  }
+
+  /** A validator refuses a read whose `minContextSlot` its commitment has not reached (-32016). */
+  function requireContextSlot(config: Config | undefined): void {
+    const wanted = config?.minContextSlot
+    if (typeof wanted === 'number' && slotAt(config?.commitment ?? 'finalized') < wanted)
+      throw new RpcError(-32016, 'Minimum context slot has not been reached', {
+        contextSlot: slotAt(config?.commitment ?? 'finalized'),
+      })
+  }
+
+  /**
+   * Newest first, as a validator: the landed transactions naming `address` among their account keys, at
+   * the commitment asked for (default finalized), `before`/`until` a signature, at most `limit` (1000).
+   */
+  function getSignaturesForAddress(params: Params) {
+    const wanted = toAddress(params[0])
+    const config = params[1] as Config | undefined
+    requireContextSlot(config)
+    const limit = Math.min(1000, Number(config?.limit ?? 1000))
+    const visible = slotAt(config?.commitment ?? 'finalized')
+    const found: object[] = []
+    let started = typeof config?.before !== 'string'
+    for (const [signature, entry] of [...landed].reverse()) {
+      if (!started) {
+        started = signature === config?.before
+        continue
+      }
+      if (signature === config?.until || found.length >= limit) break
+      if (entry.slot > visible || !entry.accounts.includes(wanted)) continue
+      found.push({
+        signature,
+        slot: entry.slot,
+        err: entry.err,
+        memo: null,
+        blockTime: entry.blockTime,
+        confirmationStatus: commitmentOf(entry),
+      })
+    }
+    return found
   }
 
   function programAccounts(programId: string, config: Config | undefined) {
@@ -576,6 +657,9 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
         fee: lamportsPerSignature,
         preBalances,
         postBalances: [Number(svm.getBalance(to) ?? 0n)],
+        preTokenBalances: [],
+        postTokenBalances: [],
+        accounts: [to],
         unitsConsumed: Number(result.computeUnitsConsumed()),
       })
       return signature
@@ -585,6 +669,7 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
     getSignatureStatuses: (params) =>
       withContext((Array.isArray(params[0]) ? params[0] : []).map(signatureStatus)),
     getTransaction,
+    getSignaturesForAddress,
   }
 
   function dispatch(request: unknown): object | undefined {
@@ -720,6 +805,14 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
       return stopped
     },
   }
+}
+
+function uiAmountOf(amount: bigint, decimals: number) {
+  const scale = 10n ** BigInt(decimals)
+  const whole = amount / scale
+  const fraction = (amount % scale).toString().padStart(decimals, '0').replace(/0+$/, '')
+  const uiAmountString = fraction ? `${whole}.${fraction}` : `${whole}`
+  return { amount: amount.toString(), decimals, uiAmount: Number(uiAmountString), uiAmountString }
 }
 
 function matchesFilter(data: Uint8Array, filter: Record<string, unknown>): boolean {

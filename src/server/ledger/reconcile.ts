@@ -78,6 +78,27 @@ export async function ledgerPosition(
   }
 }
 
+async function compare(
+  db: Db,
+  params: { mode: Mode; holder: string; asset: string; chainBalance: bigint },
+): Promise<{ difference: bigint; position: Awaited<ReturnType<typeof ledgerPosition>>; expected: bigint }> {
+  const position = await ledgerPosition(db, params)
+  const expected = position.balance + position.acknowledged
+  const low = expected - position.out
+  const high = expected + position.in
+  const chain = params.chainBalance
+  const difference = chain < low ? chain - low : chain > high ? chain - high : 0n
+  return { difference, position, expected }
+}
+
+/** What `reconcile` would find (0n: none), recording and logging nothing. */
+export async function measureDifference(
+  db: Db,
+  params: { mode: Mode; holder: string; asset: string; chainBalance: bigint },
+): Promise<bigint> {
+  return (await compare(db, { ...params, asset: canonicalCaip(params.asset) })).difference
+}
+
 /**
  * Compares the chain's balance at a confirmed block with the ledger, and records a difference (one open
  * per holding address and asset). Acknowledged differences count as explained from then on. Returns the
@@ -96,12 +117,8 @@ export async function reconcile(
   },
 ): Promise<bigint> {
   const asset = canonicalCaip(params.asset)
-  const position = await ledgerPosition(db, { ...params, asset })
-  const expected = position.balance + position.acknowledged
-  const low = expected - position.out
-  const high = expected + position.in
+  const { difference, position, expected } = await compare(db, { ...params, asset })
   const chain = params.chainBalance
-  const difference = chain < low ? chain - low : chain > high ? chain - high : 0n
   if (difference === 0n) return 0n
   const inserted = await db
     .insertInto('ledger_differences')
@@ -209,5 +226,41 @@ function differenceView(row: {
     difference: String(row.difference),
     detectedAt: row.detected_at,
     acknowledgedAt: row.acknowledged_at,
+  }
+}
+
+/**
+ * The reconciliation job of a worker: every `intervalMs` (default 60 s) each chain's holding addresses
+ * are reconciled (`chains`: one reconcile step per configured chain, EVM or Solana); a failure to read is
+ * logged and tried at the next tick (it decides nothing).
+ */
+export function startReconciliation(options: {
+  chains: readonly { id: string; reconcile(): Promise<void> }[]
+  intervalMs?: number
+  log?: { warn(obj: object, msg: string): void }
+}): { stop(): Promise<void> } {
+  let running: Promise<void> | undefined
+  const tick = () => {
+    running ??= (async () => {
+      for (const chain of options.chains)
+        await chain
+          .reconcile()
+          .catch((error: unknown) =>
+            options.log?.warn(
+              { chain: chain.id, error: String(error) },
+              'Ledger reconciliation could not read',
+            ),
+          )
+    })().finally(() => {
+      running = undefined
+    })
+  }
+  const timer = options.chains.length > 0 ? setInterval(tick, options.intervalMs ?? 60_000) : undefined
+  timer?.unref()
+  return {
+    async stop() {
+      if (timer) clearInterval(timer)
+      await running
+    },
   }
 }

@@ -93,37 +93,3 @@ export async function reconcileEvmChain(
     })
   }
 }
-
-/**
- * The reconciliation job of a worker: every `intervalMs` (default 60 s) each EVM chain's collection
- * address is reconciled; a failure to read is logged and tried at the next tick (it decides nothing).
- */
-export function startEvmReconciliation(options: {
-  db: Db
-  chains: readonly EvmChain[]
-  intervalMs?: number
-  log?: { error(obj: object, msg: string): void; warn(obj: object, msg: string): void }
-}): { stop(): Promise<void> } {
-  let running: Promise<void> | undefined
-  const tick = () => {
-    running ??= (async () => {
-      for (const chain of options.chains)
-        await reconcileEvmChain(options.db, chain, options.log).catch((error: unknown) =>
-          options.log?.warn(
-            { chain: chain.caip2, error: String(error) },
-            'Ledger reconciliation could not read',
-          ),
-        )
-    })().finally(() => {
-      running = undefined
-    })
-  }
-  const timer = options.chains.length > 0 ? setInterval(tick, options.intervalMs ?? 60_000) : undefined
-  timer?.unref()
-  return {
-    async stop() {
-      if (timer) clearInterval(timer)
-      await running
-    },
-  }
-}

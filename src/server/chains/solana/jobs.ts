@@ -19,6 +19,7 @@ import type { AssetConfig } from '../types.js'
 import type { SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
 import { landTransaction } from './land.js'
+import { scanSolanaTopUps } from './ledger.js'
 import type { SolanaTransactionRow } from './schema.js'
 import {
   countTransactions,
@@ -194,6 +195,7 @@ async function settle(job: JobRow, ctx: JobRunContext, chainOf: ChainOf) {
     amount: batch.amount,
     watcher,
     ctx,
+    beforeBuild: () => assertServiceSendsAllowed(db, chain),
   })
   if (outcome.kind !== 'landed') {
     // The next run builds a new transfer: this one moved nothing.
@@ -231,6 +233,7 @@ async function settleOne(job: JobRow, payload: SettlePayload, ctx: JobRunContext
     amount,
     watcher,
     ctx,
+    beforeBuild: () => assertServiceSendsAllowed(db, chain),
   })
   if (outcome.kind !== 'landed') {
     // The next run builds a new transfer: this one moved nothing.
@@ -247,6 +250,11 @@ async function settleOne(job: JobRow, payload: SettlePayload, ctx: JobRunContext
     })
   })
   return { signature }
+}
+
+/** No new transfer is signed from the service's token accounts while reconciliation holds them. */
+function assertServiceSendsAllowed(db: Db, chain: SolanaChain): Promise<void> {
+  return assertSendsAllowed(db, holderOf(chain.caip2, chain.service.publicKey.toBase58()))
 }
 
 /**
@@ -335,14 +343,16 @@ async function refund(job: JobRow, ctx: JobRunContext, chainOf: ChainOf) {
     async beforeBuild() {
       // The ledger decides whether the service holds the amount for this refund (its payment's
       // collected funds, or the float), never the token account's whole balance.
+      await assertServiceSendsAllowed(db, chain)
       const holder = holderOf(chain.caip2, chain.service.publicKey.toBase58())
-      await assertSendsAllowed(db, holder)
-      const reserved = await reserveRefund(
-        db,
-        { ...row, asset: asset.id, asset_value: row.asset_value! },
-        holder,
-        new Date(),
-      )
+      const reserve = () =>
+        reserveRefund(db, { ...row, asset: asset.id, asset_value: row.asset_value! }, holder, new Date())
+      let reserved = await reserve()
+      if (reserved === 'short') {
+        // A top-up may have arrived since the last scan: read it before waiting.
+        await scanSolanaTopUps(db, chain, asset)
+        reserved = await reserve()
+      }
       if (reserved === 'short') {
         await noteRefundShortfall(db, row.id, true, new Date())
         throw new RetryLater(
