@@ -6,6 +6,7 @@ import { createEvmChain, type EvmChain } from '../../src/server/chains/evm/chain
 import { NodesBehind } from '../../src/server/chains/evm/nodes.js'
 import { createEvmSender, type EvmSender } from '../../src/server/chains/evm/sender.js'
 import { isKnownTransaction, sendOnce } from '../../src/server/chains/evm/transactions.js'
+import { RetryLater } from '../../src/server/jobs/runner.js'
 import { type AnvilInstance, mintTestToken, startAnvil } from '../anvil.js'
 import { type LoadBalancer, startLoadBalancer } from './laggingReplica.js'
 import { createEvmEnv, type EvmEnv, usdc } from './support.js'
@@ -80,6 +81,8 @@ describe('a node behind a load balancer', () => {
 
     // The next worker's look: nothing decided, nothing signed.
     await expect(payout()).rejects.toBeInstanceOf(NodesBehind)
+    // A job never gives up on it (the runner's attempt limit does not count a RetryLater).
+    await expect(payout()).rejects.toBeInstanceOf(RetryLater)
     await expect(isKnownTransaction(chain, first.hash)).rejects.toBeInstanceOf(NodesBehind)
     expect(balancer.replicaRequests).toBeGreaterThan(0)
     const rows = () =>

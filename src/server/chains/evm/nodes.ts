@@ -1,4 +1,5 @@
 import { type Address, fallback, type Hash, type Hex, http, numberToHex, type Transport } from 'viem'
+import { RetryLater } from '../../jobs/runner.js'
 
 /**
  * The nodes of one EVM chain (config `rpcUrls`, or `rpcUrl` alone) and what this process has seen of the
@@ -34,8 +35,12 @@ export type NonceFate =
   | { kind: 'unused' }
   | { kind: 'taken' }
 
-/** No node could answer at or past the newest block seen: nothing is decided (the caller tries later). */
-export class NodesBehind extends Error {
+/**
+ * No node could answer at or past the newest block seen: nothing is decided. A RetryLater, so that a job
+ * meeting it waits for a current node however long that takes and never gives up on it (giving up would
+ * fail a payment from what only lagging nodes said).
+ */
+export class NodesBehind extends RetryLater {
   override name = 'NodesBehind'
 }
 
