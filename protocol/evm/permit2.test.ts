@@ -1,4 +1,4 @@
-import { hashTypedData } from 'viem'
+import { hashTypedData, recoverAddress } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { describe, expect, it } from 'vitest'
 import { expectPayError } from '../../test/expectPayError.js'
@@ -7,8 +7,11 @@ import type { TypedDataPayload } from './params.js'
 import {
   decodePermit2TypedData,
   isPermit2TypedData,
+  type Permit2Allowance,
   type Permit2Transfer,
   permit2Address,
+  permit2AllowanceHash,
+  permit2AllowanceTypedData,
   permit2Hash,
   permit2TypedData,
   permit2WitnessTypes,
@@ -115,5 +118,38 @@ describe('Permit2 witness transfers', () => {
     expect(decoded.signable).toEqual({ kind: 'typedData', address: signer, typedData: typed })
     const allowance = { ...typed, primaryType: 'PermitSingle', types: { ...typed.types, PermitSingle: [] } }
     expect(() => decodeEvmRequest(request(allowance))).toThrow(/allowance is not signed/)
+  })
+})
+
+describe('Permit2 allowance grants (subscription mandates)', () => {
+  it('a wallet signing the JSON typed data signs the hash the service verifies', async () => {
+    const owner = privateKeyToAccount(generatePrivateKey())
+    const grant: Permit2Allowance = {
+      chainId: 8453,
+      token: transfer.token,
+      amount: 12n * 10_000_000n,
+      expiration: 1_900_000_000n,
+      nonce: 3n,
+      spender: payee,
+      sigDeadline: 1_800_000_000n,
+    }
+    const { EIP712Domain: _, ...types } = json(permit2AllowanceTypedData(grant)).types
+    const payload = json(permit2AllowanceTypedData(grant))
+    const signature = await owner.signTypedData({
+      domain: payload.domain,
+      types,
+      primaryType: 'PermitSingle',
+      message: payload.message,
+    } as never)
+    expect(await recoverAddress({ hash: permit2AllowanceHash(grant), signature })).toBe(owner.address)
+    const other = await owner.signTypedData({
+      domain: payload.domain,
+      types,
+      primaryType: 'PermitSingle',
+      message: { ...payload.message, spender: owner.address },
+    } as never)
+    expect(await recoverAddress({ hash: permit2AllowanceHash(grant), signature: other })).not.toBe(
+      owner.address,
+    )
   })
 })

@@ -107,6 +107,73 @@ export function permit2WitnessHash(to: Address, validAfter: bigint): Hex {
   )
 }
 
+/**
+ * Permit2's allowance grant (`permit(owner, PermitSingle, signature)`): a subscription's mandate
+ * (docs/subscriptions.md). It lets `spender` pull up to `amount` of `token` until `expiration`, so it is
+ * signed only inside a subscription option whose terms bound it.
+ */
+export const permit2AllowanceTypes = {
+  PermitSingle: [
+    { name: 'details', type: 'PermitDetails' },
+    { name: 'spender', type: 'address' },
+    { name: 'sigDeadline', type: 'uint256' },
+  ],
+  PermitDetails: [
+    { name: 'token', type: 'address' },
+    { name: 'amount', type: 'uint160' },
+    { name: 'expiration', type: 'uint48' },
+    { name: 'nonce', type: 'uint48' },
+  ],
+} as const
+
+/** One Permit2 allowance grant. */
+export interface Permit2Allowance {
+  chainId: number
+  token: Address
+  /** The most `spender` may pull in total (uint160). */
+  amount: bigint
+  /** Unix seconds when the allowance ends (uint48). */
+  expiration: bigint
+  /** Permit2's ordered nonce for (owner, token, spender) (uint48). */
+  nonce: bigint
+  spender: Address
+  /** Unix seconds after which the signature can no longer be submitted. */
+  sigDeadline: bigint
+}
+
+/** Typed data for `eth_signTypedData_v4`, uints as decimal strings (JSON). */
+export function permit2AllowanceTypedData(p: Permit2Allowance): TypedDataPayload {
+  return {
+    types: { EIP712Domain: domainFields, ...permit2AllowanceTypes },
+    primaryType: 'PermitSingle',
+    domain: { name: 'Permit2', chainId: p.chainId, verifyingContract: permit2Address },
+    message: {
+      details: {
+        token: p.token,
+        amount: p.amount.toString(),
+        expiration: p.expiration.toString(),
+        nonce: p.nonce.toString(),
+      },
+      spender: p.spender,
+      sigDeadline: p.sigDeadline.toString(),
+    },
+  }
+}
+
+/** The EIP-712 hash the owner signs for an allowance grant. */
+export function permit2AllowanceHash(p: Permit2Allowance): Hex {
+  return hashTypedData({
+    domain: { name: 'Permit2', chainId: p.chainId, verifyingContract: permit2Address },
+    types: permit2AllowanceTypes,
+    primaryType: 'PermitSingle',
+    message: {
+      details: { token: p.token, amount: p.amount, expiration: Number(p.expiration), nonce: Number(p.nonce) },
+      spender: p.spender,
+      sigDeadline: p.sigDeadline,
+    },
+  })
+}
+
 // What else Permit2 signs, each refused by name: these could move more, to anyone, or for longer.
 const refusedPrimaryTypes: Record<string, string> = {
   PermitBatchWitnessTransferFrom: 'A Permit2 batch transfer is not signed.',

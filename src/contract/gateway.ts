@@ -1,5 +1,6 @@
 import * as z from 'zod/mini'
-import { Amount, Caip10, PaymentStatus, ResponseCaip2, UnixSeconds } from './common.js'
+import { isAccountId, isAssetId } from '../caip/caip.js'
+import { Amount, Caip10, MinorUnits, PaymentStatus, ResponseCaip2, UnixSeconds } from './common.js'
 import { PaymentInformation } from './status.js'
 
 export const GatewayPayment = z.object({
@@ -29,6 +30,29 @@ export type Action = z.infer<typeof Action>
 export const CollectData = z.object({ url: z.string(), schema: z.optional(z.string()) })
 export type CollectData = z.infer<typeof CollectData>
 
+/**
+ * The terms of a subscription option (docs/subscriptions.md): what the mandate the wallet signs may grant.
+ * The wallet's guard checks the grant against these (never more than `amountPerPeriod` x `periods`, never
+ * past `endAt`, only to `spender`, only in `asset`) and the server charges at most one period's price per
+ * period.
+ */
+export const SubscriptionTerms = z.object({
+  subscriptionId: z.string(),
+  /** The asset charged each period (CAIP-19). */
+  asset: z.string().check(z.refine(isAssetId, 'Expected a CAIP-19 asset id.')),
+  /** One period's price in the asset's smallest unit. */
+  amountPerPeriod: MinorUnits,
+  interval: z.enum(['day', 'week', 'month', 'year']),
+  intervalCount: z.int().check(z.minimum(1)),
+  /** Periods still to charge, this option's first charge included; null when only `endAt` bounds them. */
+  periods: z.nullable(z.int().check(z.minimum(1))),
+  /** Unix seconds: nothing is charged after it, and the mandate expires by then. */
+  endAt: UnixSeconds,
+  /** The charging address the mandate names as its spender (EVM) or delegate (Solana), as CAIP-10. */
+  spender: z.string().check(z.refine(isAccountId, 'Expected a CAIP-10 account id.')),
+})
+export type SubscriptionTerms = z.infer<typeof SubscriptionTerms>
+
 export const PaymentOption = z.object({
   id: z.string(),
   account: z.string(),
@@ -37,6 +61,8 @@ export const PaymentOption = z.object({
   expiresAt: UnixSeconds,
   actions: z.array(Action),
   collectData: z.optional(CollectData),
+  /** Present only on a subscription's option: the terms its mandate is checked against. */
+  subscription: z.optional(SubscriptionTerms),
 })
 export type PaymentOption = z.infer<typeof PaymentOption>
 

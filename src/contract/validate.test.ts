@@ -134,6 +134,8 @@ describe('validate: the documented looseness', () => {
 const wellFormed: Record<string, readonly string[]> = {
   chainId: ['eip155:1', 'solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp'],
   unit: ['iso4217/USD', 'caip19/eip155:1/erc20:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48'],
+  asset: ['eip155:1/erc20:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48'],
+  spender: ['eip155:1:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48'],
 }
 
 /**
@@ -237,7 +239,7 @@ describe.each(wallet)('%s: validator against zod', (name) => {
 
   it('is tested on values zod accepts as well as on values it rejects', () => {
     const verdicts = fc
-      .sample(values, { numRuns: 300, seed: 42 })
+      .sample(values, { numRuns: 600, seed: 42 })
       .map((v) => z.safeParse(walletSchemaSources[name]!, v).success)
     expect(verdicts.filter(Boolean).length).toBeGreaterThan(30)
     expect(verdicts.filter((ok) => !ok).length).toBeGreaterThan(30)

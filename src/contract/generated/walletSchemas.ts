@@ -192,6 +192,60 @@ const PaymentOption = {
       },
     },
     collectData: CollectData,
+    subscription: {
+      type: 'object',
+      properties: {
+        subscriptionId: {
+          type: 'string',
+        },
+        asset: {
+          type: 'string',
+        },
+        amountPerPeriod: {
+          type: 'string',
+          pattern: '^(0|[1-9][0-9]{0,38})$',
+        },
+        interval: {
+          type: 'string',
+          enum: ['day', 'week', 'month', 'year'],
+        },
+        intervalCount: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 9007199254740991,
+        },
+        periods: {
+          anyOf: [
+            {
+              type: 'integer',
+              minimum: 1,
+              maximum: 9007199254740991,
+            },
+            {
+              type: 'null',
+            },
+          ],
+        },
+        endAt: {
+          type: 'integer',
+          minimum: 0,
+          maximum: 9007199254740991,
+        },
+        spender: {
+          type: 'string',
+        },
+      },
+      required: [
+        'subscriptionId',
+        'asset',
+        'amountPerPeriod',
+        'interval',
+        'intervalCount',
+        'periods',
+        'endAt',
+        'spender',
+      ],
+    },
   },
   required: ['id', 'account', 'amount', 'etaS', 'expiresAt', 'actions'],
 } as const satisfies JsonSchema
