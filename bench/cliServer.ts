@@ -11,6 +11,7 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { pollUntilFinal } from '../src/flow/poll.js'
 import { processCpuMs, treeCpuMs } from './cpu.js'
+import { loadStatementStats } from './statements.js'
 
 export const root = fileURLToPath(new URL('..', import.meta.url))
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -20,20 +21,32 @@ export type Json = any
 
 export interface CliServer {
   call(method: string, url: string, body?: unknown, extra?: Record<string, string>): Promise<Json>
+  /** The `--data-dir` of its embedded PostgreSQL (bench/statements.ts reads its counts there). */
+  dbDir: string
   /** CPU milliseconds used so far by the server process and by its embedded PostgreSQL; Linux only. */
   cpuMs(): { server: number; postgres: number } | undefined
   stop(): Promise<void>
 }
 
-/** Starts the server with `config` (a config file's content) in `dataDir`, which the caller removes. */
-export async function startCliServer(config: Record<string, unknown>, dataDir: string): Promise<CliServer> {
+/**
+ * Starts the server with `config` (a config file's content) in `dataDir`, which the caller removes.
+ * `statementStats`: its PostgreSQL loads pg_stat_statements (bench/statements.ts).
+ */
+export async function startCliServer(
+  config: Record<string, unknown>,
+  dataDir: string,
+  options: { statementStats?: boolean } = {},
+): Promise<CliServer> {
   // Embedded PostgreSQL may run as another OS user (under root), which must reach its data directory.
   await fs.chmod(dataDir, 0o755)
   const port = await freePort()
   const configFile = path.join(dataDir, 'caipay.json')
   await fs.writeFile(configFile, JSON.stringify(config))
-  const dbArgs = ['--data-dir', path.join(dataDir, 'db')]
+  const dbDir = path.join(dataDir, 'db')
+  const dbArgs = ['--data-dir', dbDir]
   const key = JSON.parse(await cli(['keys', 'create', '--mode', 'live', '--json', ...dbArgs])).apiKey
+  // `keys create` initialised the cluster and stopped it; the server starts it with the module.
+  if (options.statementStats) await loadStatementStats(dbDir)
   // The server logs a line per request: to a file, as an operator's service manager would keep it (a
   // pipe this busy process drains late would block the server's synchronous log writes).
   const logFile = path.join(dataDir, 'server.log')
@@ -75,7 +88,7 @@ export async function startCliServer(config: Record<string, unknown>, dataDir: s
     const tree = server.pid === undefined ? undefined : treeCpuMs(server.pid)
     return own === undefined || tree === undefined ? undefined : { server: own, postgres: tree - own }
   }
-  return { call: api(base, key), cpuMs, stop }
+  return { call: api(base, key), dbDir, cpuMs, stop }
 }
 
 export async function inParallel<T, R>(

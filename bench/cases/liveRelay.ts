@@ -38,12 +38,15 @@ import {
   sleep,
   startCliServer,
 } from '../cliServer.js'
+import { formatSteps, openStatementStats, type StatementStats } from '../statements.js'
 
 export interface LiveRelayOptions {
   /** Payers confirming at once (and relays in the ceiling run). */
   payers: number
   /** Plain status reads every this many ms instead of the library's held reads (readUntilFinal). */
   statusPollMs?: number
+  /** Count statements per step with pg_stat_statements (bench/statements.ts); 'all' lists every text. */
+  statements?: boolean | 'all'
 }
 
 export interface LiveRelayResult {
@@ -68,6 +71,8 @@ export interface LiveRelayResult {
     movedExactlyOnce: boolean
   }
   ratio: number
+  /** Per-step statement tables (options.statements), printed as they are. */
+  statements?: string[]
 }
 
 const amountMinor = 1_000_000n // USD 1.00 of a 6-decimal stablecoin
@@ -77,6 +82,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
   const anvil = await startAnvil()
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-bench-relay-'))
   let server: CliServer | undefined
+  let stats: StatementStats | undefined
   try {
     const chain = anvilChain(anvil.chainId, anvil.rpcUrl)
     const client = createPublicClient({ chain, transport: http(anvil.rpcUrl, { batch: true }) })
@@ -105,8 +111,16 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
         },
       },
       dataDir,
+      { statementStats: options.statements !== undefined && options.statements !== false },
     )
     const { call } = server
+    stats = options.statements ? await openStatementStats(server.dbDir) : undefined
+    const statementTables: string[] = []
+    const phase = async (title: string) => {
+      if (!stats) return
+      statementTables.push(formatSteps(title, await stats.read(), n, options.statements === 'all'))
+      await stats.reset()
+    }
 
     const { merchant } = await call('POST', '/v1/merchants', {
       merchantName: 'Bench',
@@ -124,6 +138,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
       destination: await balanceOf(client, token, destination),
       collection: await balanceOf(client, token, collection),
     }
+    await stats?.reset()
     const signed = await inParallel(buyers, 16, async (buyer, i) => {
       const { paymentId } = await call(
         'POST',
@@ -142,6 +157,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
       return { paymentId, optionId: option.id as string, result: await signAuthorization(buyer, typed) }
     })
 
+    await phase('create + options (before the clock)')
     const heads = trackHeads(client)
     await nextBlock(client)
     const cpuBefore = server.cpuMs()
@@ -163,6 +179,13 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
     const seconds = (Math.max(...outcomes.map((o) => o.doneAt)) - started) / 1000
     const cpuAfter = server.cpuMs()
     heads.stop()
+    await phase('confirm -> final (confirm, relay, receipts, status reads)')
+    if (stats) {
+      // The settlement batch after it, waited for in the database so no merchant read is counted.
+      const deadline = Date.now() + 60_000
+      while (Date.now() < deadline && (await stats.settled()) < n) await sleep(100)
+      await phase('final -> settled (settlement batch)')
+    }
     const confirmMs = outcomes.map((o) => o.answeredAt - o.confirmedAt).sort((a, b) => a - b)
     const blocks = outcomes
       .filter((o) => o.status === 'succeeded')
@@ -228,8 +251,10 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
         movedExactlyOnce,
       },
       ratio: paymentsPerSecond / ceiling.paymentsPerSecond,
+      ...(stats ? { statements: statementTables } : {}),
     }
   } finally {
+    await stats?.close()
     await server?.stop()
     await anvil.stop()
     await fs.rm(dataDir, { recursive: true, force: true })
@@ -366,6 +391,7 @@ export function formatLiveRelay(r: LiveRelayResult): string {
           `  CPU per payment: caipay ${c.serverCpuMsPerPayment.server.toFixed(1)} ms + its PostgreSQL ${c.serverCpuMsPerPayment.postgres.toFixed(1)} ms`,
         ]),
     `  money moved exactly once: ${c.movedExactlyOnce ? 'yes' : 'NO'}`,
+    ...(r.statements ?? []),
   ].join('\n')
 }
 
@@ -377,6 +403,10 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       // Without it, payers read their status as the wallet library does (held until it changes); with
       // it, one plain read every that many ms (how payers polled before the server held reads).
       'poll-ms': { type: 'string' },
+      // Statements and round trips per payment per step (pg_stat_statements); `--statement-texts`
+      // also lists every statement's text.
+      statements: { type: 'boolean', default: false },
+      'statement-texts': { type: 'boolean', default: false },
     },
   })
   const payers = Number(values.payers)
@@ -385,7 +415,10 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     const { formatLiveSolana, runLiveSolana } = await import('./liveRelaySolana.js')
     console.log(formatLiveSolana(await runLiveSolana({ payers, statusPollMs })))
   } else {
-    console.log(formatLiveRelay(await runLiveRelay({ payers, statusPollMs })))
+    const statements = values['statement-texts'] ? 'all' : values.statements
+    console.log(
+      formatLiveRelay(await runLiveRelay({ payers, statusPollMs, ...(statements ? { statements } : {}) })),
+    )
   }
   console.log(
     `Command: npm run bench:live -- --chain ${values.chain} --payers ${values.payers}${statusPollMs === undefined ? '' : ` --poll-ms ${statusPollMs}`}`,
