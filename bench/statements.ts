@@ -97,6 +97,7 @@ export function stepOf(query: string): string {
       /^with "changed" as \(update "payments" set "settlement_status"/,
     ],
     ['job: enqueue', /^insert into "jobs"/],
+    ['job: enqueue + wake (one statement)', /^WITH enqueued AS \( INSERT INTO jobs/],
     ['job: wake (pg_notify)', /^SELECT pg_notify\(\$1, \$2\)$/],
     ['job: claim', /^UPDATE jobs SET state = .*FOR UPDATE SKIP LOCKED/],
     ['job: done / failed', /^update "jobs" set "state"/],

@@ -1,7 +1,11 @@
+import pgDriver from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { statementsOf } from '../../../test/gateway/support.js'
 import { createTestDatabase, type TestDatabase } from '../../../test/postgres.js'
 import { insertMerchant, insertPayment } from '../../../test/rows.js'
+import { inTransaction } from '../store/db.js'
 import { FenceLost, holdFences } from './fence.js'
+import { jobsChannel } from './notify.js'
 import { claimJobs, completeJob, enqueueJob, failJob } from './queue.js'
 
 let pg: TestDatabase
@@ -22,6 +26,44 @@ describe('jobs queue', () => {
     const rows = await pg.db.selectFrom('jobs').selectAll().where('kind', '=', 'settle').execute()
     expect(rows).toHaveLength(1)
     expect(rows[0]!.payload).toEqual({ a: 1 })
+  })
+
+  it('enqueues and wakes the runners in one round trip, the wake-up delivered at commit', async () => {
+    const listener = new pgDriver.Client({ connectionString: pg.url })
+    await listener.connect()
+    const heard: string[] = []
+    listener.on('notification', (n) => heard.push(`${n.channel}:${n.payload}`))
+    await listener.query(`LISTEN ${jobsChannel}`)
+    try {
+      const enqueue = () => enqueueJob(pg.db, { kind: 'wake', paymentId: paymentIds[1]!, now })
+      const { statements } = await statementsOf(enqueue)
+      expect(statements).toHaveLength(1)
+      await expect.poll(() => heard).toEqual([`${jobsChannel}:wake`])
+      // Already queued: no second row, but the runners are still woken (as before the one statement).
+      await enqueue()
+      await expect.poll(() => heard).toHaveLength(2)
+      // Inside a transaction: nothing is heard before it commits, nothing at all when it rolls back.
+      await inTransaction(pg.db, async (trx) => {
+        await enqueueJob(trx, { kind: 'wake-later', paymentId: paymentIds[1]!, now })
+        await new Promise((resolve) => setTimeout(resolve, 100))
+        expect(heard).toHaveLength(2)
+      })
+      await expect.poll(() => heard.at(-1)).toBe(`${jobsChannel}:wake-later`)
+      await inTransaction(pg.db, async (trx) => {
+        await enqueueJob(trx, { kind: 'rolled-back', paymentId: paymentIds[1]!, now })
+        throw new Error('roll back')
+      }).catch(() => {})
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      expect(heard).toHaveLength(3)
+      const kinds = await pg.db
+        .selectFrom('jobs')
+        .select('kind')
+        .where('payment_id', '=', paymentIds[1]!)
+        .execute()
+      expect(kinds.map((k) => k.kind).sort()).toEqual(['wake', 'wake-later'])
+    } finally {
+      await listener.end()
+    }
   })
 
   it('concurrent workers claim disjoint jobs', async () => {

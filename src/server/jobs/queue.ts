@@ -1,5 +1,6 @@
 import { sql } from 'kysely'
 import type { Db } from '../store/db.js'
+import { namedStatement } from '../store/prepared.js'
 import type { JobRow } from '../store/schema.js'
 import { jobsChannel } from './notify.js'
 
@@ -15,30 +16,30 @@ export async function enqueueJob(
   job: { kind: string; paymentId: string; payload?: unknown; runAt?: Date; now?: Date },
 ): Promise<void> {
   const now = job.now ?? new Date()
-  await db
-    .insertInto('jobs')
-    .values({
-      kind: job.kind,
-      payment_id: job.paymentId,
-      run_at: job.runAt ?? now,
-      locked_until: null,
-      payload: JSON.stringify(job.payload ?? {}),
-      result: null,
-      last_error: null,
-      created_at: now,
-      updated_at: now,
-    })
-    .onConflict((oc) =>
-      oc
-        .columns(['kind', 'payment_id'])
-        .where('delivery_id', 'is', null)
-        .where('refund_id', 'is', null)
-        .doNothing(),
-    )
-    .execute()
-  // Delivered when the enqueueing transaction commits: listening runners start at once (jobs/notify.ts).
-  await sql`SELECT pg_notify(${jobsChannel}, ${job.kind})`.execute(db)
+  await insertAndNotify(
+    db,
+    job.kind,
+    job.paymentId,
+    job.runAt ?? now,
+    JSON.stringify(job.payload ?? {}),
+    now,
+    jobsChannel,
+  )
 }
+
+/**
+ * The row and its wake-up in one round trip. The NOTIFY is delivered when the enqueueing transaction
+ * commits, so listening runners start at once (jobs/notify.ts); it is sent even when the row was already
+ * there, as before. A data-modifying CTE runs whether or not the outer SELECT reads it.
+ */
+const insertAndNotify = namedStatement(
+  `WITH enqueued AS (
+    INSERT INTO jobs (kind, payment_id, run_at, locked_until, payload, result, last_error, created_at, updated_at)
+    VALUES ($1, $2, $3, NULL, $4, NULL, NULL, $5, $5)
+    ON CONFLICT (kind, payment_id) WHERE delivery_id IS NULL AND refund_id IS NULL DO NOTHING
+  )
+  SELECT pg_notify($6, $1)`,
+)
 
 /** Takes up to `limit` due jobs of the given kinds for `leaseMs`; attempts count up on each claim. */
 export async function claimJobs(
