@@ -100,7 +100,7 @@ export function stepOf(query: string): string {
     ['job: enqueue + wake (one statement)', /^WITH enqueued AS \( INSERT INTO jobs/],
     ['job: wake (pg_notify)', /^SELECT pg_notify\(\$1, \$2\)$/],
     ['job: claim', /^UPDATE jobs SET state = .*FOR UPDATE SKIP LOCKED/],
-    ['job: done / failed', /^update "jobs" set "state"/],
+    ['job: done / failed', /^update "jobs" set "state"|^UPDATE jobs SET state = 'succeeded'/],
     ['job: lease, fence', /jobs\.attempts|UPDATE jobs SET locked_until/],
     [
       'relay job: payment read',

@@ -64,18 +64,29 @@ export async function claimJobs(
 }
 
 /** Records the claim's result; a claim taken over since (its lease ran out) records nothing. */
-export async function completeJob(
+export function completeJob(
   db: Db,
   job: Pick<JobRow, 'id' | 'attempts'>,
   result: unknown,
   now = new Date(),
 ): Promise<void> {
-  await db
-    .updateTable('jobs')
-    .set({ state: 'succeeded', result: JSON.stringify(result ?? null), locked_until: null, updated_at: now })
-    .where('id', '=', job.id)
-    .where('attempts', '=', job.attempts)
-    .execute()
+  return completeJobs(db, [{ job, result }], now)
+}
+
+/**
+ * completeJob for several claims in one statement (the runner's steps that end in the same turn, as a
+ * block's relays do): each row only under the claim that ran it.
+ */
+export async function completeJobs(
+  db: Db,
+  done: readonly { job: Pick<JobRow, 'id' | 'attempts'>; result: unknown }[],
+  now = new Date(),
+): Promise<void> {
+  await sql`
+    UPDATE jobs SET state = 'succeeded', result = done.result::jsonb, locked_until = NULL, updated_at = ${now}
+    FROM unnest(${done.map((d) => d.job.id)}::bigint[], ${done.map((d) => d.job.attempts)}::int[],
+      ${done.map((d) => JSON.stringify(d.result ?? null))}::text[]) AS done(id, attempts, result)
+    WHERE jobs.id = done.id AND jobs.attempts = done.attempts`.execute(db)
 }
 
 /** Retries later with exponential backoff, or gives up (`failed`) after `maxAttempts`. */

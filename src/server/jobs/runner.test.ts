@@ -1,5 +1,6 @@
 import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { statementsOf } from '../../../test/gateway/support.js'
 import { createTestDatabase, type TestDatabase } from '../../../test/postgres.js'
 import { insertMerchant, insertPayment } from '../../../test/rows.js'
 import { enqueueJob } from './queue.js'
@@ -57,6 +58,37 @@ describe('startJobRunner', () => {
       result: { doubled: 4 },
       attempts: 1,
     })
+  })
+
+  it('records the results of steps that end in the same turn in one statement', async () => {
+    const ids = [await payment(), await payment(), await payment()]
+    for (const id of ids) await enqueueJob(pg.db, { kind: 'test.together', paymentId: id })
+    // The steps end together, as a block's relays do when the chain's watcher wakes them.
+    let release!: () => void
+    const landed = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    let started = 0
+    const runner = startJobRunner({
+      db: pg.db,
+      intervalMs: 60_000,
+      handlers: {
+        'test.together': {
+          run: async (j) => {
+            if (++started === ids.length) release()
+            await landed
+            return { paymentId: j.payment_id }
+          },
+        },
+      },
+    })
+    const { statements } = await statementsOf(() => runner.runOnce())
+    await runner.stop()
+    // The claim and one UPDATE of the three jobs.
+    expect(statements.filter((s) => /UPDATE jobs SET state = 'succeeded'/.test(s))).toHaveLength(1)
+    for (const id of ids) {
+      expect(await job(id, 'test.together')).toMatchObject({ state: 'succeeded', result: { paymentId: id } })
+    }
   })
 
   it('retries a failing job with backoff, then gives up and calls onGiveUp', async () => {

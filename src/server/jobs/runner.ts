@@ -4,7 +4,7 @@ import { type Db, isDatabaseUnavailable } from '../store/db.js'
 import type { JobRow } from '../store/schema.js'
 import { type Fence, FenceLost } from './fence.js'
 import { type JobListener, listenForJobs } from './notify.js'
-import { claimJobs, completeJob, failJob } from './queue.js'
+import { claimJobs, completeJobs, failJob } from './queue.js'
 
 /** pino's call shape, so the server's logger fits as is; console-like fallbacks are easy to write. */
 export interface JobLogger {
@@ -136,6 +136,27 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
     }
   }
 
+  /**
+   * The results of the steps that end in one turn (a block's relays, woken together) in one statement;
+   * each step still waits for its own row to be written before its slot is free, and a group that failed
+   * is written one by one.
+   */
+  let completing: { done: { job: JobRow; result: unknown }[]; written: Promise<void> } | undefined
+  function complete(job: JobRow, result: unknown): Promise<void> {
+    let group = completing
+    if (!group) {
+      const done: { job: JobRow; result: unknown }[] = []
+      const written = new Promise((resolve) => setImmediate(resolve)).then(() => {
+        if (completing?.done === done) completing = undefined
+        return completeJobs(db, done, now())
+      })
+      group = completing = { done, written }
+    }
+    group.done.push({ job, result })
+    // One row the statement refused must not fail the others': each writes its own again.
+    return group.written.catch(() => completeJobs(db, [{ job, result }], now()))
+  }
+
   async function execute(job: JobRow): Promise<void> {
     const handler = handlers[job.kind]!
     // The step stops when the runner stops or when this claim is lost: renewing failed for a whole
@@ -163,7 +184,7 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
     working += 1
     try {
       const result = await handler.run(job, ctx)
-      await completeJob(db, job, result, now())
+      await complete(job, result)
     } catch (error) {
       if (controller.signal.aborted) {
         await releaseJob(db, job.id).catch(() => {})
