@@ -236,9 +236,13 @@ export async function merchantDestination(
   merchantId: string,
   asset: EvmAsset,
 ): Promise<Address | undefined> {
-  const settlement = await settlementFor(db, merchantId, asset.id)
-  if (!settlement) return undefined
-  const account = parseAccountId(settlement.destination)
+  return settlementAddress(chain, (await settlementFor(db, merchantId, asset.id))?.destination)
+}
+
+/** A merchant's settlement destination (a CAIP-10 account) as an address on `chain`, if it is one. */
+export function settlementAddress(chain: EvmChain, destination: string | undefined): Address | undefined {
+  if (!destination) return undefined
+  const account = parseAccountId(destination)
   if (!sameCaip(account.chainId, chain.caip2) || !isAddress(account.address, { strict: false }))
     return undefined
   return getAddress(account.address)

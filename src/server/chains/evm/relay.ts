@@ -1,18 +1,18 @@
 import { encodeFunctionData, type Hash, type TransactionReceipt } from 'viem'
+import { canonicalCaip } from '../../../caip/caip.js'
 import type { Fence } from '../../jobs/fence.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { holderOf } from '../../ledger/entries.js'
 import type { PaymentFinisher } from '../../payments/finisher.js'
-import { loadPayment } from '../../payments/lifecycle.js'
 import type { BatchedSettlement } from '../../payments/settlementItems.js'
 import type { Db } from '../../store/db.js'
-import type { JobRow, PaymentRow } from '../../store/schema.js'
+import { type JobRow, type PaymentRow, paymentColumns } from '../../store/schema.js'
 import { type Authorization, authorizationFromJson } from './authorization.js'
 import type { EvmChain } from './chain.js'
 import { type Collection, type CollectionCall, collectionOf, relayCall } from './collection.js'
 import { evmJobKinds, failPayment, type RelayPayload } from './outcome.js'
 import { classifyPayerSignature, factoryRefusal, type PayerSignature } from './payerSignature.js'
-import { merchantDestination } from './quote.js'
+import { settlementAddress } from './quote.js'
 import type { EvmSender } from './sender.js'
 import { recordedSteps, retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
 import { hasTransfer, refuseOnRevert } from './transfers.js'
@@ -63,7 +63,12 @@ export function relayJob(settings: JobSettings): JobHandler {
     async run(job, ctx) {
       const payload = job.payload as RelayPayload
       const chain = chainOf(settings, payload.chain)
-      const payment = await loadPayment(ctx.db, job.payment_id)
+      const { payment, settlementDestination } = await loadRelayedPayment(
+        ctx.db,
+        chain,
+        job.payment_id,
+        payload,
+      )
       if (payment.status !== 'processing') return { skipped: payment.status }
       const collection = collectionOf(chain, payload)
       // By the payer's code now, not at confirm: an account deployed since (by this job's own earlier
@@ -110,12 +115,41 @@ export function relayJob(settings: JobSettings): JobHandler {
         'Relayed the payer signature',
       )
       if (!receipt) throw new RetryLater(`Relay transaction ${hash} has no receipt yet.`)
-      return finishRelay(settings, ctx, chain, job, payment, payload, collection, call, receipt)
+      return finishRelay(settings, ctx, chain, job, payload, collection, call, receipt, settlementDestination)
     },
     async onGiveUp(job, error, ctx) {
       await failPayment(ctx, job.payment_id, 'chain_unavailable', `Relay did not land: ${String(error)}`)
     },
   }
+}
+
+/**
+ * The payment and, in the same statement, the merchant's settlement destination for the paid asset
+ * (crypto_settlements' raw CAIP-10 account; settlementAddress reads it on the chain): the job's one read
+ * before it relays, where the destination was read again after the receipt. A direct payment (no
+ * settlement step) reads none.
+ */
+async function loadRelayedPayment(
+  db: Db,
+  chain: EvmChain,
+  paymentId: string,
+  payload: RelayPayload,
+): Promise<{ payment: PaymentRow; settlementDestination: string | undefined }> {
+  const asset = payload.direct ? undefined : chain.asset(payload.asset)
+  const { settlement_destination, ...payment } = await db
+    .selectFrom('payments')
+    .select(paymentColumns.map((column) => `payments.${column}` as const))
+    .select((eb) =>
+      eb
+        .selectFrom('crypto_settlements')
+        .select('crypto_settlements.destination')
+        .whereRef('crypto_settlements.merchant_id', '=', 'payments.merchant_id')
+        .where('crypto_settlements.asset_key', '=', asset ? canonicalCaip(asset.id) : null)
+        .as('settlement_destination'),
+    )
+    .where('payments.id', '=', paymentId)
+    .executeTakeFirstOrThrow()
+  return { payment: payment as PaymentRow, settlementDestination: settlement_destination ?? undefined }
 }
 
 /**
@@ -327,11 +361,11 @@ async function finishRelay(
   ctx: JobRunContext,
   chain: EvmChain,
   job: JobRow,
-  payment: PaymentRow,
   payload: RelayPayload,
   collection: Collection,
   call: CollectionCall,
   receipt: TransactionReceipt,
+  settlementDestination: string | undefined,
 ) {
   const hash = receipt.transactionHash
   if (receipt.status !== 'success') {
@@ -360,7 +394,7 @@ async function finishRelay(
     return failPayment(ctx, job.payment_id, 'transfer_missing', `Relay ${hash} moved no matching Transfer.`)
   }
   const asset = payload.direct ? undefined : chain.asset(payload.asset)
-  const destination = asset && (await merchantDestination(ctx.db, chain, payment.merchant_id, asset))
+  const destination = asset && settlementAddress(chain, settlementDestination)
   const fee = asset ? (collection.value * BigInt(asset.settlementFeeBps)) / 10_000n : 0n
   // The ledger's holding address: the money is the service's to account for only when it reached it.
   const holder =
