@@ -176,3 +176,41 @@ export function formatSteps(
   }
   return lines.join('\n')
 }
+
+/**
+ * A live bench's phases: each `phase(title)` closes the one before (its table) and starts the next;
+ * `settledPhase` first waits, in the database, until every payment's settlement is recorded (so no
+ * merchant read of the bench is counted).
+ */
+export interface StatementPhases {
+  phase(title: string): Promise<void>
+  settledPhase(title: string): Promise<void>
+  tables: string[]
+  close(): Promise<void>
+}
+
+export async function statementPhases(
+  dbDir: string,
+  payments: number,
+  texts: boolean,
+): Promise<StatementPhases> {
+  const stats = await openStatementStats(dbDir)
+  const tables: string[] = []
+  await stats.reset()
+  const phase = async (title: string) => {
+    tables.push(formatSteps(title, await stats.read(), payments, texts))
+    await stats.reset()
+  }
+  return {
+    phase,
+    async settledPhase(title) {
+      const deadline = Date.now() + 60_000
+      while (Date.now() < deadline && (await stats.settled()) < payments) {
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+      await phase(title)
+    },
+    tables,
+    close: () => stats.close(),
+  }
+}

@@ -38,7 +38,7 @@ import {
   sleep,
   startCliServer,
 } from '../cliServer.js'
-import { formatSteps, openStatementStats, type StatementStats } from '../statements.js'
+import { type StatementPhases, statementPhases } from '../statements.js'
 
 export interface LiveRelayOptions {
   /** Payers confirming at once (and relays in the ceiling run). */
@@ -82,7 +82,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
   const anvil = await startAnvil()
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-bench-relay-'))
   let server: CliServer | undefined
-  let stats: StatementStats | undefined
+  let stats: StatementPhases | undefined
   try {
     const chain = anvilChain(anvil.chainId, anvil.rpcUrl)
     const client = createPublicClient({ chain, transport: http(anvil.rpcUrl, { batch: true }) })
@@ -114,13 +114,9 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
       { statementStats: options.statements !== undefined && options.statements !== false },
     )
     const { call } = server
-    stats = options.statements ? await openStatementStats(server.dbDir) : undefined
-    const statementTables: string[] = []
-    const phase = async (title: string) => {
-      if (!stats) return
-      statementTables.push(formatSteps(title, await stats.read(), n, options.statements === 'all'))
-      await stats.reset()
-    }
+    stats = options.statements
+      ? await statementPhases(server.dbDir, n, options.statements === 'all')
+      : undefined
 
     const { merchant } = await call('POST', '/v1/merchants', {
       merchantName: 'Bench',
@@ -138,7 +134,6 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
       destination: await balanceOf(client, token, destination),
       collection: await balanceOf(client, token, collection),
     }
-    await stats?.reset()
     const signed = await inParallel(buyers, 16, async (buyer, i) => {
       const { paymentId } = await call(
         'POST',
@@ -157,7 +152,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
       return { paymentId, optionId: option.id as string, result: await signAuthorization(buyer, typed) }
     })
 
-    await phase('create + options (before the clock)')
+    await stats?.phase('create + options (before the clock)')
     const heads = trackHeads(client)
     await nextBlock(client)
     const cpuBefore = server.cpuMs()
@@ -179,13 +174,8 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
     const seconds = (Math.max(...outcomes.map((o) => o.doneAt)) - started) / 1000
     const cpuAfter = server.cpuMs()
     heads.stop()
-    await phase('confirm -> final (confirm, relay, receipts, status reads)')
-    if (stats) {
-      // The settlement batch after it, waited for in the database so no merchant read is counted.
-      const deadline = Date.now() + 60_000
-      while (Date.now() < deadline && (await stats.settled()) < n) await sleep(100)
-      await phase('final -> settled (settlement batch)')
-    }
+    await stats?.phase('confirm -> final (confirm, relay, receipts, status reads)')
+    await stats?.settledPhase('final -> settled (settlement batch)')
     const confirmMs = outcomes.map((o) => o.answeredAt - o.confirmedAt).sort((a, b) => a - b)
     const blocks = outcomes
       .filter((o) => o.status === 'succeeded')
@@ -251,7 +241,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
         movedExactlyOnce,
       },
       ratio: paymentsPerSecond / ceiling.paymentsPerSecond,
-      ...(stats ? { statements: statementTables } : {}),
+      ...(stats ? { statements: stats.tables } : {}),
     }
   } finally {
     await stats?.close()
@@ -411,9 +401,12 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   })
   const payers = Number(values.payers)
   const statusPollMs = values['poll-ms'] === undefined ? undefined : Number(values['poll-ms'])
+  const statements = values['statement-texts'] ? 'all' : values.statements
   if (values.chain === 'solana') {
     const { formatLiveSolana, runLiveSolana } = await import('./liveRelaySolana.js')
-    console.log(formatLiveSolana(await runLiveSolana({ payers, statusPollMs })))
+    console.log(
+      formatLiveSolana(await runLiveSolana({ payers, statusPollMs, ...(statements ? { statements } : {}) })),
+    )
   } else {
     const statements = values['statement-texts'] ? 'all' : values.statements
     console.log(

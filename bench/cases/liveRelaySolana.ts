@@ -39,12 +39,15 @@ import {
   sleep,
   startCliServer,
 } from '../cliServer.js'
+import { type StatementPhases, statementPhases } from '../statements.js'
 
 export interface LiveSolanaOptions {
   /** Payers confirming at once (and transfers in the ceiling run). */
   payers: number
   /** Plain status reads every this many ms instead of the library's held reads (readUntilFinal). */
   statusPollMs?: number
+  /** Count statements per step with pg_stat_statements (bench/statements.ts); 'all' lists every text. */
+  statements?: boolean | 'all'
 }
 
 export interface LiveSolanaResult {
@@ -75,6 +78,8 @@ export interface LiveSolanaResult {
     movedExactlyOnce: boolean
   }
   ratio: number
+  /** Per-step statement tables (options.statements), printed as they are. */
+  statements?: string[]
 }
 
 const amountMinor = 1_000_000n // USD 1.00 of a 6-decimal stablecoin
@@ -86,6 +91,7 @@ export async function runLiveSolana(options: LiveSolanaOptions): Promise<LiveSol
   const proxy = await startFaultProxy(cluster.rpcUrl)
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-bench-solana-'))
   let server: CliServer | undefined
+  let stats: StatementPhases | undefined
   try {
     const { connection, caip2 } = cluster
     const service = Keypair.generate()
@@ -113,6 +119,7 @@ export async function runLiveSolana(options: LiveSolanaOptions): Promise<LiveSol
         },
       },
       dataDir,
+      { statementStats: options.statements !== undefined && options.statements !== false },
     )
     const { call } = server
     const destination = Keypair.generate().publicKey
@@ -129,6 +136,9 @@ export async function runLiveSolana(options: LiveSolanaOptions): Promise<LiveSol
       collection: await tokenBalance(connection, service.publicKey, mint),
     })
     const before = await balances()
+    stats = options.statements
+      ? await statementPhases(server.dbDir, n, options.statements === 'all')
+      : undefined
     const signed = await inParallel(buyers, 16, async (buyer, i) => {
       const { paymentId } = await call(
         'POST',
@@ -157,6 +167,7 @@ export async function runLiveSolana(options: LiveSolanaOptions): Promise<LiveSol
 
     const statusCallsBefore = proxy.calls('getSignatureStatuses')
     const sendsBefore = proxy.calls('sendTransaction')
+    await stats?.phase('create + options + fetch (before the clock)')
     await nextSlot(connection)
     const cpuBefore = server.cpuMs()
     const started = Date.now()
@@ -177,6 +188,8 @@ export async function runLiveSolana(options: LiveSolanaOptions): Promise<LiveSol
     )
     const seconds = (Math.max(...outcomes.map((o) => o.doneAt)) - started) / 1000
     const cpuAfter = server.cpuMs()
+    await stats?.phase('confirm -> final (confirm, send, statuses, status reads)')
+    await stats?.settledPhase('final -> settled (settlement batch)')
     const statusParams = proxy.params('getSignatureStatuses').slice(statusCallsBefore)
     const perCall = statusParams.map((p) => ((p as unknown[])[0] as unknown[]).length)
     const succeededOnes = outcomes.filter((o) => o.status === 'succeeded')
@@ -235,8 +248,10 @@ export async function runLiveSolana(options: LiveSolanaOptions): Promise<LiveSol
         movedExactlyOnce,
       },
       ratio: paymentsPerSecond / ceiling.paymentsPerSecond,
+      ...(stats ? { statements: stats.tables } : {}),
     }
   } finally {
+    await stats?.close()
     await server?.stop()
     await proxy.stop()
     await cluster.stop()
@@ -329,5 +344,6 @@ export function formatLiveSolana(r: LiveSolanaResult): string {
           `  CPU per payment: caipay ${c.serverCpuMsPerPayment.server.toFixed(1)} ms + its PostgreSQL ${c.serverCpuMsPerPayment.postgres.toFixed(1)} ms`,
         ]),
     `  settlement txs per payment ${c.settlementTxsPerPayment.toFixed(2)}; money moved exactly once: ${c.movedExactlyOnce ? 'yes' : 'NO'}`,
+    ...(r.statements ?? []),
   ].join('\n')
 }
