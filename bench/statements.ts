@@ -100,7 +100,10 @@ export function stepOf(query: string): string {
     ['job: enqueue + wake (one statement)', /^WITH enqueued AS \( INSERT INTO jobs/],
     ['job: wake (pg_notify)', /^SELECT pg_notify\(\$1, \$2\)$/],
     ['job: claim', /^UPDATE jobs SET state = .*FOR UPDATE SKIP LOCKED/],
-    ['job: done / failed', /^update "jobs" set "state"|^UPDATE jobs SET state = 'succeeded'/],
+    [
+      'job: done / failed',
+      /^update "jobs" set "state"|^UPDATE jobs SET state = \$\d+, result = done\.result/,
+    ],
     ['job: lease, fence', /jobs\.attempts|UPDATE jobs SET locked_until/],
     [
       'relay job: payment read',
@@ -112,6 +115,13 @@ export function stepOf(query: string): string {
       /pg_advisory|max\(nonce\)|^insert into "evm_transactions"|"status" = \$3 order by "nonce"/,
     ],
     ['receipts: transaction status', /evm_transactions/],
+    ['fetch: option built', /^update "payment_options" set "built"/],
+    ['Solana confirm: transaction recorded', /^insert into "solana_transactions"/],
+    [
+      'Solana job: its recorded transaction',
+      /^select \* from "solana_transactions" where "signature" = \$1$/,
+    ],
+    ['Solana send counted, statuses (watcher)', /solana_transactions/],
     [
       'settlement + ledger (finisher, batch)',
       /settlement_batches|settlement_items|settlement_amounts|ledger_|FROM payments WHERE id = ANY|from "refunds"|"settlement_status" = \$1/,

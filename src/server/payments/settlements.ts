@@ -1,7 +1,12 @@
 import { canonicalCaip } from '../../caip/caip.js'
 import type { Db } from '../store/db.js'
 import { columnsText, namedStatement } from '../store/prepared.js'
-import type { CryptoSettlementRow, PaymentRow, PaymentUpdate } from '../store/schema.js'
+import {
+  type CryptoSettlementRow,
+  type PaymentRow,
+  type PaymentUpdate,
+  paymentColumns,
+} from '../store/schema.js'
 import { changePaymentInSteps, type PaymentStep, type PaymentStepsParams } from './lifecycle.js'
 
 /** The settlement destination of a merchant for an asset, if any (for the settlement step). */
@@ -18,6 +23,31 @@ const selectSettlement = namedStatement<CryptoSettlementRow>(
   `SELECT ${columnsText(['id', 'merchant_id', 'partner_id', 'mode', 'asset', 'asset_key', 'destination', 'created_at', 'updated_at'])}
   FROM crypto_settlements WHERE merchant_id = $1 AND asset_key = $2`,
 )
+
+/**
+ * A payment and, in the same statement, its merchant's settlement destination for `asset` (a CAIP-19 id;
+ * undefined: none is read): a chain job's first read, one round trip where it took two.
+ */
+export async function loadPaymentAndSettlement(
+  db: Db,
+  paymentId: string,
+  asset: string | undefined,
+): Promise<{ payment: PaymentRow; settlementDestination: string | undefined }> {
+  const { settlement_destination, ...payment } = await db
+    .selectFrom('payments')
+    .select(paymentColumns.map((column) => `payments.${column}` as const))
+    .select((eb) =>
+      eb
+        .selectFrom('crypto_settlements')
+        .select('crypto_settlements.destination')
+        .whereRef('crypto_settlements.merchant_id', '=', 'payments.merchant_id')
+        .where('crypto_settlements.asset_key', '=', asset === undefined ? null : canonicalCaip(asset))
+        .as('settlement_destination'),
+    )
+    .where('payments.id', '=', paymentId)
+    .executeTakeFirstOrThrow()
+  return { payment: payment as PaymentRow, settlementDestination: settlement_destination ?? undefined }
+}
 
 /**
  * Test mode's success: nothing moves on a chain, so the payment succeeds with `test:<id>` and, when the

@@ -1,12 +1,12 @@
 import { encodeFunctionData, type Hash, type TransactionReceipt } from 'viem'
-import { canonicalCaip } from '../../../caip/caip.js'
 import type { Fence } from '../../jobs/fence.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { holderOf } from '../../ledger/entries.js'
 import type { PaymentFinisher } from '../../payments/finisher.js'
 import type { BatchedSettlement } from '../../payments/settlementItems.js'
+import { loadPaymentAndSettlement } from '../../payments/settlements.js'
 import type { Db } from '../../store/db.js'
-import { type JobRow, type PaymentRow, paymentColumns } from '../../store/schema.js'
+import type { JobRow } from '../../store/schema.js'
 import { type Authorization, authorizationFromJson } from './authorization.js'
 import type { EvmChain } from './chain.js'
 import { type Collection, type CollectionCall, collectionOf, relayCall } from './collection.js'
@@ -63,11 +63,11 @@ export function relayJob(settings: JobSettings): JobHandler {
     async run(job, ctx) {
       const payload = job.payload as RelayPayload
       const chain = chainOf(settings, payload.chain)
-      const { payment, settlementDestination } = await loadRelayedPayment(
+      // The merchant's destination with the payment, in one statement (read again after the receipt before).
+      const { payment, settlementDestination } = await loadPaymentAndSettlement(
         ctx.db,
-        chain,
         job.payment_id,
-        payload,
+        payload.direct ? undefined : payload.asset,
       )
       if (payment.status !== 'processing') return { skipped: payment.status }
       const collection = collectionOf(chain, payload)
@@ -121,35 +121,6 @@ export function relayJob(settings: JobSettings): JobHandler {
       await failPayment(ctx, job.payment_id, 'chain_unavailable', `Relay did not land: ${String(error)}`)
     },
   }
-}
-
-/**
- * The payment and, in the same statement, the merchant's settlement destination for the paid asset
- * (crypto_settlements' raw CAIP-10 account; settlementAddress reads it on the chain): the job's one read
- * before it relays, where the destination was read again after the receipt. A direct payment (no
- * settlement step) reads none.
- */
-async function loadRelayedPayment(
-  db: Db,
-  chain: EvmChain,
-  paymentId: string,
-  payload: RelayPayload,
-): Promise<{ payment: PaymentRow; settlementDestination: string | undefined }> {
-  const asset = payload.direct ? undefined : chain.asset(payload.asset)
-  const { settlement_destination, ...payment } = await db
-    .selectFrom('payments')
-    .select(paymentColumns.map((column) => `payments.${column}` as const))
-    .select((eb) =>
-      eb
-        .selectFrom('crypto_settlements')
-        .select('crypto_settlements.destination')
-        .whereRef('crypto_settlements.merchant_id', '=', 'payments.merchant_id')
-        .where('crypto_settlements.asset_key', '=', asset ? canonicalCaip(asset.id) : null)
-        .as('settlement_destination'),
-    )
-    .where('payments.id', '=', paymentId)
-    .executeTakeFirstOrThrow()
-  return { payment: payment as PaymentRow, settlementDestination: settlement_destination ?? undefined }
 }
 
 /**

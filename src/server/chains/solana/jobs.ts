@@ -8,7 +8,7 @@ import { createPaymentFinisher, type PaymentFinisher } from '../../payments/fini
 import { failPayment, loadPayment, settlePayment } from '../../payments/lifecycle.js'
 import { closeSettlementBatch, finishSettlementBatch } from '../../payments/settlementBatches.js'
 import type { SettlementBatchPayload } from '../../payments/settlementItems.js'
-import { settlementFor } from '../../payments/settlements.js'
+import { loadPaymentAndSettlement } from '../../payments/settlements.js'
 import { failRefund, loadRefund, noteRefundShortfall, succeedRefund } from '../../refunds/finish.js'
 import { refundJobKinds } from '../../refunds/jobs.js'
 import { fixSettlementAmount } from '../../refunds/settlement.js'
@@ -123,13 +123,17 @@ export function solanaJobHandlers(
 async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, settlementIntervalMs: number) {
   const { db } = ctx
   const payload = job.payload as BroadcastPayload
-  const payment = await loadPayment(db, job.payment_id)
+  // The merchant's settlement with the payment, in one statement, before the chain decides, so the
+  // payments a status poll finds landed together reach the finisher together (one database transaction
+  // for all of them).
+  const { payment, settlementDestination } = await loadPaymentAndSettlement(
+    db,
+    job.payment_id,
+    payload.direct ? undefined : payload.asset,
+  )
   if (payment.status !== 'processing') return { skipped: payment.status }
   const tx = await findTransaction(db, payload.signature)
   if (!tx) throw new Error(`No recorded Solana transaction ${payload.signature}.`)
-  // Read before the chain decides, so the payments a status poll finds landed together reach the
-  // finisher together (one database transaction for all of them).
-  const settlement = payload.direct ? undefined : await settlementFor(db, payment.merchant_id, payload.asset)
   const { chain, watcher, finisher } = chainOf(tx.chain_id)
   const outcome = await landTransaction({ chain, watcher, tx, ctx })
   if (outcome.kind !== 'landed') {
@@ -147,17 +151,20 @@ async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, sett
   await finisher.succeed({
     paymentId: payment.id,
     txId: tx.signature,
-    settlement: settlement && {
-      chain: tx.chain_id,
-      asset: payload.asset,
-      destination: settlement.destination,
-      amount: BigInt(payload.amount),
-      intervalMs: settlementIntervalMs,
-      jobKind: solanaJobKinds.settle,
-      holder,
-    },
+    settlement:
+      settlementDestination === undefined
+        ? undefined
+        : {
+            chain: tx.chain_id,
+            asset: payload.asset,
+            destination: settlementDestination,
+            amount: BigInt(payload.amount),
+            intervalMs: settlementIntervalMs,
+            jobKind: solanaJobKinds.settle,
+            holder,
+          },
     unsettled:
-      holder !== undefined && !settlement
+      holder !== undefined && !settlementDestination
         ? { asset: payload.asset, holder, value: BigInt(payload.amount) }
         : undefined,
   })
