@@ -82,6 +82,7 @@ export function stepOf(query: string): string {
     ['options: option insert', /^INSERT INTO payment_options/],
     ['gateway read: payment + option', /^SELECT payments\.id, payments\.partner_id/],
     ['settlement destination read', /FROM crypto_settlements WHERE merchant_id/],
+    ['chain job: payment + settlement destination', /"crypto_settlements"\."destination"/],
     [
       'status reads',
       /^SELECT id, merchant_id, mode, status, tx_id, expires_at FROM payments WHERE id = \$1$/,
