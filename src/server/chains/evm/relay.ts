@@ -63,7 +63,7 @@ export function relayJob(settings: JobSettings): JobHandler {
     async run(job, ctx) {
       const payload = job.payload as RelayPayload
       const chain = chainOf(settings, payload.chain)
-      // The merchant's destination with the payment, in one statement (read again after the receipt before).
+      // The merchant's settlement destination comes with the payment: one statement, not a second after the receipt.
       const { payment, settlementDestination } = await loadPaymentAndSettlement(
         ctx.db,
         job.payment_id,
