@@ -11,6 +11,7 @@ import { type Authorization, authorizationHash, authorizationToJson } from '../c
 import type { EvmAsset } from '../chains/evm/chain.js'
 import { type EvmChain, evmJobKinds, relayRefusal } from '../chains/evm/index.js'
 import type { RelayPayload } from '../chains/evm/outcome.js'
+import { payerSubjects } from '../chains/evm/payerCooldown.js'
 import { classifyPayerSignature, verifyPayerSignature } from '../chains/evm/payerSignature.js'
 import { enqueueJob } from '../jobs/queue.js'
 import type { Verdict, X402Scheme } from './scheme.js'
@@ -90,13 +91,15 @@ export function evmExactScheme(chain: EvmChain): X402Scheme {
         amount: authorization.value,
         payTo: authorization.to,
         key: authorizationKey(chain, asset.token, payer, authorization.nonce),
-        async enqueue(db, paymentId, at) {
+        cooldownSubjects: await payerSubjects(chain, payer),
+        async enqueue(db, paymentId, at, credentialId) {
           const job: RelayPayload = {
             chain: chain.caip2,
             asset: asset.id,
             authorization: authorizationToJson(authorization),
             signature: parsed.signature,
             direct: true,
+            credentialId,
           }
           await enqueueJob(db, { kind: evmJobKinds.relay, paymentId, payload: job, now: at })
         },

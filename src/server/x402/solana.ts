@@ -104,7 +104,8 @@ export function solanaExactScheme(chain: SolanaChain): X402Scheme {
         amount: transfer.amount,
         payTo: requirements.payTo,
         key: messageKey(chain, decoded),
-        async enqueue(db, paymentId, now) {
+        cooldownSubjects: [{ subject: payer, kind: 'address' }],
+        async enqueue(db, paymentId, now, credentialId) {
           // Signed, recorded and committed before the broadcast job ever sends it (exactly once).
           const tx = VersionedTransaction.deserialize(decoded.bytes)
           tx.sign([chain.service])
@@ -128,6 +129,7 @@ export function solanaExactScheme(chain: SolanaChain): X402Scheme {
             asset: asset.id,
             amount: transfer.amount.toString(),
             direct: true,
+            credentialId,
           }
           await enqueueJob(db, { kind: solanaJobKinds.broadcast, paymentId, payload: job, now })
         },

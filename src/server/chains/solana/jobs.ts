@@ -40,6 +40,8 @@ export interface BroadcastPayload {
   amount: string
   /** The transfer pays the merchant's destination itself (x402's `payTo`): no settlement step. */
   direct?: boolean
+  /** The caller's credential: charged the fee of a transaction that fails on chain (payments/relayGuards.ts). */
+  credentialId?: string
 }
 
 interface SettlePayload {
