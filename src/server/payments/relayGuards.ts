@@ -13,6 +13,7 @@
  */
 import { sql } from 'kysely'
 import type { ServerConfig } from '../config.js'
+import { fail } from '../errors.js'
 import type { Db } from '../store/db.js'
 import './relayGuardsSchema.js'
 
@@ -164,6 +165,25 @@ export async function assertGasBudgetLeft(
   const budget = settings.budget(chainId)
   const used = await usedInWindow(db, chainId, credentialId, new Date(now.getTime() - settings.windowMs))
   if (used >= budget) throw new GasBudgetExhausted(chainId, used, budget, settings.windowMs)
+}
+
+/**
+ * A payment the executor would pay fees for, refused at confirm with `429 rate_limited` (before the
+ * payment moves, before anything is sent) when its payer is cooled down or the caller's budget is spent.
+ */
+export async function assertRelayable(
+  db: Db,
+  settings: RelayGuardSettings,
+  input: { chainId: string; subjects: readonly CooldownSubject[]; credentialId: string },
+): Promise<void> {
+  const cooling = await activeCooldown(db, input.chainId, input.subjects)
+  if (cooling) fail('rate_limited', cooldownMessage(cooling))
+  try {
+    await assertGasBudgetLeft(db, settings, input.chainId, input.credentialId)
+  } catch (error) {
+    if (error instanceof GasBudgetExhausted) fail('rate_limited', error.message)
+    throw error
+  }
 }
 
 /**

@@ -91,7 +91,7 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
   }
   return {
     chains,
-    drivers: chains.map((chain) => createEvmDriver(chain, quoteSettings)),
+    drivers: chains.map((chain) => createEvmDriver(chain, quoteSettings, jobSettings.guards)),
     jobHandlers: {
       [evmJobKinds.relay]: relayJob(jobSettings),
       [refundJobKinds.evm]: refundJob(jobSettings),
