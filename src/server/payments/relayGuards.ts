@@ -154,17 +154,22 @@ async function usedInWindow(db: Db, chainId: string, credentialId: string, since
   return BigInt(row?.used ?? 0)
 }
 
-/** Throws GasBudgetExhausted when the credential has nothing left of its budget on the chain. */
+/**
+ * Throws GasBudgetExhausted when what the credential has left of its budget on the chain is not more
+ * than `needed` (a send's worst-case cost, when known; else any send).
+ */
 export async function assertGasBudgetLeft(
   db: Db,
   settings: RelayGuardSettings,
   chainId: string,
   credentialId: string,
-  now: Date = new Date(),
+  options: { needed?: bigint; now?: Date } = {},
 ): Promise<void> {
+  const now = options.now ?? new Date()
   const budget = settings.budget(chainId)
   const used = await usedInWindow(db, chainId, credentialId, new Date(now.getTime() - settings.windowMs))
-  if (used >= budget) throw new GasBudgetExhausted(chainId, used, budget, settings.windowMs)
+  if (used >= budget || used + (options.needed ?? 0n) > budget)
+    throw new GasBudgetExhausted(chainId, used, budget, settings.windowMs)
 }
 
 /**

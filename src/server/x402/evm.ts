@@ -80,9 +80,12 @@ export function evmExactScheme(chain: EvmChain): X402Scheme {
       const verdict = await verifyPayerSignature(chain, payer, authorizationHash(authorization), signed)
       if (!verdict.valid) return refuse(reasons.evmSignature, verdict.reason)
       // An account still to be deployed is simulated with its deployment by the relay job itself.
+      let worstCaseFee = 0n
       if (signed.kind !== 'undeployed') {
-        const refusal = await relayRefusal(chain, authorization, signed.signature)
-        if (refusal !== undefined) return refuse(await diagnose(chain, asset, authorization), refusal)
+        const simulated = await relayRefusal(chain, authorization, signed.signature)
+        if ('refusal' in simulated)
+          return refuse(await diagnose(chain, asset, authorization), simulated.refusal)
+        worstCaseFee = simulated.worstCaseFee
       }
       return {
         valid: true,
@@ -92,6 +95,7 @@ export function evmExactScheme(chain: EvmChain): X402Scheme {
         payTo: authorization.to,
         key: authorizationKey(chain, asset.token, payer, authorization.nonce),
         cooldownSubjects: await payerSubjects(chain, payer),
+        worstCaseFee,
         async enqueue(db, paymentId, at, credentialId) {
           const job: RelayPayload = {
             chain: chain.caip2,

@@ -93,7 +93,10 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
     if (cooling)
       return { reason: reasons.payerCoolingDown, payer: verdict.payer, message: cooldownMessage(cooling) }
     try {
-      await assertGasBudgetLeft(db, guards, scheme.network, auth.credentialId, context.now)
+      await assertGasBudgetLeft(db, guards, scheme.network, auth.credentialId, {
+        needed: verdict.worstCaseFee,
+        now: context.now,
+      })
     } catch (error) {
       if (!(error instanceof GasBudgetExhausted)) throw error
       return { reason: reasons.gasBudgetExhausted, payer: verdict.payer, message: error.message }
@@ -141,9 +144,17 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
         ...base,
       }
     }
+    // Refused by the job before anything was signed (the budget or a cool-down reached while queued).
+    const refusedBeforeSending =
+      payment.failure_code === 'gas_budget_exhausted'
+        ? reasons.gasBudgetExhausted
+        : payment.failure_code === 'payer_cooling_down'
+          ? reasons.payerCoolingDown
+          : undefined
     return {
       success: false,
-      errorReason: scheme.family === 'eip155:*' ? reasons.evmFailed : reasons.svmFailed,
+      errorReason:
+        refusedBeforeSending ?? (scheme.family === 'eip155:*' ? reasons.evmFailed : reasons.svmFailed),
       errorMessage: `The payment ${payment.status}${payment.failure_code ? ` (${payment.failure_code})` : ''}.`,
       transaction,
       ...base,

@@ -40,6 +40,11 @@ export interface ValidPayment {
    */
   cooldownSubjects: readonly CooldownSubject[]
   /**
+   * The most the executor's send may cost (smallest native unit): settle refuses it when the caller's
+   * budget has less left. 0 where the send's fee is too small to matter (a Solana signature).
+   */
+  worstCaseFee: bigint
+  /**
    * Records what lands the payment and queues its chain job (in the transaction that records the
    * payment); `credentialId`, the caller's, is charged for the executor's fees a failed send costs.
    */

@@ -105,6 +105,7 @@ export function solanaExactScheme(chain: SolanaChain): X402Scheme {
         payTo: requirements.payTo,
         key: messageKey(chain, decoded),
         cooldownSubjects: [{ subject: payer, kind: 'address' }],
+        worstCaseFee: 0n,
         async enqueue(db, paymentId, now, credentialId) {
           // Signed, recorded and committed before the broadcast job ever sends it (exactly once).
           const tx = VersionedTransaction.deserialize(decoded.bytes)

@@ -316,15 +316,16 @@ const refusedBy = (reason: string) =>
   new AuthorizationRefused(`The contract refused the payer's signature: ${reason}`)
 
 /**
- * Why the token would refuse the EIP-3009 relay now (its refusal, as a message), or undefined when it
- * would take it: simulated as the executor would send it (estimated gas limit with its headroom, today's
- * fees, the pending block). Other failures (the node unreachable) throw.
+ * Why the token would refuse the EIP-3009 relay now (its refusal, as a message), or, when it would take
+ * it, what the relay may cost at worst (gas limit x max fee per gas, wei): simulated as the executor
+ * would send it (estimated gas limit with its headroom, today's fees, the pending block). Other failures
+ * (the node unreachable) throw.
  */
 export async function relayRefusal(
   chain: EvmChain,
   authorization: Authorization,
   signature: `0x${string}`,
-): Promise<string | undefined> {
+): Promise<{ refusal: string } | { worstCaseFee: bigint }> {
   try {
     await simulateRelay(chain, authorization, signature)
     const call = { to: authorization.token, ...relayCall(authorization, signature) }
@@ -342,14 +343,15 @@ export async function relayRefusal(
       ),
       chain.publicClient.estimateFeesPerGas(),
     ])
+    const limit = withGasHeadroom(gas)
     await simulateCollection(chain, call, {
-      gas: withGasHeadroom(gas),
+      gas: limit,
       maxFeePerGas: fees.maxFeePerGas,
       maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
     })
-    return undefined
+    return { worstCaseFee: limit * fees.maxFeePerGas }
   } catch (error) {
-    if (error instanceof AuthorizationRefused) return error.message
+    if (error instanceof AuthorizationRefused) return { refusal: error.message }
     throw error
   }
 }
