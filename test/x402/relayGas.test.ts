@@ -278,10 +278,10 @@ describe('hostile ERC-1271 payers against the x402 facilitator', () => {
       rest.push(await deployHostile('VariantFlagGatedAccount', [BigInt(variant)]))
     const before = await executorBalance()
     let reverted = 0
-    let refusal: any
+    let refusal: Record<string, unknown> | undefined
     for (let variant = 1; variant <= 30 && !refusal; variant++) {
       const account = await deployHostile('VariantFlagGatedAccount', [BigInt(variant)])
-      const { settled, relay } = await settleFrontRun(account, hostileBody(account), floodKey)
+      const { settled } = await settleFrontRun(account, hostileBody(account), floodKey)
       if (settled.json.errorMessage === 'The payment failed (relay_reverted).') reverted += 1
       else refusal = settled.json
     }

@@ -368,7 +368,7 @@ function simulateRelay(chain: EvmChain, authorization: Authorization, signature:
  * latest block, and a payer account can answer differently there than on chain.
  */
 async function simulateCollection(chain: EvmChain, call: CollectionCall, sent?: { gas: bigint } & EvmFees) {
-  await refuseOnRevert(
+  const simulation = refuseOnRevert(
     chain.publicClient.simulateContract({
       account: chain.executor,
       address: call.to,
@@ -386,6 +386,15 @@ async function simulateCollection(chain: EvmChain, call: CollectionCall, sent?: 
     } as Parameters<typeof chain.publicClient.simulateContract>[0]),
     refusedBy,
   )
+  try {
+    await simulation
+  } catch (error) {
+    // Out of gas at the limit about to be signed: the estimate was short (a node's bad answer), not the
+    // payer's refusal. Nothing is sent; the job estimates again on its next attempt.
+    if (sent && /out of gas|outofgas/i.test(String(error instanceof Error ? error.message : error)))
+      throw new Error(`The relay would run out of gas at the limit ${sent.gas}; estimating again.`)
+    throw error
+  }
 }
 
 /**
