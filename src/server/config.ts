@@ -81,6 +81,11 @@ const ChainConfigSchema = z
      * (default 100); 1 sends every call alone, for a node or provider that refuses batches.
      */
     rpcBatchSize: z.optional(z.int().check(z.minimum(1), z.maximum(1000))),
+    /**
+     * This chain's executor fee budget per credential and window, in whole native units (ETH, SOL):
+     * overrides `relays.gasBudget.perCredential` (a sum in ether means little in SOL).
+     */
+    gasBudgetPerCredential: z.optional(Decimal),
   })
   .check(
     z.refine((chain) => chain.rpcUrl !== undefined || chain.rpcUrls !== undefined, {
@@ -138,6 +143,27 @@ const ConfigFileSchema = z.strictObject({
     z.union([z.boolean(), z.string().check(z.minLength(1)), z.array(z.string().check(z.minLength(1)))]),
   ),
   idempotencyTtlSeconds: z.optional(PositiveInt),
+  /**
+   * What hostile payers and callers can make the executors spend (docs/security-model.md, "Relays that
+   * cannot be made to waste gas").
+   */
+  relays: z.optional(
+    z.strictObject({
+      /** How long a payer whose relay failed on chain after its simulation is refused (default 900; 0: never). */
+      payerCooldownSeconds: z.optional(z.int().check(z.minimum(0), z.maximum(30 * 86_400))),
+      gasBudget: z.optional(
+        z.strictObject({
+          /** The budget's window (default 3600). */
+          windowSeconds: z.optional(PositiveInt),
+          /**
+           * Whole native units (ETH, SOL) one credential's callers may make the executor of a chain lose
+           * per window on reverted, failed and in-flight sends (default "0.1"; see `gasBudgetPerCredential`).
+           */
+          perCredential: z.optional(Decimal),
+        }),
+      ),
+    }),
+  ),
   /** The job runner (live payments, settlements, webhooks). */
   jobs: z.optional(
     z.strictObject({
@@ -211,6 +237,12 @@ export interface ServerConfig {
   /** Fastify's `trustProxy`: whose `X-Forwarded-For` names the client address. */
   trustProxy: boolean | string | string[]
   idempotencyTtlSeconds: number
+  /**
+   * Bounds on what the executors spend for hostile payers (payments/relayGuards.ts): a payer whose relay
+   * failed on chain is refused for `payerCooldownSeconds`; a credential's reverted, failed and in-flight
+   * sends may cost at most `gasBudget.perCredential` native units per `gasBudget.windowSeconds` on a chain.
+   */
+  relays: { payerCooldownSeconds: number; gasBudget: { windowSeconds: number; perCredential: string } }
   /** Jobs one process runs at once; the database pool is sized from it (see server.ts). */
   jobSlots: number
   /** The job runner's lease per claim, ms (`jobs.leaseMs`); the runner's default when undefined. */
@@ -265,6 +297,7 @@ export const defaultConfig: ServerConfig = {
   secretsKey: null,
   previousSecretsKeys: [],
   idempotencyTtlSeconds: 24 * 60 * 60,
+  relays: { payerCooldownSeconds: 900, gasBudget: { windowSeconds: 3600, perCredential: '0.1' } },
   jobSlots: 64,
   settlementIntervalMs: 5000,
   paymentTtlSeconds: 15 * 60,
@@ -311,6 +344,13 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
       checkedKey(key, `previousSecretsKeys.${i}`),
     ),
     idempotencyTtlSeconds: file.idempotencyTtlSeconds ?? defaultConfig.idempotencyTtlSeconds,
+    relays: {
+      payerCooldownSeconds: file.relays?.payerCooldownSeconds ?? defaultConfig.relays.payerCooldownSeconds,
+      gasBudget: {
+        windowSeconds: file.relays?.gasBudget?.windowSeconds ?? defaultConfig.relays.gasBudget.windowSeconds,
+        perCredential: file.relays?.gasBudget?.perCredential ?? defaultConfig.relays.gasBudget.perCredential,
+      },
+    },
     jobSlots: file.jobs?.slots ?? defaultConfig.jobSlots,
     ...(file.jobs?.leaseMs !== undefined ? { jobLeaseMs: file.jobs.leaseMs } : {}),
     ...(file.jobs?.reconcileIntervalMs !== undefined

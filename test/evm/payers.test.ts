@@ -481,7 +481,7 @@ describe('payer matrix (Permit2, a USDT-style token without EIP-3009)', () => {
     )
   })
 
-  it('the allowance gone under a sent pull (its approve reorged away, or withdrawn): waits for it, then pays once', async () => {
+  it('the allowance withdrawn under a sent pull (ahead of it in its block): one revert, the payment fails relay_reverted and the payer is cooled down; approving again sends nothing more', async () => {
     const eoa = privateKeyToAccount(generatePrivateKey())
     const wallet = await walletOf(eoa)
     await mintTether(eoa.address)
@@ -521,15 +521,26 @@ describe('payer matrix (Permit2, a USDT-style token without EIP-3009)', () => {
     await poll('the reverted pull recorded', async () =>
       (await relayStatuses(paymentId)).includes('reverted') ? true : undefined,
     )
-    // The permit is unused and before its deadline: the payment waits for the allowance, as before the pull.
-    await new Promise((resolve) => setTimeout(resolve, 1_500))
-    expect((await env.gw('GET', paymentId, '/status')).json.status).toBe('processing')
-    expect(await tetherBalance(eoa.address)).toBe(usdc(25))
+    // Withdrawing an allowance between a pull's simulation and its block is how a payer makes the
+    // executor pay for nothing, again and again if it were relayed again: one revert ends it.
+    expect((await env.waitFinal(paymentId)).status).toBe('failed')
+    const failed = await env.t.db
+      .selectFrom('payments')
+      .select('failure_code')
+      .where('id', '=', paymentId)
+      .executeTakeFirstOrThrow()
+    expect(failed.failure_code).toBe('relay_reverted')
+    const cooled = await env.t.db
+      .selectFrom('payer_cooldowns')
+      .select('subject')
+      .where('subject', '=', eoa.address.toLowerCase())
+      .executeTakeFirst()
+    expect(cooled).toBeDefined()
 
     await approve(maxUint256)
-    expect((await env.waitFinal(paymentId)).status).toBe('succeeded')
-    expect(await tetherBalance(eoa.address)).toBe(usdc(25) - amount)
-    expect(await relayStatuses(paymentId)).toEqual(['reverted', 'succeeded'])
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    expect(await tetherBalance(eoa.address)).toBe(usdc(25))
+    expect(await relayStatuses(paymentId)).toEqual(['reverted'])
   })
 
   it('a pull that landed while its job was away (worker stopped mid-wait) is found, not waited for: the allowance it used is not asked for again', async () => {

@@ -67,6 +67,17 @@ const merchants =
   (remoteAddress) =>
     t.request({ method: 'GET', url: '/v1/merchants', remoteAddress, headers: headers(key) })
 
+/** A wallet's `/wcp` status read (the payment does not exist: 404 unless the limiter answers first). */
+const wcpStatus =
+  (key: string): Send =>
+  (remoteAddress) =>
+    t.request({
+      method: 'GET',
+      url: '/wcp/v1/gateway/payment/pay_doesnotexist0000000000/status',
+      remoteAddress,
+      headers: { 'api-key': key },
+    })
+
 describe('limits per credential, for failed authentication, and per App-Id and address', () => {
   it('two partners behind one address: one key flooding /x402 and the API never throttles the other', async () => {
     const address = '127.0.0.2'
@@ -78,6 +89,17 @@ describe('limits per credential, for failed authentication, and per App-Id and a
       const seenByHonest = await statuses(mount(honest), address, burst)
       expect(seenByHonest.filter((s) => s === 429)).toEqual([])
     }
+  })
+
+  it('two wallets behind one address: one wallet key flooding /wcp never throttles the other', async () => {
+    const address = '127.0.0.5'
+    const flooder = (await t.createKey('live', 'wallet', await t.createPartner())).apiKey
+    const honest = (await t.createKey('live', 'wallet', await t.createPartner())).apiKey
+    const flood = await statuses(wcpStatus(flooder), address, burst * 3)
+    expect(flood.filter((s) => s === 429)).toHaveLength(burst * 2)
+    expect(flood.slice(0, burst).every((s) => s === 404)).toBe(true)
+    const seenByHonest = await statuses(wcpStatus(honest), address, burst)
+    expect(seenByHonest).toEqual(Array(burst).fill(404))
   })
 
   it('a flood of wrong keys is limited per address with Retry-After; other addresses and known keys pass', async () => {

@@ -114,6 +114,11 @@ export interface ConfirmContext {
   results: readonly string[]
   now: number
   /**
+   * The caller's credential (API key id or app id): a driver whose executor pays the chain's fees
+   * refuses it once its fee budget is spent, and charges it what a failed send costs.
+   */
+  credentialId: string
+  /**
    * In `confirm`: the transaction that has just moved the payment to `processing`; enqueue jobs on it so
    * they exist exactly when the transition does. In `verify`: the plain database handle.
    */

@@ -27,6 +27,8 @@ export interface ConfirmInput {
   onProcessing?: (trx: Db) => Promise<void>
   /** The request's after-commit hook (RouteContext.afterCommit), offered to the driver's confirm. */
   afterCommit?: (fn: () => void) => void
+  /** The caller's credential (API key id or app id): what the executor's failed sends are charged to. */
+  credentialId: string
 }
 
 /**
@@ -62,6 +64,7 @@ export async function confirmPayment(input: ConfirmInput): Promise<ConfirmRespon
     actions,
     results: body.results,
     now: unixSeconds(now),
+    credentialId: input.credentialId,
   }
   await driver.verify?.({ ...base, db })
 

@@ -68,9 +68,10 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
   })
 
   defineRoute(app, endpoints.gatewayConfirm, async (ctx) => {
-    const { db, body, config, now, afterCommit } = ctx
+    const { db, body, config, now, afterCommit, auth } = ctx
     const { payment, option } = await paymentAndOption(ctx)
-    return confirmPayment({ db, config, registry, payment, option, body, now, afterCommit })
+    const credentialId = auth.credentialId
+    return confirmPayment({ db, config, registry, payment, option, body, now, afterCommit, credentialId })
   })
 
   // The hosted form posts here from the buyer's browser, which holds no gateway credentials: the option id

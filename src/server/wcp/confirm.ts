@@ -22,6 +22,8 @@ export async function wcpConfirm(input: {
   payment: GatewayPaymentRow
   body: WcpConfirmBody
   now: Date
+  /** The caller's credential: charged for the executor's fees a failed send costs. */
+  credentialId: string
 }): Promise<WcpStatusResponse> {
   const { db, payment, body, now } = input
   const confirmation: Confirmation = { optionId: body.optionId, results: body.results.map((r) => r.data[0]!) }

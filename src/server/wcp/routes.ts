@@ -80,7 +80,7 @@ export async function wcpRoutes(app: FastifyInstance): Promise<void> {
 
     defineRoute(scope, wcpEndpoints.confirm, async ({ db, auth, params, body, config, now }) => {
       const row = await payment(db, params.id, auth.mode, now)
-      return wcpConfirm({ db, config, registry, payment: row, body, now })
+      return wcpConfirm({ db, config, registry, payment: row, body, now, credentialId: auth.credentialId })
     })
 
     defineRoute(scope, wcpEndpoints.cancel, async ({ db, auth, params, now }) => {

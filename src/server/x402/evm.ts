@@ -11,6 +11,7 @@ import { type Authorization, authorizationHash, authorizationToJson } from '../c
 import type { EvmAsset } from '../chains/evm/chain.js'
 import { type EvmChain, evmJobKinds, relayRefusal } from '../chains/evm/index.js'
 import type { RelayPayload } from '../chains/evm/outcome.js'
+import { payerSubjects } from '../chains/evm/payerCooldown.js'
 import { classifyPayerSignature, verifyPayerSignature } from '../chains/evm/payerSignature.js'
 import { enqueueJob } from '../jobs/queue.js'
 import type { Verdict, X402Scheme } from './scheme.js'
@@ -79,9 +80,12 @@ export function evmExactScheme(chain: EvmChain): X402Scheme {
       const verdict = await verifyPayerSignature(chain, payer, authorizationHash(authorization), signed)
       if (!verdict.valid) return refuse(reasons.evmSignature, verdict.reason)
       // An account still to be deployed is simulated with its deployment by the relay job itself.
+      let worstCaseFee = 0n
       if (signed.kind !== 'undeployed') {
-        const refusal = await relayRefusal(chain, authorization, signed.signature)
-        if (refusal !== undefined) return refuse(await diagnose(chain, asset, authorization), refusal)
+        const simulated = await relayRefusal(chain, authorization, signed.signature)
+        if ('refusal' in simulated)
+          return refuse(await diagnose(chain, asset, authorization), simulated.refusal)
+        worstCaseFee = simulated.worstCaseFee
       }
       return {
         valid: true,
@@ -90,13 +94,16 @@ export function evmExactScheme(chain: EvmChain): X402Scheme {
         amount: authorization.value,
         payTo: authorization.to,
         key: authorizationKey(chain, asset.token, payer, authorization.nonce),
-        async enqueue(db, paymentId, at) {
+        cooldownSubjects: await payerSubjects(chain, payer),
+        worstCaseFee,
+        async enqueue(db, paymentId, at, credentialId) {
           const job: RelayPayload = {
             chain: chain.caip2,
             asset: asset.id,
             authorization: authorizationToJson(authorization),
             signature: parsed.signature,
             direct: true,
+            credentialId,
           }
           await enqueueJob(db, { kind: evmJobKinds.relay, paymentId, payload: job, now: at })
         },

@@ -13,6 +13,13 @@ import type { AuthContext } from '../context.js'
 import { toAmount } from '../payments/assets.js'
 import { createPayment } from '../payments/create.js'
 import { loadPayment, transitionPayment } from '../payments/lifecycle.js'
+import {
+  activeCooldown,
+  assertGasBudgetLeft,
+  cooldownMessage,
+  GasBudgetExhausted,
+  relayGuardSettings,
+} from '../payments/relayGuards.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { PaymentRow } from '../store/schema.js'
 import type { ValidPayment, X402Scheme } from './scheme.js'
@@ -60,6 +67,7 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
   const schemes = new Map(options.schemes.map((s) => [s.network, s]))
   const settleWaitMs = options.settleWaitMs ?? 30_000
   const pollMs = options.pollMs ?? 50
+  const guards = relayGuardSettings(config)
 
   /** The scheme for the request, or why there is none. */
   function schemeFor(request: FacilitatorRequest): X402Scheme | Refusal {
@@ -80,6 +88,19 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
     if (!('verify' in scheme)) return scheme
     const verdict = await scheme.verify(request.paymentPayload, request.paymentRequirements, context.now)
     if (!verdict.valid) return verdict
+    // What the executor would pay for: refused before anything is recorded or sent.
+    const cooling = await activeCooldown(db, scheme.network, verdict.cooldownSubjects, context.now)
+    if (cooling)
+      return { reason: reasons.payerCoolingDown, payer: verdict.payer, message: cooldownMessage(cooling) }
+    try {
+      await assertGasBudgetLeft(db, guards, scheme.network, auth.credentialId, {
+        needed: verdict.worstCaseFee,
+        now: context.now,
+      })
+    } catch (error) {
+      if (!(error instanceof GasBudgetExhausted)) throw error
+      return { reason: reasons.gasBudgetExhausted, payer: verdict.payer, message: error.message }
+    }
     const merchants = await boundMerchants(db, auth, scheme.network, verdict, context.merchantId)
     if (merchants.length !== 1) {
       return {
@@ -123,9 +144,17 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
         ...base,
       }
     }
+    // Refused by the job before anything was signed (the budget or a cool-down reached while queued).
+    const refusedBeforeSending =
+      payment.failure_code === 'gas_budget_exhausted'
+        ? reasons.gasBudgetExhausted
+        : payment.failure_code === 'payer_cooling_down'
+          ? reasons.payerCoolingDown
+          : undefined
     return {
       success: false,
-      errorReason: scheme.family === 'eip155:*' ? reasons.evmFailed : reasons.svmFailed,
+      errorReason:
+        refusedBeforeSending ?? (scheme.family === 'eip155:*' ? reasons.evmFailed : reasons.svmFailed),
       errorMessage: `The payment ${payment.status}${payment.failure_code ? ` (${payment.failure_code})` : ''}.`,
       transaction,
       ...base,
@@ -240,7 +269,7 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
           created_at: context.now,
         }
         await trx.insertInto('x402_payments').values(row).execute()
-        await payment.enqueue(trx, paymentId, context.now)
+        await payment.enqueue(trx, paymentId, context.now, auth.credentialId)
         return row
       })
       for (const fn of committed) fn()

@@ -1,4 +1,5 @@
 import type { AssetConfig } from '../chains/types.js'
+import type { CooldownSubject } from '../payments/relayGuards.js'
 import type { Db } from '../store/db.js'
 import type { PaymentPayload, Requirements } from './wire.js'
 
@@ -33,6 +34,19 @@ export interface ValidPayment {
   /** Who receives them (the requirement's `payTo`, as the chain spells it). */
   payTo: string
   key: string
-  /** Records what lands the payment and queues its chain job (in the transaction that records the payment). */
-  enqueue(db: Db, paymentId: string, now: Date): Promise<void>
+  /**
+   * What the payer is cooled down by once a send of theirs fails on chain (payments/relayGuards.ts):
+   * its address, and a contract payer's code hash.
+   */
+  cooldownSubjects: readonly CooldownSubject[]
+  /**
+   * The most the executor's send may cost (smallest native unit): settle refuses it when the caller's
+   * budget has less left. 0 where the send's fee is too small to matter (a Solana signature).
+   */
+  worstCaseFee: bigint
+  /**
+   * Records what lands the payment and queues its chain job (in the transaction that records the
+   * payment); `credentialId`, the caller's, is charged for the executor's fees a failed send costs.
+   */
+  enqueue(db: Db, paymentId: string, now: Date, credentialId: string): Promise<void>
 }

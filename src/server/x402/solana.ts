@@ -104,7 +104,9 @@ export function solanaExactScheme(chain: SolanaChain): X402Scheme {
         amount: transfer.amount,
         payTo: requirements.payTo,
         key: messageKey(chain, decoded),
-        async enqueue(db, paymentId, now) {
+        cooldownSubjects: [{ subject: payer, kind: 'address' }],
+        worstCaseFee: 0n,
+        async enqueue(db, paymentId, now, credentialId) {
           // Signed, recorded and committed before the broadcast job ever sends it (exactly once).
           const tx = VersionedTransaction.deserialize(decoded.bytes)
           tx.sign([chain.service])
@@ -128,6 +130,7 @@ export function solanaExactScheme(chain: SolanaChain): X402Scheme {
             asset: asset.id,
             amount: transfer.amount.toString(),
             direct: true,
+            credentialId,
           }
           await enqueueJob(db, { kind: solanaJobKinds.broadcast, paymentId, payload: job, now })
         },

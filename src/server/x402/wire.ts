@@ -110,5 +110,9 @@ export const invalidReasons = {
   svmSimulation: 'invalid_exact_svm_transaction_simulation_failed',
   svmFailed: 'invalid_exact_svm_transaction_failed',
   identifierConflict: 'payment_identifier_conflict',
+  /** The payer's earlier settlement failed on chain after its simulation: refused for a cool-down. */
+  payerCoolingDown: 'payer_cooling_down',
+  /** The caller's credential has spent its executor fee budget for the window (failed sends). */
+  gasBudgetExhausted: 'executor_gas_budget_exhausted',
   pending: 'settlement_pending',
 } as const

@@ -2,6 +2,7 @@ import { type Address, getAddress, type Hash, type Hex } from 'viem'
 import { decodePermit2TypedData, permit2Hash } from '../../../../protocol/evm/index.js'
 import { paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
+import { assertRelayable, type RelayGuardSettings } from '../../payments/relayGuards.js'
 import type { ChainDriver, ConfirmContext, ConfirmOutcome } from '../types.js'
 import {
   type Authorization,
@@ -12,6 +13,7 @@ import {
 import type { EvmChain } from './chain.js'
 import { type Permit2Collection, permit2ToJson } from './collection.js'
 import { evmJobKinds, type RelayPayload, type VerifyTransferPayload } from './outcome.js'
+import { payerSubjects } from './payerCooldown.js'
 import { classifyPayerSignature, verifyPayerSignature } from './payerSignature.js'
 import { type QuoteSettings, quoteEvm } from './quote.js'
 import { same } from './transfers.js'
@@ -19,7 +21,19 @@ import { same } from './transfers.js'
 const hash32 = /^0x[0-9a-fA-F]{64}$/
 
 /** The live driver of one EVM chain (see chains/types.ts for the contract with the gateway). */
-export function createEvmDriver(chain: EvmChain, settings: QuoteSettings): ChainDriver {
+export function createEvmDriver(
+  chain: EvmChain,
+  settings: QuoteSettings,
+  guards: RelayGuardSettings,
+): ChainDriver {
+  /** A gasless payment for a cooled-down payer, or past the caller's budget: `429 rate_limited`. */
+  const relayable = async (ctx: ConfirmContext, payer: Address) =>
+    assertRelayable(ctx.db, guards, {
+      chainId: chain.caip2,
+      subjects: await payerSubjects(chain, payer),
+      credentialId: ctx.credentialId,
+    })
+
   return {
     caip2: chain.caip2,
     namespace: 'eip155',
@@ -29,6 +43,7 @@ export function createEvmDriver(chain: EvmChain, settings: QuoteSettings): Chain
     async verify(ctx) {
       if (ctx.option.kind === 'permit2') {
         const { index, permit, hash } = offeredPermit(chain, ctx)
+        await relayable(ctx, permit.owner)
         const signed = await classifyPayerSignature(chain, permit.owner, ctx.results[index] as Hex)
         const verdict =
           signed.kind === 'undeployed'
@@ -44,6 +59,7 @@ export function createEvmDriver(chain: EvmChain, settings: QuoteSettings): Chain
       }
       if (ctx.option.kind === 'eip3009') {
         const { index, authorization } = offeredAuthorization(chain, ctx)
+        await relayable(ctx, authorization.from)
         // Checked against the message stored with the option, never against anything the wallet sent back:
         // a signature over other typed data (amount, token, payee changed) does not verify. Who checks it
         // depends on the payer's code now: its key (no code) or the account itself (ERC-1271).
@@ -87,6 +103,7 @@ export function createEvmDriver(chain: EvmChain, settings: QuoteSettings): Chain
           asset: ctx.asset.id,
           ...offered,
           signature: ctx.results[index] as Hex,
+          credentialId: ctx.credentialId,
         }
         await enqueueJob(ctx.db, { kind: evmJobKinds.relay, paymentId: ctx.payment.id, payload })
         return { status: 'processing' }

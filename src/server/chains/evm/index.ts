@@ -2,6 +2,7 @@
 import type { ServerConfig } from '../../config.js'
 import type { JobHandler, JobLogger } from '../../jobs/runner.js'
 import { createPaymentFinisher } from '../../payments/finisher.js'
+import { relayGuardSettings } from '../../payments/relayGuards.js'
 import { refundJobKinds } from '../../refunds/jobs.js'
 import type { Db } from '../../store/db.js'
 import { configuredAssets } from '../configured.js'
@@ -86,10 +87,11 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
     ),
     receiptTimeoutMs: options.receiptTimeoutMs ?? 30_000,
     settlementIntervalMs: options.config.settlementIntervalMs,
+    guards: relayGuardSettings(options.config),
   }
   return {
     chains,
-    drivers: chains.map((chain) => createEvmDriver(chain, quoteSettings)),
+    drivers: chains.map((chain) => createEvmDriver(chain, quoteSettings, jobSettings.guards)),
     jobHandlers: {
       [evmJobKinds.relay]: relayJob(jobSettings),
       [refundJobKinds.evm]: refundJob(jobSettings),

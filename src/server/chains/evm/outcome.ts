@@ -26,6 +26,12 @@ export interface RelayPayload {
   /** As the wallet returned it: 65 bytes, an ERC-1271 signature, or an ERC-6492 wrapper. */
   signature: `0x${string}`
   /**
+   * The credential (API key id or app id) whose caller asked for the payment: the executor's gas its
+   * relay may lose is charged to that credential's budget (payments/relayGuards.ts). Jobs queued before
+   * the budget existed carry none.
+   */
+  credentialId?: string
+  /**
    * The authorization pays the merchant's destination itself (x402's `payTo`), not the collection
    * address: the payment has no settlement step.
    */
@@ -61,6 +67,8 @@ export type EvmFailureCode =
   | 'deployment_refused'
   | 'allowance_missing'
   | 'relay_reverted'
+  | 'payer_cooling_down'
+  | 'gas_budget_exhausted'
   | 'transfer_missing'
   | 'transaction_not_found'
   | 'transaction_reverted'

@@ -3,6 +3,15 @@ import type { Fence } from '../../jobs/fence.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { holderOf } from '../../ledger/entries.js'
 import type { PaymentFinisher } from '../../payments/finisher.js'
+import {
+  activeCooldown,
+  coolDownPayer,
+  cooldownMessage,
+  GasBudgetExhausted,
+  type RelayGuardSettings,
+  reserveGas,
+  settleGasCharge,
+} from '../../payments/relayGuards.js'
 import type { BatchedSettlement } from '../../payments/settlementItems.js'
 import { loadPaymentAndSettlement } from '../../payments/settlements.js'
 import type { Db } from '../../store/db.js'
@@ -11,15 +20,29 @@ import { type Authorization, authorizationFromJson } from './authorization.js'
 import type { EvmChain } from './chain.js'
 import { type Collection, type CollectionCall, collectionOf, relayCall } from './collection.js'
 import { evmJobKinds, failPayment, type RelayPayload } from './outcome.js'
+import { payerSubjects } from './payerCooldown.js'
 import { classifyPayerSignature, factoryRefusal, type PayerSignature } from './payerSignature.js'
 import { settlementAddress } from './quote.js'
-import type { EvmSender } from './sender.js'
-import { recordedSteps, retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
+import type { EvmFees, EvmSender } from './sender.js'
+import {
+  recordedSteps,
+  retryWhileInFlight,
+  sendAndWait,
+  sendOnce,
+  setTxStatus,
+  withGasHeadroom,
+} from './transactions.js'
 import { hasTransfer, refuseOnRevert } from './transfers.js'
 import type { EvmWatcher } from './watcher.js'
 
 /** The token refused the authorization (used nonce, expired, bad signature, balance short): final. */
 class AuthorizationRefused extends Error {}
+
+/** The payer is cooled down (its relay reverted on chain before): nothing is sent for it. */
+class PayerCoolingDown extends Error {}
+
+/** The payment's relay reverted on chain already: it is never relayed again. */
+class RelayReverted extends Error {}
 
 /** An undeployed account cannot be deployed as its ERC-6492 wrapper says (factory refused or reverting): final. */
 class DeploymentRefused extends Error {}
@@ -41,6 +64,8 @@ export interface JobSettings {
   receiptTimeoutMs: number
   /** How long a settlement batch collects payments before its transfer. */
   settlementIntervalMs: number
+  /** Payer cool-downs and per-credential gas budgets (payments/relayGuards.ts). */
+  guards: RelayGuardSettings
 }
 
 export function chainOf(settings: JobSettings, caip2: string): EvmChain {
@@ -93,7 +118,24 @@ export function relayJob(settings: JobSettings): JobHandler {
       if (waiting) throw new RetryLater(waiting.reason)
       const call = collection.call(signed.signature)
       const relayer = relayerOf(settings, chain)
-      const send = () => submitCollection(ctx.db, chain, relayer.sender, job.payment_id, call, ctx.fence)
+      // What a new relay must pass once its gas limit and fees are fixed, before it is signed.
+      const beforeSign = async (sent: { gas: bigint } & EvmFees) => {
+        // One revert ends the payment (finishRelay), even when the run that saw it stopped before failing it.
+        if (await hasRevertedRelay(ctx.db, job.payment_id))
+          throw new RelayReverted(`A relay of payment ${job.payment_id} already reverted on chain.`)
+        const cooling = await activeCooldown(ctx.db, chain.caip2, await payerSubjects(chain, collection.from))
+        if (cooling) throw new PayerCoolingDown(cooldownMessage(cooling))
+        await simulateCollection(chain, call, sent)
+        if (payload.credentialId === undefined) return
+        await reserveGas(ctx.db, settings.guards, {
+          chainId: chain.caip2,
+          credentialId: payload.credentialId,
+          paymentId: job.payment_id,
+          amount: sent.gas * sent.maxFeePerGas,
+        })
+      }
+      const send = () =>
+        submitCollection(ctx.db, chain, relayer.sender, job.payment_id, call, ctx.fence, beforeSign)
       let sent: Awaited<ReturnType<typeof sendAndWait>>
       const release = await relayer.sender.slot()
       try {
@@ -105,6 +147,12 @@ export function relayJob(settings: JobSettings): JobHandler {
       } catch (error) {
         if (error instanceof AuthorizationRefused)
           return failPayment(ctx, job.payment_id, 'authorization_rejected', error.message)
+        if (error instanceof PayerCoolingDown)
+          return failPayment(ctx, job.payment_id, 'payer_cooling_down', error.message)
+        if (error instanceof RelayReverted)
+          return failPayment(ctx, job.payment_id, 'relay_reverted', error.message)
+        if (error instanceof GasBudgetExhausted)
+          return failPayment(ctx, job.payment_id, 'gas_budget_exhausted', error.message)
         throw await retryWhileInFlight(ctx.db, job.payment_id, 'relay', error)
       } finally {
         release()
@@ -115,7 +163,7 @@ export function relayJob(settings: JobSettings): JobHandler {
         'Relayed the payer signature',
       )
       if (!receipt) throw new RetryLater(`Relay transaction ${hash} has no receipt yet.`)
-      return finishRelay(settings, ctx, chain, job, payload, collection, call, receipt, settlementDestination)
+      return finishRelay(settings, ctx, chain, job, payload, collection, receipt, settlementDestination)
     },
     async onGiveUp(job, error, ctx) {
       await failPayment(ctx, job.payment_id, 'chain_unavailable', `Relay did not land: ${String(error)}`)
@@ -212,6 +260,17 @@ async function simulateDeployAndRelay(
     )
 }
 
+async function hasRevertedRelay(db: Db, paymentId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('evm_transactions')
+    .select('id')
+    .where('payment_id', '=', paymentId)
+    .where('purpose', '=', 'relay')
+    .where('status', '=', 'reverted')
+    .executeTakeFirst()
+  return row !== undefined
+}
+
 const permit2CannotDeploy =
   'An undeployed (ERC-6492) account cannot pay through Permit2: Permit2 does not deploy the account.'
 
@@ -237,6 +296,7 @@ async function submitCollection(
   paymentId: string,
   call: CollectionCall,
   fence?: Fence,
+  beforeSign?: (sent: { gas: bigint } & EvmFees) => Promise<void>,
 ): Promise<Hash> {
   const { hash } = await sendOnce({
     db,
@@ -250,6 +310,9 @@ async function submitCollection(
     // The estimate is the contract's verdict before gas is spent: a used or expired signature is refused
     // by name.
     estimateGas: () => estimateCollection(chain, sender, call),
+    // Exactly what is signed, where it will run: a payer whose signature is valid only at gas price 0
+    // (a plain eth_call) or only in the latest block is refused here, before any gas is spent.
+    beforeSign: beforeSign ?? ((sent) => simulateCollection(chain, call, sent)),
   })
   return hash
 }
@@ -258,19 +321,42 @@ const refusedBy = (reason: string) =>
   new AuthorizationRefused(`The contract refused the payer's signature: ${reason}`)
 
 /**
- * Why the token would refuse the EIP-3009 relay now (its refusal, as a message), or undefined when it
- * would take it. Other failures (the node unreachable) throw.
+ * Why the token would refuse the EIP-3009 relay now (its refusal, as a message), or, when it would take
+ * it, what the relay may cost at worst (gas limit x max fee per gas, wei): simulated as the executor
+ * would send it (estimated gas limit with its headroom, today's fees, the pending block). Other failures
+ * (the node unreachable) throw.
  */
 export async function relayRefusal(
   chain: EvmChain,
   authorization: Authorization,
   signature: `0x${string}`,
-): Promise<string | undefined> {
+): Promise<{ refusal: string } | { worstCaseFee: bigint }> {
   try {
     await simulateRelay(chain, authorization, signature)
-    return undefined
+    const call = { to: authorization.token, ...relayCall(authorization, signature) }
+    const [gas, fees] = await Promise.all([
+      refuseOnRevert(
+        chain.publicClient.estimateContractGas({
+          account: chain.executor,
+          prepare: false,
+          address: call.to,
+          abi: call.abi,
+          functionName: call.functionName,
+          args: call.args,
+        } as Parameters<typeof chain.publicClient.estimateContractGas>[0]),
+        refusedBy,
+      ),
+      chain.publicClient.estimateFeesPerGas(),
+    ])
+    const limit = withGasHeadroom(gas)
+    await simulateCollection(chain, call, {
+      gas: limit,
+      maxFeePerGas: fees.maxFeePerGas,
+      maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+    })
+    return { worstCaseFee: limit * fees.maxFeePerGas }
   } catch (error) {
-    if (error instanceof AuthorizationRefused) return error.message
+    if (error instanceof AuthorizationRefused) return { refusal: error.message }
     throw error
   }
 }
@@ -280,18 +366,40 @@ function simulateRelay(chain: EvmChain, authorization: Authorization, signature:
   return simulateCollection(chain, { to: authorization.token, ...relayCall(authorization, signature) })
 }
 
-/** Throws AuthorizationRefused when the contract would refuse the collection now. */
-function simulateCollection(chain: EvmChain, call: CollectionCall) {
-  return refuseOnRevert(
+/**
+ * Throws AuthorizationRefused when the contract would refuse the collection now. With `sent` (the gas
+ * limit and fees a transaction is about to be signed with), it is simulated as that transaction: from
+ * the executor, with those fields, at the pending block. A plain eth_call runs at gas price 0 in the
+ * latest block, and a payer account can answer differently there than on chain.
+ */
+async function simulateCollection(chain: EvmChain, call: CollectionCall, sent?: { gas: bigint } & EvmFees) {
+  const simulation = refuseOnRevert(
     chain.publicClient.simulateContract({
       account: chain.executor,
       address: call.to,
       abi: call.abi,
       functionName: call.functionName,
       args: call.args,
+      ...(sent
+        ? {
+            gas: sent.gas,
+            maxFeePerGas: sent.maxFeePerGas,
+            maxPriorityFeePerGas: sent.maxPriorityFeePerGas,
+            blockTag: 'pending',
+          }
+        : {}),
     } as Parameters<typeof chain.publicClient.simulateContract>[0]),
     refusedBy,
   )
+  try {
+    await simulation
+  } catch (error) {
+    // Out of gas at the limit about to be signed: the estimate was short (a node's bad answer), not the
+    // payer's refusal. Nothing is sent; the job estimates again on its next attempt.
+    if (sent && /out of gas|outofgas/i.test(String(error instanceof Error ? error.message : error)))
+      throw new Error(`The relay would run out of gas at the limit ${sent.gas}; estimating again.`)
+    throw error
+  }
 }
 
 /**
@@ -317,16 +425,6 @@ async function estimateCollection(chain: EvmChain, sender: EvmSender, call: Coll
   )
 }
 
-async function collectionUsable(chain: EvmChain, call: CollectionCall): Promise<boolean> {
-  try {
-    await simulateCollection(chain, call)
-    return true
-  } catch (error) {
-    if (error instanceof AuthorizationRefused) return false
-    throw error
-  }
-}
-
 async function finishRelay(
   settings: JobSettings,
   ctx: JobRunContext,
@@ -334,25 +432,34 @@ async function finishRelay(
   job: JobRow,
   payload: RelayPayload,
   collection: Collection,
-  call: CollectionCall,
   receipt: TransactionReceipt,
   settlementDestination: string | undefined,
 ) {
   const hash = receipt.transactionHash
+  const spent = receipt.gasUsed * receipt.effectiveGasPrice
+  const charge = { chainId: chain.caip2, credentialId: payload.credentialId, paymentId: job.payment_id }
   if (receipt.status !== 'success') {
+    // It passed a simulation of exactly what was sent, so what made it revert is something no
+    // simulation here reproduces (state changed in its block ahead of it: an allowance withdrawn, an
+    // account's answer flipped; out of gas by the same means). Relaying again would let the payer
+    // repeat that at the executor's cost: one revert fails the payment, charges its gas to the caller's
+    // credential and cools the payer down.
+    const reason = `its relay ${hash} reverted on chain after passing its simulation`
+    await settleGasCharge(ctx.db, { ...charge, spent })
+    await coolDownPayer(ctx.db, {
+      chainId: chain.caip2,
+      subjects: await payerSubjects(chain, collection.from),
+      settings: settings.guards,
+      reason,
+      paymentId: job.payment_id,
+    })
     await setTxStatus(ctx.db, hash, 'reverted')
-    // A revert that did not use the authorization (out of gas, say) leaves it to be relayed again: the
-    // next attempt signs a new transaction, after the token's verdict (a used or expired one fails the
-    // payment there). The token accepts an authorization once, so a second relay cannot charge twice.
-    if (await collectionUsable(chain, call))
-      throw new Error(`Relay transaction ${hash} reverted with the authorization unused; relaying it again.`)
-    // A Permit2 pull also reverts when the payer's allowance is gone (its approve reorged away, or
-    // withdrawn before the pull was mined) while the permit itself is unused: that is the state before
-    // the first send, so wait for the allowance again until the permit's deadline.
-    const waiting = await collection.ready?.()
-    if (waiting?.final) return failPayment(ctx, job.payment_id, waiting.code, waiting.reason)
-    if (waiting) throw new RetryLater(`Relay transaction ${hash} reverted. ${waiting.reason}`)
-    return failPayment(ctx, job.payment_id, 'relay_reverted', `Relay transaction ${hash} reverted.`)
+    return failPayment(
+      ctx,
+      job.payment_id,
+      'relay_reverted',
+      `Relay transaction ${hash} reverted on chain after passing its simulation; ${spent} wei of gas spent; the payer is cooled down.`,
+    )
   }
   const expected = {
     token: collection.token,
@@ -361,9 +468,11 @@ async function finishRelay(
     value: collection.value,
   }
   if (!hasTransfer(receipt, expected)) {
+    await settleGasCharge(ctx.db, { ...charge, spent })
     await setTxStatus(ctx.db, hash, 'succeeded')
     return failPayment(ctx, job.payment_id, 'transfer_missing', `Relay ${hash} moved no matching Transfer.`)
   }
+  await settleGasCharge(ctx.db, charge)
   const asset = payload.direct ? undefined : chain.asset(payload.asset)
   const destination = asset && settlementAddress(chain, settlementDestination)
   const fee = asset ? (collection.value * BigInt(asset.settlementFeeBps)) / 10_000n : 0n

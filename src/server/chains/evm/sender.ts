@@ -15,6 +15,11 @@ export interface NewTransaction {
   /** The gas limit to sign with (an estimate with headroom). */
   gas: bigint
   /**
+   * The fees to sign with, when the caller simulated the transaction with them (sendOnce's `beforeSign`);
+   * else the key's current fees.
+   */
+  fees?: EvmFees
+  /**
    * The job step's claim (jobs/fence.ts): numbered, signed and recorded only while it holds, in the same
    * database transaction; otherwise `record` rejects with FenceLost and nothing exists to broadcast.
    */
@@ -45,6 +50,11 @@ export interface EvmSender {
   forgetChainNonce(): void
   /** Waits for room under the in-flight cap; the returned function gives the room back. */
   slot(): Promise<() => void>
+}
+
+export interface EvmFees {
+  maxFeePerGas: bigint
+  maxPriorityFeePerGas: bigint
 }
 
 interface Queued {
@@ -147,7 +157,7 @@ export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
           data: transaction.data,
           gas: transaction.gas,
           nonce: Number(nonce),
-          ...fees,
+          ...(transaction.fees ?? fees),
         })
         values.push({
           payment_id: transaction.paymentId,

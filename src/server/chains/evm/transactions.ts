@@ -14,7 +14,7 @@ import type { Db } from '../../store/db.js'
 import type { EvmChain } from './chain.js'
 import { nodeRefusal } from './nodeErrors.js'
 import type { EvmTransactionRow, EvmTxPurpose, EvmTxStatus } from './schema.js'
-import { type EvmSender, signTransaction } from './sender.js'
+import { type EvmFees, type EvmSender, signTransaction } from './sender.js'
 import type { EvmWatcher } from './watcher.js'
 
 export interface SendOnceParameters {
@@ -32,6 +32,12 @@ export interface SendOnceParameters {
    * it is now, which is also its simulation (throw to refuse: a revert is not paid for).
    */
   estimateGas: () => Promise<bigint>
+  /**
+   * Runs once the new transaction's gas limit and fees are fixed, before it is signed: whatever must
+   * hold of exactly what will be sent (a simulation with these fields at the pending block, a budget
+   * reservation). Throw to refuse; the transaction is then signed with exactly these fees.
+   */
+  beforeSign?: (sent: { gas: bigint } & EvmFees) => Promise<void>
   /** The job step's claim: a new transaction is recorded (and so sent) only while it holds. */
   fence?: Fence
 }
@@ -86,6 +92,8 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
   }
 
   const gas = withGasHeadroom(await p.estimateGas())
+  const fees = p.beforeSign ? await p.sender.fees() : undefined
+  if (p.beforeSign && fees) await p.beforeSign({ gas, ...fees })
   const row = await p.sender.record({
     paymentId: p.paymentId,
     purpose: p.purpose,
@@ -93,6 +101,7 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
     to: p.to,
     data: p.data,
     gas,
+    ...(fees ? { fees } : {}),
     ...(p.fence ? { fence: p.fence } : {}),
   })
   try {
@@ -184,7 +193,7 @@ function feesTooLow(error: unknown): boolean {
  * 17,100 gas more than the non-zero balance the estimate saw (a settlement that emptied the collection
  * address was mined first, and a relay estimated before it ran out of gas). Unused gas is not charged.
  */
-const withGasHeadroom = (estimate: bigint) => estimate + estimate / 10n + 25_000n
+export const withGasHeadroom = (estimate: bigint) => estimate + estimate / 10n + 25_000n
 
 /** Nodes accept a replacement only with both fees at least 10 % higher; 12.5 % is geth's own step. */
 const bump = (fee: bigint) => (fee * 1125n) / 1000n + 1n

@@ -3,6 +3,7 @@ import { PublicKey } from '@solana/web3.js'
 import { bytesEqual, messageSigners, splitSolanaTransaction } from '../../../../protocol/solana/index.js'
 import { fail, paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
+import { assertRelayable, type RelayGuardSettings } from '../../payments/relayGuards.js'
 import type {
   AssetConfig,
   BuildContext,
@@ -18,6 +19,7 @@ import { type AttestationState, attestation, validAttestation } from './attestat
 import { type BuiltMessage, buildAction, resolveBuildActions } from './build.js'
 import type { SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
+import type { BroadcastPayload } from './jobs.js'
 import { encodeBase58 } from './keys.js'
 import { recordTransaction } from './store.js'
 import { buildTransfer, ed25519Key, validSignature } from './transaction.js'
@@ -45,6 +47,8 @@ export interface SolanaDriverOptions {
   etaS?: number
   /** RPC trouble while quoting: the account then simply gets no option, but someone should hear of it. */
   onQuoteError?: (error: unknown, context: { account: string; asset: string }) => void
+  /** Payer cool-downs and per-credential fee budgets (payments/relayGuards.ts); none when omitted. */
+  guards?: RelayGuardSettings
 }
 
 /**
@@ -140,6 +144,15 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
   }
 
   async function verify(ctx: ConfirmContext): Promise<void> {
+    // The service pays the transaction's fee: not for a cooled-down payer, nor past the caller's budget.
+    if (options.guards) {
+      const payer = ctx.option.account.slice(ctx.option.account.lastIndexOf(':') + 1)
+      await assertRelayable(ctx.db, options.guards, {
+        chainId: chain.caip2,
+        subjects: [{ subject: payer, kind: 'address' }],
+        credentialId: ctx.credentialId,
+      })
+    }
     const state = optionState(ctx.option.state)
     if (state.attestation) {
       const index = ctx.actions.findIndex((a) => a.walletRpc.method === 'personal_sign')
@@ -204,7 +217,12 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
       await enqueueJob(ctx.db, {
         kind: solanaJobKinds.broadcast,
         paymentId: ctx.payment.id,
-        payload: { signature, asset: ctx.option.asset, amount: ctx.option.tokenAmount.toString() },
+        payload: {
+          signature,
+          asset: ctx.option.asset,
+          amount: ctx.option.tokenAmount.toString(),
+          credentialId: ctx.credentialId,
+        } satisfies BroadcastPayload,
         now,
       })
       // Sent as soon as it is committed, not when its job starts: the job then finds it sent and waits

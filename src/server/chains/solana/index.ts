@@ -1,6 +1,8 @@
 /** Live payments on Solana clusters: drivers for the gateway and the jobs that execute them. */
+
 import type { ServerConfig } from '../../config.js'
 import type { JobHandler, JobLogger } from '../../jobs/runner.js'
+import { relayGuardSettings } from '../../payments/relayGuards.js'
 import type { Db } from '../../store/db.js'
 import { configuredAssets, rpcUrlsOf } from '../configured.js'
 import type { ChainDriver } from '../types.js'
@@ -70,6 +72,7 @@ export function createSolanaRuntime(options: SolanaRuntimeOptions): SolanaRuntim
       createSolanaDriver({
         chain,
         watcher: watchers.get(chain.caip2)!,
+        guards: relayGuardSettings(options.config),
         ...(options.etaS !== undefined ? { etaS: options.etaS } : {}),
         ...(log
           ? {
@@ -79,6 +82,12 @@ export function createSolanaRuntime(options: SolanaRuntimeOptions): SolanaRuntim
           : {}),
       }),
     ),
-    jobHandlers: solanaJobHandlers(chains, options.db, options.config.settlementIntervalMs, watchers),
+    jobHandlers: solanaJobHandlers(
+      chains,
+      options.db,
+      options.config.settlementIntervalMs,
+      watchers,
+      relayGuardSettings(options.config),
+    ),
   }
 }

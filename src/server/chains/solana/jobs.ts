@@ -6,6 +6,7 @@ import { assertSendsAllowed } from '../../ledger/reconcile.js'
 import { reserveRefund } from '../../ledger/refunds.js'
 import { createPaymentFinisher, type PaymentFinisher } from '../../payments/finisher.js'
 import { failPayment, loadPayment, settlePayment } from '../../payments/lifecycle.js'
+import { coolDownPayer, type RelayGuardSettings, settleGasCharge } from '../../payments/relayGuards.js'
 import { closeSettlementBatch, finishSettlementBatch } from '../../payments/settlementBatches.js'
 import type { SettlementBatchPayload } from '../../payments/settlementItems.js'
 import { loadPaymentAndSettlement } from '../../payments/settlements.js'
@@ -40,6 +41,8 @@ export interface BroadcastPayload {
   amount: string
   /** The transfer pays the merchant's destination itself (x402's `payTo`): no settlement step. */
   direct?: boolean
+  /** The caller's credential: charged the fee of a transaction that fails on chain (payments/relayGuards.ts). */
+  credentialId?: string
 }
 
 interface SettlePayload {
@@ -61,6 +64,8 @@ export function solanaJobHandlers(
   settlementIntervalMs: number,
   /** Each chain's watcher by CAIP-2 (shared with its driver); one is made for a chain without. */
   watchers: ReadonlyMap<string, SolanaWatcher> = new Map(),
+  /** Payer cool-downs and per-credential fee budgets (payments/relayGuards.ts); none when omitted. */
+  guards?: RelayGuardSettings,
 ): Record<string, JobHandler> {
   const watched = new Map(
     chains.map((chain) => [
@@ -84,7 +89,7 @@ export function solanaJobHandlers(
       // never counts toward giving up. What counts are database or configuration errors, and after
       // those the payment stays processing for an operator: failing it could contradict the chain.
       maxAttempts: 20,
-      run: (job, ctx) => broadcast(job, ctx, chainOf, settlementIntervalMs),
+      run: (job, ctx) => broadcast(job, ctx, chainOf, settlementIntervalMs, guards),
       async onGiveUp(job, error, ctx) {
         ctx.log.error({ paymentId: job.payment_id, error: String(error) }, 'Solana broadcast abandoned')
       },
@@ -120,7 +125,13 @@ export function solanaJobHandlers(
  * open batch of that destination and asset, in the same database transaction as the status change: the
  * chain's finisher (payments/finisher.ts), which succeeds the payments one status poll found landed together.
  */
-async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, settlementIntervalMs: number) {
+async function broadcast(
+  job: JobRow,
+  ctx: JobRunContext,
+  chainOf: ChainOf,
+  settlementIntervalMs: number,
+  guards: RelayGuardSettings | undefined,
+) {
   const { db } = ctx
   const payload = job.payload as BroadcastPayload
   // The merchant's settlement with the payment, in one statement, before the chain decides, so the
@@ -138,6 +149,26 @@ async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, sett
   const outcome = await landTransaction({ chain, watcher, tx, ctx })
   if (outcome.kind !== 'landed') {
     ctx.log.warn({ paymentId: payment.id, signature: tx.signature, ...outcome }, 'Solana payment failed')
+    // Failed after its preflight: the fee payer paid for nothing. Its bytes are signed once and never
+    // again (one signature, one attempt), so no loop sends it twice; the fee goes to the caller's
+    // budget and the payer is cooled down, as for an EVM relay that reverted.
+    if (outcome.kind === 'failed' && guards) {
+      await settleGasCharge(db, {
+        chainId: tx.chain_id,
+        credentialId: payload.credentialId,
+        paymentId: payment.id,
+        spent: await feePaid(chain, tx),
+      })
+      const payer = payment.buyer?.slice(payment.buyer.lastIndexOf(':') + 1)
+      if (payer)
+        await coolDownPayer(db, {
+          chainId: tx.chain_id,
+          subjects: [{ subject: payer, kind: 'address' }],
+          settings: guards,
+          reason: `its transaction ${tx.signature} failed on chain after preflight (${outcome.error})`,
+          paymentId: payment.id,
+        })
+    }
     await failPayment(db, {
       paymentId: payment.id,
       failureCode: solanaFailureCode,
@@ -170,6 +201,23 @@ async function broadcast(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, sett
   })
   return { signature: tx.signature, outcome: 'landed' }
 }
+
+/** Lamports the fee payer paid for a landed transaction: the chain's record, else the base fee per signature. */
+async function feePaid(chain: SolanaChain, tx: SolanaTransactionRow): Promise<bigint> {
+  try {
+    const landed = await chain.connection.getTransaction(tx.signature, {
+      maxSupportedTransactionVersion: 0,
+      commitment: 'confirmed',
+    })
+    if (landed?.meta) return BigInt(landed.meta.fee)
+  } catch {
+    // The fee is a bound's input, not money owed: the base fee stands in.
+  }
+  const signatures = Buffer.from(tx.raw, 'base64')[0] ?? 1
+  return BigInt(signatures) * baseFeeLamportsPerSignature
+}
+
+const baseFeeLamportsPerSignature = 5_000n
 
 /**
  * A settlement batch, once its interval is over: closes it (what it pays is fixed, less refunds), then
