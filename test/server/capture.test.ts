@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { Fetch } from '../../src/client/http.js'
+import { createMerchantClient } from '../../src/client/merchant.js'
 import { startJobRunner } from '../../src/server/jobs/runner.js'
 import { renderPaymentEvent } from '../../src/server/webhooks/payload.js'
 import { createTestServer, type TestServer } from './harness.js'
@@ -264,5 +266,33 @@ describe('manual capture (test mode)', () => {
     expect(refunds).toHaveLength(1)
     const types = await events(id)
     expect(types.filter((type) => type === 'payment.captured' || type === 'payment.voided')).toHaveLength(1)
+  })
+
+  it('caipay/client: capturePayment and voidPayment', async () => {
+    const fetch: Fetch = async (url, init) => {
+      const target = new URL(url)
+      const res = await t.request({
+        method: init.method as 'POST',
+        url: target.pathname + target.search,
+        headers: init.headers as Record<string, string>,
+        ...(init.body ? { payload: init.body as string } : {}),
+      })
+      return new Response(res.body, {
+        status: res.statusCode,
+        headers: { 'content-type': 'application/json' },
+      })
+    }
+    const client = createMerchantClient({ baseUrl: 'http://127.0.0.1', apiKey: key, merchantId, fetch })
+    const a = await heldPayment()
+    const captured = await client.capturePayment({
+      params: { id: a },
+      body: { amount: { unit: 'iso4217/USD', value: '250' } },
+      idempotencyKey: idem(),
+    })
+    expect(captured.capture).toMatchObject({ status: 'partially_captured', capturedAmount: { value: '250' } })
+    const b = await heldPayment()
+    const voided = await client.voidPayment({ params: { id: b } })
+    expect(voided.capture?.status).toBe('voided')
+    await expect(client.voidPayment({ params: { id: b } })).rejects.toMatchObject({ code: 'invalid_state' })
   })
 })
