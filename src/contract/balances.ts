@@ -10,9 +10,10 @@ import { Amount } from './common.js'
 /**
  * `collected`: a merchant's payments not yet in a settlement; `settling`: in a settlement transfer not yet
  * mined; `refunds`: refunds owed, until their transfer is mined; `float`: the partner's, which pays its
- * refunds after settlement; `fees`: the settlement fee kept of the partner's payments.
+ * refunds after settlement; `fees`: the settlement fee kept of the partner's payments; `authorized`: a
+ * merchant's manual-capture payments held until captured or voided (docs/capture.md).
  */
-export const balanceAccounts = ['collected', 'settling', 'refunds', 'float', 'fees'] as const
+export const balanceAccounts = ['collected', 'settling', 'refunds', 'float', 'fees', 'authorized'] as const
 export const BalanceAccount = z.enum(balanceAccounts)
 export type BalanceAccount = z.infer<typeof BalanceAccount>
 

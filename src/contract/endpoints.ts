@@ -1,3 +1,4 @@
+import * as z from 'zod/mini'
 import { BalancesQuery, BalancesResponse } from './balances.js'
 import { DeletedResponse } from './common.js'
 import { endpoint } from './endpoint.js'
@@ -18,6 +19,7 @@ import {
 } from './merchant.js'
 import {
   CancelResponse,
+  CaptureBody,
   MerchantPaymentListQuery,
   Payment,
   PaymentCreateBody,
@@ -219,6 +221,30 @@ export const merchantEndpoints = {
     idempotencyKey: 'optional',
     errors: ['payment_not_found', 'invalid_state'],
     summary: 'Cancel a payment (merchant)',
+  }),
+  capturePayment: endpoint({
+    method: 'POST',
+    path: '/v1/payments/:id/capture',
+    auth: 'merchant',
+    params: PaymentIdParams,
+    // No body (or `{}`) captures all of it.
+    body: z.nullish(CaptureBody),
+    response: Payment,
+    status: 200,
+    idempotencyKey: 'optional',
+    errors: ['payment_not_found', 'invalid_state'],
+    summary: 'Capture a held payment in full or in part (manual capture; the rest goes back to the buyer)',
+  }),
+  voidPayment: endpoint({
+    method: 'POST',
+    path: '/v1/payments/:id/void',
+    auth: 'merchant',
+    params: PaymentIdParams,
+    response: Payment,
+    status: 200,
+    idempotencyKey: 'optional',
+    errors: ['payment_not_found', 'invalid_state'],
+    summary: 'Void a held payment (manual capture): everything goes back to the buyer',
   }),
   getBalances: endpoint({
     method: 'GET',

@@ -28,10 +28,19 @@ export const ReferenceId = z
     z.regex(/^[A-Za-z0-9 /:.,+-]+$/, 'referenceId allows A-Z a-z 0-9 space / : . , + -'),
   )
 
+/** `manual`: the money is held once paid until the merchant captures or voids it (docs/capture.md). */
+export const captureMethods = ['automatic', 'manual'] as const
+export const CaptureMethod = z.enum(captureMethods)
+export type CaptureMethod = z.infer<typeof CaptureMethod>
+
 const PaymentCreateFields = {
   referenceId: ReferenceId,
   amount: AmountInput,
   expiresAt: z.optional(UnixSeconds),
+  /** caipay's: `automatic` (the default) settles once paid; `manual` holds it for capture. */
+  capture: z.optional(CaptureMethod),
+  /** Manual capture only: when the held money is voided by itself (unix seconds; default and bound in config). */
+  captureBy: z.optional(UnixSeconds),
 }
 
 /** Stable version (2026-02-18). */
@@ -71,6 +80,27 @@ export type PaymentsSettlementInformation = z.infer<typeof PaymentsSettlementInf
 
 export const failureCodes = ['declined_user'] as const
 
+export const captureStatuses = ['authorized', 'captured', 'partially_captured', 'voided', 'expired'] as const
+export const CaptureStatus = z.enum(captureStatuses)
+export type CaptureStatus = z.infer<typeof CaptureStatus>
+
+/**
+ * A manual-capture payment's hold, once paid (null before): `authorizedAmount` is what the buyer paid,
+ * `capturedAmount` what the capture took (null until captured), both in the payment's unit.
+ */
+export const PaymentCapture = z.object({
+  status: CaptureStatus,
+  authorizedAmount: Amount,
+  capturedAmount: z.nullable(Amount),
+  /** Unix seconds: still authorized then, the payment is voided by itself (status `expired`). */
+  captureBy: UnixSeconds,
+})
+export type PaymentCapture = z.infer<typeof PaymentCapture>
+
+/** `{amount?}`: in the payment's unit, at most what was authorized; absent captures all of it. */
+export const CaptureBody = z.strictObject({ amount: z.optional(AmountInput) })
+export type CaptureBody = z.infer<typeof CaptureBody>
+
 export const Payment = z.object({
   paymentId: z.string(),
   status: PaymentStatus,
@@ -81,6 +111,10 @@ export const Payment = z.object({
   settlement: z.optional(z.nullable(PaymentsSettlementInformation)),
   expiresAt: UnixSeconds,
   createdAt: z.string(),
+  /** caipay's: how the payment's money is taken (docs/capture.md). */
+  captureMethod: z.optional(CaptureMethod),
+  /** caipay's: a manual-capture payment's hold, once paid; null otherwise. */
+  capture: z.optional(z.nullable(PaymentCapture)),
 })
 export type Payment = z.infer<typeof Payment>
 

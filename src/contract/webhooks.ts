@@ -23,14 +23,18 @@ export const defaultWebhookEventTypes = [
 /** caipay's refund events (data: a refund snapshot); like `payment.refunded`, not in the contract. */
 export const refundEventTypes = ['refund.created', 'refund.succeeded', 'refund.failed'] as const
 
+/** caipay's manual-capture events (docs/capture.md); data: the payment snapshot with its `capture`. */
+export const captureEventTypes = ['payment.authorized', 'payment.captured', 'payment.voided'] as const
+
 /**
- * Every event type. caipay's own (`payment.refunded`, once refunds cover the whole payment, and the
- * refund events) only when an endpoint enables them explicitly.
+ * Every event type. caipay's own (`payment.refunded`, once refunds cover the whole payment, the refund
+ * events and the capture events) only when an endpoint enables them explicitly.
  */
 export const webhookEventTypes = [
   ...defaultWebhookEventTypes,
   'payment.refunded',
   ...refundEventTypes,
+  ...captureEventTypes,
 ] as const
 export const WebhookEventType = z.enum(webhookEventTypes)
 export type WebhookEventType = z.infer<typeof WebhookEventType>
@@ -138,6 +142,19 @@ export const WebhookPaymentSnapshot = z.object({
   expired: z.nullable(z.object({ expired_at: z.string() })),
   settled: z.nullable(
     z.object({ settled_at: z.string(), tx_id: z.string(), amount: z.nullable(WireAmount) }),
+  ),
+  /** caipay's, manual-capture payments only (absent otherwise): the hold, null until paid. */
+  capture: z.optional(
+    z.nullable(
+      z.object({
+        status: z.enum(['authorized', 'captured', 'partially_captured', 'voided', 'expired']),
+        authorized_amount: WireAmount,
+        captured_amount: z.nullable(WireAmount),
+        capture_by: z.string(),
+        captured_at: z.nullable(z.string()),
+        voided_at: z.nullable(z.string()),
+      }),
+    ),
   ),
 })
 export type WebhookPaymentSnapshot = z.infer<typeof WebhookPaymentSnapshot>

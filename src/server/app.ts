@@ -2,6 +2,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
 import * as z from 'zod/mini'
 import { createLiveRuntime, type LiveRuntime } from './chains/live.js'
+import { captureExpiryJob, captureExpiryJobKind } from './payments/capture.js'
 import { refundJobKinds } from './refunds/jobs.js'
 import { testRefundJob } from './refunds/sandbox.js'
 import './context.js'
@@ -95,6 +96,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     ...live.jobHandlers,
     [webhookJobKind]: webhookDeliveryJob(config),
     [refundJobKinds.test]: testRefundJob(),
+    [captureExpiryJobKind]: captureExpiryJob(config.sandboxRefundDelayMs),
   })
   const probes = createChainProbes(config, app.liveChains)
   const metrics = createInstanceMetrics({

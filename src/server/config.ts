@@ -193,6 +193,15 @@ const ConfigFileSchema = z.strictObject({
     }),
   ),
   paymentTtlSeconds: z.optional(PositiveInt),
+  /** Manual capture (docs/capture.md): how long a paid payment may be held before it is voided by itself. */
+  capture: z.optional(
+    z.strictObject({
+      /** `captureBy` when the merchant gives none, seconds after creation (default 7 days). */
+      defaultHoldSeconds: z.optional(PositiveInt),
+      /** The furthest `captureBy` may be, seconds after creation (default 30 days). */
+      maxHoldSeconds: z.optional(PositiveInt),
+    }),
+  ),
   bodyLimitBytes: z.optional(PositiveInt),
   authCacheMs: z.optional(z.int().check(z.minimum(0), z.maximum(60_000))),
   statusWaitMaxMs: z.optional(z.int().check(z.minimum(0), z.maximum(120_000))),
@@ -253,6 +262,8 @@ export interface ServerConfig {
   settlementIntervalMs: number
   /** Payment expiry when the merchant gives none. */
   paymentTtlSeconds: number
+  /** Manual capture's hold: `captureBy` by default and at most, seconds after creation (config `capture`). */
+  capture: { defaultHoldSeconds: number; maxHoldSeconds: number }
   bodyLimitBytes: number
   /**
    * How long an API key, app id or merchant lookup is reused in-process (0: never). Revocations and
@@ -301,6 +312,7 @@ export const defaultConfig: ServerConfig = {
   jobSlots: 64,
   settlementIntervalMs: 5000,
   paymentTtlSeconds: 15 * 60,
+  capture: { defaultHoldSeconds: 7 * 24 * 60 * 60, maxHoldSeconds: 30 * 24 * 60 * 60 },
   bodyLimitBytes: 1024 * 1024,
   authCacheMs: 1000,
   statusWaitMaxMs: 20_000,
@@ -358,6 +370,7 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
       : {}),
     settlementIntervalMs: file.settlement?.intervalMs ?? defaultConfig.settlementIntervalMs,
     paymentTtlSeconds: file.paymentTtlSeconds ?? defaultConfig.paymentTtlSeconds,
+    capture: captureHold(file.capture),
     bodyLimitBytes: file.bodyLimitBytes ?? defaultConfig.bodyLimitBytes,
     authCacheMs: file.authCacheMs ?? defaultConfig.authCacheMs,
     statusWaitMaxMs: file.statusWaitMaxMs ?? defaultConfig.statusWaitMaxMs,
@@ -462,4 +475,20 @@ function resolveEnv(value: unknown, env: NodeJS.ProcessEnv, path: string): unkno
     )
   }
   return value
+}
+
+/** The manual-capture hold; a default beyond the maximum would make every default captureBy refused. */
+function captureHold(file: { defaultHoldSeconds?: number; maxHoldSeconds?: number } | undefined): {
+  defaultHoldSeconds: number
+  maxHoldSeconds: number
+} {
+  const maxHoldSeconds = file?.maxHoldSeconds ?? defaultConfig.capture.maxHoldSeconds
+  const defaultHoldSeconds =
+    file?.defaultHoldSeconds ?? Math.min(defaultConfig.capture.defaultHoldSeconds, maxHoldSeconds)
+  if (defaultHoldSeconds > maxHoldSeconds) {
+    throw new Error(
+      'Invalid configuration:\n  capture.defaultHoldSeconds: must be at most capture.maxHoldSeconds',
+    )
+  }
+  return { defaultHoldSeconds, maxHoldSeconds }
 }

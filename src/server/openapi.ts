@@ -290,6 +290,12 @@ const bodyExamples: Record<string, Record<string, { summary: string; value: unkn
     },
   },
   createRefund: { full: { summary: 'Refund a succeeded payment', value: { paymentId: 'pay_3fK9sLq0Vw2' } } },
+  capturePayment: {
+    part: {
+      summary: 'Capture 8.00 of a 12.50 USD payment',
+      value: { amount: { unit: 'iso4217/USD', value: '800' } },
+    },
+  },
   simulatePayment: { succeeded: { summary: 'Pay it (test mode)', value: { outcome: 'succeeded' } } },
   createWebhookEndpoint: {
     https: { summary: 'A public https receiver', value: { url: 'https://shop.example.com/webhooks/caipay' } },
@@ -396,11 +402,27 @@ const operationRules: Record<string, string> = {
     '`amount.unit` is one of the listed `iso4217/` currencies or `caip19/` of an asset this server ' +
     'prices: the assets of its configured chains and the built-in USDC on Ethereum, Base and Solana. ' +
     '`expiresAt` is in the future and at most 30 days away. ' +
+    '`capture: "manual"` holds the money once paid until captured or voided (caipay\'s; default ' +
+    '`automatic`); `captureBy` (manual only) is after `expiresAt` and at most the configured hold ' +
+    '(`capture.maxHoldSeconds`) from now, defaulting to `capture.defaultHoldSeconds` from now. A manual ' +
+    'payment is offered only paths whose money reaches the service (no direct EVM transfer). ' +
     'The `checkout` field is accepted only with `Pay-Version: 2026-02-19.preview`.',
+  capturePayment:
+    'Only a manual-capture payment whose capture is `authorized` and before its `captureBy` ' +
+    '(`409 invalid_state`, whose message says what the payment allows now). No body captures all of it; ' +
+    "`amount` is in the payment's unit, at most what was authorized, at least one unit of the asset that " +
+    'paid. The captured part settles through the normal settlement batches; the rest is refunded to the ' +
+    'account that paid (a refund, listed under the payment). One capture per payment.',
+  voidPayment:
+    'Only a manual-capture payment whose capture is `authorized` (`409 invalid_state` otherwise). ' +
+    'Everything is refunded to the account that paid (a refund, listed under the payment); the capture ' +
+    'becomes `voided`. At `captureBy` the service voids by itself (`expired`).',
   createRefund:
     "The payment must have succeeded (`400 payment_not_succeeded`). `amount.unit` is the payment's unit and " +
     '`amount.value` at most what remains refundable (and at least one unit of the asset that paid); ' +
-    '`destination` is on the chain the payment was paid on (required when no account paid it).',
+    '`destination` is on the chain the payment was paid on (required when no account paid it). A ' +
+    'manual-capture payment still authorized is voided instead: all of it (no `amount` short of it, no ' +
+    "`destination`), answered with the void's refund.",
   createCryptoSettlements:
     'Each `destination` is an account on the chain of its `asset` (the CAIP-2 prefix of both).',
   updateCryptoSettlement: "`destination` is an account on the chain of the settlement's asset.",
@@ -417,6 +439,24 @@ const operationRules: Record<string, string> = {
 const cursorRule =
   '`cursor` is opaque: only a `nextCursor` this list answered is one (`400 params_validation` otherwise).'
 
+interface ZodDef {
+  _zod: { def: { type: string; innerType?: ZodDef } }
+}
+
+/** A body the caller may leave out (`z.nullish`): capture's, where none captures all of it. */
+function isOptionalBody(endpoint: Endpoint): boolean {
+  const type = (endpoint.body as ZodDef | undefined)?._zod.def.type
+  return type === 'optional' || type === 'nullable'
+}
+
+/** The object a body that may be left out holds when sent (documented as the body, not required). */
+function sentBody(endpoint: Endpoint): Endpoint['body'] {
+  let schema = endpoint.body as ZodDef | undefined
+  while (schema && (schema._zod.def.type === 'optional' || schema._zod.def.type === 'nullable'))
+    schema = schema._zod.def.innerType
+  return schema as Endpoint['body']
+}
+
 function describe(name: string, endpoint: Endpoint): string | undefined {
   const query = endpoint.query ? toJsonSchema(endpoint.query, 'input') : undefined
   const lists = Boolean((query?.properties as JsonSchema | undefined)?.cursor)
@@ -429,7 +469,7 @@ function operation(name: string, endpoint: Endpoint, mount: Mount, tag: string):
     name === 'createPayment'
       ? { anyOf: [toJsonSchema(endpoint.body!, 'input'), toJsonSchema(PaymentCreateBodyPreview, 'input')] }
       : endpoint.body
-        ? toJsonSchema(endpoint.body, 'input')
+        ? toJsonSchema(sentBody(endpoint)!, 'input')
         : undefined
   const examples = bodyExamples[name]
   const description = describe(name, endpoint)
@@ -444,7 +484,7 @@ function operation(name: string, endpoint: Endpoint, mount: Mount, tag: string):
     ...(body
       ? {
           requestBody: {
-            required: true,
+            required: !isOptionalBody(endpoint),
             content: { 'application/json': { schema: body, ...(examples ? { examples } : {}) } },
           },
         }

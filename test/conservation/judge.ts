@@ -6,6 +6,7 @@
  *
  * Addresses are compared lowercased; amounts are token minor units.
  */
+import type { RefundSource } from '../../src/server/refunds/schema.js'
 
 export interface TransferLog {
   hash: string
@@ -41,7 +42,7 @@ export interface RefundView {
   paymentId: string
   /** The token value the service sends back (its record), and where it draws it from. */
   assetValue: bigint
-  paidFrom: 'collected' | 'float'
+  paidFrom: RefundSource
   destination: string
   api: { status: string; txId?: string }
 }

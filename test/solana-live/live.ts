@@ -43,8 +43,12 @@ export interface SolanaLive {
   balance(owner: PublicKey): Promise<bigint>
   /** A merchant, with a crypto settlement to `settleTo` when given. Returns its id. */
   createMerchant(settleTo?: PublicKey): Promise<string>
-  /** Creates a payment of `usdCents`; returns its id and gateway URL. */
-  createPayment(merchantId: string, usdCents?: number): Promise<{ paymentId: string; gatewayUrl: string }>
+  /** Creates a payment of `usdCents` (more body fields in `extra`); returns its id and gateway URL. */
+  createPayment(
+    merchantId: string,
+    usdCents?: number,
+    extra?: Record<string, unknown>,
+  ): Promise<{ paymentId: string; gatewayUrl: string }>
   /** POST to the gateway with the live key. */
   gateway(paymentId: string, action: 'options' | 'fetch' | 'confirm', body: unknown): Promise<GatewayResponse>
   /** Polls the payment (merchant view) until `done` holds. */
@@ -161,7 +165,7 @@ export async function startSolanaLive(
       }
       return merchantId
     },
-    async createPayment(merchantId, usdCents = 1250) {
+    async createPayment(merchantId, usdCents = 1250, extra = {}) {
       const created = await t.request({
         method: 'POST',
         url: '/v1/payments',
@@ -169,6 +173,7 @@ export async function startSolanaLive(
         payload: {
           referenceId: `order-${++sequence}`,
           amount: { unit: 'iso4217/USD', value: String(usdCents) },
+          ...extra,
         },
       })
       expect(created.statusCode, created.body).toBe(201)
@@ -231,8 +236,10 @@ export async function confirmedPayment(
   live: SolanaLive,
   buyer: Keypair,
   merchantId: string,
+  /** More fields of the payment's creation (e.g. `capture: 'manual'`). */
+  extra?: Record<string, unknown>,
 ): Promise<{ paymentId: string; signature: string }> {
-  const { paymentId } = await live.createPayment(merchantId)
+  const { paymentId } = await live.createPayment(merchantId, 1250, extra)
   const options = await live.gateway(paymentId, 'options', {
     accounts: [`${live.caip2}:${buyer.publicKey.toBase58()}`],
   })

@@ -38,6 +38,11 @@ export interface DriverPayment {
   amount: { unit: string; value: string }
   /** Unix seconds. */
   expiresAt: number
+  /**
+   * `manual`: the money must reach an address of the service to be held (docs/capture.md), so a driver
+   * offers no path that pays the merchant directly.
+   */
+  captureMethod?: 'automatic' | 'manual'
 }
 
 /** A wallet account, parsed, with its CAIP-10 text in `id`. */

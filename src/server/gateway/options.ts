@@ -48,7 +48,7 @@ export async function paymentOptions(input: OptionsInput): Promise<OptionsRespon
 /** What never changes about a payment once created: quotes are made from these alone. */
 type PaymentFacts = Pick<
   PaymentRow,
-  'id' | 'mode' | 'merchant_id' | 'amount_unit' | 'amount_value' | 'expires_at'
+  'id' | 'mode' | 'merchant_id' | 'amount_unit' | 'amount_value' | 'expires_at' | 'capture_method'
 >
 
 /** What quoting needs: the payment's facts, never its state. */

@@ -134,7 +134,10 @@ export function gatewayPaymentJson(row: GatewayPaymentRow, config: ServerConfig)
 }
 
 export function driverPayment(
-  row: Pick<PaymentRow, 'id' | 'mode' | 'merchant_id' | 'amount_unit' | 'amount_value' | 'expires_at'>,
+  row: Pick<
+    PaymentRow,
+    'id' | 'mode' | 'merchant_id' | 'amount_unit' | 'amount_value' | 'expires_at' | 'capture_method'
+  >,
 ): DriverPayment {
   return {
     id: row.id,
@@ -142,5 +145,6 @@ export function driverPayment(
     merchantId: row.merchant_id,
     amount: { unit: row.amount_unit, value: row.amount_value },
     expiresAt: unixSeconds(row.expires_at),
+    captureMethod: row.capture_method,
   }
 }

@@ -15,7 +15,12 @@ export interface LedgerBalance {
 }
 
 /** The accounts a merchant owns (the partner owns `float` and `fees`, the operator `unallocated`). */
-export const merchantKinds = ['collected', 'settling', 'refunds'] as const satisfies readonly LedgerKind[]
+export const merchantKinds = [
+  'collected',
+  'settling',
+  'refunds',
+  'authorized',
+] as const satisfies readonly LedgerKind[]
 
 /**
  * The stored balances, by holding address, asset and account; narrowed to one partner's (its float and

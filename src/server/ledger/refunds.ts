@@ -23,7 +23,8 @@ export async function reserveRefund(
   holder: string,
   now: Date,
 ): Promise<Reservation> {
-  if (refund.paid_from === 'collected') return 'reserved'
+  // Taken from the collected or authorized balance when it was recorded (the refunds trigger).
+  if (refund.paid_from !== 'float') return 'reserved'
   const asset = canonicalCaip(refund.asset)
   try {
     const { rows } = await sql<{ reserved: boolean }>`

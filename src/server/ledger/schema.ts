@@ -7,7 +7,8 @@ import type { Mode, Numeric, Timestamp } from '../store/schema.js'
  * zero: `collected` (a merchant's money not yet in a settlement), `settling` (in a closed settlement
  * batch, until its transfer is mined), `refunds` (refunds owed, until their transfer is mined), `float`
  * (a partner's, for refunds after settlement), `fees` (a partner's), `unallocated` (the operator's
- * top-ups no partner has been given). Not stored: `world` (everyone outside the service) and
+ * top-ups no partner has been given), `authorized` (a merchant's manual-capture payments, held until
+ * captured or voided: migration 020). Not stored: `world` (everyone outside the service) and
  * `adjustment` (what operators booked by hand).
  */
 export type LedgerKind =
@@ -17,6 +18,7 @@ export type LedgerKind =
   | 'float'
   | 'fees'
   | 'unallocated'
+  | 'authorized'
   | 'world'
   | 'adjustment'
 
@@ -27,7 +29,7 @@ export interface LedgerAccountsTable {
   /** CAIP-10 of the holding address (the collection address), canonical. */
   holder: string
   kind: LedgerKind
-  /** The merchant (collected, settling, refunds), the partner (float, fees) or '' (the operator's). */
+  /** The merchant (collected, settling, refunds, authorized), the partner (float, fees) or '' (the operator's). */
   owner: string
   balance: Numeric
 }

@@ -2,6 +2,7 @@ import { canonicalCaip } from '../../caip/caip.js'
 import type { Amount, AmountDisplay } from '../../contract/common.js'
 import { fiatCurrency } from '../../contract/currencies.js'
 import type { ServerConfig } from '../config.js'
+import type { PaymentRow } from '../store/schema.js'
 
 const networkNames: Record<string, string> = {
   'eip155:1': 'Ethereum',
@@ -107,4 +108,13 @@ export function toAmount(unit: string, value: string, config: ServerConfig): Amo
     decimals: 0,
   }
   return { unit, value, display }
+}
+
+/** The asset the buyer paid and how much of it (minor units); undefined when never quoted in a token. */
+export function paidToken(
+  payment: Pick<PaymentRow, 'option_amount' | 'amount_unit' | 'amount_value'>,
+): { asset: string; value: bigint } | undefined {
+  const paid = payment.option_amount ?? { unit: payment.amount_unit, value: payment.amount_value }
+  if (!paid.unit.startsWith('caip19/')) return undefined
+  return { asset: paid.unit.slice('caip19/'.length), value: BigInt(paid.value) }
 }

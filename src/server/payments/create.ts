@@ -8,6 +8,7 @@ import type { Db } from '../store/db.js'
 import { namedStatement } from '../store/prepared.js'
 import type { MerchantRow } from '../store/schema.js'
 import { unitDisplay } from './assets.js'
+import { captureExpiryJobKind } from './capture.js'
 import { snapshotSql } from './lifecycle.js'
 import { createdJson, unixSeconds } from './views.js'
 
@@ -24,9 +25,13 @@ const insertPayment = namedStatement<{ inserted: boolean; pending: boolean }>(`W
     SELECT 1 FROM merchants WHERE id = $2 AND deleted_at IS NULL
   ), inserted AS (
     INSERT INTO payments (id, merchant_id, partner_id, mode, reference_id, amount_unit, amount_value, status,
-      expires_at, checkout, created_at, updated_at)
-    SELECT $1, $2, $3, $4, $5, $6, $7, 'requires_action', $8, $9, $10, $10 FROM merchant
+      expires_at, checkout, created_at, updated_at, capture_method, capture_by)
+    SELECT $1, $2, $3, $4, $5, $6, $7, 'requires_action', $8, $9, $10, $10, $11, $12 FROM merchant
     RETURNING *
+  ), expiry AS (
+    INSERT INTO jobs (kind, payment_id, run_at, locked_until, payload, result, last_error, created_at, updated_at)
+    SELECT '${captureExpiryJobKind}', id, capture_by, NULL, '{}', NULL, NULL, created_at, created_at
+    FROM inserted WHERE capture_method = 'manual'
   ), event AS (
     INSERT INTO payment_events (payment_id, type, payment_state_version, snapshot, created_at)
     SELECT id, 'payment.created', payment_state_version, ${snapshotSql('inserted')}, created_at
@@ -67,6 +72,7 @@ export async function createPayment(
   } else {
     expiresAt = new Date((unixSeconds(now) + config.paymentTtlSeconds) * 1000)
   }
+  const captureBy = captureByOf(body, config, now, expiresAt)
   const id = newId('payment')
   const [written] = (
     await insertPayment(
@@ -81,10 +87,46 @@ export async function createPayment(
       expiresAt,
       body.checkout ? JSON.stringify(body.checkout) : null,
       now,
+      captureBy ? 'manual' : 'automatic',
+      captureBy ?? null,
     )
   ).rows
   if (!written?.inserted) fail('merchant_not_found', 'Merchant not found.', { merchantId: merchant.id })
   // The event waits for an endpoint: wake this process's webhook dispatcher, once it is committed.
   if (written.pending) input.afterCommit(wake)
   return createdJson({ id, status: 'requires_action', expires_at: expiresAt }, config)
+}
+
+/**
+ * A manual-capture payment's `captureBy` (undefined for automatic capture): after the payment's expiry
+ * (a buyer may pay until then) and at most
+ * `capture.maxHoldSeconds` after now; `capture.defaultHoldSeconds` after now when not given.
+ */
+function captureByOf(
+  body: PaymentCreateBodyPreview,
+  config: ServerConfig,
+  now: Date,
+  expiresAt: Date,
+): Date | undefined {
+  if (body.capture !== 'manual') {
+    if (body.captureBy !== undefined)
+      throw validationError([{ path: 'body.captureBy', message: 'captureBy needs capture "manual".' }])
+    return undefined
+  }
+  const { defaultHoldSeconds, maxHoldSeconds } = config.capture
+  const captureBy = body.captureBy ?? unixSeconds(now) + defaultHoldSeconds
+  if (captureBy <= unixSeconds(expiresAt)) {
+    const hint = body.captureBy === undefined ? ` (the default, ${defaultHoldSeconds} s from now)` : ''
+    throw validationError([{ path: 'body.captureBy', message: `captureBy${hint} must be after expiresAt.` }])
+  }
+  const seconds = captureBy - unixSeconds(now)
+  if (seconds > maxHoldSeconds) {
+    throw validationError([
+      {
+        path: 'body.captureBy',
+        message: `captureBy is more than ${maxHoldSeconds} seconds away (this server's longest hold).`,
+      },
+    ])
+  }
+  return new Date(captureBy * 1000)
 }

@@ -1,4 +1,5 @@
 import { sql } from 'kysely'
+import { canonicalCaip } from '../../caip/caip.js'
 import type { PaymentStatus } from '../../contract/common.js'
 import type { WebhookEventType } from '../../contract/webhooks.js'
 import { fail } from '../errors.js'
@@ -54,7 +55,11 @@ export function snapshotSql(alias: 'changed' | 'inserted'): string {
 }
 
 /** The numeric columns, shown as text in snapshots. */
-const numericColumns = ['amount_value', 'settlement_value'] as const satisfies readonly (keyof PaymentRow)[]
+const numericColumns = [
+  'amount_value',
+  'settlement_value',
+  'captured_value',
+] as const satisfies readonly (keyof PaymentRow)[]
 
 /** One condition of a state change's WHERE, as kysely's `where(column, operator, value)`. */
 type Condition = readonly [
@@ -286,7 +291,7 @@ export async function succeedPayment(
         status: 'succeeded',
         succeeded_at: now,
         tx_id: params.txId,
-        ...(settlement ? { settlement_status: 'pending' as const } : {}),
+        ...(settlement ? { settlement_status: unlessHeld(sql<string>`'pending'`) } : {}),
       },
       where: [
         ['id', '=', params.paymentId],
@@ -294,6 +299,11 @@ export async function succeedPayment(
       ],
       now,
     })
+    if (row?.capture_method === 'manual') {
+      const plan = livePlan({ settlement: settlement?.batched })
+      const [held] = await authorizeHeldPayments(trx, [{ paymentId: row.id, plan }], now)
+      return held ?? row
+    }
     if (row && settlement?.job) {
       await enqueueJob(trx, { ...settlement.job, paymentId: params.paymentId, now })
     }
@@ -331,8 +341,9 @@ export async function succeedPayments(
         succeeded_at: now,
         tx_id: sql<string>`(SELECT v.tx_id FROM jsonb_to_recordset(${txIds}::jsonb) AS v(id text, tx_id text)
           WHERE v.id = payments.id)` as never,
-        settlement_status: sql<string>`CASE WHEN payments.id = ANY(${settling}::text[]) THEN 'pending'
-          ELSE payments.settlement_status END` as never,
+        settlement_status:
+          unlessHeld(sql<string>`CASE WHEN payments.id = ANY(${settling}::text[]) THEN 'pending'
+          ELSE payments.settlement_status END`),
       },
       where: [
         ['id', 'in', payments.map((p) => p.paymentId)],
@@ -340,7 +351,20 @@ export async function succeedPayments(
       ],
       now,
     })
-    const changed = new Set(rows.map((row) => row.id))
+    // Manual capture: held (authorized) instead of settled; the capture adds the settlement item.
+    const manual = new Set(rows.filter((row) => row.capture_method === 'manual').map((row) => row.id))
+    const held = await authorizeHeldPayments(
+      trx,
+      payments.flatMap((p) => {
+        if (!manual.has(p.paymentId)) return []
+        return [
+          { paymentId: p.paymentId, plan: livePlan({ settlement: p.settlement, unsettled: p.unsettled }) },
+        ]
+      }),
+      now,
+    )
+    const heldRows = new Map(held.map((row) => [row.id, row]))
+    const changed = new Set(rows.filter((row) => !manual.has(row.id)).map((row) => row.id))
     await addSettlementItems(
       trx,
       payments.flatMap((p) =>
@@ -357,8 +381,14 @@ export async function succeedPayments(
       ),
       now,
     )
-    return rows
+    return rows.map((row) => heldRows.get(row.id) ?? row)
   })
+}
+
+/** A settlement status set on success, except on a manual-capture payment (its capture settles it). */
+function unlessHeld(value: ReturnType<typeof sql<string>>): never {
+  return sql<string>`CASE WHEN payments.capture_method = 'manual' THEN payments.settlement_status
+    ELSE ${value} END` as never
 }
 
 /** `processing -> failed`, unless the payment is no longer processing (then undefined). */
@@ -518,4 +548,204 @@ export async function loadPayment(db: Db, paymentId: string): Promise<PaymentRow
     .select(paymentColumns)
     .where('id', '=', paymentId)
     .executeTakeFirstOrThrow() as Promise<PaymentRow>
+}
+
+/**
+ * What a manual-capture payment's capture settles, fixed when it succeeded (docs/capture.md). Live: where
+ * its money is held (`holder`, `asset`, `value` in token minor units) and the settlement item the capture
+ * adds (amounts in it are the whole payment's; a capture takes its share), or none when the merchant has
+ * no destination for the asset (the captured part then becomes its partner's float, as an unsettled
+ * automatic payment's). Test: the asset it settles at once, if any.
+ */
+export type CapturePlan =
+  | {
+      mode: 'live'
+      asset: string
+      holder: string | null
+      value: string
+      settlement: (Omit<BatchedSettlement, 'amount' | 'fee' | 'holder'> & { fee: string }) | null
+    }
+  | { mode: 'test'; settlementAsset: string | null; value: string }
+
+/** A manual-capture payment that just succeeded: what is held for it. */
+export interface HeldPayment {
+  paymentId: string
+  plan: CapturePlan
+}
+
+/** The plan of a live payment that succeeded with this settlement (or none) at `holder`. */
+export function livePlan(params: {
+  settlement?: BatchedSettlement | undefined
+  unsettled?: UnsettledCollection | undefined
+}): CapturePlan {
+  const { settlement, unsettled } = params
+  if (settlement) {
+    const { amount, fee, holder, ...rest } = settlement
+    return {
+      mode: 'live',
+      asset: settlement.asset,
+      holder: holder ?? null,
+      value: (amount + (fee ?? 0n)).toString(),
+      settlement: { ...rest, fee: (fee ?? 0n).toString() },
+    }
+  }
+  if (unsettled)
+    return {
+      mode: 'live',
+      asset: unsettled.asset,
+      holder: unsettled.holder,
+      value: unsettled.value.toString(),
+      settlement: null,
+    }
+  // Nothing reached an address of the service (never so for the paths a manual payment is offered).
+  return { mode: 'live', asset: '', holder: null, value: '0', settlement: null }
+}
+
+/**
+ * `payment.authorized` for manual-capture payments that just succeeded (in the transaction that succeeded
+ * them): capture status `authorized` with its plan, and the money they brought booked world -> the
+ * merchant's `authorized` at the holding address, in ONE statement. No settlement item: nothing settles
+ * before a capture.
+ */
+export async function authorizeHeldPayments(
+  db: Db,
+  payments: readonly HeldPayment[],
+  now: Date,
+): Promise<PaymentRow[]> {
+  if (payments.length === 0) return []
+  const values = JSON.stringify(
+    payments.map((p) => ({
+      payment_id: p.paymentId,
+      plan: p.plan,
+      asset: p.plan.mode === 'live' ? canonicalCaip(p.plan.asset) : null,
+      holder: p.plan.mode === 'live' ? p.plan.holder : null,
+      value: p.plan.value,
+    })),
+  )
+  const { rows } = await sql<PaymentRow>`WITH v AS (
+      SELECT * FROM jsonb_to_recordset(${values}::jsonb)
+        AS v(payment_id text, plan jsonb, asset text, holder text, value text)
+    ), changed AS (
+      UPDATE payments SET capture_status = 'authorized', capture_plan = v.plan, updated_at = ${now},
+        payment_state_version = payments.payment_state_version + 1
+      FROM v WHERE payments.id = v.payment_id AND payments.capture_method = 'manual'
+        AND payments.status = 'succeeded' AND payments.capture_status IS NULL
+      RETURNING ${sql.raw(columnsText(paymentColumns, 'payments'))}
+    ), event AS (
+      INSERT INTO payment_events (payment_id, type, payment_state_version, snapshot, created_at)
+      SELECT changed.id, 'payment.authorized', changed.payment_state_version, ${sql.raw(snapshotSql('changed'))},
+        ${now}::timestamptz
+      FROM changed
+    ), ledger AS (
+      INSERT INTO ledger_entries (mode, asset, holder, debit_kind, debit_owner, credit_kind, credit_owner,
+        amount, flow, payment_id, created_at)
+      SELECT changed.mode, v.asset, v.holder, 'world', '', 'authorized', changed.merchant_id, v.value::numeric,
+        'payment.authorized', changed.id, ${now}::timestamptz
+      FROM changed JOIN v ON v.payment_id = changed.id
+      WHERE changed.mode = 'live' AND v.holder IS NOT NULL AND v.value::numeric > 0
+      ON CONFLICT DO NOTHING
+    )
+    SELECT * FROM changed`.execute(db)
+  countPaymentChanges('payment.authorized', rows)
+  return rows
+}
+
+/** A refund recorded with a capture or a void, in its statement (refunds/create.ts newRefundRow). */
+export type RefundValues = Record<string, unknown> & { id: string }
+
+/** What a capture moves in the ledger: the captured share of the held money, at the holding address. */
+export interface CapturedEntry {
+  asset: string
+  holder: string
+  /** Token minor units captured (the merchant's and the fee). */
+  value: bigint
+  /** `collected` (a settlement item follows) or the partner's `float` (no destination for the asset). */
+  to: 'collected' | 'float'
+}
+
+/**
+ * `authorized -> captured | partially_captured` (`payment.captured`) in ONE statement with what it moves:
+ * the captured share authorized -> collected (or float), and the refund of the rest inserted (whose
+ * trigger moves authorized -> refunds). Only while authorized and before `capture_by`: of racing
+ * captures, voids and the expiry exactly one changes the row; undefined for the others.
+ */
+export async function captureHeldPayment(
+  db: Db,
+  params: {
+    paymentId: string
+    status: 'captured' | 'partially_captured'
+    /** In the payment's unit. */
+    capturedValue: bigint
+    /** The capture adds a settlement item (or settles at once in test mode). */
+    settles: boolean
+    entry?: CapturedEntry | undefined
+    refund?: RefundValues | undefined
+    now: Date
+  },
+): Promise<PaymentRow | undefined> {
+  const { now, entry } = params
+  const ledger = entry
+    ? sql`INSERT INTO ledger_entries (mode, asset, holder, debit_kind, debit_owner, credit_kind, credit_owner,
+          amount, flow, payment_id, created_at)
+        SELECT changed.mode, ${canonicalCaip(entry.asset)}, ${entry.holder}, 'authorized', changed.merchant_id,
+          ${entry.to}, CASE WHEN ${entry.to} = 'collected' THEN changed.merchant_id ELSE changed.partner_id END,
+          ${entry.value.toString()}::numeric, 'payment.collected', changed.id, ${now}::timestamptz
+        FROM changed WHERE changed.mode = 'live' AND ${entry.value.toString()}::numeric > 0
+        ON CONFLICT DO NOTHING`
+    : sql`SELECT 1`
+  const [row] = (
+    await sql<PaymentRow>`WITH changed AS (
+      UPDATE payments SET capture_status = ${params.status}, captured_value = ${params.capturedValue.toString()},
+        captured_at = ${now}, updated_at = ${now}, payment_state_version = payment_state_version + 1
+        ${params.settles ? sql`, settlement_status = 'pending'` : sql``}
+      WHERE id = ${params.paymentId} AND capture_status = 'authorized' AND capture_by > ${now}
+      RETURNING ${sql.raw(columnsText(paymentColumns))}
+    ), event AS (
+      INSERT INTO payment_events (payment_id, type, payment_state_version, snapshot, created_at)
+      SELECT changed.id, 'payment.captured', changed.payment_state_version, ${sql.raw(snapshotSql('changed'))},
+        ${now}::timestamptz
+      FROM changed
+    ), ledger AS (${ledger}), refund AS (${refundInsert(params.refund)})
+    SELECT * FROM changed`.execute(db)
+  ).rows
+  if (row) countPaymentChanges('payment.captured', [row])
+  return row
+}
+
+/**
+ * `authorized -> voided | expired` (`payment.voided`) in ONE statement with the refund of everything
+ * inserted (its trigger moves authorized -> refunds). `expired` only once `capture_by` has passed. Of
+ * racing captures, voids and the expiry exactly one changes the row; undefined for the others.
+ */
+export async function voidHeldPayment(
+  db: Db,
+  params: { paymentId: string; status: 'voided' | 'expired'; refund?: RefundValues | undefined; now: Date },
+): Promise<PaymentRow | undefined> {
+  const { now } = params
+  const [row] = (
+    await sql<PaymentRow>`WITH changed AS (
+      UPDATE payments SET capture_status = ${params.status}, voided_at = ${now}, updated_at = ${now},
+        payment_state_version = payment_state_version + 1
+      WHERE id = ${params.paymentId} AND capture_status = 'authorized'
+        ${params.status === 'expired' ? sql`AND capture_by <= ${now}` : sql``}
+      RETURNING ${sql.raw(columnsText(paymentColumns))}
+    ), event AS (
+      INSERT INTO payment_events (payment_id, type, payment_state_version, snapshot, created_at)
+      SELECT changed.id, 'payment.voided', changed.payment_state_version, ${sql.raw(snapshotSql('changed'))},
+        ${now}::timestamptz
+      FROM changed
+    ), refund AS (${refundInsert(params.refund)})
+    SELECT * FROM changed`.execute(db)
+  ).rows
+  if (row) countPaymentChanges('payment.voided', [row])
+  return row
+}
+
+/** The refund's row, inserted only when the statement's change happened (`changed` has its row). */
+function refundInsert(refund: RefundValues | undefined) {
+  if (!refund) return sql`SELECT 1`
+  const columns = sql.join(Object.keys(refund).map((column) => sql.ref(column)))
+  return sql`INSERT INTO refunds (${columns})
+    SELECT ${columns} FROM jsonb_populate_record(NULL::refunds, ${JSON.stringify(refund)}::jsonb)
+    WHERE EXISTS (SELECT 1 FROM changed)`
 }

@@ -7,7 +7,12 @@ import {
   type PaymentUpdate,
   paymentColumns,
 } from '../store/schema.js'
-import { changePaymentInSteps, type PaymentStep, type PaymentStepsParams } from './lifecycle.js'
+import {
+  type CapturePlan,
+  changePaymentInSteps,
+  type PaymentStep,
+  type PaymentStepsParams,
+} from './lifecycle.js'
 
 /** The settlement destination of a merchant for an asset, if any (for the settlement step). */
 export async function settlementFor(
@@ -58,7 +63,7 @@ export async function loadPaymentAndSettlement(
 export async function succeedTestPayment(
   db: Db,
   params: {
-    payment: Pick<PaymentRow, 'id' | 'merchant_id'>
+    payment: Pick<PaymentRow, 'id' | 'merchant_id' | 'capture_method'>
     asset: string | undefined
     /** Token minor units paid (what a settlement forwards). */
     value: string
@@ -83,7 +88,7 @@ export async function succeedTestPayment(
 export async function testConfirmSteps(
   db: Db,
   params: {
-    payment: Pick<PaymentRow, 'id' | 'merchant_id'>
+    payment: Pick<PaymentRow, 'id' | 'merchant_id' | 'capture_method'>
     confirmed: Pick<PaymentUpdate, 'selected_option_id' | 'buyer' | 'option_amount'>
     asset: string
     /** Token minor units paid (what a settlement forwards). */
@@ -119,15 +124,28 @@ async function settlementAssetFor(
   return (await settlementFor(db, payment.merchant_id, asset))?.asset ?? null
 }
 
-/** `processing -> succeeded`, then settled at once when the merchant settles that asset. */
+/**
+ * `processing -> succeeded`, then settled at once when the merchant settles that asset; a manual-capture
+ * payment is held instead (`payment.authorized`), and its capture settles it (payments/capture.ts).
+ */
 function testSuccessSteps(params: {
-  payment: Pick<PaymentRow, 'id'>
+  payment: Pick<PaymentRow, 'id' | 'capture_method'>
   value: string
   txId: string
   settlementAsset: string | null
   now: Date
 }): PaymentStep[] {
   const { payment, settlementAsset, now } = params
+  if (payment.capture_method === 'manual') {
+    const plan: CapturePlan = { mode: 'test', settlementAsset, value: params.value }
+    return [
+      { type: 'payment.succeeded', set: { status: 'succeeded', succeeded_at: now, tx_id: params.txId } },
+      {
+        type: 'payment.authorized',
+        set: { capture_status: 'authorized', capture_plan: JSON.stringify(plan) },
+      },
+    ]
+  }
   const succeeded: PaymentStep = {
     type: 'payment.succeeded',
     set: {

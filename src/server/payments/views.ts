@@ -2,6 +2,7 @@ import { isFinalStatus, type PaymentStatus } from '../../contract/common.js'
 import {
   failureCodes,
   type Payment,
+  type PaymentCapture,
   type PaymentCreateResponse,
   type PaymentListItem,
   type StatusResponse,
@@ -84,6 +85,22 @@ export function paymentJson(row: PaymentRow, config: ServerConfig): Payment {
           },
     expiresAt: unixSeconds(row.expires_at),
     createdAt: row.created_at.toISOString(),
+    // Only on manual-capture payments: an automatic payment reads as the specification has it.
+    ...(row.capture_method === 'manual'
+      ? { captureMethod: row.capture_method, capture: captureJson(row, config) }
+      : {}),
+  }
+}
+
+/** A manual-capture payment's hold once paid (docs/capture.md); null before, and for automatic capture. */
+export function captureJson(row: PaymentRow, config: ServerConfig): PaymentCapture | null {
+  if (row.capture_status === null || row.capture_by === null) return null
+  return {
+    status: row.capture_status,
+    authorizedAmount: paymentAmount(row, config),
+    capturedAmount:
+      row.captured_value === null ? null : toAmount(row.amount_unit, String(row.captured_value), config),
+    captureBy: unixSeconds(row.capture_by),
   }
 }
 

@@ -2,6 +2,8 @@ import { parseAccountId, parseAssetId, sameCaip } from '../../caip/caip.js'
 import type { RefundBody } from '../../contract/refund.js'
 import { fail, paramsError } from '../errors.js'
 import { newId } from '../ids.js'
+import { paidToken } from '../payments/assets.js'
+import { voidPayment } from '../payments/capture.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { PaymentRow } from '../store/schema.js'
 import { recordRefundEvent } from './events.js'
@@ -34,6 +36,8 @@ export async function createRefund(db: Db, params: CreateRefundParams): Promise<
       .forUpdate()
       .executeTakeFirst()) as PaymentRow | undefined
     if (!payment) fail('payment_not_found', 'Payment not found.', { paymentId: body.paymentId })
+    // Held money not yet captured is given back by voiding the hold (docs/capture.md): all of it or none.
+    if (payment.capture_status === 'authorized') return refundByVoid(trx, payment, params)
     if (payment.status !== 'succeeded') {
       fail(
         'payment_not_succeeded',
@@ -120,11 +124,36 @@ export async function createRefund(db: Db, params: CreateRefundParams): Promise<
   })
 }
 
-/** The asset the buyer paid and how much of it (minor units); undefined when never quoted in a token. */
-function paidToken(payment: PaymentRow): { asset: string; value: bigint } | undefined {
-  const paid = payment.option_amount ?? { unit: payment.amount_unit, value: payment.amount_value }
-  if (!paid.unit.startsWith('caip19/')) return undefined
-  return { asset: paid.unit.slice('caip19/'.length), value: BigInt(paid.value) }
+/**
+ * A refund asked of a payment still held for capture is its void: the void's refund answers, and a part
+ * of it is refused (capture the rest, or void it all).
+ */
+async function refundByVoid(db: Db, payment: PaymentRow, params: CreateRefundParams): Promise<RefundRow> {
+  const { body } = params
+  if (
+    body.amount &&
+    (body.amount.unit !== payment.amount_unit || body.amount.value !== String(payment.amount_value))
+  )
+    fail(
+      'invalid_state',
+      'This payment is authorized and not captured: refund all of it (a void), or capture the part to keep ' +
+        '(POST /v1/payments/{id}/capture with the amount), which gives the rest back.',
+      { paymentId: payment.id, captureStatus: 'authorized', allowed: ['capture', 'void'] },
+    )
+  if (body.destination !== undefined)
+    throw paramsError(
+      'body.destination',
+      'is not taken for a held payment: a void pays back the account that paid.',
+    )
+  const { refund } = await voidPayment(db, {
+    merchantId: params.merchantId,
+    paymentId: payment.id,
+    reason: body.reason,
+    now: params.now,
+    sandboxDelayMs: params.sandboxDelayMs,
+  })
+  if (!refund) fail('invalid_state', 'This payment has nothing to give back.', { paymentId: payment.id })
+  return refund
 }
 
 /**

@@ -3,8 +3,11 @@ import type { Selectable } from 'kysely'
 import type { Mode, Numeric, Timestamp } from '../store/schema.js'
 
 export type RefundStatus = 'pending' | 'succeeded' | 'failed'
-/** `collected`: the payment's own funds, not yet settled; `float`: the collection address's float. */
-export type RefundSource = 'collected' | 'float'
+/**
+ * `collected`: the payment's own funds, not yet settled; `float`: the collection address's float;
+ * `authorized`: a manual-capture payment's held funds (its void, or what its capture did not take).
+ */
+export type RefundSource = 'collected' | 'float' | 'authorized'
 
 export interface RefundsTable {
   id: string

@@ -4,6 +4,7 @@ import type { PaymentCreateBodyPreview } from '../../contract/payment.js'
 import { PaymentCreateBodyPreview as PreviewBody } from '../../contract/payment.js'
 import { findMerchant } from '../auth.js'
 import { cancelPayment } from '../payments/cancel.js'
+import { capturePayment, voidPayment } from '../payments/capture.js'
 import { createPayment } from '../payments/create.js'
 import { listPayments } from '../payments/list.js'
 import { findMerchantPayment, findPaymentStatus, paymentJson } from '../payments/views.js'
@@ -47,6 +48,27 @@ export async function paymentRoutes(app: FastifyInstance): Promise<void> {
       return listPayments(db, config, { auth, merchantId: merchant.id }, query, now)
     },
   )
+
+  defineRoute(app, endpoints.capturePayment, async ({ db, merchant, params, body, config, now }) => {
+    const payment = await capturePayment(db, {
+      merchantId: merchant.id,
+      paymentId: params.id,
+      body: body ?? {},
+      now,
+      sandboxDelayMs: config.sandboxRefundDelayMs,
+    })
+    return paymentJson(payment, config)
+  })
+
+  defineRoute(app, endpoints.voidPayment, async ({ db, merchant, params, config, now }) => {
+    const { payment } = await voidPayment(db, {
+      merchantId: merchant.id,
+      paymentId: params.id,
+      now,
+      sandboxDelayMs: config.sandboxRefundDelayMs,
+    })
+    return paymentJson(payment, config)
+  })
 
   defineRoute(app, endpoints.cancelPayment, async ({ db, merchant, params, now }) => {
     const payment = await findMerchantPayment(db, merchant.id, params.id, now)

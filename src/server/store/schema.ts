@@ -109,7 +109,21 @@ export interface PaymentsTable {
   settled_at: Timestamp | null
   /** Token minor units that reached the merchant's settlement destination (unit: `settlement_unit`). */
   settlement_value: Numeric | null
+  /** `manual`: held once paid until captured or voided (migration 020, docs/capture.md). */
+  capture_method: ColumnType<CaptureMethod, CaptureMethod | undefined, CaptureMethod>
+  /** Manual capture only: when the held money is voided by itself if not captured. */
+  capture_by: Timestamp | null
+  capture_status: CaptureStatus | null
+  /** What a capture took, in the payment's unit (`amount_unit`). */
+  captured_value: Numeric | null
+  /** What a capture settles, fixed when the payment succeeded (payments/capture.ts CapturePlan). */
+  capture_plan: Json<unknown> | null
+  captured_at: Timestamp | null
+  voided_at: Timestamp | null
 }
+
+export type CaptureMethod = 'automatic' | 'manual'
+export type CaptureStatus = 'authorized' | 'captured' | 'partially_captured' | 'voided' | 'expired'
 
 /**
  * Every column of `payments`, for prepared statements (store/prepared.ts), which must name their
@@ -148,6 +162,13 @@ const paymentColumnSet: Record<keyof PaymentsTable, true> = {
   expired_at: true,
   settled_at: true,
   settlement_value: true,
+  capture_method: true,
+  capture_by: true,
+  capture_status: true,
+  captured_value: true,
+  capture_plan: true,
+  captured_at: true,
+  voided_at: true,
 }
 export const paymentColumns = Object.keys(paymentColumnSet) as (keyof PaymentsTable)[]
 

@@ -98,6 +98,25 @@ export function paymentSnapshot(row: Snapshot): WebhookPaymentSnapshot {
                 ? { unit: settlementUnit, value: settlementValue }
                 : null,
           },
+    ...(row.capture_method === 'manual' ? { capture: captureSnapshot(row) } : {}),
+  }
+}
+
+/** A manual-capture payment's hold (docs/capture.md), null until it is paid. */
+function captureSnapshot(row: Snapshot): WebhookPaymentSnapshot['capture'] {
+  const status = text(row, 'capture_status') as
+    | NonNullable<WebhookPaymentSnapshot['capture']>['status']
+    | null
+  if (status === null) return null
+  const captured = text(row, 'captured_value')
+  const unit = String(row.amount_unit)
+  return {
+    status,
+    authorized_amount: { unit, value: String(row.amount_value) },
+    captured_amount: captured === null ? null : { unit, value: captured },
+    capture_by: iso(row, 'capture_by')!,
+    captured_at: iso(row, 'captured_at'),
+    voided_at: iso(row, 'voided_at'),
   }
 }
 

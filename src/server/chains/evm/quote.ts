@@ -25,7 +25,8 @@ export interface QuoteSettings {
  * Options for one buyer account and asset: none unless the buyer's token balance covers the amount.
  * `eip3009` (gasless): the buyer signs an authorization to the collection address, the service pays gas.
  * `transfer` (direct): the buyer sends an ERC-20 transfer straight to the merchant's settlement
- * destination, so it is offered only when the merchant has one for this asset.
+ * destination, so it is offered only when the merchant has one for this asset, and never for a
+ * manual-capture payment (money at the merchant's destination cannot be held: docs/capture.md).
  */
 export async function quoteEvm(
   chain: EvmChain,
@@ -46,7 +47,7 @@ export async function quoteEvm(
         : await gaslessDraft(chain, settings, ctx, asset, buyer)
     if (gasless) drafts.push(gasless)
   }
-  if (methods.includes('transfer')) {
+  if (methods.includes('transfer') && ctx.payment.captureMethod !== 'manual') {
     const direct = await directDraft(chain, settings, ctx, asset, buyer)
     if (direct) drafts.push(direct)
   }

@@ -18,6 +18,7 @@ import * as settlementBatches from './016_settlement_batches.js'
 import * as paymentStatusNotify from './017_payment_status_notify.js'
 import * as ledger from './018_ledger.js'
 import * as relayGuards from './019_relay_guards.js'
+import * as capture from './020_capture.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -43,4 +44,5 @@ export const migrations: Record<string, Migration> = {
   '017_payment_status_notify': paymentStatusNotify,
   '018_ledger': ledger,
   '019_relay_guards': relayGuards,
+  '020_capture': capture,
 }
