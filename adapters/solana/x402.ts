@@ -13,16 +13,14 @@ import {
 } from '@solana/web3.js'
 import {
   associatedTokenAddress,
-  type DecodedSolanaTransaction,
   encodeBase64,
-  maxFeeLamports,
   memoProgramIds,
   token2022ProgramId,
   tokenProgramId,
   transferCheckedTag,
 } from '../../protocol/solana/index.js'
 import { PayError } from '../../src/errors/PayError.js'
-import type { X402SolanaBuilder, X402SolanaTransfer } from '../../src/x402/index.js'
+import type { X402SolanaBuilder } from '../../src/x402/index.js'
 
 /** The reads the builder needs from a Solana node: a web3.js Connection has them. */
 export type X402SolanaNode = Pick<Connection, 'getAccountInfo' | 'getLatestBlockhash'>
