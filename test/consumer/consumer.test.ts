@@ -261,6 +261,7 @@ function listening(child: ChildProcess): Promise<string> {
 const program = `import { createPayClient, PayError, type Signer } from 'caipay'
 import { evmSigner } from 'caipay/adapters/evm'
 import { solanaSigner } from 'caipay/adapters/solana'
+import { solanaSigner as kitSolanaSigner } from 'caipay/adapters/solana-kit'
 import { walletConnectSigners } from 'caipay/adapters/walletconnect'
 import { createMerchantClient } from 'caipay/client'
 import { buildApp, resolveConfig, type StartServerOptions } from 'caipay/server'
@@ -269,7 +270,7 @@ const signers: Signer[] = []
 const pay = createPayClient({ baseUrl: 'http://127.0.0.1:8787', apiKey: 'svc_test_x', signers })
 const merchant = createMerchantClient({ baseUrl: 'http://127.0.0.1:8787', apiKey: 'svc_test_x' })
 const options: StartServerOptions = { port: 0, config: resolveConfig({}) }
-const used: unknown[] = [pay, merchant, options, buildApp, evmSigner, solanaSigner, walletConnectSigners]
+const used: unknown[] = [pay, merchant, options, buildApp, evmSigner, solanaSigner, kitSolanaSigner, walletConnectSigners]
 const error: PayError | undefined = undefined
 export { used, error }
 `
