@@ -11,6 +11,7 @@ const entries: Record<string, string> = {
   'server/cli': 'src/server/cli.ts',
   'adapters/evm/index': 'adapters/evm/index.ts',
   'adapters/solana/index': 'adapters/solana/index.ts',
+  'adapters/solana-kit/index': 'adapters/solana-kit/index.ts',
   'adapters/walletconnect/index': 'adapters/walletconnect/index.ts',
 }
 

@@ -40,3 +40,23 @@ describe('review entry bundle', async () => {
     expect(report.gzipBytes).toBeLessThan(reviewBudgetGzipBytes)
   })
 })
+
+/**
+ * caipay/adapters/solana-kit: the Solana signer a wallet on @solana/kit (or a wallet-standard account)
+ * uses. It bundles caipay's own sources only: no web3.js (not even as an external), no Node built-in.
+ */
+const solanaKitBudgetGzipBytes = 10_000
+
+describe('Solana kit entry bundle', async () => {
+  const report = await measureBundle('adapters/solana-kit/index.ts')
+
+  it('pulls in no chain SDK and no Node built-in', () => {
+    expect(report.inputs.filter((input) => !/^(src|protocol|adapters)\//.test(input))).toEqual([])
+    expect(report.inputs.filter((input) => input.startsWith('src/server/'))).toEqual([])
+    expect(report.externals).toEqual([])
+  })
+
+  it(`stays under the ${solanaKitBudgetGzipBytes} byte budget (min + gzip)`, () => {
+    expect(report.gzipBytes).toBeLessThan(solanaKitBudgetGzipBytes)
+  })
+})

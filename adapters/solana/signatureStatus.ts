@@ -1,18 +1,9 @@
-import type { Connection } from '@solana/web3.js'
 import { decodeSolanaTransaction } from '../../protocol/solana/index.js'
 import type { SignatureStatus, SignerRequest } from '../../src/actions/types.js'
+import { encodeBase58 } from '../../src/caip/base58.js'
+import { readsFromConnection, type SolanaNode, type SolanaReads } from './node.js'
 
-/** The reads the Solana signer needs from the wallet's own node: a web3.js Connection has them. */
-export type SolanaNode = Pick<Connection, 'isBlockhashValid' | 'getSignatureStatus'>
-
-// `confirmed` on both sides: a blockhash the confirmed bank knew at signing and no longer accepts has
-// aged out, so every block that could still hold the transaction is already confirmed (and searched).
-const commitment = 'confirmed'
-
-/** Whether the wallet's node accepts `blockhash` now (at `confirmed`). */
-export async function blockhashIsValid(node: SolanaNode, blockhash: string): Promise<boolean> {
-  return (await node.isBlockhashValid(blockhash, { commitment })).value
-}
+export type { SolanaNode } from './node.js'
 
 /**
  * Reads from the wallet's own node what became of a signed transaction (`result`, base64; its first
@@ -26,31 +17,21 @@ export function solanaSignatureStatus(
   node: SolanaNode,
   address: string,
 ): (request: SignerRequest, result: string) => Promise<SignatureStatus> {
+  return signatureStatusFrom(readsFromConnection(node), address)
+}
+
+export function signatureStatusFrom(
+  node: SolanaReads,
+  address: string,
+): (request: SignerRequest, result: string) => Promise<SignatureStatus> {
   return async (_request, result) => {
     const signed = decodeSolanaTransaction(result)
     const id = signed.signatures[0]
     if (!id) return 'live'
     // The blockhash first: once it is invalid, a status read after it is final.
-    const expired = !(await blockhashIsValid(node, signed.recentBlockhash))
-    const status = (await node.getSignatureStatus(base58(id), { searchTransactionHistory: true })).value
+    const expired = !(await node.blockhashIsValid(signed.recentBlockhash))
+    const status = await node.signatureStatus(encodeBase58(id))
     if (status) return status.err === null ? 'spent' : 'dead'
     return expired && signed.signers[0] === address ? 'dead' : 'live'
   }
-}
-
-const alphabet = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz'
-
-function base58(bytes: Uint8Array): string {
-  let value = 0n
-  for (const byte of bytes) value = value * 256n + BigInt(byte)
-  let text = ''
-  while (value > 0n) {
-    text = alphabet[Number(value % 58n)] + text
-    value /= 58n
-  }
-  for (const byte of bytes) {
-    if (byte !== 0) break
-    text = `1${text}`
-  }
-  return text
 }

@@ -1,4 +1,4 @@
-import { PublicKey, VersionedTransaction } from '@solana/web3.js'
+import { encodeBase58 } from '../../src/caip/base58.js'
 import { PayError } from '../../src/errors/PayError.js'
 import { decodeUtf8 } from '../utf8.js'
 import { decodeBase64 } from './base64.js'
@@ -117,48 +117,40 @@ export function decodeSolanaTransaction(input: string | Uint8Array): DecodedSola
 
   const [signatureCount, countLength] = readShortVec(bytes)
   const messageOffset = countLength + signatureCount * 64
-  let tx: VersionedTransaction
-  try {
-    tx = VersionedTransaction.deserialize(bytes)
-  } catch (cause) {
-    throw invalid('The Solana transaction cannot be decoded.', cause)
-  }
+  if (bytes.length < messageOffset) throw invalid('The Solana transaction cannot be decoded.')
   const messageBytes = bytes.subarray(messageOffset)
-  const message = tx.message
-  const version = message.version
-  if (version !== 'legacy' && version !== 0)
-    throw invalid(`Unsupported Solana transaction version ${version}.`)
-  // Signatures cover these exact bytes; a message that does not re-encode identically would
-  // be signed over different bytes than the builder's, so refuse it outright.
-  if (!bytesEqual(message.serialize(), messageBytes)) {
-    throw invalid('The Solana transaction message is not canonically encoded.')
-  }
-  const required = message.header.numRequiredSignatures
+  // Read strictly (minimal lengths, no trailing bytes): signatures cover these exact bytes, and a
+  // message other readers could take apart differently would be signed over bytes the builder did not mean.
+  const message = readMessage(messageBytes)
+  const { version, required, keys } = message
   if (signatureCount !== required || required === 0) {
     throw invalid('The Solana transaction has a signature count that does not match its message.')
   }
-
-  const keys = message.staticAccountKeys.map((key) => key.toBase58())
-  if (message.compiledInstructions.some((ix) => ix.programIdIndex >= keys.length)) {
+  if (message.instructions.some((ix) => ix.programIdIndex >= keys.length)) {
     throw invalid('The Solana transaction loads a program id from a lookup table.')
   }
   const signers = keys.slice(0, required)
-  const instructions = message.compiledInstructions.map((ix, index) =>
+  const instructions = message.instructions.map((ix, index) =>
     classify(
       index,
       keys[ix.programIdIndex]!,
-      ix.accountKeyIndexes.map((i) => keys[i]),
+      ix.accountIndexes.map((i) => keys[i]),
       ix.data,
     ),
+  )
+  const signatures = Array.from({ length: signatureCount }, (_, i) =>
+    bytes.subarray(countLength + i * 64, countLength + (i + 1) * 64),
   )
   return {
     version,
     feePayer: signers[0]!,
     recentBlockhash: message.recentBlockhash,
     signers,
-    signatures: tx.signatures.map((signature) => (signature.every((byte) => byte === 0) ? null : signature)),
+    signatures: signatures.map((signature) =>
+      signature.every((byte) => byte === 0) ? null : signature.slice(),
+    ),
     instructions,
-    usesLookupTables: version === 0 && message.addressTableLookups.length > 0,
+    usesLookupTables: message.lookupTables > 0,
     usesDurableNonce: instructions[0]?.kind === 'advanceNonce',
     messageBytes,
     bytes,
@@ -302,15 +294,6 @@ export function computeBudgetProblem(decoded: DecodedSolanaTransaction): string 
   return undefined
 }
 
-/** The associated token account of `owner` for `mint` under `tokenProgram`. */
-export function associatedTokenAddress(owner: string, mint: string, tokenProgram: string): string {
-  const [address] = PublicKey.findProgramAddressSync(
-    [new PublicKey(owner).toBytes(), new PublicKey(tokenProgram).toBytes(), new PublicKey(mint).toBytes()],
-    new PublicKey(associatedTokenProgramId),
-  )
-  return address.toBase58()
-}
-
 /**
  * A signed wire transaction (legacy or v0), as base64 or bytes, cut into its signatures and the message
  * bytes they cover, checked for layout only: a signature count that is the message header's, and a message
@@ -358,6 +341,69 @@ function headerAt(message: Uint8Array): number {
   return (message[0] ?? 0) & 0x80 ? 1 : 0
 }
 
+interface CompiledInstruction {
+  programIdIndex: number
+  accountIndexes: number[]
+  data: Uint8Array
+}
+
+interface ReadMessage {
+  version: 'legacy' | 0
+  required: number
+  keys: string[]
+  recentBlockhash: string
+  instructions: CompiledInstruction[]
+  lookupTables: number
+}
+
+/**
+ * A legacy or v0 message, field by field: header, static keys, blockhash, instructions, then (v0)
+ * address table lookups, every length minimal and every byte used.
+ */
+function readMessage(message: Uint8Array): ReadMessage {
+  let at = 0
+  const fail = (): never => {
+    throw invalid('The Solana transaction cannot be decoded.')
+  }
+  const byte = () => (at < message.length ? message[at++]! : fail())
+  const take = (n: number) => {
+    if (at + n > message.length) fail()
+    at += n
+    return message.subarray(at - n, at)
+  }
+  const length = () => {
+    const [value, size] = readShortVec(message.subarray(at))
+    at += size
+    return value
+  }
+  let version: 'legacy' | 0 = 'legacy'
+  if (message[0] !== undefined && message[0] & 0x80) {
+    const number = byte() & 0x7f
+    if (number !== 0) throw invalid(`Unsupported Solana transaction version ${number}.`)
+    version = 0
+  }
+  const required = byte()
+  take(2) // read-only signed and unsigned counts: the runtime's business, not the guard's
+  const keys = Array.from({ length: length() }, () => encodeBase58(take(32)))
+  const recentBlockhash = encodeBase58(take(32))
+  const instructions = Array.from({ length: length() }, () => ({
+    programIdIndex: byte(),
+    accountIndexes: Array.from({ length: length() }, byte),
+    data: take(length()),
+  }))
+  let lookupTables = 0
+  if (version === 0) {
+    lookupTables = length()
+    for (let i = 0; i < lookupTables; i++) {
+      take(32)
+      take(length())
+      take(length())
+    }
+  }
+  if (at !== message.length) throw invalid('The Solana transaction message is not canonically encoded.')
+  return { version, required, keys, recentBlockhash, instructions, lookupTables }
+}
+
 /** Solana's compact-u16 at the start of `bytes`: its value and how many bytes it takes. */
 function readShortVec(bytes: Uint8Array): [value: number, length: number] {
   let value = 0
@@ -365,7 +411,12 @@ function readShortVec(bytes: Uint8Array): [value: number, length: number] {
     const byte = bytes[i]
     if (byte === undefined) break
     value |= (byte & 0x7f) << (7 * i)
-    if ((byte & 0x80) === 0) return [value, i + 1]
+    if ((byte & 0x80) === 0) {
+      // A longer encoding than needed (a trailing zero group) or one over u16 is not the canonical one.
+      if ((i > 0 && byte === 0) || value > 0xffff)
+        throw invalid('The Solana transaction message is not canonically encoded.')
+      return [value, i + 1]
+    }
   }
   throw invalid('The Solana transaction cannot be decoded.')
 }

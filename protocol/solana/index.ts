@@ -1,8 +1,8 @@
 // What bytes mean on Solana: read by the wallet adapter and by the server alike.
+export { associatedTokenAddress, findProgramAddress, isOnCurve, sha256 } from './address.js'
 export { decodeBase64, encodeBase64 } from './base64.js'
 export {
   type AdvanceNonceInstruction,
-  associatedTokenAddress,
   bytesEqual,
   type ComputeBudgetInstruction,
   type CreateAssociatedTokenAccountInstruction,

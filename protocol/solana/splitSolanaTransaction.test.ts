@@ -8,7 +8,7 @@ import {
 } from '@solana/web3.js'
 import { describe, expect, it } from 'vitest'
 import { type Random, seededRandom } from '../../test/differential/random.js'
-import { messageSigners, splitSolanaTransaction } from './decodeSolanaTransaction.js'
+import { decodeSolanaTransaction, messageSigners, splitSolanaTransaction } from './decodeSolanaTransaction.js'
 
 /** A signed transaction of 1-3 signers and a few instructions, legacy or v0, as web3.js writes it. */
 function generated(random: Random): Uint8Array {
@@ -102,5 +102,64 @@ describe('splitSolanaTransaction and messageSigners, against web3.js', () => {
       expect(asSplitReads(mutant)).toEqual(runtime)
     }
     expect(judged).toBeGreaterThan(100)
+  })
+})
+
+/** What web3.js reads from a transaction (held to canonical bytes), as decodeSolanaTransaction reports it. */
+function asWeb3Decodes(bytes: Uint8Array) {
+  const reads = asRuntimeReads(bytes)
+  if (!reads) return undefined
+  const { message } = VersionedTransaction.deserialize(bytes)
+  const keys = message.staticAccountKeys.map((k) => k.toBase58())
+  if (message.compiledInstructions.some((ix) => ix.programIdIndex >= keys.length)) return undefined
+  return {
+    version: message.version,
+    signers: reads.signers,
+    recentBlockhash: message.recentBlockhash,
+    instructions: message.compiledInstructions.map((ix) => ({
+      programId: keys[ix.programIdIndex],
+      accounts: ix.accountKeyIndexes.map((i) => keys[i]),
+      data: Buffer.from(ix.data).toString('hex'),
+    })),
+    usesLookupTables: message.version === 0 && message.addressTableLookups.length > 0,
+  }
+}
+
+function asDecoded(bytes: Uint8Array) {
+  try {
+    const decoded = decodeSolanaTransaction(bytes)
+    return {
+      version: decoded.version,
+      signers: decoded.signers,
+      recentBlockhash: decoded.recentBlockhash,
+      instructions: decoded.instructions.map((ix) => ({
+        programId: ix.programId,
+        accounts: ix.accounts,
+        data: Buffer.from(ix.data).toString('hex'),
+      })),
+      usesLookupTables: decoded.usesLookupTables,
+    }
+  } catch {
+    return undefined
+  }
+}
+
+describe('decodeSolanaTransaction (byte-level, no web3.js), against web3.js', () => {
+  it('reads every transaction web3.js writes, and every mutant, as web3.js does; refuses what it cannot read canonically', () => {
+    const random = seededRandom(7730)
+    let read = 0
+    for (let i = 0; i < 400; i++) {
+      const bytes = Uint8Array.from(generated(random))
+      const mutant =
+        i % 4 === 0
+          ? bytes
+          : random.int(2) === 0
+            ? bytes.subarray(0, random.int(bytes.length))
+            : bytes.map((b, j) => (j === random.int(bytes.length) ? (b + 1 + random.int(255)) % 256 : b))
+      const expected = asWeb3Decodes(mutant)
+      expect(asDecoded(mutant)).toEqual(expected)
+      if (expected) read++
+    }
+    expect(read).toBeGreaterThan(100)
   })
 })

@@ -8,7 +8,7 @@ import { anvilPrivateKeys } from '../anvil.js'
 import { createEvmEnv, type EvmEnv, usdc } from '../evm/support.js'
 import { chains } from '../gateway/support.js'
 import { type BrowserEnv, chromiumFlags, startBrowserEnv } from './support.js'
-import type { PayInput, PayOutput } from './walletPage.js'
+import type { PayInput, PayOutput, SignerKind } from './walletPage.js'
 
 /**
  * The wallet library as a browser wallet runs it: bundled from source, loaded by a page on its own
@@ -169,6 +169,28 @@ describe('the wallet library in Chromium, against the server on another origin',
     const result = await payInPage(page, testModeInput(paymentId))
     expect(result.status).toBe('succeeded')
     expect(result.txId).toBe(`test:${paymentId}`)
+    await page.close()
+  })
+})
+
+describe('every kind of signer a wallet brings pays in Chromium', () => {
+  it.each<[SignerKind, string]>([
+    ['evm-provider', chains.base],
+    ['evm-account', chains.base],
+    ['solana-keypair', chains.solana],
+    ['solana-kit', chains.solana],
+  ])('%s pays a test-mode payment (%s)', async (signer, chain) => {
+    const page = await openWallet()
+    const paymentId = await env.pay('1250')
+    const result = await payInPage(page, { ...testModeInput(paymentId), chains: [chain], signer })
+    expect(result).toMatchObject({ status: 'succeeded', txId: `test:${paymentId}` })
+    expect(result.account?.startsWith(`${chain}:`)).toBe(true)
+    const row = await env.t.db
+      .selectFrom('payments')
+      .select('buyer')
+      .where('id', '=', paymentId)
+      .executeTakeFirstOrThrow()
+    expect(row.buyer?.toLowerCase()).toBe(result.account?.toLowerCase())
     await page.close()
   })
 })

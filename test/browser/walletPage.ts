@@ -1,12 +1,22 @@
 /**
  * A browser wallet, bundled by esbuild into the test page (test/browser/wallet.test.ts): the caipay
- * library, its EVM adapter over an in-page EIP-1193 provider that signs with a real viem local account
- * and forwards reads to a JSON-RPC node, and the hosted form in an iframe. Not a test file itself.
+ * library with each kind of signer a wallet brings (its EVM adapter over an in-page EIP-1193 provider that
+ * signs with a real viem local account and forwards reads to a JSON-RPC node, or over the viem account
+ * itself; its Solana adapter over a web3.js Keypair, or its kit entry over a @solana/kit key pair
+ * signer), and the hosted form in an iframe. Not a test file itself.
  */
+import { generateKeyPairSigner } from '@solana/kit'
+import { Keypair } from '@solana/web3.js'
 import { type Hex, toHex } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { evmSigner } from '../../adapters/evm/index.js'
+import { solanaSigner } from '../../adapters/solana/index.js'
+import { solanaSigner as solanaKitSigner } from '../../adapters/solana-kit/index.js'
+import type { Signer } from '../../src/actions/types.js'
 import { createPayClient, type PaymentOption } from '../../src/index.js'
+
+/** The signer kinds a wallet brings: EIP-1193 provider (default), viem account, web3.js Keypair, kit signer. */
+export type SignerKind = 'evm-provider' | 'evm-account' | 'solana-keypair' | 'solana-kit'
 
 export interface PayInput {
   baseUrl: string
@@ -19,6 +29,7 @@ export interface PayInput {
   rpcUrl?: string
   /** Only options whose first action uses this method (e.g. `eth_signTypedData_v4`). */
   method?: string
+  signer?: SignerKind
 }
 
 export interface PayOutput {
@@ -27,6 +38,8 @@ export interface PayOutput {
   ms: number
   states: string[]
   formShown: boolean
+  /** The CAIP-10 account that paid. */
+  account: string | undefined
 }
 
 type Eip1193Request = { method: string; params?: readonly unknown[] | object }
@@ -102,30 +115,47 @@ function openForm(url: string): Promise<unknown> {
   })
 }
 
-async function pay(input: PayInput): Promise<PayOutput> {
-  const started = performance.now()
-  const firstChain = Number(input.chains[0]!.split(':')[1])
-  const provider = localProvider(input.privateKey, firstChain, input.rpcUrl)
-  const client = createPayClient({
-    baseUrl: input.baseUrl,
-    apiKey: input.apiKey,
-    signers: [
-      evmSigner({
+async function signerFor(input: PayInput): Promise<Signer> {
+  switch (input.signer ?? 'evm-provider') {
+    case 'evm-account':
+      return evmSigner({
+        account: privateKeyToAccount(input.privateKey),
+        chains: Object.fromEntries(
+          input.chains.map((chain) => [chain, { rpcUrl: input.rpcUrl ?? 'http://127.0.0.1:9' }]),
+        ),
+        pollingInterval: 50,
+      })
+    case 'solana-keypair':
+      return solanaSigner({ keypair: Keypair.generate(), chains: input.chains })
+    case 'solana-kit':
+      return solanaKitSigner({ kitSigner: await generateKeyPairSigner(), chains: input.chains })
+    default: {
+      const firstChain = Number(input.chains[0]!.split(':')[1])
+      const provider = localProvider(input.privateKey, firstChain, input.rpcUrl)
+      return evmSigner({
         provider,
         accounts: input.chains.map((chain) => `${chain}:${provider.address}`),
         pollingInterval: 50,
-      }),
-    ],
-  })
+      })
+    }
+  }
+}
+
+async function pay(input: PayInput): Promise<PayOutput> {
+  const started = performance.now()
+  const signer = await signerFor(input)
+  const solana = input.signer?.startsWith('solana') ?? false
+  const client = createPayClient({ baseUrl: input.baseUrl, apiKey: input.apiKey, signers: [signer] })
   const states: string[] = []
   let formShown = false
   const result = await client.pay(input.link, {
     onFlow: (flow) => flow.on('state', (event) => states.push(event.to)),
     selectOption: (options: readonly PaymentOption[]) => {
-      const option = options.find(
-        (o) =>
-          input.method === undefined ||
-          (o.actions[0]?.type === 'walletRpc' && o.actions[0].walletRpc.method === input.method),
+      const option = options.find((o) =>
+        solana
+          ? o.account?.startsWith('solana:') && o.actions.length === 1
+          : input.method === undefined ||
+            (o.actions[0]?.type === 'walletRpc' && o.actions[0].walletRpc.method === input.method),
       )
       if (!option) throw new Error(`no option among ${options.length} fits`)
       return option.id
@@ -135,7 +165,14 @@ async function pay(input: PayInput): Promise<PayOutput> {
       return openForm(url)
     },
   })
-  return { status: result.status, txId: result.txId, ms: performance.now() - started, states, formShown }
+  return {
+    status: result.status,
+    txId: result.txId,
+    ms: performance.now() - started,
+    states,
+    formShown,
+    account: signer.accounts()[0],
+  }
 }
 
 Object.assign(window, { caipayWallet: { pay } })

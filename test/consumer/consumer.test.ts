@@ -4,16 +4,13 @@
  * the registry, no workspace links), then used the way a wallet developer and a server operator
  * would. One install per project is shared by every case.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { cleanEnv, exec, npm, packTarballs, project, repo } from './pack.js'
 
-const exec = promisify(execFile)
-const repo = fileURLToPath(new URL('../..', import.meta.url))
 const manifest = JSON.parse(await fs.readFile(path.join(repo, 'package.json'), 'utf8')) as {
   version: string
   exports: Record<string, unknown>
@@ -21,40 +18,6 @@ const manifest = JSON.parse(await fs.readFile(path.join(repo, 'package.json'), '
 const subpaths = Object.keys(manifest.exports)
   .filter((key) => key !== './package.json')
   .map((key) => (key === '.' ? 'caipay' : `caipay/${key.slice(2)}`))
-
-/** npm_* variables of an enclosing `npm test` would point npm at this repository. */
-const cleanEnv = Object.fromEntries(
-  Object.entries(process.env).filter(([key]) => !key.toLowerCase().startsWith('npm_')),
-)
-
-/** Generous: on a busy two-core machine the declaration build alone can take minutes. */
-async function npm(args: string[], cwd: string, timeout = 900_000): Promise<string> {
-  try {
-    const { stdout } = await exec('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], {
-      cwd,
-      env: cleanEnv,
-      timeout,
-      maxBuffer: 64 * 1024 * 1024,
-    })
-    return stdout
-  } catch (error) {
-    const { killed, stderr } = error as { killed?: boolean; stderr?: string }
-    const tail = (stderr ?? '')
-      .split('\n')
-      .filter((line) => /error|ERR!/i.test(line))
-      .slice(-15)
-      .join('\n')
-    throw new Error(
-      `npm ${args.join(' ')} in ${cwd} ${killed ? `timed out after ${timeout / 1000} s` : 'failed'}:\n${tail}`,
-    )
-  }
-}
-
-async function project(dir: string, dependencies: Record<string, string>): Promise<void> {
-  await fs.mkdir(dir, { recursive: true })
-  const json = { name: path.basename(dir), private: true, type: 'module', dependencies }
-  await fs.writeFile(path.join(dir, 'package.json'), JSON.stringify(json, null, 2))
-}
 
 let work: string
 let tarballs: { caipay: string; server: string }
@@ -65,27 +28,8 @@ beforeAll(async () => {
   work = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-consumer-'))
   // Open to the postgres OS user: as root, the installed server's embedded database runs as it.
   await fs.chmod(work, 0o755)
-  const packed = path.join(work, 'packed')
-  await fs.mkdir(packed)
-  // Packed from a copy without dist/: `npm pack` must build it (prepack), and the build must not
-  // replace the dist/ of this checkout under other tests.
-  const source = path.join(work, 'source')
-  const skipped = new Set(['node_modules', 'dist', '.git', '.caipay', 'coverage'])
-  await fs.cp(repo, source, {
-    recursive: true,
-    filter: (file) => {
-      const parts = path.relative(repo, file).split(path.sep)
-      return !skipped.has(parts[0]!) && !parts.includes('node_modules')
-    },
-  })
-  await fs.symlink(path.join(repo, 'node_modules'), path.join(source, 'node_modules'), 'dir')
-  await Promise.all([
-    npm(['pack', '--pack-destination', packed], source),
-    npm(['pack', '--pack-destination', packed], path.join(source, 'packages', 'server')),
-  ])
-  const files = await fs.readdir(packed)
-  const find = (pattern: RegExp) => path.join(packed, files.find((file) => pattern.test(file))!)
-  tarballs = { caipay: find(/^caipay-\d/), server: find(/^caipay-server-\d/) }
+  const packed = await packTarballs(work, { server: true })
+  tarballs = { caipay: packed.caipay, server: packed.server! }
 
   wallet = path.join(work, 'wallet')
   server = path.join(work, 'server')
@@ -317,6 +261,7 @@ function listening(child: ChildProcess): Promise<string> {
 const program = `import { createPayClient, PayError, type Signer } from 'caipay'
 import { evmSigner } from 'caipay/adapters/evm'
 import { solanaSigner } from 'caipay/adapters/solana'
+import { solanaSigner as kitSolanaSigner } from 'caipay/adapters/solana-kit'
 import { walletConnectSigners } from 'caipay/adapters/walletconnect'
 import { createMerchantClient } from 'caipay/client'
 import { buildApp, resolveConfig, type StartServerOptions } from 'caipay/server'
@@ -325,7 +270,7 @@ const signers: Signer[] = []
 const pay = createPayClient({ baseUrl: 'http://127.0.0.1:8787', apiKey: 'svc_test_x', signers })
 const merchant = createMerchantClient({ baseUrl: 'http://127.0.0.1:8787', apiKey: 'svc_test_x' })
 const options: StartServerOptions = { port: 0, config: resolveConfig({}) }
-const used: unknown[] = [pay, merchant, options, buildApp, evmSigner, solanaSigner, walletConnectSigners]
+const used: unknown[] = [pay, merchant, options, buildApp, evmSigner, solanaSigner, kitSolanaSigner, walletConnectSigners]
 const error: PayError | undefined = undefined
 export { used, error }
 `

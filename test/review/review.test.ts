@@ -44,7 +44,8 @@ import { createSignerRegistry } from '../../src/actions/registry.js'
 import { routeActions } from '../../src/actions/route.js'
 import type { Signer } from '../../src/actions/types.js'
 import type { PaymentOption, WalletRpcAction } from '../../src/contract/gateway.js'
-import { cancelled, paymentId, setup } from '../../src/flow/flowHarness.js'
+import { PayError } from '../../src/errors/PayError.js'
+import { cancelled, paymentId, processing, setup } from '../../src/flow/flowHarness.js'
 import { build, rpc, scriptedGateway } from '../../src/flow/testkit.js'
 import { createPayClient } from '../../src/pay/createPayClient.js'
 import { createReviewer, type PaymentReview } from '../../src/review/index.js'
@@ -513,6 +514,92 @@ describe('the review', () => {
     expect(run.gateway.callsTo('fetchActions')).toHaveLength(1)
     expect(run.of('review')).toEqual([review])
     expect(signed).toHaveLength(1)
+  })
+
+  it('after quote_expired, the rebuilt round is reviewed again: the new actions, nothing of the first', async () => {
+    // Round 1 pays one payee until one time; the rebuild (the first signature proved dead by the node,
+    // docs/exposure.md) pays another payee, half the amount, in a later window.
+    const otherPayee = privateKeyToAccount(generatePrivateKey()).address
+    const rounds = [
+      typed(payer.address, 'TransferWithAuthorization', {
+        from: payer.address,
+        to: merchant,
+        value: '1000000',
+        validAfter: String(validAfter),
+        validBefore: String(validBefore),
+        nonce: `0x${'01'.repeat(32)}`,
+      }),
+      typed(payer.address, 'TransferWithAuthorization', {
+        from: payer.address,
+        to: otherPayee,
+        value: '500000',
+        validAfter: String(validAfter + 600),
+        validBefore: String(validBefore + 600),
+        nonce: `0x${'02'.repeat(32)}`,
+      }),
+    ]
+    const signer = evm()
+    const events: string[] = []
+    const watched: Signer = {
+      ...signer,
+      signatureStatus: async () => 'dead',
+      request: (request) => {
+        events.push(`sign ${JSON.parse(request.params[1] as string).message.to}`)
+        return signer.request(request)
+      },
+    }
+    let fetches = 0
+    let confirms = 0
+    const run = setup({
+      options: [{ ...offer(cases[0]!, false), actions: [build('bld_1')] }],
+      signers: [watched],
+      gateway: {
+        fetchActions: async () => ({ actions: [rounds[fetches++]!] }),
+        confirm: async () => {
+          if (++confirms === 1)
+            throw new PayError({ code: 'quote_expired', message: 'Expired.', status: 422 })
+          return processing
+        },
+      },
+      flow: {
+        review: createReviewer({ assets }),
+        onReview: (review) => {
+          events.push(`review ${review.actions[0]!.moves[0]!.to}`)
+          return true
+        },
+      },
+    })
+    await run.flow.loadOptions()
+    run.flow.select('opt_1')
+    const result = await run.flow.execute()
+    expect(result.status).toBe('succeeded')
+    expect(events).toEqual([
+      `review ${merchantAccount}`,
+      `sign ${merchant}`,
+      `review ${chain}:${otherPayee}`,
+      `sign ${otherPayee}`,
+    ])
+    const [first, second] = run.of('review') as PaymentReview[]
+    expect(run.of('review')).toHaveLength(2)
+    expect(first).toMatchObject({ validUntil: validBefore, total: { amount: 1_000_000n } })
+    expect(second).toMatchObject({
+      optionId: 'opt_1',
+      actions: [
+        {
+          intent: 'authorize',
+          from: payerAccount,
+          moves: [{ asset: usdcShown, amount: 500_000n, to: `${chain}:${otherPayee}` }],
+          validFrom: validAfter + 600,
+          validUntil: validBefore + 600,
+        },
+      ],
+      total: { asset: usdcShown, amount: 500_000n },
+      validUntil: validBefore + 600,
+    })
+    const shown = JSON.stringify(second, (_, v) => (typeof v === 'bigint' ? `${v}` : v))
+    expect(shown).not.toContain(merchant)
+    expect(shown).not.toContain('1000000')
+    expect(shown).not.toContain(String(validBefore))
   })
 
   it('createPayClient passes the reviewer and onReview through', async () => {

@@ -8,7 +8,7 @@ import { type BrowserEnv, startBrowserEnv } from '../browser/support.js'
 import { chains } from '../gateway/support.js'
 
 /**
- * The wallet library, both adapters, viem and @solana/web3.js, bundled the way Metro would (browser
+ * The wallet library, both adapters, viem and @solana/web3.js (or @solana/kit alone), bundled the way Metro would (browser
  * fields, one script) and run in a fresh JavaScript realm that has only what a React Native app on Hermes
  * has: no `crypto.randomUUID` (only `crypto.getRandomValues`, as `react-native-get-random-values` installs
  * it), React Native's partial `URL`/`URLSearchParams` (their accessors throw), no `Object.hasOwn`, no
@@ -104,26 +104,38 @@ function hermesRealm(): vm.Context {
 
 type Pay = (input: Record<string, unknown>) => Promise<{ status: string; txId?: string; account: string }>
 
-/** Bundles one entry the way Metro would and loads it into a fresh Hermes-like realm. */
+/**
+ * Bundles one entry the way Metro would and loads it into a fresh Hermes-like realm. `reactNative`:
+ * resolve packages by their `react-native` export condition and field first, as Metro does (kit ships
+ * a native build there).
+ */
 async function loadInRealm(
   entry: string,
   extraGlobals: Record<string, unknown> = {},
-): Promise<{ realm: vm.Context; pay: Pay }> {
+  { reactNative = false } = {},
+): Promise<{ realm: vm.Context; pay: Pay; inputs: string[] }> {
   const bundled = await build({
     entryPoints: [path.resolve(entry)],
     bundle: true,
     format: 'iife',
     globalName: 'wallet',
-    platform: 'browser',
+    ...(reactNative
+      ? {
+          platform: 'neutral' as const,
+          conditions: ['react-native', 'import'],
+          mainFields: ['react-native', 'browser', 'module', 'main'],
+        }
+      : { platform: 'browser' as const }),
     target: 'es2020',
     define: { 'process.env.NODE_ENV': '"production"' },
     write: false,
+    metafile: true,
     logLevel: 'silent',
   })
   const realm = hermesRealm()
   Object.assign(realm, extraGlobals)
   vm.runInContext(bundled.outputFiles[0]!.text, realm, { filename: path.basename(entry) })
-  return { realm, pay: (realm.wallet as { pay: Pay }).pay }
+  return { realm, pay: (realm.wallet as { pay: Pay }).pay, inputs: Object.keys(bundled.metafile.inputs) }
 }
 
 const whatHermesLacks = `[typeof crypto.randomUUID, typeof Object.hasOwn, typeof TextDecoder, typeof Buffer,
@@ -153,6 +165,59 @@ describe('React Native (Hermes globals only)', () => {
       'URL.hostname is not implemented',
     ])
     const paymentId = await env.pay('700')
+    const result = await pay({ ...link(paymentId), chain: chains.solana })
+    expect(result).toMatchObject({ status: 'succeeded', txId: `test:${paymentId}` })
+    const row = await env.t.db
+      .selectFrom('payments')
+      .select('buyer')
+      .where('id', '=', paymentId)
+      .executeTakeFirst()
+    expect(row?.buyer).toBe(result.account)
+  })
+
+  it('with @solana/kit only (caipay/adapters/solana-kit): no web3.js and no Node built-in in the bundle; pays a test-mode payment', async () => {
+    // Kit signs with WebCrypto's Ed25519, which Hermes lacks: an app installs a WebCrypto polyfill
+    // (kit's own @solana/webcrypto-ed25519-polyfill, or react-native-quick-crypto). Here: Node's, its
+    // byte arguments copied out of the realm (Node checks they are its own typed arrays).
+    const hostBytes = (value: unknown) =>
+      ArrayBuffer.isView(value)
+        ? Uint8Array.from(new Uint8Array(value.buffer, value.byteOffset, value.byteLength))
+        : Object.prototype.toString.call(value) === '[object ArrayBuffer]'
+          ? Uint8Array.from(new Uint8Array(value as ArrayBuffer))
+          : value
+    const subtle = new Proxy(webcrypto.subtle, {
+      get: (target, name) => {
+        const member = Reflect.get(target, name)
+        return typeof member === 'function'
+          ? (...args: unknown[]) => member.apply(target, args.map(hostBytes))
+          : member
+      },
+    })
+    const withPolyfill = {
+      crypto: {
+        getRandomValues: <T extends ArrayBufferView>(array: T) =>
+          webcrypto.getRandomValues(array as never) as T,
+        subtle,
+      },
+    }
+    const { realm, pay, inputs } = await loadInRealm('test/wallet/reactNativeSolanaKit.ts', withPolyfill, {
+      reactNative: true,
+    })
+    expect(inputs.filter((input) => input.includes('@solana/web3.js'))).toEqual([])
+    expect(
+      inputs.filter((input) => input.startsWith('node:') || /(^|\/)node_modules\/buffer\//.test(input)),
+    ).toEqual([])
+    expect(inputs.some((input) => input.includes('@solana/kit/dist/index.native'))).toBe(true)
+    expect(vm.runInContext(whatHermesLacks, realm)).toEqual([
+      'undefined',
+      'undefined',
+      'undefined',
+      'undefined',
+      'undefined',
+      'undefined',
+      'URL.hostname is not implemented',
+    ])
+    const paymentId = await env.pay('800')
     const result = await pay({ ...link(paymentId), chain: chains.solana })
     expect(result).toMatchObject({ status: 'succeeded', txId: `test:${paymentId}` })
     const row = await env.t.db

@@ -1,7 +1,7 @@
 /**
- * What a React Native wallet bundles, in two variants run by test/wallet/reactNative.test.ts in a realm
- * with Hermes' globals only: the library with its EVM adapter and viem, or with its Solana adapter and
- * @solana/web3.js. Not a test file itself.
+ * What a React Native wallet bundles, in three variants run by test/wallet/reactNative.test.ts in a realm
+ * with Hermes' globals only: the library with its EVM adapter and viem, with its Solana adapter and
+ * @solana/web3.js, or with its kit entry and @solana/kit alone. Not a test file itself.
  */
 import type { Signer } from '../../src/actions/types.js'
 import { createPayClient, type PaymentOption } from '../../src/index.js'

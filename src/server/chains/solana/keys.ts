@@ -1,23 +1,8 @@
 import { Keypair } from '@solana/web3.js'
-import { decodeBase58 } from '../../../caip/base58.js'
+import { decodeBase58, encodeBase58 } from '../../../caip/base58.js'
 
-const alphabet = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz'
-
-/** Base58 (Bitcoin alphabet), as Solana writes signatures and keys. */
-export function encodeBase58(bytes: Uint8Array): string {
-  let number = 0n
-  for (const byte of bytes) number = (number << 8n) | BigInt(byte)
-  let out = ''
-  while (number > 0n) {
-    out = alphabet[Number(number % 58n)]! + out
-    number /= 58n
-  }
-  for (const byte of bytes) {
-    if (byte !== 0) break
-    out = `1${out}`
-  }
-  return out
-}
+// Signatures and keys as Solana writes them; the codec is the wallet's (src/caip), shared.
+export { encodeBase58 }
 
 /**
  * The service key from the config file: a base58 secret key (64 bytes, as wallets export it) or, for

@@ -1,0 +1,86 @@
+// The wallet's own Solana node, as a web3.js `Connection` or a @solana/kit `Rpc`, typed structurally so
+// neither SDK is imported: a kit-only wallet installs no web3.js (caipay/adapters/solana-kit).
+import { decodeBase64 } from '../../protocol/solana/index.js'
+
+/** A web3.js account key, as `Connection.getAccountInfo` reads it (only its base58 text). */
+interface Base58Key {
+  toBase58(): string
+}
+
+/** The reads the Solana signer needs from a web3.js `Connection` (one has them all). */
+export interface SolanaNode {
+  isBlockhashValid(blockhash: string, config: { commitment: 'confirmed' }): Promise<{ value: boolean }>
+  getSignatureStatus(
+    signature: string,
+    config: { searchTransactionHistory: boolean },
+  ): Promise<{ value: { err: unknown } | null }>
+  /** For `describeAsset` (a mint's decimals and symbol); without it the signer names no asset. */
+  getAccountInfo?(
+    key: Base58Key,
+    commitment: 'confirmed',
+  ): Promise<{ owner: Base58Key; data: Uint8Array } | null>
+}
+
+/** A kit RPC call: `rpc.method(...).send()`. */
+interface KitRpcCall<T> {
+  send(config?: { abortSignal?: AbortSignal }): Promise<T>
+}
+
+/**
+ * The reads the Solana signer needs from a @solana/kit `Rpc` (`createSolanaRpc(url)` has them all).
+ * Kit brands addresses and blockhashes; caipay passes the base58 text the chain gave it.
+ */
+export interface SolanaKitRpc {
+  isBlockhashValid(blockhash: never, config: { commitment: 'confirmed' }): KitRpcCall<{ value: boolean }>
+  getSignatureStatuses(
+    signatures: never,
+    config: { searchTransactionHistory: boolean },
+  ): KitRpcCall<{ value: readonly ({ err: unknown } | null)[] }>
+  getAccountInfo(
+    address: never,
+    config: { commitment: 'confirmed'; encoding: 'base64' },
+  ): KitRpcCall<{ value: { owner: string; data: readonly [string, string] } | null }>
+}
+
+/** What the signer reads, whichever SDK the node comes from. */
+export interface SolanaReads {
+  blockhashIsValid(blockhash: string): Promise<boolean>
+  /** The signature's status (`err` null when it executed without error); null when the node has none. */
+  signatureStatus(signature: string): Promise<{ err: unknown } | null>
+  /** The account's owner program and data; null when it does not exist. */
+  accountInfo?(address: string): Promise<{ owner: string; data: Uint8Array } | null>
+}
+
+// `confirmed` throughout: a blockhash the confirmed bank knew at signing and no longer accepts has aged
+// out, so every block that could still hold the transaction is already confirmed (and searched).
+const commitment = 'confirmed'
+
+export function readsFromConnection(node: SolanaNode): SolanaReads {
+  const { getAccountInfo } = node
+  return {
+    blockhashIsValid: async (blockhash) => (await node.isBlockhashValid(blockhash, { commitment })).value,
+    signatureStatus: async (signature) =>
+      (await node.getSignatureStatus(signature, { searchTransactionHistory: true })).value,
+    ...(getAccountInfo && {
+      async accountInfo(address: string) {
+        const info = await getAccountInfo.call(node, { toBase58: () => address }, commitment)
+        return info && { owner: info.owner.toBase58(), data: info.data }
+      },
+    }),
+  }
+}
+
+export function readsFromKitRpc(rpc: SolanaKitRpc): SolanaReads {
+  return {
+    blockhashIsValid: async (blockhash) =>
+      (await rpc.isBlockhashValid(blockhash as never, { commitment }).send()).value,
+    signatureStatus: async (signature) =>
+      (await rpc.getSignatureStatuses([signature] as never, { searchTransactionHistory: true }).send())
+        .value[0] ?? null,
+    async accountInfo(address) {
+      const { value } = await rpc.getAccountInfo(address as never, { commitment, encoding: 'base64' }).send()
+      const data = value && decodeBase64(value.data[0])
+      return value && data ? { owner: value.owner, data } : null
+    },
+  }
+}
