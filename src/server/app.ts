@@ -14,6 +14,7 @@ import { newId } from './ids.js'
 import { createChainProbes } from './metrics/chains.js'
 import { registerProbeRoutes, registerRequestMetrics } from './metrics/http.js'
 import { createInstanceMetrics } from './metrics/scrape.js'
+import { registerRequestTracing } from './metrics/tracing.js'
 import { StatusChanges } from './payments/statusChanges.js'
 import { registerRateLimit } from './rateLimit.js'
 import { OneLineRequestLog } from './requestLog.js'
@@ -130,6 +131,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     done(new PayError({ code: 'invalid_params', message: 'NUL characters are not allowed in the URL.' }))
   })
   registerRequestMetrics(app)
+  registerRequestTracing(app)
   cors.register(app)
   registerErrorHandling(app)
   await registerRateLimit(app, config)

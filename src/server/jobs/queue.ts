@@ -1,4 +1,5 @@
 import { sql } from 'kysely'
+import { currentTraceparent } from '../metrics/tracing.js'
 import type { Db } from '../store/db.js'
 import type { JobRow } from '../store/schema.js'
 import { jobsChannel } from './notify.js'
@@ -25,6 +26,8 @@ export async function enqueueJob(
       payload: JSON.stringify(job.payload ?? {}),
       result: null,
       last_error: null,
+      // The step continues the enqueuer's trace (null when tracing is off).
+      trace_parent: currentTraceparent(),
       created_at: now,
       updated_at: now,
     })

@@ -10,6 +10,7 @@ import {
 } from 'viem'
 import type { Fence } from '../../jobs/fence.js'
 import { type JobRunContext, RetryLater } from '../../jobs/runner.js'
+import { inSpan } from '../../metrics/tracing.js'
 import type { Db } from '../../store/db.js'
 import type { EvmChain } from './chain.js'
 import { nodeRefusal } from './nodeErrors.js'
@@ -96,7 +97,11 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
     ...(p.fence ? { fence: p.fence } : {}),
   })
   try {
-    await broadcast(chain, row.raw as Hex)
+    await inSpan(
+      'evm.send',
+      { 'caipay.payment_id': p.paymentId, 'caipay.chain': chain.caip2, 'caipay.purpose': p.purpose },
+      () => broadcast(chain, row.raw as Hex),
+    )
   } catch (error) {
     // Its nonce went to another sender of the key: count again before numbering the next ones.
     if (nodeRefusal(error) === 'nonce_too_low') p.sender.forgetChainNonce()
