@@ -10,6 +10,7 @@ import {
 } from 'viem'
 import type { Fence } from '../../jobs/fence.js'
 import { type JobRunContext, RetryLater } from '../../jobs/runner.js'
+import { countFeeBump } from '../../metrics/counters.js'
 import { inSpan } from '../../metrics/tracing.js'
 import type { Db } from '../../store/db.js'
 import type { EvmChain } from './chain.js'
@@ -234,6 +235,7 @@ async function replaceWithHigherFees(
     .values({ ...withoutId(row), hash, raw, status: 'sent', created_at: now, updated_at: now })
     .returningAll()
     .executeTakeFirstOrThrow()
+  countFeeBump(chain.caip2)
   try {
     await broadcast(chain, raw)
   } catch (error) {
