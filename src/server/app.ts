@@ -42,6 +42,11 @@ export interface BuildAppOptions {
   x402?: FastifyInstance['x402Options']
   /** Serve `/metrics` on this app (default true; false when a metrics port of its own serves it). */
   metricsRoute?: boolean
+  /**
+   * The per-request metrics and tracing hooks (default true). False only to measure what they cost
+   * (bench/observability.ts): the app then times and traces no request.
+   */
+  requestHooks?: boolean
 }
 
 /** The whole HTTP app, ready for `inject` or `listen`. */
@@ -130,8 +135,10 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     if (!request.url.includes('%00')) return done()
     done(new PayError({ code: 'invalid_params', message: 'NUL characters are not allowed in the URL.' }))
   })
-  registerRequestMetrics(app)
-  registerRequestTracing(app)
+  if (options.requestHooks !== false) {
+    registerRequestMetrics(app)
+    registerRequestTracing(app)
+  }
   cors.register(app)
   registerErrorHandling(app)
   await registerRateLimit(app, config)

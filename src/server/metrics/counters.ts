@@ -49,6 +49,16 @@ const webhookAttempts = new Counter({
   registers: [processRegistry],
 })
 
+let recording = true
+
+/**
+ * Turns this process's counting off (and on again): only to measure what counting costs against not
+ * counting, in one process (bench/observability.ts). Production never calls it.
+ */
+export function setMetricsRecording(enabled: boolean): void {
+  recording = enabled
+}
+
 /** Label children by a joined key: prom-client hashes the label object on every call otherwise. */
 function memo<T>(make: (...labels: string[]) => T): (...labels: string[]) => T {
   const children = new Map<string, T>()
@@ -77,6 +87,7 @@ export function observeHttpRequest(
   status: number,
   seconds: number,
 ): void {
+  if (!recording) return
   const routeLabel = route ?? 'unmatched'
   httpChild(routeLabel, knownMethods.has(method) ? method : 'other', String(status)).observe(seconds)
   if (status === 429) rateLimitedChild(routeLabel).inc()
@@ -93,6 +104,7 @@ export function countPaymentChanges(
   type: string,
   rows: readonly { mode: string; option_amount: { unit: string } | null }[],
 ): void {
+  if (!recording) return
   const to = type.startsWith('payment.') ? type.slice('payment.'.length) : type
   for (const row of rows) paymentChild(to, row.mode, chainOfUnit(row.option_amount?.unit)).inc()
 }
@@ -108,6 +120,7 @@ const webhookChild = memo((outcome) => webhookAttempts.labels(outcome!))
 
 /** One recorded delivery attempt, by the delivery's state after it. */
 export function countWebhookAttempt(state: 'pending' | 'succeeded' | 'failed'): void {
+  if (!recording) return
   webhookChild(state === 'succeeded' ? 'delivered' : state === 'pending' ? 'retrying' : 'gave_up').inc()
 }
 
