@@ -1,6 +1,6 @@
 /**
  * What the metrics and tracing hooks cost a request when tracing is off, as a ratio in one run:
- * `npm run bench:observability [-- --rounds 12 --iterations 600]` (embedded PostgreSQL unless DATABASE_URL).
+ * `npm run bench:observability [-- --rounds 8 --blocks 6 --iterations 50]` (embedded PostgreSQL unless DATABASE_URL).
  *
  * One process, one database, two apps: `hooks` as caipay ships (the per-request histogram, payment
  * transitions counted, the tracing seam's calls, which with no OTLP endpoint configured are an
@@ -14,15 +14,27 @@
 import { parseArgs } from 'node:util'
 import { createApiKey, createPartner } from '../src/server/accounts/accounts.js'
 import { buildApp } from '../src/server/app.js'
-import { setMetricsRecording } from '../src/server/metrics/counters.js'
-import { tracingOn } from '../src/server/metrics/tracing.js'
+import {
+  countPaymentChanges,
+  observeHttpRequest,
+  processRegistry,
+  setMetricsRecording,
+} from '../src/server/metrics/counters.js'
+import { currentTraceparent, inSpan, tracingOn } from '../src/server/metrics/tracing.js'
 import { openDatabase } from '../src/server/store/db.js'
 import { openBenchCluster } from './postgres.js'
 
 const { values } = parseArgs({
-  options: { rounds: { type: 'string', default: '12' }, iterations: { type: 'string', default: '600' } },
+  options: {
+    rounds: { type: 'string', default: '8' },
+    blocks: { type: 'string', default: '6' },
+    iterations: { type: 'string', default: '50' },
+    // Both apps with the hooks on: what the same code measures against itself (the method's noise).
+    control: { type: 'boolean', default: false },
+  },
 })
 const rounds = Number(values.rounds)
+const blocks = Number(values.blocks)
 const iterations = Number(values.iterations)
 if (tracingOn()) throw new Error('Measure with tracing off: unset OTEL_EXPORTER_OTLP_ENDPOINT.')
 
@@ -34,8 +46,9 @@ const { apiKey } = await createApiKey(database.db, { partnerId, mode: 'test', ro
 const apps = {
   // No rate limit (a bench of one caller), on both alike.
   hooks: await buildApp({ db: database.db, config: { rateLimit: false } }),
-  bare: await buildApp({ db: database.db, config: { rateLimit: false }, requestHooks: false }),
+  bare: await buildApp({ db: database.db, config: { rateLimit: false }, requestHooks: values.control }),
 }
+const noWork = () => Promise.resolve()
 const merchant = await apps.hooks.inject({
   method: 'POST',
   url: '/v1/merchants',
@@ -66,31 +79,33 @@ async function lifecycle(app: (typeof apps)['hooks']): Promise<void> {
   if (cancelled.statusCode !== 200) throw new Error(`cancel: ${cancelled.statusCode} ${cancelled.body}`)
 }
 
-/** CPU microseconds per request of `iterations` payments' requests on one app. */
+/** CPU microseconds used by `iterations` payments' requests on one app. */
 async function measure(variant: keyof typeof apps): Promise<number> {
-  setMetricsRecording(variant === 'hooks')
+  setMetricsRecording(variant === 'hooks' || values.control)
   const start = process.cpuUsage()
   for (let i = 0; i < iterations; i++) await lifecycle(apps[variant])
   const used = process.cpuUsage(start)
-  return (used.user + used.system) / (iterations * 3)
+  return used.user + used.system
 }
 
 // Warm-up (JIT, pools, caches) on both, not measured.
 for (const variant of ['hooks', 'bare'] as const) {
-  setMetricsRecording(variant === 'hooks')
+  setMetricsRecording(variant === 'hooks' || values.control)
   for (let i = 0; i < 200; i++) await lifecycle(apps[variant])
 }
 
+// Short blocks, alternating (ABAB in even rounds, BABA in odd ones): whatever else the machine does
+// lands on both variants alike.
 const measured: { hooks: number[]; bare: number[] } = { hooks: [], bare: [] }
+const requestsPerVariant = blocks * iterations * 3
 for (let round = 0; round < rounds; round++) {
-  const order =
-    round % 2 === 0
-      ? (['hooks', 'bare', 'bare', 'hooks'] as const)
-      : (['bare', 'hooks', 'hooks', 'bare'] as const)
-  const perRound: Record<string, number[]> = { hooks: [], bare: [] }
-  for (const variant of order) perRound[variant]!.push(await measure(variant))
-  const hooks = (perRound.hooks![0]! + perRound.hooks![1]!) / 2
-  const bare = (perRound.bare![0]! + perRound.bare![1]!) / 2
+  const used = { hooks: 0, bare: 0 }
+  for (let block = 0; block < blocks * 2; block++) {
+    const variant = (block + round) % 2 === 0 ? 'hooks' : 'bare'
+    used[variant] += await measure(variant)
+  }
+  const hooks = used.hooks / requestsPerVariant
+  const bare = used.bare / requestsPerVariant
   measured.hooks.push(hooks)
   measured.bare.push(bare)
   console.log(
@@ -99,6 +114,31 @@ for (let round = 0; round < rounds; round++) {
 }
 setMetricsRecording(true)
 
+// The switch did what it says: the histogram counted the hooks app's requests and none of the bare one's.
+const counted = (await processRegistry.getSingleMetric('caipay_http_request_duration_seconds')!.get()).values
+  .filter(
+    (value) => (value as { metricName?: string }).metricName === 'caipay_http_request_duration_seconds_count',
+  )
+  .reduce((sum, value) => sum + value.value, 0)
+const hooksRequests = 200 * 3 + rounds * requestsPerVariant + 1
+if (!values.control && counted !== hooksRequests)
+  throw new Error(`counted ${counted} requests, expected ${hooksRequests}`)
+
+// The hooks' own work timed alone, per request: the histogram observation a request makes, a payment
+// transition counted (one per three requests here), and the tracing seam's off path (a span, a job trace,
+// a traceparent read). A tight bound on what they can add, where the whole-request figures are noisy.
+const calls = 1_000_000
+setMetricsRecording(true)
+const alone = process.cpuUsage()
+for (let i = 0; i < calls; i++) {
+  observeHttpRequest('/v1/payments/:id', 'GET', 200, 0.001)
+  if (i % 3 === 0) countPaymentChanges('payment.cancelled', [{ mode: 'test', option_amount: null }])
+  void inSpan('payment.confirm', { 'caipay.payment_id': 'pay_bench' }, noWork)
+  currentTraceparent()
+}
+const aloneCpu = process.cpuUsage(alone)
+const hookMicros = (aloneCpu.user + aloneCpu.system) / calls
+
 const median = (xs: number[]) => {
   const sorted = [...xs].sort((a, b) => a - b)
   const mid = Math.floor(sorted.length / 2)
@@ -106,9 +146,11 @@ const median = (xs: number[]) => {
 }
 const ratios = measured.hooks.map((hooks, i) => hooks / measured.bare[i]!)
 console.log(
-  `\n${rounds} rounds x ${iterations} payments x 3 requests per variant (create, read, cancel; test mode, inject)\n` +
+  `\n${rounds} rounds x ${blocks} blocks x ${iterations} payments x 3 requests per variant (create, read, cancel; test mode, inject)\n` +
     `CPU per request, median of rounds: hooks ${median(measured.hooks).toFixed(1)} µs, bare ${median(measured.bare).toFixed(1)} µs\n` +
-    `ratio hooks / bare: median ${median(ratios).toFixed(3)}, range ${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)}`,
+    `ratio hooks / bare: median ${median(ratios).toFixed(3)}, range ${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)}\n` +
+    `the hooks alone: ${hookMicros.toFixed(3)} µs CPU per request (${calls.toLocaleString('en')} calls), ` +
+    `ratio (bare + hooks) / bare = ${((median(measured.bare) + hookMicros) / median(measured.bare)).toFixed(5)}`,
 )
 await apps.hooks.close()
 await apps.bare.close()
