@@ -78,9 +78,10 @@ describe('metrics of a live payment, its webhooks and the ledger', () => {
         sample(text, 'caipay_transaction_send_to_final_blocks_count', labels) ?? 0
       const sum = (text: string) => sample(text, 'caipay_transaction_send_to_final_blocks_sum', labels) ?? 0
       expect(count(after) - count(before), purpose).toBe(1)
-      // Anvil mines each transaction in a block of its own, final at one confirmation.
+      // Anvil mines each transaction in a block of its own, final at one confirmation: at most the
+      // blocks mined meanwhile (0 when the step's first look found it final already).
       const blocks = sum(after) - sum(before)
-      expect(blocks, purpose).toBeGreaterThanOrEqual(1)
+      expect(blocks, purpose).toBeGreaterThanOrEqual(0)
       expect(blocks, purpose).toBeLessThanOrEqual(blocksMined)
     }
 
@@ -88,16 +89,15 @@ describe('metrics of a live payment, its webhooks and the ledger', () => {
     // the first attempt; every request the failing one answered 500 is an attempt to retry.
     await hooks.eventsOf(paymentId, 4)
     await failing.waitFor(4)
+    // A delivery is counted once its attempt is recorded, a moment after the receiver answered it.
+    const delta = (text: string, outcome: string) => attempts(text, outcome) - attempts(before, outcome)
     const counted = await until(
-      scrape,
-      (text) => attempts(text, 'retrying') - attempts(before, 'retrying') >= 4,
-    )
-    expect(attempts(counted, 'delivered') - attempts(before, 'delivered')).toBe(
-      hooks.receiver.received.length,
+      async () => ({ text: await scrape(), failed: failing.received.length }),
+      ({ text, failed }) => delta(text, 'delivered') === 4 && delta(text, 'retrying') === failed,
     )
     expect(hooks.receiver.received).toHaveLength(4)
-    expect(attempts(counted, 'retrying') - attempts(before, 'retrying')).toBe(failing.received.length)
-    expect(attempts(counted, 'gave_up') - attempts(before, 'gave_up')).toBe(0)
+    expect(counted.failed).toBeGreaterThanOrEqual(4)
+    expect(delta(counted.text, 'gave_up')).toBe(0)
   })
 
   it('pending refunds, unallocated top-ups and a reconciliation difference, in whole tokens', {

@@ -32,8 +32,11 @@ interface Waiter {
   paymentId: string
   purpose: EvmTxPurpose
   refundId: string | null
-  /** The newest block seen when the step began waiting (right after its send): where send-to-final counts from. */
-  since: bigint
+  /**
+   * The newest block seen when the step began waiting (right after its send): where send-to-final counts
+   * from. Unknown (nothing read from the chain yet): the head of the watcher's first look.
+   */
+  since: bigint | undefined
   settle(outcome: WatchOutcome | { kind: 'error'; error: unknown }): void
 }
 
@@ -72,6 +75,7 @@ export function createEvmWatcher(
   async function tick(): Promise<void> {
     const head = await chain.publicClient.getBlockNumber({ cacheTime: 0 })
     if (lastHead !== undefined && head < lastHead) countReorgSeen(chain.caip2)
+    for (const waiter of waiters) waiter.since ??= head
     if (head !== lastHead) {
       lastHead = head
       fresh.clear()
@@ -121,8 +125,7 @@ export function createEvmWatcher(
         const receipt = receipts.get(row.hash)
         noteReorg(row.hash, receipt)
         if (receipt && head - receipt.blockNumber + 1n >= BigInt(chain.confirmations)) {
-          if (waiter.since > 0n)
-            observeSendToFinal('block', chain.caip2, waiter.purpose, Number(head - waiter.since))
+          observeSendToFinal('block', chain.caip2, waiter.purpose, Number(head - (waiter.since ?? head)))
           for (const mine of own) unconfirmed.delete(mine.hash)
           waiter.settle({ kind: 'receipt', receipt })
           break
@@ -148,7 +151,7 @@ export function createEvmWatcher(
           paymentId,
           purpose,
           refundId: options.refundId ?? null,
-          since: chain.nodes.highest(),
+          since: chain.nodes.highest() || undefined,
           settle(outcome) {
             if (!waiters.delete(waiter)) return
             fresh.delete(waiter)
