@@ -311,6 +311,9 @@ describe('EVM relay fee bumping', () => {
     await startRunner({ confirmations: 3 }, { receiptTimeoutMs: 1_000 })
     try {
       const [relay, mined] = await relayMined(paymentId)
+      // The watcher looks again within a poll (no block comes meanwhile: the relay stays short of its
+      // depth) and sees the receipt, which the reorg then takes away.
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
       const depth = (await control.blockNumber()) - mined.blockNumber + 1n
       await control.reorg(Number(depth))
       await expect(env.publicClient.getTransactionReceipt({ hash: relay.hash as Hex })).rejects.toThrow()
