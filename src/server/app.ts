@@ -15,6 +15,7 @@ import { newId } from './ids.js'
 import { createChainProbes } from './metrics/chains.js'
 import { registerProbeRoutes, registerRequestMetrics } from './metrics/http.js'
 import { createInstanceMetrics } from './metrics/scrape.js'
+import { registerRequestTracing } from './metrics/tracing.js'
 import { StatusChanges } from './payments/statusChanges.js'
 import { registerRateLimit } from './rateLimit.js'
 import { OneLineRequestLog } from './requestLog.js'
@@ -42,6 +43,11 @@ export interface BuildAppOptions {
   x402?: FastifyInstance['x402Options']
   /** Serve `/metrics` on this app (default true; false when a metrics port of its own serves it). */
   metricsRoute?: boolean
+  /**
+   * The per-request metrics and tracing hooks (default true). False only to measure what they cost
+   * (bench/observability.ts): the app then times and traces no request.
+   */
+  requestHooks?: boolean
 }
 
 /** The whole HTTP app, ready for `inject` or `listen`. */
@@ -131,7 +137,10 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     if (!request.url.includes('%00')) return done()
     done(new PayError({ code: 'invalid_params', message: 'NUL characters are not allowed in the URL.' }))
   })
-  registerRequestMetrics(app)
+  if (options.requestHooks !== false) {
+    registerRequestMetrics(app)
+    registerRequestTracing(app)
+  }
   cors.register(app)
   registerErrorHandling(app)
   await registerRateLimit(app, config)

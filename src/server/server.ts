@@ -12,6 +12,7 @@ import type { JobListener } from './jobs/notify.js'
 import { type JobRunner, startJobRunner } from './jobs/runner.js'
 import { startReconciliation } from './ledger/reconcile.js'
 import { type MetricsServer, startMetricsServer } from './metrics/server.js'
+import { flushTracing, startTracing } from './metrics/tracing.js'
 import { listenForStatusChanges } from './payments/statusChanges.js'
 import { type Db, openDatabase } from './store/db.js'
 import { startWebhookDispatcher, type WebhookDispatcher } from './webhooks/dispatch.js'
@@ -78,6 +79,8 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
   const config: ServerConfig = { ...(options.config ?? resolveConfig({})) }
   const log = options.logger || undefined
   const role = options.role ?? 'all'
+  // Before the app is built: its request hooks exist only when tracing is on (OTEL_EXPORTER_OTLP_ENDPOINT).
+  await startTracing()
   const database = await openDatabase({
     databaseUrl: options.databaseUrl,
     poolSize: poolSizeFor(role, config.jobSlots),
@@ -218,6 +221,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
           await statusChanges?.close()
           await metricsServer?.close()
           await database.close()
+          await flushTracing().catch(() => {})
         })()
         return stopping
       },

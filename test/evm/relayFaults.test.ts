@@ -5,6 +5,7 @@ import { testUsdcAbi } from '../../fixtures/token/index.js'
 import { createEvmRuntime } from '../../src/server/chains/evm/index.js'
 import type { ServerConfig } from '../../src/server/config.js'
 import type { JobRunner } from '../../src/server/jobs/runner.js'
+import { processRegistry } from '../../src/server/metrics/counters.js'
 import { type AnvilControl, anvilChain, anvilControl, anvilPrivateKeys } from '../anvil.js'
 import { type FaultProxy, type JsonRpcResponse, startFaultProxy } from '../rpcFaults.js'
 import { type Buyer, confirmGasless, createEvmEnv, type EvmEnv, relayRows, usdc } from './support.js'
@@ -19,6 +20,12 @@ let env: EvmEnv
 let buyer: Buyer
 let control: AnvilControl
 let runner: JobRunner | undefined
+
+/** This process's count of `name` for the test chain (docs/operations.md, "Metrics"). */
+async function counted(name: string): Promise<number> {
+  const metric = await processRegistry.getSingleMetric(name)!.get()
+  return metric.values.find((value) => value.labels.chain === env.anvil.caip2)?.value ?? 0
+}
 
 beforeAll(async () => {
   env = await createEvmEnv()
@@ -85,6 +92,7 @@ describe('EVM relay fee bumping', () => {
   it('a relay stuck in the pool is replaced with higher fees on the same nonce after feeBumpAfterMs, and the replacement is the payment transaction', async () => {
     const { paymentId } = await confirmGasless(env, buyer)
     const before = await env.balance(buyer.address)
+    const bumpsBefore = await counted('caipay_fee_bumps_total')
     await control.setAutomine(false)
     try {
       await startRunner({ feeBumpAfterMs: 1_000 })
@@ -126,6 +134,8 @@ describe('EVM relay fee bumping', () => {
       .executeTakeFirstOrThrow()
     expect(payment.tx_id).toBe(mined[0]!.hash)
     expect(rows.filter((r) => r.status === 'sent')).toHaveLength(0)
+    // Every replacement recorded is a fee bump counted.
+    expect((await counted('caipay_fee_bumps_total')) - bumpsBefore).toBe(rows.length - 1)
     expect((await env.balance(buyer.address)) - before).toBe(-usdc(10))
     await env.waitSettled(paymentId)
     await runner?.stop()
@@ -296,10 +306,14 @@ describe('EVM relay fee bumping', () => {
   }, 60_000)
   it('with confirmations 3 a reorg that removes the mined relay before that depth leaves the payment processing; the same signed relay lands again and the payment succeeds with the buyer debited once', async () => {
     const before = await env.balance(buyer.address)
+    const reorgsBefore = await counted('caipay_chain_reorgs_seen_total')
     const { paymentId } = await confirmGasless(env, buyer)
     await startRunner({ confirmations: 3 }, { receiptTimeoutMs: 1_000 })
     try {
       const [relay, mined] = await relayMined(paymentId)
+      // The watcher looks again within a poll (no block comes meanwhile: the relay stays short of its
+      // depth) and sees the receipt, which the reorg then takes away.
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
       const depth = (await control.blockNumber()) - mined.blockNumber + 1n
       await control.reorg(Number(depth))
       await expect(env.publicClient.getTransactionReceipt({ hash: relay.hash as Hex })).rejects.toThrow()
@@ -330,6 +344,8 @@ describe('EVM relay fee bumping', () => {
       const landed = (await relayRows(env, paymentId)).filter((r) => r.status === 'succeeded')
       expect(landed.map((r) => r.hash)).toEqual([relay.hash])
       expect(await env.balance(buyer.address)).toBe(before - usdc(10))
+      // The watcher had seen the relay's receipt short of its confirmations, then saw it gone.
+      expect((await counted('caipay_chain_reorgs_seen_total')) - reorgsBefore).toBeGreaterThanOrEqual(1)
     } finally {
       await runner?.stop()
       runner = undefined

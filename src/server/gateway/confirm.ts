@@ -2,6 +2,7 @@ import type { ConfirmBody, ConfirmResponse } from '../../contract/gateway.js'
 import type { ConfirmContext } from '../chains/types.js'
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
+import { inSpan } from '../metrics/tracing.js'
 import { toAmount } from '../payments/assets.js'
 import { changePaymentInSteps, succeedPayment, transitionPayment } from '../payments/lifecycle.js'
 import { testConfirmSteps } from '../payments/settlements.js'
@@ -40,7 +41,11 @@ export interface ConfirmInput {
  * `409 invalid_state`), lets the driver execute, and for a synchronous outcome moves on to `succeeded`
  * or `failed` before committing.
  */
-export async function confirmPayment(input: ConfirmInput): Promise<ConfirmResponse> {
+export function confirmPayment(input: ConfirmInput): Promise<ConfirmResponse> {
+  return inSpan('payment.confirm', { 'caipay.payment_id': input.payment.id }, () => confirm(input))
+}
+
+async function confirm(input: ConfirmInput): Promise<ConfirmResponse> {
   const { db, config, registry, payment, body, now } = input
   assertPayable(payment)
   const { row, driver, asset } = await usableOption(

@@ -1,4 +1,5 @@
 import { sql } from 'kysely'
+import { currentTraceparent } from '../metrics/tracing.js'
 import type { Db } from '../store/db.js'
 import { namedStatement } from '../store/prepared.js'
 import type { JobRow } from '../store/schema.js'
@@ -24,6 +25,8 @@ export async function enqueueJob(
     JSON.stringify(job.payload ?? {}),
     now,
     jobsChannel,
+    // The step continues the enqueuer's trace (null when tracing is off).
+    currentTraceparent(),
   )
 }
 
@@ -34,8 +37,8 @@ export async function enqueueJob(
  */
 const insertAndNotify = namedStatement(
   `WITH enqueued AS (
-    INSERT INTO jobs (kind, payment_id, run_at, locked_until, payload, result, last_error, created_at, updated_at)
-    VALUES ($1, $2, $3, NULL, $4, NULL, NULL, $5, $5)
+    INSERT INTO jobs (kind, payment_id, run_at, locked_until, payload, result, last_error, trace_parent, created_at, updated_at)
+    VALUES ($1, $2, $3, NULL, $4, NULL, NULL, $7, $5, $5)
     ON CONFLICT (kind, payment_id) WHERE delivery_id IS NULL AND refund_id IS NULL DO NOTHING
   )
   SELECT pg_notify($6, $1)`,

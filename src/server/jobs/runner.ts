@@ -1,5 +1,6 @@
 import { setMaxListeners } from 'node:events'
 import { sql } from 'kysely'
+import { continueTrace } from '../metrics/tracing.js'
 import { type Db, isDatabaseUnavailable } from '../store/db.js'
 import type { JobRow } from '../store/schema.js'
 import { type Fence, FenceLost } from './fence.js'
@@ -183,8 +184,10 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
     claims.set(job.id, { job, renewedAt: Date.now(), lost: stopStep })
     working += 1
     try {
-      const result = await handler.run(job, ctx)
-      await complete(job, result)
+      await continueTrace(job.trace_parent, `job ${job.kind}`, jobSpanAttributes(job), async () => {
+        const result = await handler.run(job, ctx)
+        await complete(job, result)
+      })
     } catch (error) {
       if (controller.signal.aborted) {
         await releaseJob(db, job.id).catch(() => {})
@@ -311,6 +314,14 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
       await polling
       await Promise.all([...inFlight])
     },
+  }
+}
+
+function jobSpanAttributes(job: JobRow) {
+  return {
+    'caipay.job.kind': job.kind,
+    'caipay.job.attempt': job.attempts,
+    'caipay.payment_id': job.payment_id,
   }
 }
 

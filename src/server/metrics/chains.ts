@@ -29,6 +29,8 @@ export interface ChainProbe {
   /** How far behind the newest answer a node may be and still count as current. */
   maxLag: number
   executor: string
+  /** The chain's configured assets (CAIP-19 as configured): the ledger's readings are labelled by these. */
+  assets: readonly { id: string; symbol: string; decimals: number }[]
   /** Each node's head, read afresh (callers while a read runs share it). */
   heads(): Promise<NodeHead[]>
   /** The newest block or slot this process's chain reads have seen (0 before the first). */
@@ -63,6 +65,7 @@ export function createChainProbes(
       unit: 'block',
       maxLag: 10,
       executor: chain.executor.address,
+      assets: chain.assets.map(({ id, symbol, decimals }) => ({ id, symbol, decimals })),
       heads: sharedWhileRunning(() => readHeads(urls, 'eth_blockNumber', timeoutMs)),
       highestSeen: () => Number(chain.nodes.highest()),
       balances: sharedFor(balanceCacheMs, async () => {
@@ -98,6 +101,7 @@ export function createChainProbes(
       unit: 'slot',
       maxLag: 150,
       executor: owner.toBase58(),
+      assets: chain.assets.map(({ id, symbol, decimals }) => ({ id, symbol, decimals })),
       heads: sharedWhileRunning(() => readHeads(urls, 'getSlot', timeoutMs)),
       highestSeen: () => chain.highestSlot(),
       balances: sharedFor(balanceCacheMs, async () => {

@@ -49,6 +49,16 @@ const webhookAttempts = new Counter({
   registers: [processRegistry],
 })
 
+let recording = true
+
+/**
+ * Turns this process's counting off (and on again): only to measure what counting costs against not
+ * counting, in one process (bench/observability.ts). Production never calls it.
+ */
+export function setMetricsRecording(enabled: boolean): void {
+  recording = enabled
+}
+
 /** Label children by a joined key: prom-client hashes the label object on every call otherwise. */
 function memo<T>(make: (...labels: string[]) => T): (...labels: string[]) => T {
   const children = new Map<string, T>()
@@ -77,6 +87,7 @@ export function observeHttpRequest(
   status: number,
   seconds: number,
 ): void {
+  if (!recording) return
   const routeLabel = route ?? 'unmatched'
   httpChild(routeLabel, knownMethods.has(method) ? method : 'other', String(status)).observe(seconds)
   if (status === 429) rateLimitedChild(routeLabel).inc()
@@ -93,6 +104,7 @@ export function countPaymentChanges(
   type: string,
   rows: readonly { mode: string; option_amount: { unit: string } | null }[],
 ): void {
+  if (!recording) return
   const to = type.startsWith('payment.') ? type.slice('payment.'.length) : type
   for (const row of rows) paymentChild(to, row.mode, chainOfUnit(row.option_amount?.unit)).inc()
 }
@@ -108,5 +120,63 @@ const webhookChild = memo((outcome) => webhookAttempts.labels(outcome!))
 
 /** One recorded delivery attempt, by the delivery's state after it. */
 export function countWebhookAttempt(state: 'pending' | 'succeeded' | 'failed'): void {
+  if (!recording) return
   webhookChild(state === 'succeeded' ? 'delivered' : state === 'pending' ? 'retrying' : 'gave_up').inc()
+}
+
+const sendToFinalBlocks = new Histogram({
+  name: 'caipay_transaction_send_to_final_blocks',
+  help:
+    'EVM: blocks from the newest block seen when an executor transaction was sent (or its step began ' +
+    'waiting) to the block where it had its confirmations, by chain and purpose (relay, settle, refund, deploy).',
+  labelNames: ['chain', 'purpose'] as const,
+  buckets: [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128],
+  registers: [processRegistry],
+})
+
+const sendToFinalSlots = new Histogram({
+  name: 'caipay_transaction_send_to_final_slots',
+  help:
+    'Solana: slots from the newest slot seen when a transaction was first sent to the slot at which the ' +
+    "chain's commitment was seen, by chain and purpose.",
+  labelNames: ['chain', 'purpose'] as const,
+  buckets: [1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 256, 512],
+  registers: [processRegistry],
+})
+
+const feeBumps = new Counter({
+  name: 'caipay_fee_bumps_total',
+  help: 'EVM replacements sent with higher fees for an executor transaction left pending, by chain.',
+  labelNames: ['chain'] as const,
+  registers: [processRegistry],
+})
+
+const reorgsSeen = new Counter({
+  name: 'caipay_chain_reorgs_seen_total',
+  help:
+    "EVM reorgs this process saw while watching its transactions: the head's block number went back, or " +
+    'a receipt seen for a waiting transaction vanished or moved to another block, by chain.',
+  labelNames: ['chain'] as const,
+  registers: [processRegistry],
+})
+
+const blocksChild = memo((chain, purpose) => sendToFinalBlocks.labels(chain!, purpose!))
+const slotsChild = memo((chain, purpose) => sendToFinalSlots.labels(chain!, purpose!))
+
+/** A transaction final `distance` blocks (EVM) or slots (Solana) after it was sent. */
+export function observeSendToFinal(
+  unit: 'block' | 'slot',
+  chain: string,
+  purpose: string,
+  distance: number,
+): void {
+  ;(unit === 'block' ? blocksChild : slotsChild)(chain, purpose).observe(Math.max(0, distance))
+}
+
+export function countFeeBump(chain: string): void {
+  feeBumps.labels(chain).inc()
+}
+
+export function countReorgSeen(chain: string): void {
+  reorgsSeen.labels(chain).inc()
 }

@@ -5,6 +5,7 @@ import { poolUsage } from '../store/db.js'
 import { webhookJobKind } from '../webhooks/deliver.js'
 import { type ChainProbe, sharedWhileRunning } from './chains.js'
 import { processRegistry } from './counters.js'
+import { type LedgerReadings, readLedger } from './ledger.js'
 
 /**
  * What an instance reads when it is scraped: the jobs table, the webhook outbox, the transactions in
@@ -30,6 +31,8 @@ export interface Readings {
     /** Endpoints whose deliveries are being retried after a failed attempt, longest failing first. */
     failingEndpoints: { endpointId: string; failingSeconds: number; pendingDeliveries: number }[]
   }
+  /** Live mode's ledger: pending refunds, float, unallocated top-ups, open differences (ledger.ts). */
+  ledger: LedgerReadings
   chains: {
     chain: string
     unit: 'block' | 'slot'
@@ -135,6 +138,32 @@ export function createInstanceMetrics(options: InstanceMetricsOptions): Instance
     'Queries waiting for a free PostgreSQL pool connection.',
   )
   const poolMax = gauge('caipay_db_pool_max', 'The PostgreSQL pool size.')
+  const refundsPending = gauge(
+    'caipay_refunds_pending_amount',
+    'Live refunds waiting to be sent (asked, not yet mined), whole tokens, by chain and asset.',
+    ['chain', 'asset', 'symbol'],
+  )
+  const floatAmount = gauge(
+    'caipay_ledger_float_amount',
+    "Partners' float for refunds after settlement (summed over partners), whole tokens, by chain and asset.",
+    ['chain', 'asset', 'symbol'],
+  )
+  const floatPartners = gauge(
+    'caipay_ledger_float_partners',
+    'Partners holding any float, by chain and asset.',
+    ['chain', 'asset', 'symbol'],
+  )
+  const unallocated = gauge(
+    'caipay_ledger_unallocated_amount',
+    "The operator's top-ups not given to any partner (they cover refunds a float cannot), whole tokens.",
+    ['chain', 'asset', 'symbol'],
+  )
+  const reconciliation = gauge(
+    'caipay_ledger_reconciliation_difference',
+    'An open (unacknowledged) reconciliation difference at a holding address: chain minus ledger, whole ' +
+      'tokens (negative: the chain holds less); sends from the address are stopped until acknowledged.',
+    ['chain', 'asset', 'symbol', 'address'],
+  )
   const collectorUp = gauge(
     'caipay_scrape_collector_up',
     '1 when the collector (database, chains) answered during this scrape, else 0 (its gauges are then absent).',
@@ -143,8 +172,9 @@ export function createInstanceMetrics(options: InstanceMetricsOptions): Instance
 
   async function readDatabase(
     at: Date,
-  ): Promise<Pick<Readings, 'jobs' | 'transactionsInFlight' | 'webhooks'>> {
-    const [jobs, evm, solana, events, deliveries] = await Promise.all([
+  ): Promise<Pick<Readings, 'jobs' | 'transactionsInFlight' | 'webhooks' | 'ledger'>> {
+    const [ledger, jobs, evm, solana, events, deliveries] = await Promise.all([
+      readLedger(db, probes),
       sql<{ kind: string; queued: string; running: string; oldest_due: Date | null }>`
         SELECT kind,
           count(*) FILTER (WHERE state = 'pending') AS queued,
@@ -203,6 +233,7 @@ export function createInstanceMetrics(options: InstanceMetricsOptions): Instance
       }))
       .sort((a, b) => b.failingSeconds - a.failingSeconds)
     return {
+      ledger,
       jobs: [...byKind.values()].sort((a, b) => a.kind.localeCompare(b.kind)),
       transactionsInFlight: [...evm, ...solana],
       webhooks: {
@@ -245,7 +276,20 @@ export function createInstanceMetrics(options: InstanceMetricsOptions): Instance
       poolMax.set(pool.max)
     }
     if (database.status === 'fulfilled') {
-      const { jobs, transactionsInFlight, webhooks } = database.value
+      const { jobs, transactionsInFlight, webhooks, ledger } = database.value
+      const byAsset = ({ chain, asset, symbol }: { chain: string; asset: string; symbol: string }) => ({
+        chain,
+        asset,
+        symbol,
+      })
+      for (const row of ledger.refundsPending) refundsPending.set(byAsset(row), row.amount)
+      for (const row of ledger.float) {
+        floatAmount.set(byAsset(row), row.amount)
+        floatPartners.set(byAsset(row), row.partners)
+      }
+      for (const row of ledger.unallocated) unallocated.set(byAsset(row), row.amount)
+      for (const row of ledger.differences)
+        reconciliation.set({ ...byAsset(row), address: row.address }, row.amount)
       for (const job of jobs) {
         jobsQueued.set({ kind: job.kind }, job.queued)
         jobsRunning.set({ kind: job.kind }, job.running)

@@ -188,6 +188,8 @@ export interface JobsTable {
   delivery_id: ColumnType<string | null, string | null | undefined, string | null>
   /** A refund's job (migration 015): one per refund, where a payment's own jobs are one per kind. */
   refund_id: ColumnType<string | null, string | null | undefined, string | null>
+  /** The enqueuer's W3C traceparent (migration 023_observability) when tracing is on: the step continues its trace. */
+  trace_parent: ColumnType<string | null, string | null | undefined, string | null>
   last_error: string | null
   created_at: Timestamp
   updated_at: Timestamp

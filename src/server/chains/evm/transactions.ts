@@ -10,6 +10,8 @@ import {
 } from 'viem'
 import type { Fence } from '../../jobs/fence.js'
 import { type JobRunContext, RetryLater } from '../../jobs/runner.js'
+import { countFeeBump } from '../../metrics/counters.js'
+import { inSpan } from '../../metrics/tracing.js'
 import type { Db } from '../../store/db.js'
 import type { EvmChain } from './chain.js'
 import { nodeRefusal } from './nodeErrors.js'
@@ -105,7 +107,11 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
     ...(p.fence ? { fence: p.fence } : {}),
   })
   try {
-    await broadcast(chain, row.raw as Hex)
+    await inSpan(
+      'evm.send',
+      { 'caipay.payment_id': p.paymentId, 'caipay.chain': chain.caip2, 'caipay.purpose': p.purpose },
+      () => broadcast(chain, row.raw as Hex),
+    )
   } catch (error) {
     // Its nonce went to another sender of the key: count again before numbering the next ones.
     if (nodeRefusal(error) === 'nonce_too_low') p.sender.forgetChainNonce()
@@ -238,6 +244,7 @@ async function replaceWithHigherFees(
     .values({ ...withoutId(row), hash, raw, status: 'sent', created_at: now, updated_at: now })
     .returningAll()
     .executeTakeFirstOrThrow()
+  countFeeBump(chain.caip2)
   try {
     await broadcast(chain, raw)
   } catch (error) {

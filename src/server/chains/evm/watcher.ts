@@ -1,4 +1,5 @@
 import type { Hash, TransactionReceipt } from 'viem'
+import { countReorgSeen, observeSendToFinal } from '../../metrics/counters.js'
 import type { Db } from '../../store/db.js'
 import type { EvmChain } from './chain.js'
 import type { EvmTransactionRow, EvmTxPurpose } from './schema.js'
@@ -31,6 +32,11 @@ interface Waiter {
   paymentId: string
   purpose: EvmTxPurpose
   refundId: string | null
+  /**
+   * The newest block seen when the step began waiting (right after its send): where send-to-final counts
+   * from. Unknown (nothing read from the chain yet): the head of the watcher's first look.
+   */
+  since: bigint | undefined
   settle(outcome: WatchOutcome | { kind: 'error'; error: unknown }): void
 }
 
@@ -45,6 +51,8 @@ export function createEvmWatcher(
   /** Steps that began waiting since the last look: looked at on the next poll, new block or not. */
   const fresh = new Set<Waiter>()
   let lastSweep = 0
+  /** Receipts seen for transactions still short of their confirmations: the block each was in. */
+  const unconfirmed = new Map<string, string>()
   const sweepEveryMs = Math.max(chain.pollingIntervalMs, Math.min(1_000, chain.feeBump.afterMs / 4))
 
   async function loop(): Promise<void> {
@@ -66,6 +74,8 @@ export function createEvmWatcher(
 
   async function tick(): Promise<void> {
     const head = await chain.publicClient.getBlockNumber({ cacheTime: 0 })
+    if (lastHead !== undefined && head < lastHead) countReorgSeen(chain.caip2)
+    for (const waiter of waiters) waiter.since ??= head
     if (head !== lastHead) {
       lastHead = head
       fresh.clear()
@@ -113,12 +123,23 @@ export function createEvmWatcher(
       }
       for (const row of own) {
         const receipt = receipts.get(row.hash)
+        noteReorg(row.hash, receipt)
         if (receipt && head - receipt.blockNumber + 1n >= BigInt(chain.confirmations)) {
+          observeSendToFinal('block', chain.caip2, waiter.purpose, Number(head - (waiter.since ?? head)))
+          for (const mine of own) unconfirmed.delete(mine.hash)
           waiter.settle({ kind: 'receipt', receipt })
           break
         }
       }
     }
+  }
+
+  /** A receipt seen before that is gone, or now in another block: its block was reorganised away. */
+  function noteReorg(hash: string, receipt: TransactionReceipt | undefined): void {
+    const before = unconfirmed.get(hash)
+    if (before !== undefined && before !== receipt?.blockHash) countReorgSeen(chain.caip2)
+    if (receipt) unconfirmed.set(hash, receipt.blockHash)
+    else unconfirmed.delete(hash)
   }
 
   return {
@@ -130,6 +151,7 @@ export function createEvmWatcher(
           paymentId,
           purpose,
           refundId: options.refundId ?? null,
+          since: chain.nodes.highest() || undefined,
           settle(outcome) {
             if (!waiters.delete(waiter)) return
             fresh.delete(waiter)

@@ -3,6 +3,7 @@ import { PublicKey } from '@solana/web3.js'
 import { bytesEqual, messageSigners, splitSolanaTransaction } from '../../../../protocol/solana/index.js'
 import { fail, paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
+import { inSpan } from '../../metrics/tracing.js'
 import { assertRelayable, type RelayGuardSettings } from '../../payments/relayGuards.js'
 import type {
   AssetConfig,
@@ -238,7 +239,14 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
           sentAt: undefined,
           error: null,
         }
-        ctx.afterCommit(() => void watcher.send(inFlight).catch(() => {}))
+        const attributes = {
+          'caipay.payment_id': ctx.payment.id,
+          'caipay.chain': chain.caip2,
+          'caipay.purpose': 'payment',
+        }
+        ctx.afterCommit(
+          () => void inSpan('solana.send', attributes, () => watcher.send(inFlight)).catch(() => {}),
+        )
       }
     }
     return { status: 'processing' }

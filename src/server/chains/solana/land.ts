@@ -1,4 +1,6 @@
 import { type JobRunContext, RetryLater } from '../../jobs/runner.js'
+import { observeSendToFinal } from '../../metrics/counters.js'
+import { inSpan } from '../../metrics/tracing.js'
 import type { SolanaChain } from './chain.js'
 import type { SolanaTransactionRow } from './schema.js'
 import type { LandOutcome, SolanaWatcher } from './watcher.js'
@@ -30,10 +32,20 @@ export async function landTransaction(input: {
     error: tx.error,
   }
   // Never sent: nobody can have landed it but the buyer, and a send then just reports a duplicate.
-  if (tx.first_sent_at === null) await watcher.send(inFlight)
+  const firstSend = tx.first_sent_at === null
+  const sentAtSlot = chain.highestSlot()
+  if (firstSend)
+    await inSpan(
+      'solana.send',
+      { 'caipay.payment_id': tx.payment_id, 'caipay.chain': chain.caip2, 'caipay.purpose': tx.purpose },
+      () => watcher.send(inFlight),
+    )
   const outcome = await ctx.idle(
     watcher.wait(inFlight, { timeoutMs: chain.confirmTimeoutMs, signal: ctx.signal }),
   )
   if (!outcome) throw new RetryLater(`Transaction ${tx.signature} is not confirmed yet.`)
+  // Counted from this run's own first send only: a run after a crash does not know when it went out.
+  if (firstSend && outcome.kind === 'landed' && sentAtSlot > 0)
+    observeSendToFinal('slot', chain.caip2, tx.purpose, chain.highestSlot() - sentAtSlot)
   return outcome
 }

@@ -19,6 +19,7 @@ import * as paymentStatusNotify from './017_payment_status_notify.js'
 import * as ledger from './018_ledger.js'
 import * as relayGuards from './019_relay_guards.js'
 import * as capture from './020_capture.js'
+import * as observability from './023_observability.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -45,4 +46,5 @@ export const migrations: Record<string, Migration> = {
   '018_ledger': ledger,
   '019_relay_guards': relayGuards,
   '020_capture': capture,
+  '023_observability': observability,
 }
