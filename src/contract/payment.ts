@@ -5,10 +5,12 @@ import {
   Cursor,
   httpUrlPattern,
   limitQuery,
+  MinorUnits,
   PaymentStatus,
   queryInt,
   UnixSeconds,
 } from './common.js'
+import { PaymentSource } from './gateway.js'
 import { PaymentInformation } from './status.js'
 
 export {
@@ -81,6 +83,13 @@ export const Payment = z.object({
   settlement: z.optional(z.nullable(PaymentsSettlementInformation)),
   expiresAt: UnixSeconds,
   createdAt: z.string(),
+  /** How its money arrived: `pull` (the gateway flow), `push` (a transfer the buyer sent), `mandate`. */
+  source: z.optional(PaymentSource),
+  /**
+   * What transfers found by the payment's push reference brought, per asset (minor units), whatever
+   * they went to (docs/push-payments.md); shown while the payment is open and for a push payment.
+   */
+  received: z.optional(z.array(z.object({ asset: z.string(), value: MinorUnits }))),
 })
 export type Payment = z.infer<typeof Payment>
 

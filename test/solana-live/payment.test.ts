@@ -36,7 +36,8 @@ describe('live Solana payment', () => {
 
     const options = await live.gateway(paymentId, 'options', { accounts: [account] })
     expect(options.statusCode, options.body).toBe(200)
-    expect(options.json.options).toHaveLength(1)
+    // The pull option for the buyer's account, then the push option any wallet can pay.
+    expect(options.json.options.map((o: { source?: string }) => o.source ?? 'pull')).toEqual(['pull', 'push'])
     const option = options.json.options[0]
     expect(option).toMatchObject({
       account,

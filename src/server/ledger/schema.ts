@@ -7,7 +7,8 @@ import type { Mode, Numeric, Timestamp } from '../store/schema.js'
  * zero: `collected` (a merchant's money not yet in a settlement), `settling` (in a closed settlement
  * batch, until its transfer is mined), `refunds` (refunds owed, until their transfer is mined), `float`
  * (a partner's, for refunds after settlement), `fees` (a partner's), `unallocated` (the operator's
- * top-ups no partner has been given). Not stored: `world` (everyone outside the service) and
+ * top-ups no partner has been given), `deposits` (a partner's: pushed money no open payment explains, until
+ * an operator refunds or assigns it; migration 021). Not stored: `world` (everyone outside the service) and
  * `adjustment` (what operators booked by hand).
  */
 export type LedgerKind =
@@ -17,6 +18,7 @@ export type LedgerKind =
   | 'float'
   | 'fees'
   | 'unallocated'
+  | 'deposits'
   | 'world'
   | 'adjustment'
 

@@ -58,7 +58,11 @@ export function createdJson(
   }
 }
 
-export function paymentJson(row: PaymentRow, config: ServerConfig): Payment {
+export function paymentJson(
+  row: PaymentRow,
+  config: ServerConfig,
+  received?: readonly { asset: string; value: string }[],
+): Payment {
   const succeeded = row.status === 'succeeded'
   const failureCode = (failureCodes as readonly string[]).includes(row.failure_code ?? '')
     ? (row.failure_code as (typeof failureCodes)[number])
@@ -84,6 +88,8 @@ export function paymentJson(row: PaymentRow, config: ServerConfig): Payment {
           },
     expiresAt: unixSeconds(row.expires_at),
     createdAt: row.created_at.toISOString(),
+    source: row.source,
+    ...(received?.length ? { received: [...received] } : {}),
   }
 }
 

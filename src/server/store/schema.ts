@@ -1,5 +1,5 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely'
-import type { Amount, PaymentStatus } from '../../contract/index.js'
+import type { Amount, PaymentSource, PaymentStatus } from '../../contract/index.js'
 
 /**
  * Row types of the database. These are interfaces so another module can add its own tables or
@@ -109,6 +109,8 @@ export interface PaymentsTable {
   settled_at: Timestamp | null
   /** Token minor units that reached the merchant's settlement destination (unit: `settlement_unit`). */
   settlement_value: Numeric | null
+  /** How its money arrives (migration 021): `pull` until a pushed transfer pays it (docs/push-payments.md). */
+  source: ColumnType<PaymentSource, PaymentSource | undefined, PaymentSource>
 }
 
 /**
@@ -148,6 +150,7 @@ const paymentColumnSet: Record<keyof PaymentsTable, true> = {
   expired_at: true,
   settled_at: true,
   settlement_value: true,
+  source: true,
 }
 export const paymentColumns = Object.keys(paymentColumnSet) as (keyof PaymentsTable)[]
 
