@@ -1,5 +1,6 @@
 import { BalancesQuery, BalancesResponse } from './balances.js'
 import { DeletedResponse } from './common.js'
+import { DepositListQuery, DepositListResponse } from './deposits.js'
 import { endpoint } from './endpoint.js'
 import { gatewayEndpoints } from './gatewayEndpoints.js'
 import {
@@ -229,6 +230,15 @@ export const merchantEndpoints = {
     status: 200,
     errors: ['merchant_not_found'],
     summary: "The partner's ledger balances and the reconciliation differences stopping sends",
+  }),
+  listDeposits: endpoint({
+    method: 'GET',
+    path: '/v1/deposits',
+    auth: 'partner',
+    query: DepositListQuery,
+    response: DepositListResponse,
+    status: 200,
+    summary: "The partner's deposits: pushed money no open payment explains (docs/push-payments.md)",
   }),
   createRefund: endpoint({
     method: 'POST',

@@ -13,6 +13,7 @@ import { reconcileSolanaChain } from '../../src/server/chains/solana/ledger.js'
 import { scanPushPayments } from '../../src/server/chains/solana/push.js'
 import { holderOf } from '../../src/server/ledger/entries.js'
 import { listDifferences } from '../../src/server/ledger/reconcile.js'
+import { assignDeposit, depositRefundJobKind, refundDeposit } from '../../src/server/payments/deposits.js'
 import { airdrop, confirmSignature } from '../solana/index.js'
 import { paymentRow, type SolanaLive, startSolanaLive } from './live.js'
 
@@ -259,6 +260,130 @@ describe('what real senders get wrong', () => {
       { reason: 'duplicate', amount: due.toString(), tx_ids: [twice] },
       { reason: 'late', amount: due.toString(), tx_ids: [expect.any(String)] },
     ])
+    await reconcileSolanaChain(live.t.db, chain, undefined, { recheckMs: 10 })
+    expect(await listDifferences(live.t.db, { open: true })).toEqual([])
+  })
+
+  it('overpaid with push.overpaid "refund": succeeds with the price, and the excess goes back to the sender', async () => {
+    const merchantId = await live.createMerchant()
+    const { paymentId } = await live.createPayment(merchantId)
+    const option = await pushOption(paymentId)
+    const buyer = await wallet()
+    const start = await live.balance(buyer.publicKey)
+    await payUrl(buyer, option.push.url, new BigNumber('15'))
+    const refunding = {
+      ...live.t.app.config,
+      push: { ...live.t.app.config.push, overpaid: 'refund' as const },
+    }
+    const [outcome] = await scanPushPayments(live.t.db, chain, refunding)
+    expect(outcome).toMatchObject({ kind: 'succeeded', received: 15_000_000n, excess: 2_500_000n })
+    const row = await paymentRow(live, paymentId)
+    expect(row.option_amount).toMatchObject({ value: due.toString() })
+    const runner = live.startRunner()
+    const deadline = Date.now() + 20_000
+    while ((await depositOf(paymentId)).status !== 'refunded') {
+      if (Date.now() > deadline) throw new Error('the excess was not refunded')
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    await runner.stop()
+    expect(await live.balance(buyer.publicKey)).toBe(start - due)
+    await reconcileSolanaChain(live.t.db, chain, undefined, { recheckMs: 10 })
+    expect(await listDifferences(live.t.db, { open: true })).toEqual([])
+  })
+})
+
+async function depositOf(paymentId: string) {
+  return live.t.db
+    .selectFrom('deposits')
+    .selectAll()
+    .where('payment_id', '=', paymentId)
+    .executeTakeFirstOrThrow()
+}
+
+describe('deposits', () => {
+  it('are listed to their partner, refunded to their sender or assigned to the float, through the ledger', async () => {
+    const merchantId = await live.createMerchant()
+    const { paymentId } = await live.createPayment(merchantId)
+    const option = await pushOption(paymentId)
+    await payUrl(await wallet(), option.push.url)
+    await scan()
+    const sender = await wallet()
+    const senderStart = await live.balance(sender.publicKey)
+    await payUrl(sender, option.push.url)
+    const [duplicate] = await scan()
+    expect(duplicate).toMatchObject({ kind: 'deposit', reason: 'duplicate' })
+    const depositId = (duplicate as { depositId: string }).depositId
+
+    const listed = await live.t.request({
+      method: 'GET',
+      url: '/v1/deposits?status=held',
+      headers: { 'api-key': live.liveKey },
+    })
+    expect(listed.statusCode, listed.body).toBe(200)
+    expect(listed.json.deposits).toContainEqual(
+      expect.objectContaining({
+        depositId,
+        paymentId,
+        merchantId,
+        reason: 'duplicate',
+        status: 'held',
+        sender: `${live.caip2}:${sender.publicKey.toBase58()}`,
+        amount: expect.objectContaining({ unit: `caip19/${live.asset}`, value: due.toString() }),
+      }),
+    )
+    // Another partner's key sees none of them.
+    const other = await live.t.createKey('live', undefined, await live.t.createPartner())
+    const foreign = await live.t.request({
+      method: 'GET',
+      url: '/v1/deposits',
+      headers: { 'api-key': other.apiKey },
+    })
+    expect(foreign.json.deposits).toEqual([])
+
+    const held = await ledgerBalance('deposits', live.t.partnerId)
+    await refundDeposit(live.t.db, {
+      id: depositId,
+      jobKind: depositRefundJobKind(live.caip2),
+      now: new Date(),
+    })
+    await expect(assignDeposit(live.t.db, { id: depositId, now: new Date() })).rejects.toMatchObject({
+      code: 'invalid_state',
+    })
+    const runner = live.startRunner()
+    const deadline = Date.now() + 20_000
+    const depositStatus = async () =>
+      (
+        await live.t.db
+          .selectFrom('deposits')
+          .select('status')
+          .where('id', '=', depositId)
+          .executeTakeFirstOrThrow()
+      ).status
+    while ((await depositStatus()) !== 'refunded') {
+      if (Date.now() > deadline) throw new Error('the deposit was not refunded')
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    await runner.stop()
+    expect(await live.balance(sender.publicKey)).toBe(senderStart)
+    expect(await ledgerBalance('deposits', live.t.partnerId)).toBe(held - due)
+
+    // A late payment's deposit kept as the partner's float.
+    const late = await live.createPayment(merchantId)
+    const lateOption = await pushOption(late.paymentId)
+    await live.t.request({
+      method: 'POST',
+      url: `/v1/payments/${late.paymentId}/cancel`,
+      headers: { 'api-key': live.liveKey, 'merchant-id': merchantId },
+    })
+    await payUrl(await wallet(), lateOption.push.url)
+    const [lateOutcome] = await scan()
+    const floatBefore = await ledgerBalance('float', live.t.partnerId)
+    const assigned = await assignDeposit(live.t.db, {
+      id: (lateOutcome as { depositId: string }).depositId,
+      now: new Date(),
+    })
+    expect(assigned.status).toBe('assigned')
+    expect(await ledgerBalance('float', live.t.partnerId)).toBe(floatBefore + due)
     await reconcileSolanaChain(live.t.db, chain, undefined, { recheckMs: 10 })
     expect(await listDifferences(live.t.db, { open: true })).toEqual([])
   })

@@ -6,6 +6,7 @@ import { newId } from '../ids.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { PaymentRow } from '../store/schema.js'
 import { toAmount } from './assets.js'
+import { refundDeposit } from './deposits.js'
 import { succeedPayments, transitionPayment } from './lifecycle.js'
 import type { DepositReason, DepositRow } from './pushSchema.js'
 import { settlementFor } from './settlements.js'
@@ -67,6 +68,8 @@ export interface FoundPushTransfer {
 export interface PushSettlement {
   intervalMs: number
   jobKind: string
+  /** The chain's job that sends deposits back (an overpayment's excess when `push.overpaid` is `refund`). */
+  depositRefundJobKind: string
 }
 
 export type PushOutcome =
@@ -196,6 +199,7 @@ export async function applyPushTransfer(
       signatures: [transfer.signature],
       now,
     })
+    await refundDeposit(trx, { id: depositId, jobKind: params.settlement.depositRefundJobKind, now })
     return { kind: 'succeeded', received, excess, depositId }
   })
 }

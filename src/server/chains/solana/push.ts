@@ -195,7 +195,11 @@ export async function scanPushPayments(
             config,
             transfer,
             due,
-            settlement: { intervalMs: config.settlementIntervalMs, jobKind: solanaJobKinds.settle },
+            settlement: {
+              intervalMs: config.settlementIntervalMs,
+              jobKind: solanaJobKinds.settle,
+              depositRefundJobKind: solanaJobKinds.depositRefund,
+            },
             now,
           }),
         )
