@@ -27,6 +27,8 @@ import {
   PaymentListQuery,
   PaymentListResponse,
   SimulateBody,
+  SimulatePushBody,
+  SimulatePushResponse,
   StatusResponse,
 } from './payment.js'
 import {
@@ -292,6 +294,17 @@ export const merchantEndpoints = {
     status: 200,
     errors: ['payment_not_found', 'invalid_state', 'not_sandbox_api_key'],
     summary: 'Force an outcome (test mode only)',
+  }),
+  simulatePush: endpoint({
+    method: 'POST',
+    path: '/v1/test/payments/:id/push',
+    auth: 'merchant',
+    params: PaymentIdParams,
+    body: SimulatePushBody,
+    response: SimulatePushResponse,
+    status: 200,
+    errors: ['payment_not_found', 'not_sandbox_api_key'],
+    summary: 'Pretend a pushed transfer arrived by the payment reference (test mode only)',
   }),
   createWebhookEndpoint: endpoint({
     method: 'POST',

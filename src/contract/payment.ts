@@ -7,6 +7,7 @@ import {
   limitQuery,
   MinorUnits,
   PaymentStatus,
+  PositiveMinorUnits,
   queryInt,
   UnixSeconds,
 } from './common.js'
@@ -143,3 +144,26 @@ export type PaymentListResponse = z.infer<typeof PaymentListResponse>
 export const simulateOutcomes = ['succeeded', 'failed', 'expired', 'cancelled'] as const
 export const SimulateBody = z.strictObject({ outcome: z.enum(simulateOutcomes) })
 export type SimulateBody = z.infer<typeof SimulateBody>
+
+/**
+ * A pushed transfer the sandbox pretends arrived by the payment's reference (docs/push-payments.md):
+ * `amount` in the asset's minor units (default: the exact price), so underpaid, overpaid, late and
+ * paid-twice transfers can be tried without a chain.
+ */
+export const SimulatePushBody = z.strictObject({
+  amount: z.optional(PositiveMinorUnits),
+  /** A test asset (CAIP-19); default the first that can price the payment. */
+  asset: z.optional(z.string().check(z.maxLength(256))),
+})
+export type SimulatePushBody = z.infer<typeof SimulatePushBody>
+
+export const SimulatePushResponse = z.object({
+  /** What the transfer did: counts toward the open payment, completed it, or became a deposit. */
+  outcome: z.enum(['pending', 'succeeded', 'deposit']),
+  status: PaymentStatus,
+  received: MinorUnits,
+  due: MinorUnits,
+  depositId: z.optional(z.string()),
+  reason: z.optional(z.enum(['underpaid', 'overpaid', 'late', 'duplicate'])),
+})
+export type SimulatePushResponse = z.infer<typeof SimulatePushResponse>

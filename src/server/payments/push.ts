@@ -9,7 +9,7 @@ import { toAmount } from './assets.js'
 import { refundDeposit } from './deposits.js'
 import { succeedPayments, transitionPayment } from './lifecycle.js'
 import type { DepositReason, DepositRow } from './pushSchema.js'
-import { settlementFor } from './settlements.js'
+import { settlementFor, succeedTestPayment } from './settlements.js'
 import './pushSchema.js'
 
 /**
@@ -159,37 +159,11 @@ export async function applyPushTransfer(
       },
       now,
     })
-    const destination = await settlementFor(trx, payment.merchant_id, transfer.asset)
-    await succeedPayments(
-      trx,
-      [
-        {
-          paymentId: payment.id,
-          txId: transfer.signature,
-          settlement: destination && {
-            chain: transfer.chainId,
-            asset: transfer.asset,
-            destination: destination.destination,
-            amount: collected,
-            intervalMs: params.settlement.intervalMs,
-            jobKind: params.settlement.jobKind,
-            holder: payment.mode === 'live' ? transfer.holder : undefined,
-          },
-          unsettled:
-            payment.mode === 'live' && !destination
-              ? { asset: transfer.asset, holder: transfer.holder, value: collected }
-              : undefined,
-        },
-      ],
-      now,
-    )
-    await trx
-      .updateTable('push_transfers')
-      .set({ state: 'paid' })
-      .where('payment_id', '=', payment.id)
-      .where('asset', '=', asset)
-      .where('state', '=', 'pending')
-      .execute()
+    if (payment.mode === 'test')
+      // Nothing moved on a chain: test mode's one success path (settled at once, `test:<id>`).
+      await succeedTestPayment(trx, { payment, asset: transfer.asset, value: collected.toString(), now })
+    else await succeedPushed(trx, { payment, transfer, collected, settlement: params.settlement, now })
+    await markPaid(trx, payment.id, asset)
     if (!refundExcess) return { kind: 'succeeded', received, excess }
     const depositId = await holdDeposit(trx, {
       payment,
@@ -199,9 +173,58 @@ export async function applyPushTransfer(
       signatures: [transfer.signature],
       now,
     })
-    await refundDeposit(trx, { id: depositId, jobKind: params.settlement.depositRefundJobKind, now })
+    // Test mode moves nothing: its deposit stays held for the sandbox to see.
+    if (payment.mode === 'live')
+      await refundDeposit(trx, { id: depositId, jobKind: params.settlement.depositRefundJobKind, now })
     return { kind: 'succeeded', received, excess, depositId }
   })
+}
+
+/** A live push payment's success: as a pulled one's (settlement item or float, with its ledger entry). */
+async function succeedPushed(
+  trx: Db,
+  params: {
+    payment: PaymentRow
+    transfer: FoundPushTransfer
+    collected: bigint
+    settlement: PushSettlement
+    now: Date
+  },
+): Promise<void> {
+  const { payment, transfer, collected, now } = params
+  const destination = await settlementFor(trx, payment.merchant_id, transfer.asset)
+  await succeedPayments(
+    trx,
+    [
+      {
+        paymentId: payment.id,
+        txId: transfer.signature,
+        settlement: destination && {
+          chain: transfer.chainId,
+          asset: transfer.asset,
+          destination: destination.destination,
+          amount: collected,
+          intervalMs: params.settlement.intervalMs,
+          jobKind: params.settlement.jobKind,
+          holder: transfer.holder,
+        },
+        unsettled: destination
+          ? undefined
+          : { asset: transfer.asset, holder: transfer.holder, value: collected },
+      },
+    ],
+    now,
+  )
+}
+
+async function markPaid(db: Db, paymentId: string, asset: string): Promise<void> {
+  await db
+    .updateTable('push_transfers')
+    .set({ state: 'paid' })
+    .where('payment_id', '=', paymentId)
+    .where('asset', '=', asset)
+    .where('state', '=', 'pending')
+    .execute()
 }
 
 /**
@@ -300,8 +323,7 @@ export async function pushReceived(
   db: Db,
   payment: Pick<PaymentRow, 'id' | 'status' | 'source' | 'mode'>,
 ): Promise<{ asset: string; value: string }[]> {
-  if (payment.mode !== 'live' || (payment.source !== 'push' && payment.status !== 'requires_action'))
-    return []
+  if (payment.source !== 'push' && payment.status !== 'requires_action') return []
   const { rows } = await sql<{ asset: string; value: string }>`
     SELECT asset, sum(amount)::text AS value FROM push_transfers WHERE payment_id = ${payment.id}
     GROUP BY asset ORDER BY asset`.execute(db)
