@@ -8,6 +8,7 @@ import { reconcileEvmChain } from './chains/evm/ledger.js'
 import { reconcileSolanaChain } from './chains/solana/ledger.js'
 import { scanPushPayments } from './chains/solana/push.js'
 import { resolveConfig, type ServerConfig } from './config.js'
+import { tokenAmountFor } from './gateway/quote.js'
 import { sweepIdempotencyKeys } from './idempotency.js'
 import type { JobListener } from './jobs/notify.js'
 import { type JobRunner, startJobRunner } from './jobs/runner.js'
@@ -183,7 +184,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
             id: chain.caip2,
             reconcile: () =>
               reconcileSolanaChain(db, chain, log, {
-                beforeRead: () => scanPushPayments(db, chain, config),
+                beforeRead: () => scanPushPayments(db, chain, config, tokenAmountFor),
               }),
           })),
         ],
@@ -194,7 +195,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
       pushScans = startReconciliation({
         chains: app.liveChains.solana.map((chain) => ({
           id: chain.caip2,
-          reconcile: async () => void (await scanPushPayments(db, chain, config)),
+          reconcile: async () => void (await scanPushPayments(db, chain, config, tokenAmountFor)),
         })),
         intervalMs: config.push.pollMs,
         ...(log ? { log } : {}),

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { SolanaChain } from '../../src/server/chains/solana/chain.js'
 import { reconcileSolanaChain } from '../../src/server/chains/solana/ledger.js'
 import { scanPushPayments } from '../../src/server/chains/solana/push.js'
+import { tokenAmountFor } from '../../src/server/gateway/quote.js'
 import { holderOf } from '../../src/server/ledger/entries.js'
 import { listDifferences } from '../../src/server/ledger/reconcile.js'
 import { assignDeposit, depositRefundJobKind, refundDeposit } from '../../src/server/payments/deposits.js'
@@ -91,7 +92,7 @@ async function ledgerBalance(kind: string, owner: string): Promise<bigint> {
   return BigInt(row?.balance ?? 0)
 }
 
-const scan = (now?: Date) => scanPushPayments(live.t.db, chain, live.t.app.config, now)
+const scan = (now?: Date) => scanPushPayments(live.t.db, chain, live.t.app.config, tokenAmountFor, now)
 
 describe('Solana Pay transfer requests', () => {
   it('offers one push option per payment, under one reference stable across options calls', async () => {
@@ -275,7 +276,7 @@ describe('what real senders get wrong', () => {
       ...live.t.app.config,
       push: { ...live.t.app.config.push, overpaid: 'refund' as const },
     }
-    const [outcome] = await scanPushPayments(live.t.db, chain, refunding)
+    const [outcome] = await scanPushPayments(live.t.db, chain, refunding, tokenAmountFor)
     expect(outcome).toMatchObject({ kind: 'succeeded', received: 15_000_000n, excess: 2_500_000n })
     const row = await paymentRow(live, paymentId)
     expect(row.option_amount).toMatchObject({ value: due.toString() })

@@ -6,7 +6,6 @@ import { PublicKey, Transaction, type VersionedTransactionResponse } from '@sola
 import { sameCaip } from '../../../caip/caip.js'
 import type { PushRequest } from '../../../contract/gateway.js'
 import type { ServerConfig } from '../../config.js'
-import { tokenAmountFor } from '../../gateway/quote.js'
 import { holderOf } from '../../ledger/entries.js'
 import {
   applyPushTransfer,
@@ -144,6 +143,8 @@ export async function scanPushPayments(
   db: Db,
   chain: SolanaChain,
   config: ServerConfig,
+  /** What the payment costs in an asset (the gateway's quote: gateway/quote.ts tokenAmountFor). */
+  price: (amount: { unit: string; value: string }, asset: AssetConfig) => bigint | null,
   now: Date = new Date(),
 ): Promise<PushOutcome[]> {
   const watched = await db
@@ -178,7 +179,7 @@ export async function scanPushPayments(
         const mint = await chain.mintInfo(asset)
         const found = creditOf(tx, chain, mint, payment.reference)
         if (!found) continue
-        const due = tokenAmountFor({ unit: payment.amount_unit, value: payment.amount_value }, asset)
+        const due = price({ unit: payment.amount_unit, value: payment.amount_value }, asset)
         if (due === null) continue
         const transfer: FoundPushTransfer = {
           paymentId: payment.id,
