@@ -47,7 +47,9 @@ export type {
   GatewayPayment,
   OptionsResponse,
   PaymentOption,
+  PaymentSource,
   PaymentStatus,
+  PushRequest,
   WalletRpc,
   WalletRpcAction,
 } from './contract/index.js'
@@ -77,6 +79,7 @@ export {
   type ResumeFlowOptions,
   resumePaymentFlow,
 } from './flow/createPaymentFlow.js'
+export { isPushOption, pushFallback } from './flow/options.js'
 export type { PollOptions } from './flow/poll.js'
 export { type FlowSnapshot, parseFlowSnapshot } from './flow/snapshot.js'
 export {

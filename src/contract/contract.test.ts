@@ -19,8 +19,9 @@ describe('registry', () => {
     const keys = Object.values(endpoints).map((e) => `${e.method} ${e.path}`)
     expect(new Set(keys).size).toBe(keys.length)
     // Spec rows 1-23, the sandbox simulate endpoint, the eight webhook-endpoint routes, and the refunds'
-    // read, list and sandbox simulate, the partner's balances, and manual capture's capture and void.
-    expect(keys).toHaveLength(24 + 8 + 3 + 1 + 2)
+    // read, list and sandbox simulate, the partner's balances, manual capture's capture and void, and push
+    // payments' deposits list and sandbox pushed transfer.
+    expect(keys).toHaveLength(24 + 8 + 3 + 1 + 2 + 2)
   })
   it('maps every spec error code to an HTTP status', () => {
     expect(serviceErrorCodes).toContain('settlement_asset_conflict')

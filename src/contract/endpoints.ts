@@ -1,6 +1,7 @@
 import * as z from 'zod/mini'
 import { BalancesQuery, BalancesResponse } from './balances.js'
 import { DeletedResponse } from './common.js'
+import { DepositListQuery, DepositListResponse } from './deposits.js'
 import { endpoint } from './endpoint.js'
 import { gatewayEndpoints } from './gatewayEndpoints.js'
 import {
@@ -28,6 +29,8 @@ import {
   PaymentListQuery,
   PaymentListResponse,
   SimulateBody,
+  SimulatePushBody,
+  SimulatePushResponse,
   StatusResponse,
 } from './payment.js'
 import {
@@ -256,6 +259,15 @@ export const merchantEndpoints = {
     errors: ['merchant_not_found'],
     summary: "The partner's ledger balances and the reconciliation differences stopping sends",
   }),
+  listDeposits: endpoint({
+    method: 'GET',
+    path: '/v1/deposits',
+    auth: 'partner',
+    query: DepositListQuery,
+    response: DepositListResponse,
+    status: 200,
+    summary: "The partner's deposits: pushed money no open payment explains (docs/push-payments.md)",
+  }),
   createRefund: endpoint({
     method: 'POST',
     path: '/v1/refunds',
@@ -308,6 +320,17 @@ export const merchantEndpoints = {
     status: 200,
     errors: ['payment_not_found', 'invalid_state', 'not_sandbox_api_key'],
     summary: 'Force an outcome (test mode only)',
+  }),
+  simulatePush: endpoint({
+    method: 'POST',
+    path: '/v1/test/payments/:id/push',
+    auth: 'merchant',
+    params: PaymentIdParams,
+    body: SimulatePushBody,
+    response: SimulatePushResponse,
+    status: 200,
+    errors: ['payment_not_found', 'not_sandbox_api_key'],
+    summary: 'Pretend a pushed transfer arrived by the payment reference (test mode only)',
   }),
   createWebhookEndpoint: endpoint({
     method: 'POST',

@@ -53,6 +53,32 @@ export const SubscriptionTerms = z.object({
 })
 export type SubscriptionTerms = z.infer<typeof SubscriptionTerms>
 
+/** How a payment's money arrives (docs/push-payments.md): the wallet signs (`pull`), the buyer sends (`push`), or a mandate is charged. */
+export const PaymentSource = z.enum(['pull', 'push', 'mandate'])
+export type PaymentSource = z.infer<typeof PaymentSource>
+
+/**
+ * A push option's request (docs/push-payments.md): a transfer the buyer sends from any wallet, found by
+ * its `reference`. The wallet library never signs anything for it: it shows `url` (a QR code, a link).
+ */
+export const PushRequest = z.object({
+  /** A Solana Pay transfer request (`solana:<recipient>?amount=...&spl-token=...&reference=...`). */
+  url: z.string().check(z.minLength(1), z.maxLength(2048)),
+  /** A Solana Pay transaction request (`solana:https://...`), when the service is reached over https. */
+  transactionUrl: z.optional(z.string().check(z.maxLength(2048))),
+  /** The payment's reference key (base58): one per payment, stable across options calls. */
+  reference: z.string(),
+  /** The owner the transfer must reach (its associated token account of `asset` receives it). */
+  recipient: z.string(),
+  /** The asset to send (CAIP-19). */
+  asset: z.string().check(z.refine(isAssetId, 'Expected a CAIP-19 asset id.')),
+  /** The exact amount to send, in the asset's smallest unit. */
+  amount: MinorUnits,
+  /** Unix seconds: a transfer found after this is held for the operator, not taken as the payment. */
+  expiresAt: UnixSeconds,
+})
+export type PushRequest = z.infer<typeof PushRequest>
+
 export const PaymentOption = z.object({
   id: z.string(),
   account: z.string(),
@@ -63,6 +89,10 @@ export const PaymentOption = z.object({
   collectData: z.optional(CollectData),
   /** Present only on a subscription's option: the terms its mandate is checked against. */
   subscription: z.optional(SubscriptionTerms),
+  /** How this option's money arrives; absent: `pull` (the wallet signs the actions). */
+  source: z.optional(PaymentSource),
+  /** Present only on a push option (`source: "push"`, no actions): the transfer to send. */
+  push: z.optional(PushRequest),
 })
 export type PaymentOption = z.infer<typeof PaymentOption>
 

@@ -51,6 +51,8 @@ export {
   OptionsBody,
   OptionsResponse,
   PaymentOption,
+  PaymentSource,
+  PushRequest,
   WalletRpc,
   WalletRpcAction,
 } from './gateway.js'

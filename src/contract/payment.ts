@@ -5,10 +5,13 @@ import {
   Cursor,
   httpUrlPattern,
   limitQuery,
+  MinorUnits,
   PaymentStatus,
+  PositiveMinorUnits,
   queryInt,
   UnixSeconds,
 } from './common.js'
+import { PaymentSource } from './gateway.js'
 import { PaymentInformation } from './status.js'
 
 export {
@@ -115,6 +118,13 @@ export const Payment = z.object({
   captureMethod: z.optional(CaptureMethod),
   /** caipay's: a manual-capture payment's hold, once paid; null otherwise. */
   capture: z.optional(z.nullable(PaymentCapture)),
+  /** How its money arrived: `pull` (the gateway flow), `push` (a transfer the buyer sent), `mandate`. */
+  source: z.optional(PaymentSource),
+  /**
+   * What transfers found by the payment's push reference brought, per asset (minor units), whatever
+   * they went to (docs/push-payments.md); shown while the payment is open and for a push payment.
+   */
+  received: z.optional(z.array(z.object({ asset: z.string(), value: MinorUnits }))),
 })
 export type Payment = z.infer<typeof Payment>
 
@@ -168,3 +178,26 @@ export type PaymentListResponse = z.infer<typeof PaymentListResponse>
 export const simulateOutcomes = ['succeeded', 'failed', 'expired', 'cancelled'] as const
 export const SimulateBody = z.strictObject({ outcome: z.enum(simulateOutcomes) })
 export type SimulateBody = z.infer<typeof SimulateBody>
+
+/**
+ * A pushed transfer the sandbox pretends arrived by the payment's reference (docs/push-payments.md):
+ * `amount` in the asset's minor units (default: the exact price), so underpaid, overpaid, late and
+ * paid-twice transfers can be tried without a chain.
+ */
+export const SimulatePushBody = z.strictObject({
+  amount: z.optional(PositiveMinorUnits),
+  /** A test asset (CAIP-19); default the first that can price the payment. */
+  asset: z.optional(z.string().check(z.maxLength(256))),
+})
+export type SimulatePushBody = z.infer<typeof SimulatePushBody>
+
+export const SimulatePushResponse = z.object({
+  /** What the transfer did: counts toward the open payment, completed it, or became a deposit. */
+  outcome: z.enum(['pending', 'succeeded', 'deposit']),
+  status: PaymentStatus,
+  received: MinorUnits,
+  due: MinorUnits,
+  depositId: z.optional(z.string()),
+  reason: z.optional(z.enum(['underpaid', 'overpaid', 'late', 'duplicate'])),
+})
+export type SimulatePushResponse = z.infer<typeof SimulatePushResponse>

@@ -26,6 +26,7 @@ export const clientErrorCodes = [
   'invalid_snapshot',
   'unsupported_environment',
   'invalid_webhook_signature',
+  'push_option',
 ] as const
 export type ClientErrorCode = (typeof clientErrorCodes)[number]
 

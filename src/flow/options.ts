@@ -1,3 +1,4 @@
+import type { PaymentOption } from '../contract/gateway.js'
 import { isFinalStatus } from '../contract/statuses.js'
 import { throwIfAborted } from '../errors/abort.js'
 import { PayError } from '../errors/PayError.js'
@@ -39,6 +40,33 @@ export async function loadOptions(run: FlowRun): Promise<LoadOptionsResult> {
   return run.data.result ? { ...loaded, result: run.data.result } : loaded
 }
 
+/**
+ * A push option is paid by a transfer the buyer sends from any wallet (its `push.url`): nothing in it is
+ * for this library to sign, so selecting or executing one is refused (`push_option`).
+ */
+export function assertPullOption(option: PaymentOption): void {
+  if (!isPushOption(option)) return
+  throw new PayError({
+    code: 'push_option',
+    message: 'A push option is paid by sending a transfer: show its URL; the wallet signs nothing for it.',
+    context: { optionId: option.id, ...(option.push && { url: option.push.url }) },
+  })
+}
+
+/** Whether the option is paid by a transfer the buyer sends (`source: "push"`). */
+export function isPushOption(option: PaymentOption): boolean {
+  return option.source === 'push' || option.push !== undefined
+}
+
+/**
+ * What a wallet can offer when none of its signers can pay an option: the push options (each a URL to
+ * show as a link or QR code for any wallet to pay). Empty while some pull option exists.
+ */
+export function pushFallback(options: readonly PaymentOption[]): PaymentOption[] {
+  const push = options.filter(isPushOption)
+  return push.length < options.length ? [] : push
+}
+
 /** Chooses an option; one with a data-collection form not completed yet moves the flow to `collectingData`. */
 export function selectOption(run: FlowRun, optionId: string): void {
   const { state } = run.data
@@ -53,6 +81,7 @@ export function selectOption(run: FlowRun, optionId: string): void {
       context: { optionId, known: run.data.options.map((o) => o.id) },
     })
   }
+  assertPullOption(option)
   if (state === 'collectingData') transition(run, 'selecting')
   run.data.option = option
   const form = formOf(run.data, option)

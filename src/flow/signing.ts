@@ -6,12 +6,15 @@ import { abortable } from '../errors/abort.js'
 import { PayError } from '../errors/PayError.js'
 import type { PaymentReview } from '../review/types.js'
 import { guardContext, readExposure } from './exposure.js'
+import { assertPullOption } from './options.js'
 import { call, checkpoint, checkpointOrReport, enter, type FlowRun, transition, wrap } from './run.js'
 import type { ActionEvent } from './types.js'
 
 /** Resolves the selected option's `build` actions into what gets signed, then moves to `signing`. */
 export async function fetchActions(run: FlowRun): Promise<void> {
   const option = run.data.option!
+  // A resumed snapshot or a hand-built flow may hold one: nothing of a push option is ever signed.
+  assertPullOption(option)
   const actions = await resolveActions(option.actions, async (data) => {
     const response = await call(run, (signal) =>
       run.config.gateway.fetchActions(run.paymentId, { optionId: option.id, data }, { signal }),

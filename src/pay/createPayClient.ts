@@ -17,6 +17,7 @@ import {
   type PaymentFlowOptions,
   resumePaymentFlow,
 } from '../flow/createPaymentFlow.js'
+import { isPushOption, pushFallback } from '../flow/options.js'
 import type { PollOptions } from '../flow/poll.js'
 import type { FlowSnapshot } from '../flow/snapshot.js'
 import type { PaymentResult } from '../flow/types.js'
@@ -108,7 +109,10 @@ export function createPayClient(config: PayClientConfig): PayClient {
 
       let optionId: string | undefined
       try {
-        const choice = selectOption ? selectOption(loaded.options) : loaded.options[0]?.id
+        // By default the first option a signer pays; a push option is the buyer's to send, never signed.
+        const choice = selectOption
+          ? selectOption(loaded.options)
+          : loaded.options.find((o) => !isPushOption(o))?.id
         optionId = overrides.signal ? await abortable(choice, overrides.signal) : await choice
       } catch (error) {
         if (isUserRejection(error)) return flow.cancel()
@@ -118,7 +122,12 @@ export function createPayClient(config: PayClientConfig): PayClient {
         throw new PayError({
           code: 'no_options',
           message: 'The payment offers no option for the accounts of this wallet.',
-          context: { paymentId: flow.paymentId, accounts: flow.accounts },
+          // What the wallet can show instead: transfers any wallet can send (links, QR codes).
+          context: {
+            paymentId: flow.paymentId,
+            accounts: flow.accounts,
+            pushUrls: pushFallback(loaded.options).map((o) => o.push?.url),
+          },
         })
       }
       flow.select(optionId)

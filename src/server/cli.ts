@@ -132,6 +132,30 @@ Options:
   --note TEXT          why (kept with the difference)
   --json               print the difference
 ${databaseHelp}`,
+  'deposits list': `Usage: caipay deposits list [options]
+
+Lists deposits: pushed money no open payment explains (underpaid at expiry, an overpayment's excess
+refunded by config, late, paid twice), newest first (docs/push-payments.md).
+
+Options:
+  --partner ID         only this partner's
+  --mode test|live     only this mode
+  --json               print one JSON array
+${databaseHelp}`,
+  'deposits refund': `Usage: caipay deposits refund ID [options]
+
+Sends held deposit ID back to the account that sent it (a job of the running workers sends it).
+
+Options:
+  --json               print the deposit
+${databaseHelp}`,
+  'deposits assign': `Usage: caipay deposits assign ID [options]
+
+Keeps held deposit ID as its partner's float (what pays that partner's refunds after settlement).
+
+Options:
+  --json               print the deposit
+${databaseHelp}`,
   'ledger allocate': `Usage: caipay ledger allocate --partner ID --holder CAIP10 --asset CAIP19 --amount UNITS [options]
 
 Gives AMOUNT (token minor units) of the operator's unallocated top-ups at HOLDER to the partner's float.
@@ -172,6 +196,9 @@ Commands:
   balances         the ledger's balances and reconciliation differences
   ledger ack       acknowledge a reconciliation difference
   ledger allocate  give unallocated top-ups to a partner's float
+  deposits list    pushed money no open payment explains
+  deposits refund  send a deposit back to its sender
+  deposits assign  keep a deposit as its partner's float
 
 caipay <command> --help shows a command's options; caipay --version prints the version.`
 
@@ -690,6 +717,57 @@ async function ledgerAllocate(args: readonly string[]): Promise<number> {
   return 0
 }
 
+async function depositsList(args: readonly string[]): Promise<number> {
+  const { values } = parseArgs({ args: [...args], options: listOptions, strict: true })
+  const filter = listFilter(values, 'deposits list')
+  const { listDeposits } = await import('./payments/deposits.js')
+  const rows = await withDatabase(values, (db) => listDeposits(db, { ...filter, limit: 1000 }))
+  printRows(
+    values.json,
+    rows.map((row) => ({ ...row, amount: String(row.amount), created_at: row.created_at.toISOString() })),
+    [
+      ['id', 'DEPOSIT'],
+      ['partner_id', 'PARTNER'],
+      ['payment_id', 'PAYMENT'],
+      ['asset', 'ASSET'],
+      ['amount', 'AMOUNT'],
+      ['reason', 'REASON'],
+      ['status', 'STATUS'],
+      ['sender', 'SENDER'],
+      ['created_at', 'CREATED'],
+    ],
+  )
+  return 0
+}
+
+async function depositResolve(args: readonly string[], how: 'refund' | 'assign'): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: [...args],
+    options: { ...databaseOptions, json: { type: 'boolean', default: false } },
+    allowPositionals: true,
+    strict: true,
+  })
+  const [id, ...rest] = positionals
+  if (id === undefined || rest.length > 0)
+    throw new UsageError('Give exactly one deposit id (see "caipay deposits list")', {
+      cause: `deposits ${how}`,
+    })
+  const { assignDeposit, refundDeposit, depositRefundJobKind } = await import('./payments/deposits.js')
+  const row = await withDatabase(values, async (db) => {
+    if (how === 'assign') return assignDeposit(db, { id, now: new Date() })
+    const chain = await db.selectFrom('deposits').select('chain_id').where('id', '=', id).executeTakeFirst()
+    return refundDeposit(db, { id, jobKind: depositRefundJobKind(chain?.chain_id ?? ''), now: new Date() })
+  })
+  if (values.json) process.stdout.write(`${JSON.stringify(row)}\n`)
+  else
+    process.stdout.write(
+      how === 'assign'
+        ? `Deposit ${row.id} (${row.amount} of ${row.asset}) is now ${row.partner_id}'s float.\n`
+        : `Deposit ${row.id} (${row.amount} of ${row.asset}) is being sent back to ${row.sender}.\n`,
+    )
+  return 0
+}
+
 async function status(args: readonly string[]): Promise<number> {
   const { values } = parseArgs({
     args: [...args],
@@ -708,6 +786,9 @@ const runners: Record<keyof typeof commands, (args: readonly string[]) => Promis
   balances,
   'ledger ack': ledgerAck,
   'ledger allocate': ledgerAllocate,
+  'deposits list': depositsList,
+  'deposits refund': (args) => depositResolve(args, 'refund'),
+  'deposits assign': (args) => depositResolve(args, 'assign'),
   serve,
   status,
   'partners create': partnersCreate,

@@ -26,6 +26,8 @@ const AssetConfigSchema = z.strictObject({
   transferMethod: z.optional(z.enum(['eip3009', 'permit2'])),
   /** Live EVM: share of each gasless payment kept at settlement, in basis points (default 0). */
   settlementFeeBps: z.optional(z.int().check(z.minimum(0), z.maximum(10_000))),
+  /** Live Solana: offer push options (Solana Pay) for this asset (default true; docs/push-payments.md). */
+  push: z.optional(z.boolean()),
 })
 
 const ChainConfigSchema = z
@@ -192,6 +194,15 @@ const ConfigFileSchema = z.strictObject({
       intervalMs: z.optional(z.int().check(z.minimum(0), z.maximum(86_400_000))),
     }),
   ),
+  /** Push payments (docs/push-payments.md). */
+  push: z.optional(
+    z.strictObject({
+      /** What the excess of an overpaid push payment does: settles to the merchant (default) or is refunded. */
+      overpaid: z.optional(z.enum(['settle', 'refund'])),
+      /** How often a worker looks for transfers by the open payments' references, ms (default 1000). */
+      pollMs: z.optional(z.int().check(z.minimum(100), z.maximum(600_000))),
+    }),
+  ),
   paymentTtlSeconds: z.optional(PositiveInt),
   /** Manual capture (docs/capture.md): how long a paid payment may be held before it is voided by itself. */
   capture: z.optional(
@@ -260,6 +271,8 @@ export interface ServerConfig {
   reconcileIntervalMs?: number | undefined
   /** How long a settlement batch collects payments before its transfer, ms (config `settlement.intervalMs`). */
   settlementIntervalMs: number
+  /** Push payments: what an overpayment's excess does, and how often references are scanned (ms). */
+  push: { overpaid: 'settle' | 'refund'; pollMs: number }
   /** Payment expiry when the merchant gives none. */
   paymentTtlSeconds: number
   /** Manual capture's hold: `captureBy` by default and at most, seconds after creation (config `capture`). */
@@ -311,6 +324,7 @@ export const defaultConfig: ServerConfig = {
   relays: { payerCooldownSeconds: 900, gasBudget: { windowSeconds: 3600, perCredential: '0.1' } },
   jobSlots: 64,
   settlementIntervalMs: 5000,
+  push: { overpaid: 'settle', pollMs: 1000 },
   paymentTtlSeconds: 15 * 60,
   capture: { defaultHoldSeconds: 7 * 24 * 60 * 60, maxHoldSeconds: 30 * 24 * 60 * 60 },
   bodyLimitBytes: 1024 * 1024,
@@ -369,6 +383,10 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
       ? { reconcileIntervalMs: file.jobs.reconcileIntervalMs }
       : {}),
     settlementIntervalMs: file.settlement?.intervalMs ?? defaultConfig.settlementIntervalMs,
+    push: {
+      overpaid: file.push?.overpaid ?? defaultConfig.push.overpaid,
+      pollMs: file.push?.pollMs ?? defaultConfig.push.pollMs,
+    },
     paymentTtlSeconds: file.paymentTtlSeconds ?? defaultConfig.paymentTtlSeconds,
     capture: captureHold(file.capture),
     bodyLimitBytes: file.bodyLimitBytes ?? defaultConfig.bodyLimitBytes,

@@ -39,6 +39,8 @@ const idPrefixes = {
   webhookDelivery: 'msgd_',
   /** Test events only: payment events get their id from the outbox row. */
   event: 'evt_',
+  /** Pushed money no open payment explains (docs/push-payments.md). */
+  deposit: 'dep_',
 } as const
 
 export function newId(kind: keyof typeof idPrefixes, length = 24): string {

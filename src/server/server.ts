@@ -6,7 +6,9 @@ import { buildApp } from './app.js'
 import { listenForCredentialChanges } from './authCache.js'
 import { reconcileEvmChain } from './chains/evm/ledger.js'
 import { reconcileSolanaChain } from './chains/solana/ledger.js'
+import { scanPushPayments } from './chains/solana/push.js'
 import { resolveConfig, type ServerConfig } from './config.js'
+import { tokenAmountFor } from './gateway/quote.js'
 import { sweepIdempotencyKeys } from './idempotency.js'
 import type { JobListener } from './jobs/notify.js'
 import { type JobRunner, startJobRunner } from './jobs/runner.js'
@@ -95,6 +97,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
   let statusChanges: JobListener | undefined
   let webhooks: WebhookDispatcher | undefined
   let reconciliation: { stop(): Promise<void> } | undefined
+  let pushScans: { stop(): Promise<void> } | undefined
   let metricsServer: MetricsServer | undefined
   try {
     const bootstrap = options.bootstrapPartner ? await bootstrapPartner(database.db) : undefined
@@ -182,10 +185,22 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
           })),
           ...app.liveChains.solana.map((chain) => ({
             id: chain.caip2,
-            reconcile: () => reconcileSolanaChain(db, chain, log),
+            reconcile: () =>
+              reconcileSolanaChain(db, chain, log, {
+                beforeRead: () => scanPushPayments(db, chain, config, tokenAmountFor),
+              }),
           })),
         ],
         ...(config.reconcileIntervalMs !== undefined ? { intervalMs: config.reconcileIntervalMs } : {}),
+        ...(log ? { log } : {}),
+      })
+      // Push payments: each chain's open references are read every `push.pollMs` (docs/push-payments.md).
+      pushScans = startReconciliation({
+        chains: app.liveChains.solana.map((chain) => ({
+          id: chain.caip2,
+          reconcile: async () => void (await scanPushPayments(db, chain, config, tokenAmountFor)),
+        })),
+        intervalMs: config.push.pollMs,
         ...(log ? { log } : {}),
       })
     }
@@ -208,6 +223,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
           clearInterval(sweeper)
           await webhooks?.stop()
           await reconciliation?.stop()
+          await pushScans?.stop()
           await jobs?.stop()
           await credentials?.close()
           // In-flight requests drain, and each connection goes as soon as its answer is out (Fastify keeps an

@@ -181,6 +181,7 @@ describe('GET /v1/payments/:id (row 12) and /status (row 13)', () => {
       settlement: null,
       expiresAt: startS + 900 + Math.floor((t.app.now().getTime() - start.getTime()) / 1000),
       createdAt: expect.any(String),
+      source: 'pull',
     })
     const status = await get(`/v1/payments/${id}/status`)
     expect(status.json).toEqual({ status: 'requires_action', isFinal: false, pollInMs: 2000 })

@@ -36,7 +36,8 @@ describe('live Solana payment', () => {
 
     const options = await live.gateway(paymentId, 'options', { accounts: [account] })
     expect(options.statusCode, options.body).toBe(200)
-    expect(options.json.options).toHaveLength(1)
+    // The pull option for the buyer's account, then the push option any wallet can pay.
+    expect(options.json.options.map((o: { source?: string }) => o.source ?? 'pull')).toEqual(['pull', 'push'])
     const option = options.json.options[0]
     expect(option).toMatchObject({
       account,
@@ -74,7 +75,9 @@ describe('live Solana payment', () => {
     expect(await live.balance(buyer.publicKey)).toBe(before.buyer - amount)
     expect(await live.balance(live.service.publicKey)).toBe(before.collection)
     expect(await live.balance(merchantOwner.publicKey)).toBe(before.merchant + amount)
-    expect(live.proxy.calls('sendTransaction')).toBe(2)
+    // The collection token account (made at the cluster's first options call, for the push option),
+    // the payment, the settlement.
+    expect(live.proxy.calls('sendTransaction')).toBe(3)
   })
 })
 
@@ -131,7 +134,8 @@ describe('mixed-chain option (EVM attestation, then the Solana payment)', () => 
     const accounts = [`${live.caip2}:${buyer.publicKey.toBase58()}`, `eip155:1:${evmAccount.address}`]
 
     const listed = await live.gateway(paymentId, 'options', { accounts })
-    const shapes = (listed.json.options as PaymentOption[]).map((o) =>
+    const pulled = (listed.json.options as PaymentOption[]).filter((o) => o.source !== 'push')
+    const shapes = pulled.map((o) =>
       o.actions.map((a) => (a.type === 'walletRpc' ? a.walletRpc.method : a.type)),
     )
     expect(shapes).toEqual([['build'], ['personal_sign', 'build']])
@@ -267,7 +271,8 @@ describe('what the service refuses', () => {
       accounts: [`${live.caip2}:${poor.publicKey.toBase58()}`, `${live.caip2}:${empty.publicKey.toBase58()}`],
     })
     expect(res.statusCode, res.body).toBe(200)
-    expect(res.json.options).toEqual([])
+    // Only the push option, which any wallet with the funds can send (no account can pay a pull option).
+    expect(res.json.options.map((o: PaymentOption) => o.source)).toEqual(['push'])
   })
 })
 

@@ -246,6 +246,43 @@ const PaymentOption = {
         'spender',
       ],
     },
+    source: {
+      type: 'string',
+      enum: ['pull', 'push', 'mandate'],
+    },
+    push: {
+      type: 'object',
+      properties: {
+        url: {
+          type: 'string',
+          minLength: 1,
+          maxLength: 2048,
+        },
+        transactionUrl: {
+          type: 'string',
+          maxLength: 2048,
+        },
+        reference: {
+          type: 'string',
+        },
+        recipient: {
+          type: 'string',
+        },
+        asset: {
+          type: 'string',
+        },
+        amount: {
+          type: 'string',
+          pattern: '^(0|[1-9][0-9]{0,38})$',
+        },
+        expiresAt: {
+          type: 'integer',
+          minimum: 0,
+          maximum: 9007199254740991,
+        },
+      },
+      required: ['url', 'reference', 'recipient', 'asset', 'amount', 'expiresAt'],
+    },
   },
   required: ['id', 'account', 'amount', 'etaS', 'expiresAt', 'actions'],
 } as const satisfies JsonSchema

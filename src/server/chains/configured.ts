@@ -14,6 +14,7 @@ export function configuredAssets(config: ServerConfig): Record<string, AssetConf
       ...(a.iconUrl !== undefined ? { iconUrl: a.iconUrl } : {}),
       ...(a.methods ? { methods: a.methods } : {}),
       ...(a.eip712 ? { eip712: a.eip712 } : {}),
+      ...(a.push === false ? { push: false } : {}),
     }))
   }
   return out

@@ -8,7 +8,7 @@
  * driver (`simulated.ts`) for every chain, live mode the drivers handed to the gateway plugin.
  */
 import type { AccountId } from '../../caip/caip.js'
-import type { Action, WalletRpcAction } from '../../contract/gateway.js'
+import type { Action, PushRequest, WalletRpcAction } from '../../contract/gateway.js'
 import type { Db } from '../store/db.js'
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
@@ -28,6 +28,8 @@ export interface AssetConfig {
   methods?: readonly string[]
   /** EVM: EIP-712 domain of an EIP-3009 token when it is not read from the chain. */
   eip712?: { name: string; version: string }
+  /** false: no push option for this asset (docs/push-payments.md); offered by default. */
+  push?: boolean
 }
 
 /** The payment as drivers see it: enough to price, label and bind a payload to it. */
@@ -61,6 +63,19 @@ export interface QuoteContext {
   expiresAt: number
   /** Unix seconds. */
   now: number
+}
+
+/** What a push option is quoted from (docs/push-payments.md): no wallet account, only the payment. */
+export interface PushContext {
+  payment: DriverPayment
+  asset: AssetConfig
+  tokenAmount: bigint
+  /** Unix seconds: the payment's own expiry (a push request is not re-quoted). */
+  expiresAt: number
+  /** The payment's reference key (one per payment, stable across options calls). */
+  reference: string
+  /** Shown by the buyer's wallet (the merchant's name). */
+  label?: string
 }
 
 export interface OptionDraft {
@@ -168,4 +183,8 @@ export interface ChainDriver {
   verify?(ctx: ConfirmContext): Promise<void>
   /** Executes the payment after the gateway won the move to `processing` (see ConfirmContext.db). */
   confirm(ctx: ConfirmContext): Promise<ConfirmOutcome>
+  /** A new reference key for a payment's push options; drivers without push options have none. */
+  newPushReference?(): string
+  /** The push request of one asset (a transfer any wallet can send); undefined: none for this asset. */
+  pushRequest?(ctx: PushContext): Promise<PushRequest | undefined>
 }

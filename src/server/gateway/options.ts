@@ -5,6 +5,7 @@ import type { ServerConfig } from '../config.js'
 import { fail, paramsError } from '../errors.js'
 import { newId } from '../ids.js'
 import { toAmount } from '../payments/assets.js'
+import { pushReference } from '../payments/push.js'
 import { unixSeconds } from '../payments/views.js'
 import type { Db } from '../store/db.js'
 import type { PaymentRow } from '../store/schema.js'
@@ -42,7 +43,51 @@ export async function paymentOptions(input: OptionsInput): Promise<OptionsRespon
   if (body.refresh?.length) return { options: await requote(input, accounts), info }
   const drafts = await quoteAll(input, accounts)
   await insertOptions(input.db, drafts, input.now)
-  return { options: drafts.map((o) => optionJson(config, o)), info }
+  const push = await pushOptions(input)
+  return { options: [...drafts.map((o) => optionJson(config, o)), ...push], info }
+}
+
+/**
+ * The push options (docs/push-payments.md): one per live asset that offers them, whatever accounts the
+ * wallet advertised (a buyer who can only send pays these), all under the payment's one reference key.
+ * They carry no actions and are not stored: nothing of them is fetched or confirmed; the chain's scan
+ * finds the transfer by its reference. A chain that cannot quote one now (its RPC down) offers none.
+ */
+async function pushOptions(input: OptionsInput): Promise<PaymentOption[]> {
+  const { registry, payment, config, now } = input
+  const drivers = registry.drivers(payment.mode).filter((d) => d.pushRequest && d.newPushReference)
+  if (drivers.length === 0) return []
+  const out: PaymentOption[] = []
+  for (const driver of drivers) {
+    const reference = await pushReference(input.db, payment.id, driver.newPushReference!, now)
+    for (const asset of driver.assets) {
+      if (asset.push === false) continue
+      const tokenAmount = tokenAmountFor({ unit: payment.amount_unit, value: payment.amount_value }, asset)
+      if (tokenAmount === null || tokenAmount <= 0n) continue
+      const expiresAt = unixSeconds(payment.expires_at)
+      const request = await driver.pushRequest!({
+        payment: driverPayment(payment),
+        asset,
+        tokenAmount,
+        expiresAt,
+        reference,
+        label: payment.merchant_name,
+      }).catch(() => undefined)
+      if (!request) continue
+      out.push({
+        // Not stored: the reference and the asset name it (a wallet that fetches it gets no actions).
+        id: `push_${reference.slice(0, 16)}_${out.length}`,
+        account: `${driver.caip2}:${request.recipient}`,
+        amount: toAmount(`caip19/${asset.id}`, tokenAmount.toString(), config),
+        etaS: 0,
+        expiresAt,
+        actions: [],
+        source: 'push',
+        push: request,
+      })
+    }
+  }
+  return out
 }
 
 /** What never changes about a payment once created: quotes are made from these alone. */

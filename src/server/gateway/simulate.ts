@@ -1,10 +1,17 @@
-import { namespaceOf } from '../../caip/caip.js'
-import type { SimulateBody, StatusResponse } from '../../contract/payment.js'
+import { namespaceOf, sameCaip } from '../../caip/caip.js'
+import type {
+  SimulateBody,
+  SimulatePushBody,
+  SimulatePushResponse,
+  StatusResponse,
+} from '../../contract/payment.js'
 import type { ServerConfig } from '../config.js'
-import { fail } from '../errors.js'
+import { fail, paramsError } from '../errors.js'
+import { newId } from '../ids.js'
 import { defaultTestAssets, toAmount } from '../payments/assets.js'
 import { markCancelled } from '../payments/cancel.js'
 import { transitionPayment } from '../payments/lifecycle.js'
+import { applyPushTransfer } from '../payments/push.js'
 import { succeedTestPayment } from '../payments/settlements.js'
 import { statusJson } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
@@ -92,4 +99,67 @@ export async function simulateOutcome(input: {
     }
   })
   return statusJson(row)
+}
+
+/**
+ * The sandbox's pushed transfer (`POST /v1/test/payments/{id}/push`): a transfer of `amount` of a test
+ * asset, as if found by the payment's reference, applied by the live path's own rules
+ * (payments/push.ts): it counts toward the open payment, completes it, or is a deposit.
+ */
+export async function simulatePush(input: {
+  db: Db
+  config: ServerConfig
+  payment: PaymentRow
+  body: SimulatePushBody
+  now: Date
+}): Promise<SimulatePushResponse> {
+  const { db, config, payment, body, now } = input
+  if (payment.mode !== 'test')
+    fail('not_sandbox_api_key', 'Pushed transfers can only be simulated in test mode.')
+  const price = { unit: payment.amount_unit, value: payment.amount_value }
+  const candidates = defaultTestAssets.filter((a) => !body.asset || sameCaip(a.asset, body.asset))
+  const priced = candidates
+    .map((a) => ({ asset: a, due: tokenAmountFor(price, { id: a.asset, ...a }) }))
+    .find((c) => c.due !== null && c.due > 0n)
+  if (!priced) throw paramsError('body.asset', 'No test asset can pay this payment.')
+  const { asset } = priced
+  const due = priced.due!
+  const buyer = sandboxBuyers[namespaceOf(asset.chainId)]
+  const outcome = await applyPushTransfer(db, {
+    config,
+    transfer: {
+      paymentId: payment.id,
+      signature: `test:push:${newId('request')}`,
+      chainId: asset.chainId,
+      asset: asset.asset,
+      holder: `${asset.chainId}:${buyer ?? 'sandbox'}`,
+      sender: buyer ? `${asset.chainId}:${buyer}` : null,
+      amount: body.amount ? BigInt(body.amount) : due,
+      slot: 0,
+    },
+    due,
+    // Test mode settles at once and sends nothing: no job of these kinds is ever queued.
+    settlement: { intervalMs: 0, jobKind: 'test.settle', depositRefundJobKind: 'test.deposit_refund' },
+    now,
+  })
+  const row = await db
+    .selectFrom('payments')
+    .select('status')
+    .where('id', '=', payment.id)
+    .executeTakeFirstOrThrow()
+  const amount = body.amount ? BigInt(body.amount) : due
+  const total = outcome.kind === 'pending' || outcome.kind === 'succeeded' ? outcome.received : amount
+  const base = { status: row.status, received: total.toString(), due: due.toString() }
+  switch (outcome.kind) {
+    case 'deposit':
+      return { outcome: 'deposit', ...base, depositId: outcome.depositId, reason: outcome.reason }
+    case 'succeeded':
+      return {
+        outcome: 'succeeded',
+        ...base,
+        ...(outcome.depositId ? { depositId: outcome.depositId, reason: 'overpaid' as const } : {}),
+      }
+    default:
+      return { outcome: 'pending', ...base }
+  }
 }

@@ -9,7 +9,8 @@ import './schema.js'
  * Reconciliation (docs/live-mode.md, "Reconciliation"): the ledger's balance at a holding address
  * against the chain's at a confirmed block. Between the two, only what is in flight may differ: money
  * on its way out (settling, refunds owed: their transfers may be mined before the ledger hears of it)
- * and on its way in (payments still processing: their transfer may be mined before they succeed). A
+ * and on its way in (payments still processing: their transfer may be mined before they succeed; pushed
+ * transfers still counting toward an open payment, docs/push-payments.md). A
  * chain balance outside that range is a difference: recorded, logged, shown in the API and the CLI, and
  * no settlement or refund signs a new transfer from that address until an operator acknowledges it.
  */
@@ -64,7 +65,9 @@ export async function ledgerPosition(
         AND holder = ${params.holder} AND kind IN ('settling', 'refunds')) AS out,
       (SELECT coalesce(sum((option_amount->>'value')::numeric), 0) FROM payments
         WHERE mode = ${params.mode} AND status = 'processing'
-          AND lower(option_amount->>'unit') = lower(${`caip19/${asset}`})) AS in,
+          AND lower(option_amount->>'unit') = lower(${`caip19/${asset}`}))
+      + (SELECT coalesce(sum(amount), 0) FROM push_transfers
+        WHERE state = 'pending' AND asset = ${asset} AND holder = ${params.holder}) AS in,
       (SELECT coalesce(sum(difference), 0) FROM ledger_differences
         WHERE holder = ${params.holder} AND asset = ${asset} AND acknowledged_at IS NOT NULL) AS acknowledged`.execute(
     db,

@@ -8,7 +8,9 @@ import type { Mode, Numeric, Timestamp } from '../store/schema.js'
  * batch, until its transfer is mined), `refunds` (refunds owed, until their transfer is mined), `float`
  * (a partner's, for refunds after settlement), `fees` (a partner's), `unallocated` (the operator's
  * top-ups no partner has been given), `authorized` (a merchant's manual-capture payments, held until
- * captured or voided: migration 020). Not stored: `world` (everyone outside the service) and
+ * captured or voided: migration 020), `deposits` (a partner's: pushed money no open payment explains,
+ * until an operator refunds or assigns it; migration 021). Not stored: `world` (everyone outside the
+ * service) and
  * `adjustment` (what operators booked by hand).
  */
 export type LedgerKind =
@@ -19,6 +21,7 @@ export type LedgerKind =
   | 'fees'
   | 'unallocated'
   | 'authorized'
+  | 'deposits'
   | 'world'
   | 'adjustment'
 

@@ -59,7 +59,11 @@ export function createdJson(
   }
 }
 
-export function paymentJson(row: PaymentRow, config: ServerConfig): Payment {
+export function paymentJson(
+  row: PaymentRow,
+  config: ServerConfig,
+  received?: readonly { asset: string; value: string }[],
+): Payment {
   const succeeded = row.status === 'succeeded'
   const failureCode = (failureCodes as readonly string[]).includes(row.failure_code ?? '')
     ? (row.failure_code as (typeof failureCodes)[number])
@@ -85,6 +89,8 @@ export function paymentJson(row: PaymentRow, config: ServerConfig): Payment {
           },
     expiresAt: unixSeconds(row.expires_at),
     createdAt: row.created_at.toISOString(),
+    source: row.source,
+    ...(received?.length ? { received: [...received] } : {}),
     // Only on manual-capture payments: an automatic payment reads as the specification has it.
     ...(row.capture_method === 'manual'
       ? { captureMethod: row.capture_method, capture: captureJson(row, config) }

@@ -3,6 +3,7 @@ import { pageRoutes } from '../pages/routes.js'
 import { wcpRoutes } from '../wcp/routes.js'
 import { x402Routes } from '../x402/routes.js'
 import { balanceRoutes } from './balances.js'
+import { depositRoutes } from './deposits.js'
 import { gatewayRoutes } from './gateway.js'
 import { merchantRoutes } from './merchants.js'
 import { paymentRoutes } from './payments.js'
@@ -20,6 +21,7 @@ export const routeModules: ReadonlyArray<(app: FastifyInstance) => Promise<void>
   paymentRoutes,
   refundRoutes,
   balanceRoutes,
+  depositRoutes,
   gatewayRoutes,
   wcpRoutes,
   x402Routes,

@@ -7,6 +7,7 @@ import { cancelPayment } from '../payments/cancel.js'
 import { capturePayment, voidPayment } from '../payments/capture.js'
 import { createPayment } from '../payments/create.js'
 import { listPayments } from '../payments/list.js'
+import { pushReceived } from '../payments/push.js'
 import { findMerchantPayment, findPaymentStatus, paymentJson } from '../payments/views.js'
 import { defineRoute } from '../route.js'
 import { statusRead } from './statusReads.js'
@@ -22,7 +23,8 @@ export async function paymentRoutes(app: FastifyInstance): Promise<void> {
   )
 
   defineRoute(app, endpoints.getPayment, async ({ db, merchant, params, config, now }) => {
-    return paymentJson(await findMerchantPayment(db, merchant.id, params.id, now), config)
+    const payment = await findMerchantPayment(db, merchant.id, params.id, now)
+    return paymentJson(payment, config, await pushReceived(db, payment))
   })
 
   defineRoute(app, endpoints.getPaymentStatus, async ({ request, reply, db, merchant, params, fastPath }) => {

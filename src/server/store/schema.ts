@@ -1,5 +1,5 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely'
-import type { Amount, PaymentStatus } from '../../contract/index.js'
+import type { Amount, PaymentSource, PaymentStatus } from '../../contract/index.js'
 
 /**
  * Row types of the database. These are interfaces so another module can add its own tables or
@@ -120,6 +120,8 @@ export interface PaymentsTable {
   capture_plan: Json<unknown> | null
   captured_at: Timestamp | null
   voided_at: Timestamp | null
+  /** How its money arrives (migration 021): `pull` until a pushed transfer pays it (docs/push-payments.md). */
+  source: ColumnType<PaymentSource, PaymentSource | undefined, PaymentSource>
 }
 
 export type CaptureMethod = 'automatic' | 'manual'
@@ -169,6 +171,7 @@ const paymentColumnSet: Record<keyof PaymentsTable, true> = {
   capture_plan: true,
   captured_at: true,
   voided_at: true,
+  source: true,
 }
 export const paymentColumns = Object.keys(paymentColumnSet) as (keyof PaymentsTable)[]
 

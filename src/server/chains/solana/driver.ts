@@ -1,5 +1,5 @@
 import { getAccount, getAssociatedTokenAddressSync, TokenAccountNotFoundError } from '@solana/spl-token'
-import { PublicKey } from '@solana/web3.js'
+import { Keypair, PublicKey } from '@solana/web3.js'
 import { bytesEqual, messageSigners, splitSolanaTransaction } from '../../../../protocol/solana/index.js'
 import { fail, paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
@@ -22,6 +22,7 @@ import type { SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
 import type { BroadcastPayload } from './jobs.js'
 import { encodeBase58 } from './keys.js'
+import { createPushQuoter } from './push.js'
 import { recordTransaction } from './store.js'
 import { buildTransfer, ed25519Key, validSignature } from './transaction.js'
 import type { SolanaWatcher } from './watcher.js'
@@ -256,6 +257,8 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
     caip2: chain.caip2,
     namespace: 'solana',
     assets: chain.assets,
+    newPushReference: () => Keypair.generate().publicKey.toBase58(),
+    pushRequest: createPushQuoter(chain),
     quote,
     build,
     builtUsable,

@@ -4,4 +4,6 @@ export const solanaJobKinds = {
   broadcast: 'solana.broadcast',
   /** Moves the collected amount to the merchant's settlement destination. */
   settle: 'solana.settle',
+  /** Sends back a payment's deposits an operator chose to refund (docs/push-payments.md). */
+  depositRefund: 'solana.deposit_refund',
 } as const

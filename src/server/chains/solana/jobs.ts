@@ -4,6 +4,7 @@ import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runn
 import { holderOf } from '../../ledger/entries.js'
 import { assertSendsAllowed } from '../../ledger/reconcile.js'
 import { reserveRefund } from '../../ledger/refunds.js'
+import { depositsRefunding, finishDepositRefund } from '../../payments/deposits.js'
 import { createPaymentFinisher, type PaymentFinisher } from '../../payments/finisher.js'
 import { failPayment, loadPayment, settlePayment } from '../../payments/lifecycle.js'
 import { coolDownPayer, type RelayGuardSettings, settleGasCharge } from '../../payments/relayGuards.js'
@@ -107,6 +108,15 @@ export function solanaJobHandlers(
             failureCode: 'transfer_failed',
             now: new Date(),
           })
+      },
+    },
+    [solanaJobKinds.depositRefund]: {
+      maxAttempts: 10,
+      retryDelayMs: (attempts) => Math.min(10_000, 250 * 2 ** attempts),
+      run: (job, ctx) => refundDeposits(job, ctx, chainOf),
+      async onGiveUp(job, error, ctx) {
+        // The deposits stay `refunding` (their money in refunds owed) for an operator to look at.
+        ctx.log.error({ paymentId: job.payment_id, error: String(error) }, 'Solana deposit refund abandoned')
       },
     },
     [solanaJobKinds.settle]: {
@@ -323,7 +333,12 @@ async function landServiceTransfer(input: {
   db: Db
   chain: SolanaChain
   asset: AssetConfig
-  step: { paymentId: string; purpose: 'settlement' | 'refund'; refundId?: string }
+  step: {
+    paymentId: string
+    purpose: 'settlement' | 'refund' | 'deposit'
+    refundId?: string
+    depositId?: string
+  }
   recipient: PublicKey
   amount: bigint
   watcher: SolanaWatcher
@@ -332,17 +347,18 @@ async function landServiceTransfer(input: {
   beforeBuild?: () => Promise<void>
 }): Promise<{ tx: SolanaTransactionRow; outcome: LandOutcome }> {
   const { db, chain, step } = input
-  let tx = await latestTransaction(db, step.paymentId, step.purpose, step.refundId)
+  const stepId = step.refundId ?? step.depositId
+  let tx = await latestTransaction(db, step.paymentId, step.purpose, stepId)
   if (!tx || tx.state === 'failed' || tx.state === 'dropped') {
     await input.beforeBuild?.()
-    const attempt = await countTransactions(db, step.paymentId, step.purpose, step.refundId)
+    const attempt = await countTransactions(db, step.paymentId, step.purpose, stepId)
     const transfer = await buildTransfer({
       chain,
       mint: await chain.mintInfo(input.asset),
       owner: chain.service.publicKey,
       recipient: input.recipient,
       amount: input.amount,
-      memo: `caipay:${step.purpose}:${step.refundId ?? step.paymentId}:${attempt + 1}`,
+      memo: `caipay:${step.purpose}:${stepId ?? step.paymentId}:${attempt + 1}`,
     })
     await recordTransaction(
       db,
@@ -351,6 +367,7 @@ async function landServiceTransfer(input: {
         paymentId: step.paymentId,
         purpose: step.purpose,
         ...(step.refundId !== undefined ? { refundId: step.refundId } : {}),
+        ...(step.depositId !== undefined ? { depositId: step.depositId } : {}),
         chainId: chain.caip2,
         raw: serializeSigned(transfer.transaction).toString('base64'),
         blockhash: transfer.blockhash,
@@ -424,4 +441,38 @@ async function refund(job: JobRow, ctx: JobRunContext, chainOf: ChainOf) {
     await succeedRefund(trx, { refundId: row.id, txId: tx.signature, now: new Date() })
   })
   return { signature: tx.signature }
+}
+
+/**
+ * Sends back every deposit of the job's payment an operator asked to refund (payments/deposits.ts): the
+ * deposit's amount from the service's token account to its sender's, exactly once each
+ * (landServiceTransfer). What it sends was already taken from the partner's deposits into refunds owed.
+ */
+async function refundDeposits(job: JobRow, ctx: JobRunContext, chainOf: ChainOf) {
+  const { db } = ctx
+  const sent: string[] = []
+  for (const deposit of await depositsRefunding(db, job.payment_id)) {
+    const { chain, watcher } = chainOf(deposit.chain_id)
+    const asset = chain.assets.find((a) => sameCaip(a.id, deposit.asset))
+    if (!asset) throw new Error(`${deposit.asset} is not configured on ${chain.caip2}.`)
+    const { tx, outcome } = await landServiceTransfer({
+      db,
+      chain,
+      asset,
+      step: { paymentId: job.payment_id, purpose: 'deposit', depositId: deposit.id },
+      recipient: new PublicKey(parseAccountId(deposit.sender!).address),
+      amount: BigInt(deposit.amount),
+      watcher,
+      ctx,
+      beforeBuild: () => assertServiceSendsAllowed(db, chain),
+    })
+    if (outcome.kind !== 'landed')
+      throw new Error(`Deposit refund ${tx.signature} ${outcome.kind}: ${outcome.error}`)
+    await inTransaction(db, async (trx) => {
+      await markState(trx, tx.signature, 'landed', null, new Date())
+      await finishDepositRefund(trx, { id: deposit.id, txId: tx.signature, now: new Date() })
+    })
+    sent.push(tx.signature)
+  }
+  return { sent }
 }

@@ -45,6 +45,7 @@ describe('Solana service key', () => {
     expect(runtime.chains[0]!.service.publicKey.equals(key.publicKey)).toBe(true)
     expect(Object.keys(runtime.jobHandlers).sort()).toEqual([
       'solana.broadcast',
+      'solana.deposit_refund',
       'solana.refund',
       'solana.settle',
     ])

@@ -1,9 +1,10 @@
 import { getAssociatedTokenAddressSync, unpackAccount } from '@solana/spl-token'
-import type { ConfirmedSignatureInfo, PublicKey } from '@solana/web3.js'
+import type { ConfirmedSignatureInfo, MessageAccountKeys, PublicKey } from '@solana/web3.js'
 import { holderOf } from '../../ledger/entries.js'
 import { measureDifference, reconcile } from '../../ledger/reconcile.js'
 import { creditTopUps, scannedTo } from '../../ledger/topUps.js'
 import type { Db } from '../../store/db.js'
+import '../../payments/pushSchema.js'
 import type { AssetConfig } from '../types.js'
 import type { SolanaChain } from './chain.js'
 
@@ -111,7 +112,9 @@ export async function scanSolanaTopUps(
           .amount ?? '0',
       )
     const added = amountIn(tx.meta.postTokenBalances) - amountIn(tx.meta.preTokenBalances)
-    if (added > 0n) transfers.push({ txId: signature, value: added })
+    // A transfer carrying a payment's reference key is a push payment's (push.ts), never a top-up.
+    if (added > 0n && !(await carriesPushReference(db, keys)))
+      transfers.push({ txId: signature, value: added })
   }
   await creditTopUps(db, {
     mode: 'live',
@@ -121,6 +124,17 @@ export async function scanSolanaTopUps(
     transfers,
     now: new Date(),
   })
+}
+
+async function carriesPushReference(db: Db, keys: MessageAccountKeys): Promise<boolean> {
+  const all: string[] = []
+  for (let i = 0; i < keys.length; i++) all.push(keys.get(i)!.toBase58())
+  const found = await db
+    .selectFrom('push_references')
+    .select('reference')
+    .where('reference', 'in', all)
+    .executeTakeFirst()
+  return found !== undefined
 }
 
 /**
@@ -134,11 +148,19 @@ export async function reconcileSolanaChain(
   db: Db,
   chain: SolanaChain,
   log?: { error(obj: object, msg: string): void },
-  options: { recheckMs?: number } = {},
+  options: {
+    recheckMs?: number
+    /**
+     * Runs before each balance read: the push scan (push.ts), so a pushed transfer that landed is in the
+     * ledger or in flight when the balance is compared, not taken for a difference.
+     */
+    beforeRead?: () => Promise<unknown>
+  } = {},
 ): Promise<void> {
   const holder = holderOf(chain.caip2, chain.service.publicKey.toBase58())
   for (const asset of chain.assets) {
     const read = async () => {
+      await options.beforeRead?.()
       const { slot, balance } = await collectionBalance(chain, asset)
       await scanSolanaTopUps(db, chain, asset, slot)
       return { mode: 'live' as const, holder, asset: asset.id, block: BigInt(slot), chainBalance: balance }

@@ -2,7 +2,7 @@
 import type { ColumnType, Selectable } from 'kysely'
 import type { Timestamp } from '../../store/schema.js'
 
-export type SolanaTxPurpose = 'payment' | 'settlement' | 'refund'
+export type SolanaTxPurpose = 'payment' | 'settlement' | 'refund' | 'deposit'
 /** `dropped`: never landed and never can (its blockhash expired); `failed`: landed with an error or was refused. */
 export type SolanaTxState = 'pending' | 'landed' | 'failed' | 'dropped'
 
@@ -13,6 +13,8 @@ export interface SolanaTransactionsTable {
   purpose: SolanaTxPurpose
   /** The refund a `refund` transaction pays (migration 015); null for the other purposes. */
   refund_id: ColumnType<string | null, string | null | undefined, string | null>
+  /** The deposit a `deposit` transaction sends back (migration 021); null for the other purposes. */
+  deposit_id: ColumnType<string | null, string | null | undefined, string | null>
   chain_id: string
   /** The complete signed wire transaction, base64. */
   raw: string

@@ -10,6 +10,8 @@ export interface NewSolanaTransaction {
   purpose: SolanaTxPurpose
   /** The refund a `refund` transaction pays. */
   refundId?: string
+  /** The deposit a `deposit` transaction sends back (docs/push-payments.md). */
+  depositId?: string
   chainId: string
   raw: string
   blockhash: string
@@ -29,9 +31,10 @@ export async function recordTransaction(
 ): Promise<void> {
   if (fence) {
     const inserted = await sql`
-      INSERT INTO solana_transactions (signature, payment_id, purpose, refund_id, chain_id, raw, blockhash,
-        last_valid_block_height, state, error, first_sent_at, created_at, updated_at)
-      SELECT ${tx.signature}, ${tx.paymentId}, ${tx.purpose}, ${tx.refundId ?? null}, ${tx.chainId}, ${tx.raw},
+      INSERT INTO solana_transactions (signature, payment_id, purpose, refund_id, deposit_id, chain_id, raw,
+        blockhash, last_valid_block_height, state, error, first_sent_at, created_at, updated_at)
+      SELECT ${tx.signature}, ${tx.paymentId}, ${tx.purpose}, ${tx.refundId ?? null}, ${tx.depositId ?? null},
+        ${tx.chainId}, ${tx.raw},
         ${tx.blockhash}, ${tx.lastValidBlockHeight}, 'pending', NULL, NULL, ${now}, ${now}
       WHERE ${fenceHolds(fence)}`.execute(db)
     if (inserted.numAffectedRows !== 1n) throw new FenceLost(fence)
@@ -44,6 +47,7 @@ export async function recordTransaction(
       payment_id: tx.paymentId,
       purpose: tx.purpose,
       refund_id: tx.refundId ?? null,
+      deposit_id: tx.depositId ?? null,
       chain_id: tx.chainId,
       raw: tx.raw,
       blockhash: tx.blockhash,
@@ -59,7 +63,7 @@ export async function recordTransaction(
 
 /**
  * The newest transaction of a payment for a purpose (a settlement may need a second after a drop); of
- * one refund when `refundId` is given (a payment has one step per refund).
+ * one refund (or, for `deposit`, one deposit) when `refundId` is given (a payment has one step per refund).
  */
 export async function latestTransaction(
   db: Db,
@@ -72,7 +76,8 @@ export async function latestTransaction(
     .selectAll()
     .where('payment_id', '=', paymentId)
     .where('purpose', '=', purpose)
-  if (refundId !== undefined) query = query.where('refund_id', '=', refundId)
+  if (refundId !== undefined)
+    query = query.where(purpose === 'deposit' ? 'deposit_id' : 'refund_id', '=', refundId)
   return query.orderBy('created_at', 'desc').limit(1).executeTakeFirst()
 }
 
@@ -87,7 +92,8 @@ export async function countTransactions(
     .select((eb) => eb.fn.countAll<string>().as('count'))
     .where('payment_id', '=', paymentId)
     .where('purpose', '=', purpose)
-  if (refundId !== undefined) query = query.where('refund_id', '=', refundId)
+  if (refundId !== undefined)
+    query = query.where(purpose === 'deposit' ? 'deposit_id' : 'refund_id', '=', refundId)
   const row = await query.executeTakeFirstOrThrow()
   return Number(row.count)
 }

@@ -20,6 +20,7 @@ import * as ledger from './018_ledger.js'
 import * as relayGuards from './019_relay_guards.js'
 import * as capture from './020_capture.js'
 import * as observability from './023_observability.js'
+import * as push from './021_push.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -47,4 +48,5 @@ export const migrations: Record<string, Migration> = {
   '019_relay_guards': relayGuards,
   '020_capture': capture,
   '023_observability': observability,
+  '021_push': push,
 }

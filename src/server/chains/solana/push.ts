@@ -1,0 +1,256 @@
+import {
+  createAssociatedTokenAccountIdempotentInstruction,
+  getAssociatedTokenAddressSync,
+} from '@solana/spl-token'
+import { PublicKey, Transaction, type VersionedTransactionResponse } from '@solana/web3.js'
+import { sameCaip } from '../../../caip/caip.js'
+import type { PushRequest } from '../../../contract/gateway.js'
+import type { ServerConfig } from '../../config.js'
+import { holderOf } from '../../ledger/entries.js'
+import {
+  applyPushTransfer,
+  type FoundPushTransfer,
+  holdUnpaidPushes,
+  type PushOutcome,
+} from '../../payments/push.js'
+import type { Db } from '../../store/db.js'
+import type { AssetConfig, PushContext } from '../types.js'
+import type { MintInfo, SolanaChain } from './chain.js'
+import { solanaJobKinds } from './jobKinds.js'
+
+/**
+ * Solana Pay push payments (docs/push-payments.md): the transfer request a buyer's wallet pays, and the
+ * scan that finds that transfer by the payment's reference key and applies it (payments/push.ts).
+ */
+
+/**
+ * A Solana Pay transfer request URL (the spec's field order: recipient, amount, spl-token, reference,
+ * label, message, memo). `amount` is in whole tokens, as the spec wants, with no trailing zeros.
+ */
+export function transferRequestUrl(params: {
+  recipient: string
+  amount: bigint
+  decimals: number
+  splToken: string
+  reference: string
+  label?: string
+  message?: string
+  memo?: string
+}): string {
+  const query = new URLSearchParams()
+  query.set('amount', wholeTokens(params.amount, params.decimals))
+  query.set('spl-token', params.splToken)
+  query.set('reference', params.reference)
+  if (params.label) query.set('label', params.label)
+  if (params.message) query.set('message', params.message)
+  if (params.memo) query.set('memo', params.memo)
+  // URLSearchParams writes spaces as '+'; the spec (and @solana/pay's parser) reads percent-encoding.
+  return `solana:${params.recipient}?${query.toString().replace(/\+/g, '%20')}`
+}
+
+function wholeTokens(amount: bigint, decimals: number): string {
+  if (decimals === 0) return amount.toString()
+  const digits = amount.toString().padStart(decimals + 1, '0')
+  const whole = digits.slice(0, -decimals)
+  const fraction = digits.slice(-decimals).replace(/0+$/, '')
+  return fraction ? `${whole}.${fraction}` : whole
+}
+
+/** The service's token account of `mint`: where every push transfer of that asset must arrive. */
+export function collectionTokenAccount(chain: SolanaChain, mint: MintInfo): PublicKey {
+  return getAssociatedTokenAddressSync(mint.mint, chain.service.publicKey, true, mint.programId)
+}
+
+/**
+ * The push request of one asset for the gateway's options. A transfer request needs the recipient's
+ * token account to exist (a wallet sends to it and would otherwise have to create it), so the service
+ * creates its collection account first, once.
+ */
+export function createPushQuoter(chain: SolanaChain) {
+  const ready = new Map<string, Promise<void>>()
+
+  async function ensureCollectionAccount(asset: AssetConfig, mint: MintInfo): Promise<void> {
+    const account = collectionTokenAccount(chain, mint)
+    if (await chain.connection.getAccountInfo(account, chain.commitment)) return
+    const latest = await chain.latestBlockhash()
+    const transaction = new Transaction({ feePayer: chain.service.publicKey, ...latest }).add(
+      createAssociatedTokenAccountIdempotentInstruction(
+        chain.service.publicKey,
+        account,
+        chain.service.publicKey,
+        mint.mint,
+        mint.programId,
+      ),
+    )
+    transaction.sign(chain.service)
+    const signature = await chain.connection.sendRawTransaction(transaction.serialize())
+    // Polled, not subscribed: every read of the service goes over HTTP (several nodes, failover).
+    const deadline = Date.now() + chain.confirmTimeoutMs
+    for (;;) {
+      const [status] = (await chain.connection.getSignatureStatuses([signature])).value
+      if (status?.err)
+        throw new Error(
+          `Creating the collection account of ${asset.id} failed: ${JSON.stringify(status.err)}`,
+        )
+      const reached = status?.confirmationStatus
+      if (reached === 'finalized' || (reached === 'confirmed' && chain.commitment === 'confirmed')) return
+      if (Date.now() > deadline) throw new Error(`Creating the collection account of ${asset.id} timed out.`)
+      await new Promise((resolve) => setTimeout(resolve, chain.pollMs))
+    }
+  }
+
+  return async function pushRequest(ctx: PushContext): Promise<PushRequest | undefined> {
+    if (ctx.asset.push === false) return undefined
+    const mint = await chain.mintInfo(ctx.asset)
+    let created = ready.get(ctx.asset.id)
+    if (!created) {
+      created = ensureCollectionAccount(ctx.asset, mint)
+      created.catch(() => ready.delete(ctx.asset.id))
+      ready.set(ctx.asset.id, created)
+    }
+    await created
+    const recipient = chain.service.publicKey.toBase58()
+    return {
+      url: transferRequestUrl({
+        recipient,
+        amount: ctx.tokenAmount,
+        decimals: mint.decimals,
+        splToken: mint.mint.toBase58(),
+        reference: ctx.reference,
+        ...(ctx.label ? { label: ctx.label } : {}),
+        message: `Payment ${ctx.payment.id}`,
+        memo: `caipay:${ctx.payment.id}`,
+      }),
+      reference: ctx.reference,
+      recipient,
+      asset: ctx.asset.id,
+      amount: ctx.tokenAmount.toString(),
+      expiresAt: ctx.expiresAt,
+    }
+  }
+}
+
+/** How long after its expiry a payment's reference is still watched for late and duplicate transfers. */
+export const lateWatchMs = 24 * 60 * 60 * 1000
+
+/**
+ * One pass over the live payments' references on this chain: every transfer not seen yet is read at the
+ * chain's commitment, checked (the reference among its keys, the service's collection token account of a
+ * configured mint credited) and applied (payments/push.ts). Then what arrived for payments that closed
+ * underpaid becomes deposits. Returns what each new transfer did.
+ */
+export async function scanPushPayments(
+  db: Db,
+  chain: SolanaChain,
+  config: ServerConfig,
+  /** What the payment costs in an asset (the gateway's quote: gateway/quote.ts tokenAmountFor). */
+  price: (amount: { unit: string; value: string }, asset: AssetConfig) => bigint | null,
+  now: Date = new Date(),
+): Promise<PushOutcome[]> {
+  const watched = await db
+    .selectFrom('push_references as r')
+    .innerJoin('payments as p', 'p.id', 'r.payment_id')
+    .select(['r.reference', 'p.id', 'p.amount_unit', 'p.amount_value'])
+    .where('p.mode', '=', 'live')
+    .where('p.expires_at', '>', new Date(now.getTime() - lateWatchMs))
+    .execute()
+  const outcomes: PushOutcome[] = []
+  const assets = chain.assets.filter((a) => a.push !== false)
+  for (const payment of watched) {
+    const signatures = await chain.connection.getSignaturesForAddress(
+      new PublicKey(payment.reference),
+      { limit: 1000 },
+      chain.commitment,
+    )
+    const fresh = signatures.filter((s) => !s.err).map((s) => s.signature)
+    if (fresh.length === 0) continue
+    const known = new Set(
+      (
+        await db.selectFrom('push_transfers').select('signature').where('signature', 'in', fresh).execute()
+      ).map((r) => r.signature),
+    )
+    for (const signature of fresh.filter((s) => !known.has(s)).reverse()) {
+      const tx = await chain.connection.getTransaction(signature, {
+        commitment: chain.commitment,
+        maxSupportedTransactionVersion: 0,
+      })
+      if (!tx?.meta || tx.meta.err) continue
+      for (const asset of assets) {
+        const mint = await chain.mintInfo(asset)
+        const found = creditOf(tx, chain, mint, payment.reference)
+        if (!found) continue
+        const due = price({ unit: payment.amount_unit, value: payment.amount_value }, asset)
+        if (due === null) continue
+        const transfer: FoundPushTransfer = {
+          paymentId: payment.id,
+          signature,
+          chainId: chain.caip2,
+          asset: asset.id,
+          holder: holderOf(chain.caip2, chain.service.publicKey.toBase58()),
+          sender: found.sender ? `${chain.caip2}:${found.sender}` : null,
+          amount: found.amount,
+          slot: tx.slot,
+        }
+        outcomes.push(
+          await applyPushTransfer(db, {
+            config,
+            transfer,
+            due,
+            settlement: {
+              intervalMs: config.settlementIntervalMs,
+              jobKind: solanaJobKinds.settle,
+              depositRefundJobKind: solanaJobKinds.depositRefund,
+            },
+            now,
+          }),
+        )
+      }
+    }
+  }
+  await holdUnpaidPushes(db, now)
+  return outcomes
+}
+
+/**
+ * What `tx` credited to the service's collection token account of `mint` (its token balance change, as
+ * Solana Pay's validateTransfer reads it), and whose token account paid it; undefined when the
+ * reference is not among its keys or nothing arrived there.
+ */
+export function creditOf(
+  tx: VersionedTransactionResponse,
+  chain: SolanaChain,
+  mint: MintInfo,
+  reference: string,
+): { amount: bigint; sender: string | undefined } | undefined {
+  const meta = tx.meta
+  if (!meta) return undefined
+  const keys = tx.transaction.message.getAccountKeys({ accountKeysFromLookups: meta.loadedAddresses ?? null })
+  const all = [
+    ...keys.staticAccountKeys,
+    ...(keys.accountKeysFromLookups?.writable ?? []),
+    ...(keys.accountKeysFromLookups?.readonly ?? []),
+  ]
+  if (!all.some((key) => key.toBase58() === reference)) return undefined
+  const account = collectionTokenAccount(chain, mint)
+  const mintText = mint.mint.toBase58()
+  const at = (balances: typeof meta.preTokenBalances, index: number) =>
+    BigInt(
+      balances?.find((b) => b.accountIndex === index && b.mint === mintText)?.uiTokenAmount.amount ?? '0',
+    )
+  const index = all.findIndex((key) => key.equals(account))
+  if (index === -1) return undefined
+  const amount = at(meta.postTokenBalances, index) - at(meta.preTokenBalances, index)
+  if (amount <= 0n) return undefined
+  const sender = (meta.preTokenBalances ?? []).find(
+    (b) =>
+      b.mint === mintText &&
+      b.accountIndex !== index &&
+      at(meta.postTokenBalances, b.accountIndex) < BigInt(b.uiTokenAmount.amount),
+  )?.owner
+  return { amount, sender }
+}
+
+/** Whether `asset` is one of the chain's push assets. */
+export function pushAsset(chain: SolanaChain, asset: string): AssetConfig | undefined {
+  return chain.assets.find((a) => a.push !== false && sameCaip(a.id, asset))
+}

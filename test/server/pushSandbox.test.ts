@@ -1,0 +1,105 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createTestServer, type TestServer } from './harness.js'
+import { createMerchant, createPayment, headers } from './helpers.js'
+
+/**
+ * Test mode's pushed transfers (docs/push-payments.md): no chain, the live path's own rules. A payment
+ * of USD 12.50 costs 12,500,000 minor units of the test USDC.
+ */
+let t: TestServer
+let key: string
+let merchantId: string
+beforeAll(async () => {
+  t = await createTestServer()
+  key = (await t.createKey('test')).apiKey
+  merchantId = await createMerchant(t, key)
+})
+afterAll(() => t?.close())
+
+const push = (paymentId: string, body: Record<string, unknown> = {}) =>
+  t.request({
+    method: 'POST',
+    url: `/v1/test/payments/${paymentId}/push`,
+    headers: headers(key, merchantId),
+    payload: body,
+  })
+
+describe('POST /v1/test/payments/:id/push', () => {
+  it('received in two parts: pending while underpaid (shown as received), then succeeded', async () => {
+    const id = await createPayment(t, key, merchantId)
+    const first = await push(id, { amount: '5000000' })
+    expect(first.statusCode, first.body).toBe(200)
+    expect(first.json).toEqual({
+      outcome: 'pending',
+      status: 'requires_action',
+      received: '5000000',
+      due: '12500000',
+    })
+    const shown = await t.request({
+      method: 'GET',
+      url: `/v1/payments/${id}`,
+      headers: headers(key, merchantId),
+    })
+    expect(shown.json.received).toEqual([expect.objectContaining({ value: '5000000' })])
+    const rest = await push(id, { amount: '7500000' })
+    expect(rest.json).toMatchObject({ outcome: 'succeeded', status: 'succeeded', received: '12500000' })
+    const done = await t.request({
+      method: 'GET',
+      url: `/v1/payments/${id}`,
+      headers: headers(key, merchantId),
+    })
+    expect(done.json).toMatchObject({ status: 'succeeded', source: 'push', info: { txId: `test:${id}` } })
+    // Paid again: a deposit.
+    const twice = await push(id)
+    expect(twice.json).toMatchObject({
+      outcome: 'deposit',
+      reason: 'duplicate',
+      depositId: expect.any(String),
+    })
+  })
+
+  it('overpaid succeeds; late (after cancel) is a deposit the partner lists', async () => {
+    const over = await createPayment(t, key, merchantId)
+    expect((await push(over, { amount: '20000000' })).json).toMatchObject({
+      outcome: 'succeeded',
+      received: '20000000',
+    })
+    const late = await createPayment(t, key, merchantId)
+    const cancel = await t.request({
+      method: 'POST',
+      url: `/v1/payments/${late}/cancel`,
+      headers: headers(key, merchantId),
+    })
+    expect(cancel.statusCode, cancel.body).toBe(200)
+    const pushed = await push(late)
+    expect(pushed.json).toMatchObject({ outcome: 'deposit', reason: 'late', status: 'cancelled' })
+    const listed = await t.request({ method: 'GET', url: '/v1/deposits', headers: headers(key) })
+    expect(listed.statusCode, listed.body).toBe(200)
+    expect(listed.json.deposits).toContainEqual(
+      expect.objectContaining({
+        depositId: pushed.json.depositId,
+        paymentId: late,
+        reason: 'late',
+        status: 'held',
+      }),
+    )
+  })
+
+  it('is refused with a live key and for an unknown asset', async () => {
+    const id = await createPayment(t, key, merchantId)
+    const unknown = await push(id, { asset: 'eip155:1/erc20:0x0000000000000000000000000000000000000001' })
+    expect(unknown.statusCode).toBe(400)
+    expect(unknown.json.code).toBe('params_validation')
+    const liveKey = (await t.createKey('live')).apiKey
+    const liveMerchant = await createMerchant(t, liveKey)
+    const livePayment = await createPayment(t, liveKey, liveMerchant)
+    const refused = await t.request({
+      method: 'POST',
+      url: `/v1/test/payments/${livePayment}/push`,
+      headers: headers(liveKey, liveMerchant),
+      payload: {},
+    })
+    expect(refused.statusCode).toBe(403)
+    expect(refused.json.code).toBe('not_sandbox_api_key')
+  })
+})
