@@ -215,6 +215,8 @@ function decodeForSigner(
     chainId: request.chainId,
     ...(policy.allowFeePayer !== undefined && { allowFeePayer: policy.allowFeePayer }),
     ...(policy.maxFeeLamports !== undefined && { maxFeeLamports: policy.maxFeeLamports }),
+    ...(policy.delegates !== undefined && { delegates: policy.delegates }),
+    ...(request.subscription && { subscription: request.subscription }),
   })
   const x402 = readX402Terms(param)
   if (!x402) return { decoded }

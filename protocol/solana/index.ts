@@ -2,6 +2,7 @@
 export { decodeBase64, encodeBase64 } from './base64.js'
 export {
   type AdvanceNonceInstruction,
+  type ApproveCheckedInstruction,
   associatedTokenAddress,
   bytesEqual,
   type ComputeBudgetInstruction,
@@ -19,10 +20,12 @@ export {
   type TransferCheckedInstruction,
 } from './decodeSolanaTransaction.js'
 export {
+  approveCheckedTag,
   associatedTokenProgramId,
   computeBudgetProgramId,
   memoProgramIds,
   precompileProgramIds,
+  revokeTag,
   systemProgramId,
   token2022ProgramId,
   tokenProgramId,

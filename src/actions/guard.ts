@@ -1,6 +1,8 @@
 import { canonicalCaip, sameCaip } from '../caip/caip.js'
 import type { Amount } from '../contract/common.js'
+import type { SubscriptionTerms } from '../contract/gateway.js'
 import { isPayError, PayError } from '../errors/PayError.js'
+import { checkMandate } from './mandate.js'
 import type { RoutedAction } from './route.js'
 import type { ActionInspection, Signer, SignerRequest } from './types.js'
 
@@ -32,6 +34,17 @@ export interface GuardContext {
    * against the same amount.
    */
   stillAuthorized?: bigint
+  /** The option's subscription terms, on a subscription's option only: a mandate is signed only under them. */
+  subscription?: SubscriptionTerms
+  /** The option's `expiresAt` (unix seconds): a mandate's grant may not stay submittable much past it. */
+  expiresAt?: number
+  /**
+   * What mandates earlier rounds of this payment signed still allow (the exposure ledger), minor units:
+   * they count with the new mandate against the terms' bound.
+   */
+  stillMandated?: bigint
+  /** Unix seconds now; default the wallet's clock. */
+  now?: number
 }
 
 /**
@@ -43,7 +56,10 @@ export interface GuardContext {
  *   advertised account on that chain;
  * - the signer decodes the action (`inspect`); an action it cannot decode is not signed;
  * - every decoded transfer is in the option's asset (canonical identity), states the option's
- *   decimals when it states any, and together with what earlier rounds left valid they do not exceed the option's amount.
+ *   decimals when it states any, and together with what earlier rounds left valid they do not exceed the option's amount;
+ * - a mandate (a standing allowance: Permit2 `PermitSingle`, SPL `ApproveChecked`) only inside an option
+ *   with subscription terms, and bounded by them (`checkMandate`): with what the option moves once and
+ *   what earlier mandates still allow, at most the price times the periods.
  * Resolves with what it approved: the one decoding the review is built from (review.ts), so what the
  * wallet shows is what was checked.
  */
@@ -60,6 +76,7 @@ export async function guardActions(
     approved.push({ ...action, inspection: checked.inspection })
   }
   total -= countedTwice(approved.map((action) => action.inspection))
+  checkMandates(approved, context, total)
   const earlier = context.stillAuthorized ?? 0n
   if (total + earlier > limit) {
     throw rejected(
@@ -75,17 +92,37 @@ export async function guardActions(
   return { actions: approved, total }
 }
 
+/** Every mandate of the option, bounded by its terms together with what else the option may move. */
+function checkMandates(approved: readonly ApprovedAction[], context: GuardContext, oneTime: bigint): void {
+  const { account, amount, subscription } = context
+  let counted = (context.stillMandated ?? 0n) + (subscription ? oneTime : 0n)
+  for (const { request, inspection } of approved) {
+    const { mandate } = inspection
+    if (!mandate) continue
+    checkMandate(mandate, {
+      option: { account, amount, expiresAt: context.expiresAt ?? 0, subscription },
+      chainId: request.chainId,
+      signer: inspection.account,
+      now: context.now ?? Math.floor(Date.now() / 1000),
+      alsoCounted: counted,
+    })
+    counted += mandate.amount
+  }
+}
+
 /**
  * An approval of a contract (Permit2) and a transfer that contract pulls out of it, in the same option,
- * are one movement: the part of them both sums count, at most the smaller of the two. Only an approval
- * (never a transfer to that contract) is netted, so a transfer sent there still counts in full.
+ * are one movement: the part of them both sums count, at most the smaller of the two. A mandate through
+ * that contract is such a pull too (the approval is its rail). Only an approval (never a transfer to that
+ * contract) is netted, so a transfer sent there still counts in full.
  */
 function countedTwice(inspections: readonly ActionInspection[]): bigint {
   const approved = new Map<string, bigint>()
   const pulled = new Map<string, bigint>()
   const add = (map: Map<string, bigint>, key: string, amount: bigint) =>
     map.set(key, (map.get(key) ?? 0n) + amount)
-  for (const { transfers } of inspections) {
+  for (const { transfers, mandate } of inspections) {
+    if (mandate?.through) add(pulled, canonicalCaip(mandate.through), mandate.amount)
     for (const transfer of transfers) {
       if (transfer.through) add(pulled, canonicalCaip(transfer.through), transfer.amount)
       else if (transfer.approval && transfer.to) add(approved, canonicalCaip(transfer.to), transfer.amount)
@@ -105,7 +142,7 @@ function countedTwice(inspections: readonly ActionInspection[]): bigint {
  */
 export async function checkAction(
   { index, signer, request }: RoutedAction,
-  context: Pick<GuardContext, 'accounts' | 'account' | 'amount'>,
+  context: Pick<GuardContext, 'accounts' | 'account' | 'amount' | 'subscription'>,
 ): Promise<{ total: bigint; inspection: ActionInspection }> {
   const asset = context.amount.unit.startsWith('caip19/') ? context.amount.unit.slice(7) : undefined
   const facts = { index, chainId: request.chainId, method: request.method }
@@ -124,6 +161,13 @@ export async function checkAction(
       ...facts,
       account: inspection.account,
       optionAccount: context.account,
+    })
+  }
+  // Whatever path reads the action (x402, a rebuilt round), a standing allowance needs terms to bound it.
+  if (inspection.mandate && !context.subscription) {
+    throw rejected('A mandate (a standing allowance) is signed only inside a subscription option.', {
+      ...facts,
+      rule: 'mandate_outside_subscription',
     })
   }
   let total = 0n

@@ -17,6 +17,8 @@ export interface ExposureEntry {
 export interface Exposure {
   /** What the entries not proved dead can move (or moved), in the option's minor units. */
   counted: bigint
+  /** What the mandates among them that may still be drawn on allow, minor units. */
+  mandated: bigint
   /** An entry was proved used: the option is paid. */
   spent: boolean
 }
@@ -26,8 +28,8 @@ const maxRebuilds = 2
 
 /** What the signing guard checks the selected option's actions against. */
 export function guardContext({ data }: FlowRun) {
-  const { account, amount } = data.option!
-  return { accounts: data.accounts, account, amount }
+  const { account, amount, expiresAt, subscription } = data.option!
+  return { accounts: data.accounts, account, amount, expiresAt, ...(subscription && { subscription }) }
 }
 
 /**
@@ -35,14 +37,24 @@ export function guardContext({ data }: FlowRun) {
  * the guard off nothing is read (nothing counts).
  */
 export async function readExposure(run: FlowRun, entries: readonly ExposureEntry[]): Promise<Exposure> {
-  const exposure: Exposure = { counted: 0n, spent: false }
+  const exposure: Exposure = { counted: 0n, mandated: 0n, spent: false }
   if (run.config.guard === 'off') return exposure
   const routed = routeActions(
     run.registry,
     entries.map((entry) => entry.action),
+    run.data.option!.subscription,
   )
   for (const [index, action] of routed.entries()) {
-    const { total } = await checkAction(action, guardContext(run))
+    const { total, inspection } = await checkAction(action, guardContext(run))
+    const { mandate } = inspection
+    // A mandate counts its whole allowance until the wallet's node proves it expired or ended.
+    if (mandate) {
+      const status = await action.signer
+        .mandateStatus?.(action.request, entries[index]!.result)
+        .catch(() => undefined)
+      if (status !== 'expired' && status !== 'ended') exposure.mandated += mandate.amount
+      continue
+    }
     if (total === 0n) continue
     const status = await action.signer
       .signatureStatus?.(action.request, entries[index]!.result)

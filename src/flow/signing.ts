@@ -34,15 +34,15 @@ export async function reviewActions(
 ): Promise<{ routed: RoutedAction[]; review?: PaymentReview }> {
   const actions = run.data.actions!
   const signal = run.controller.signal
-  const routed = routeActions(run.registry, actions)
+  const routed = routeActions(run.registry, actions, run.data.option!.subscription)
   const { guard, review: describe } = run.config
   if (guard === 'off') return { routed }
-  const { counted, spent } = await abortable(readExposure(run, run.data.exposure), signal)
+  const { counted, mandated, spent } = await abortable(readExposure(run, run.data.exposure), signal)
   if (spent) {
     throw new PayError({ code: 'action_rejected', message: 'An earlier signature paid this option.' })
   }
   const approved = await abortable(
-    guardActions(routed, { ...guardContext(run), stillAuthorized: counted }),
+    guardActions(routed, { ...guardContext(run), stillAuthorized: counted, stillMandated: mandated }),
     signal,
   )
   if (!describe) return { routed }
