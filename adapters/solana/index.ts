@@ -35,6 +35,7 @@ export type {
   KitTransactionPartialSigner,
   KitTransactionSigner,
 } from './kitSigner.js'
+export { revokeSplMandate, type SolanaMandateNode, solanaMandateStatus } from './mandates.js'
 export { type SolanaNode, solanaSignatureStatus } from './signatureStatus.js'
 export type {
   SolanaExpiryOptions,

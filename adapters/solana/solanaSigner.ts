@@ -14,6 +14,7 @@ import {
   type SolanaPolicyOptions,
 } from './inspectSolanaTransaction.js'
 import { type KitTransactionSigner, signWithKit } from './kitSigner.js'
+import { revokeSplMandate, type SolanaMandateNode, solanaMandateStatus } from './mandates.js'
 import { blockhashIsValid, type SolanaNode, solanaSignatureStatus } from './signatureStatus.js'
 import {
   isUserRejection,
@@ -144,6 +145,12 @@ export function solanaSigner(options: SolanaSignerOptions): SolanaSigner {
     },
   }
   if (connection) signer.signatureStatus = solanaSignatureStatus(connection, address)
+  // A Connection also reads token accounts and sends: the mandates this key granted can be read and revoked.
+  if (connection && isMandateNode(connection)) {
+    signer.mandateStatus = solanaMandateStatus(connection, address, (request) => signer.inspect(request))
+    signer.revokeMandate = (mandate, { signal } = {}) =>
+      revokeSplMandate(connection, mandate, (decoded) => signSlot(decoded, chains[0]!, signal), { signal })
+  }
   return signer
 }
 
@@ -353,6 +360,15 @@ function readTransactionParam(params: readonly unknown[]): { transaction: string
     })
   }
   return first as { transaction: string; x402?: unknown }
+}
+
+function isMandateNode(node: SolanaNode): node is SolanaMandateNode {
+  const candidate = node as Partial<SolanaMandateNode>
+  return (
+    typeof candidate.getAccountInfo === 'function' &&
+    typeof candidate.getLatestBlockhash === 'function' &&
+    typeof candidate.sendRawTransaction === 'function'
+  )
 }
 
 function isCaip2(chain: string): boolean {

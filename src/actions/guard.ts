@@ -2,9 +2,8 @@ import { canonicalCaip, sameCaip } from '../caip/caip.js'
 import type { Amount } from '../contract/common.js'
 import type { SubscriptionTerms } from '../contract/gateway.js'
 import { isPayError, PayError } from '../errors/PayError.js'
-import { checkMandate } from './mandate.js'
 import type { RoutedAction } from './route.js'
-import type { ActionInspection, Signer, SignerRequest } from './types.js'
+import type { ActionInspection, MandatePolicy, Signer, SignerRequest } from './types.js'
 
 /** One action the guard let through, with what its signer decoded: what the review shows (review.ts). */
 export interface ApprovedAction {
@@ -45,6 +44,8 @@ export interface GuardContext {
   stillMandated?: bigint
   /** Unix seconds now; default the wallet's clock. */
   now?: number
+  /** Bounds mandates by the option's terms (caipay/subscriptions' `createMandates`); without it none is signed. */
+  mandates?: MandatePolicy
 }
 
 /**
@@ -76,7 +77,10 @@ export async function guardActions(
     approved.push({ ...action, inspection: checked.inspection })
   }
   total -= countedTwice(approved.map((action) => action.inspection))
-  checkMandates(approved, context, total)
+  if (approved.some((action) => action.inspection.mandate)) {
+    if (!context.mandates) throw rejected('Mandates are off.', { rule: 'mandates_off' })
+    context.mandates.check(approved, { ...context, oneTime: total })
+  }
   const earlier = context.stillAuthorized ?? 0n
   if (total + earlier > limit) {
     throw rejected(
@@ -90,24 +94,6 @@ export async function guardActions(
     )
   }
   return { actions: approved, total }
-}
-
-/** Every mandate of the option, bounded by its terms together with what else the option may move. */
-function checkMandates(approved: readonly ApprovedAction[], context: GuardContext, oneTime: bigint): void {
-  const { account, amount, subscription } = context
-  let counted = (context.stillMandated ?? 0n) + (subscription ? oneTime : 0n)
-  for (const { request, inspection } of approved) {
-    const { mandate } = inspection
-    if (!mandate) continue
-    checkMandate(mandate, {
-      option: { account, amount, expiresAt: context.expiresAt ?? 0, subscription },
-      chainId: request.chainId,
-      signer: inspection.account,
-      now: context.now ?? Math.floor(Date.now() / 1000),
-      alsoCounted: counted,
-    })
-    counted += mandate.amount
-  }
 }
 
 /**
@@ -142,7 +128,7 @@ function countedTwice(inspections: readonly ActionInspection[]): bigint {
  */
 export async function checkAction(
   { index, signer, request }: RoutedAction,
-  context: Pick<GuardContext, 'accounts' | 'account' | 'amount' | 'subscription'>,
+  context: Pick<GuardContext, 'accounts' | 'account' | 'amount'>,
 ): Promise<{ total: bigint; inspection: ActionInspection }> {
   const asset = context.amount.unit.startsWith('caip19/') ? context.amount.unit.slice(7) : undefined
   const facts = { index, chainId: request.chainId, method: request.method }
@@ -161,13 +147,6 @@ export async function checkAction(
       ...facts,
       account: inspection.account,
       optionAccount: context.account,
-    })
-  }
-  // Whatever path reads the action (x402, a rebuilt round), a standing allowance needs terms to bound it.
-  if (inspection.mandate && !context.subscription) {
-    throw rejected('A mandate (a standing allowance) is signed only inside a subscription option.', {
-      ...facts,
-      rule: 'mandate_outside_subscription',
     })
   }
   let total = 0n

@@ -71,8 +71,11 @@ export function routeAction(
       context: { index, chainId, method, namespace },
     })
   }
-  const request = { chainId, method, params: parseActionParams(params, index) }
-  return { index, signer, request: subscription ? { ...request, subscription } : request }
+  return {
+    index,
+    signer,
+    request: { chainId, method, params: parseActionParams(params, index), subscription } as SignerRequest,
+  }
 }
 
 /**

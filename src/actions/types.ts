@@ -1,4 +1,5 @@
-import type { SubscriptionTerms } from '../contract/gateway.js'
+import type { PaymentOption, SubscriptionTerms, WalletRpcAction } from '../contract/gateway.js'
+import type { ApprovedAction, GuardContext } from './guard.js'
 
 /**
  * The signer interface: one plain object per CAIP-2 namespace (`eip155`, `solana`, ...).
@@ -78,6 +79,79 @@ export interface InspectedMandate {
  * or the delegation gone (revoked, or drawn in full).
  */
 export type MandateStatus = 'live' | 'expired' | 'ended'
+
+/** What a mandate is checked against besides itself. */
+export interface MandateContext {
+  /** The option the mandate is signed for: its terms, account, amount and expiry. */
+  option: Pick<PaymentOption, 'account' | 'amount' | 'expiresAt' | 'subscription'>
+  /** The action's CAIP-2 chain. */
+  chainId: string
+  /** The CAIP-10 account the signer would sign with (already bound to the option's account). */
+  signer: string
+  /** Unix seconds now (the wallet's clock). */
+  now: number
+  /** What earlier mandates of this payment that may still be drawn on allow, and what else the option moves, minor units. */
+  alsoCounted: bigint
+}
+
+/** A mandate as stored: plain JSON (amounts as decimal strings). */
+export type StoredMandate = Omit<InspectedMandate, 'amount'> & { amount: string }
+
+/**
+ * One mandate the wallet granted, as the flow records it once its signer returned: what the guard
+ * decoded and checked, the terms it was checked against, and the signed action with its result (what
+ * the signer's node is asked about later).
+ */
+export interface GrantedMandate {
+  /** `<paymentId>:<action index>`: one grant per signed action. */
+  id: string
+  paymentId: string
+  optionId: string
+  terms: SubscriptionTerms
+  mandate: StoredMandate
+  action: WalletRpcAction
+  result: string
+  /** Unix seconds, the wallet's clock. */
+  grantedAt: number
+  /** The revoking transaction's id, once `revokeMandate` sent one. */
+  revokedBy?: string
+}
+
+/**
+ * What lets a flow sign mandates at all (`createMandates` in caipay/subscriptions, outside the core's
+ * budget): `check` bounds each mandate by its option's terms (throws a PayError to refuse), `record`
+ * keeps each one granted. Without it the guard signs no mandate.
+ */
+export interface MandatePolicy {
+  /**
+   * Throws a PayError unless every mandate among the approved actions is within its option's terms,
+   * together with `oneTime` (what the option moves once, as the guard counted it) and the context's
+   * `stillMandated`.
+   */
+  check(approved: readonly ApprovedAction[], context: GuardContext & { oneTime: bigint }): void
+  /**
+   * What a mandate an earlier round signed still allows: its whole amount until its signer's node
+   * proves it expired or ended, then 0.
+   */
+  stillAllowed(
+    signer: Signer,
+    request: SignerRequest,
+    result: string,
+    mandate: InspectedMandate,
+  ): Promise<bigint>
+  record(grant: MandateGrant): void | Promise<void>
+}
+
+/** What the flow hands `MandatePolicy.record` once a mandate's signer returned. */
+export interface MandateGrant {
+  paymentId: string
+  option: PaymentOption
+  action: WalletRpcAction
+  /** The action's index in its option. */
+  index: number
+  result: string
+  mandate: InspectedMandate
+}
 
 /** What a wallet knows of an asset from a source it trusts (its own list or node), never the gateway. */
 export interface AssetInfo {

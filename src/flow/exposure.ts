@@ -1,4 +1,4 @@
-import { checkAction } from '../actions/guard.js'
+import { checkAction, type GuardContext } from '../actions/guard.js'
 import { routeActions } from '../actions/route.js'
 import type { WalletRpcAction } from '../contract/gateway.js'
 import { broadcastingMethods } from '../contract/walletMethods.js'
@@ -27,9 +27,16 @@ export interface Exposure {
 const maxRebuilds = 2
 
 /** What the signing guard checks the selected option's actions against. */
-export function guardContext({ data }: FlowRun) {
+export function guardContext({ data, config }: FlowRun) {
   const { account, amount, expiresAt, subscription } = data.option!
-  return { accounts: data.accounts, account, amount, expiresAt, ...(subscription && { subscription }) }
+  return {
+    accounts: data.accounts,
+    account,
+    amount,
+    expiresAt,
+    subscription,
+    mandates: config.mandates,
+  } as GuardContext
 }
 
 /**
@@ -49,10 +56,12 @@ export async function readExposure(run: FlowRun, entries: readonly ExposureEntry
     const { mandate } = inspection
     // A mandate counts its whole allowance until the wallet's node proves it expired or ended.
     if (mandate) {
-      const status = await action.signer
-        .mandateStatus?.(action.request, entries[index]!.result)
-        .catch(() => undefined)
-      if (status !== 'expired' && status !== 'ended') exposure.mandated += mandate.amount
+      exposure.mandated += await run.config.mandates!.stillAllowed(
+        action.signer,
+        action.request,
+        entries[index]!.result,
+        mandate,
+      )
       continue
     }
     if (total === 0n) continue

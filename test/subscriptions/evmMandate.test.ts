@@ -9,11 +9,11 @@ import {
   permit2AllowanceTypedData,
 } from '../../protocol/evm/permit2.js'
 import { guardActions } from '../../src/actions/guard.js'
-import { mandateDeadlineSlackS } from '../../src/actions/mandate.js'
 import { createSignerRegistry } from '../../src/actions/registry.js'
 import { routeActions } from '../../src/actions/route.js'
 import type { PaymentOption, SubscriptionTerms, WalletRpcAction } from '../../src/contract/gateway.js'
 import { isPayError, type PayError } from '../../src/errors/PayError.js'
+import { createMandates, mandateDeadlineSlackS } from '../../src/subscriptions/index.js'
 import { option, payAgainst, rpc, succeeded } from '../adversarial/support.js'
 import { anvilPrivateKeys } from '../anvil.js'
 import { countingAccount } from '../countingAccount.js'
@@ -89,6 +89,7 @@ async function pay(o: PaymentOption, spenders?: string[]) {
     { options: () => ({ body: { options: [o] } }), confirm: () => ({ body: succeeded }) },
     [s],
     o.id,
+    { mandates: createMandates({ signers: [s] }) },
   )
   return { ...outcome, calls: calls() }
 }
@@ -138,6 +139,7 @@ describe('EVM subscription mandate (Permit2 PermitSingle) against a hostile gate
         amount: o.amount,
         expiresAt: o.expiresAt,
         ...(o.subscription && { subscription: o.subscription }),
+        mandates: createMandates({ signers: [s] }),
       })
     await expect(guard(ok)).resolves.toMatchObject({ total: 0n })
     // An approve of Permit2 beyond the mandate: the excess counts against the option's amount (one period).

@@ -17,6 +17,7 @@ import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } fr
 import { solanaSigner } from '../../adapters/solana/index.js'
 import type { PaymentOption, SubscriptionTerms } from '../../src/contract/gateway.js'
 import { isPayError, type PayError } from '../../src/errors/PayError.js'
+import { createMandates } from '../../src/subscriptions/index.js'
 import { option, payAgainst, rpc, succeeded } from '../adversarial/support.js'
 import { seededRandom } from '../differential/random.js'
 
@@ -108,6 +109,7 @@ async function pay(
     { options: () => ({ body: { options: [o] } }), confirm: () => ({ body: succeeded }) },
     [signer],
     o.id,
+    { mandates: createMandates({ signers: [signer] }) },
   )
 }
 

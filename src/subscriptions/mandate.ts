@@ -1,7 +1,7 @@
+import type { InspectedMandate, MandateContext } from '../actions/types.js'
 import { sameCaip } from '../caip/caip.js'
-import type { PaymentOption, SubscriptionTerms } from '../contract/gateway.js'
+import type { SubscriptionTerms } from '../contract/gateway.js'
 import { PayError } from '../errors/PayError.js'
-import type { InspectedMandate } from './types.js'
 
 /**
  * The most periods a mandate may cover: 1 000 (over 80 years monthly, close to 3 years daily). Terms
@@ -76,19 +76,6 @@ export function mandateBound(terms: SubscriptionTerms, now: number): { periods: 
     })
   }
   return { periods, total: perPeriod * BigInt(periods) }
-}
-
-export interface MandateContext {
-  /** The option the mandate is signed for: its terms, account, amount and expiry. */
-  option: Pick<PaymentOption, 'account' | 'amount' | 'expiresAt' | 'subscription'>
-  /** The action's CAIP-2 chain. */
-  chainId: string
-  /** The CAIP-10 account the signer would sign with (already bound to the option's account). */
-  signer: string
-  /** Unix seconds now (the wallet's clock). */
-  now: number
-  /** What earlier mandates of this option that may still be drawn on allow, and what else the option moves, minor units. */
-  alsoCounted: bigint
 }
 
 /**
