@@ -13,6 +13,7 @@ import { createSignerRegistry } from '../../src/actions/registry.js'
 import { routeActions } from '../../src/actions/route.js'
 import type { PaymentOption, SubscriptionTerms, WalletRpcAction } from '../../src/contract/gateway.js'
 import { isPayError, type PayError } from '../../src/errors/PayError.js'
+import { createReviewer, type PaymentReview } from '../../src/review/index.js'
 import { createMandates, mandateDeadlineSlackS } from '../../src/subscriptions/index.js'
 import { option, payAgainst, rpc, succeeded } from '../adversarial/support.js'
 import { anvilPrivateKeys } from '../anvil.js'
@@ -85,13 +86,18 @@ function signer(spenders = [`${chain}:${permit2Address}`, `${chain}:${service}`]
 
 async function pay(o: PaymentOption, spenders?: string[]) {
   const { signer: s, calls } = signer(spenders)
+  const reviews: PaymentReview[] = []
   const outcome = await payAgainst(
     { options: () => ({ body: { options: [o] } }), confirm: () => ({ body: succeeded }) },
     [s],
     o.id,
-    { mandates: createMandates({ signers: [s] }) },
+    {
+      mandates: createMandates({ signers: [s] }),
+      review: createReviewer(),
+      onReview: (r) => reviews.push(r) > 0,
+    },
   )
-  return { ...outcome, calls: calls() }
+  return { ...outcome, calls: calls(), reviews }
 }
 
 async function expectRefused(o: PaymentOption, rule?: string, spenders?: string[]): Promise<PayError> {
@@ -110,9 +116,20 @@ describe('EVM subscription mandate (Permit2 PermitSingle) against a hostile gate
       grant = honestGrant(built)
       return [grantAction(grant)]
     })
-    const { result, calls, gateway } = await pay(o)
+    const { result, calls, gateway, reviews } = await pay(o)
     expect(result).toMatchObject({ status: 'succeeded' })
     expect(calls).toBe(1)
+    // The review describes the mandate from the decoded grant, never from the gateway's texts.
+    expect(reviews[0]!.actions[0]).toMatchObject({
+      intent: 'mandate',
+      moves: [],
+      mandate: {
+        asset: { id: asset },
+        amount: perPeriod * 12n,
+        spender: terms.spender,
+        expiration: terms.endAt,
+      },
+    })
     const [signature] = (gateway.calls.confirm![0] as { results: Hex[] }).results
     expect(await recoverAddress({ hash: permit2AllowanceHash(grant!), signature: signature! })).toBe(payer)
   })
