@@ -7,6 +7,7 @@ const entries: Record<string, string> = {
   'client/index': 'src/client/index.ts',
   'x402/index': 'src/x402/index.ts',
   'review/index': 'src/review/index.ts',
+  'subscriptions/index': 'src/subscriptions/index.ts',
   'server/index': 'src/server/index.ts',
   'server/cli': 'src/server/cli.ts',
   'adapters/evm/index': 'adapters/evm/index.ts',

@@ -6,11 +6,18 @@ export { isUserRejection, userRejectedCode } from './actions/rejection.js'
 export type {
   ActionInspection,
   AssetInfo,
+  GrantedMandate,
+  InspectedMandate,
   InspectedTransfer,
   KnownAsset,
+  MandateContext,
+  MandateGrant,
+  MandatePolicy,
+  MandateStatus,
   SignatureStatus,
   Signer,
   SignerRequest,
+  StoredMandate,
 } from './actions/types.js'
 export { formatAmount, fromDecimalString, parseMinor, toDecimalString } from './amount/amount.js'
 export {
@@ -36,6 +43,7 @@ export { defaultRetryPolicy, type RetryPolicy } from './client/retry.js'
 // The catalogues of codes (serviceErrorCodes, clientErrorCodes, serviceErrorStatus) are values a wallet
 // never needs at run time: they are exported by caipay/client; the core keeps their types.
 export { apiVersions, type ServiceErrorCode } from './contract/errors.js'
+export type { SubscriptionTerms } from './contract/gateway.js'
 // Types only from the zod contract modules: importing their values would bundle zod (the core checks with
 // the JSON Schemas generated from them, src/contract/generated).
 export type {

@@ -14,6 +14,7 @@ import { readAssetInfo } from './assetInfo.js'
 import type { EvmAccountRef, EvmBackend, ReceiptOptions } from './backend.js'
 import { type Eip1193Provider, eip1193Backend } from './eip1193Backend.js'
 import { rejected, throwIfAborted, toPayError, withAbort } from './errors.js'
+import { evmMandateStatus, permit2RevokeCall } from './mandates.js'
 import { evmSignatureStatus } from './signatureStatus.js'
 import { clientsForAccount, viemBackend } from './viemBackend.js'
 
@@ -95,6 +96,20 @@ export function evmSigner(options: EvmSignerOptions): EvmSigner {
     },
     inspect: (request) => decodeEvmAction(request, options),
     signatureStatus: evmSignatureStatus((chainId) => backend.node(chainId), options),
+    mandateStatus: evmMandateStatus((chainId) => backend.node(chainId), options),
+    async revokeMandate(mandate, { signal } = {}) {
+      // Built from the decoded mandate alone: the owner's own key zeroes the allowance it granted.
+      const { from, to, data, chainId } = permit2RevokeCall(mandate)
+      const context = { chainId: `eip155:${chainId}`, method: 'revokeMandate' }
+      assertOwnAccount(backend.accounts, chainId, from)
+      try {
+        const hash = await withAbort(backend.sendTransaction(chainId, { from, to, data }), signal)
+        await confirm(backend, chainId, hash, signal)
+        return hash
+      } catch (error) {
+        throw toPayError(error, context)
+      }
+    },
     describeAsset: (asset) =>
       readAssetInfo(
         asset,

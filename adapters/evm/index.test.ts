@@ -9,12 +9,14 @@ it('exports exactly this API', () => {
       "decodeTransaction",
       "decodeTypedData",
       "evmForwardParams",
+      "evmMandateStatus",
       "evmMethods",
       "evmSignatureStatus",
       "evmSigner",
       "parsePersonalSignParams",
       "parseTransactionParams",
       "parseTypedDataParams",
+      "permit2RevokeCall",
     ]
   `)
 })

@@ -24,4 +24,5 @@ export {
   evmSigner,
   type SignMessageRequest,
 } from './evmSigner.js'
+export { evmMandateStatus, permit2RevokeCall } from './mandates.js'
 export { type EvmNode, evmSignatureStatus } from './signatureStatus.js'

@@ -35,6 +35,8 @@ export function evmSignatureStatus(
     if (signable.kind !== 'typedData') return 'live'
     const rpc = typeof node === 'function' ? node(chainId) : node
     const { primaryType, domain, message } = signable.typedData
+    // A mandate's fate is `mandateStatus`'s to read (Permit2's allowance), not a one-time signature's.
+    if (primaryType === 'PermitSingle') return 'live'
     const block = (await rpc.request({
       method: 'eth_getBlockByNumber',
       params: ['latest', false],

@@ -3,6 +3,7 @@
 // this plus what needs web3.js: a Keypair signer and the x402 transaction builder.
 export type {
   AdvanceNonceInstruction,
+  ApproveCheckedInstruction,
   ComputeBudgetInstruction,
   CreateAssociatedTokenAccountInstruction,
   DecodedSolanaTransaction,

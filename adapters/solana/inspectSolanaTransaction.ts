@@ -5,7 +5,9 @@ import {
   maxFeeLamports,
   type SolanaInstruction,
 } from '../../protocol/solana/index.js'
-import type { ActionInspection, InspectedTransfer } from '../../src/actions/types.js'
+import type { ActionInspection, InspectedMandate, InspectedTransfer } from '../../src/actions/types.js'
+import { sameCaip } from '../../src/caip/caip.js'
+import type { SubscriptionTerms } from '../../src/contract/gateway.js'
 import { PayError } from '../../src/errors/PayError.js'
 
 export interface SolanaPolicyOptions {
@@ -21,6 +23,12 @@ export interface SolanaPolicyOptions {
    * (0.001 SOL).
    */
   maxFeeLamports?: bigint
+  /**
+   * CAIP-10 accounts an SPL delegation (`ApproveChecked`, a subscription's mandate) may name as its
+   * delegate, e.g. a service's charging key. Default none: no delegation is signed. The guard still
+   * bounds the delegated amount by the subscription's terms.
+   */
+  delegates?: readonly string[]
 }
 
 /** Default `maxFeeLamports`: far above an honest payment's fee, far below what a hostile one could set. */
@@ -32,6 +40,11 @@ export interface CheckSolanaTransactionParameters extends SolanaPolicyOptions {
   signer: string
   /** CAIP-2 chain id, for error context. */
   chainId: string
+  /**
+   * The option's subscription terms: only with them may the transaction delegate the signer's tokens
+   * (one `ApproveChecked`, nothing else but compute-budget instructions).
+   */
+  subscription?: SubscriptionTerms
 }
 
 /**
@@ -93,6 +106,7 @@ export function checkSolanaTransaction(parameters: CheckSolanaTransactionParamet
       count: funded.length,
     })
   }
+  checkDelegation(parameters)
   for (const instruction of decoded.instructions) {
     const reason = disallowedReason(instruction, signer, parameters.allowFeePayer === true)
     if (reason) {
@@ -130,10 +144,57 @@ function disallowedReason(
       return instruction.accounts.includes(signer) ? 'signer advances a nonce account' : undefined
     case 'createAssociatedTokenAccount':
       return instruction.payer === signer && !allowFeePayer ? 'signer funds a token account' : undefined
+    case 'approveChecked':
+      // Only the mandate `checkDelegation` read: the signer's own account delegated by the signer.
+      if (!instruction.accounts.includes(signer)) return undefined
+      return instruction.owner === signer &&
+        instruction.extraAccounts.length === 0 &&
+        instruction.source === associatedTokenAddress(signer, instruction.mint, instruction.programId)
+        ? undefined
+        : 'signer serves a delegation of another account'
     case 'other':
       return instruction.programId === signer || instruction.accounts.includes(signer)
         ? 'unrecognised instruction involves the signer'
         : undefined
+  }
+}
+
+/**
+ * A delegation of the signer's tokens (SPL `ApproveChecked`, owner the signer) is a subscription's
+ * mandate: refused outside a subscription option; inside one, the transaction holds that one
+ * instruction and compute-budget instructions only, and its delegate is one `delegates` allow-lists.
+ */
+function checkDelegation(parameters: CheckSolanaTransactionParameters): void {
+  const { decoded, signer, chainId, subscription } = parameters
+  const account = `${chainId}:${signer}`
+  const grants = decoded.instructions.filter(
+    (ix) => ix.kind === 'approveChecked' && ix.accounts.includes(signer),
+  )
+  if (grants.length === 0) return
+  const grant = grants[0]!
+  const context = { chainId, account, instructionIndex: grant.index }
+  if (!subscription) {
+    throw rejected('A delegation (a standing allowance) is signed only inside a subscription option.', {
+      ...context,
+      rule: 'mandate_outside_subscription',
+    })
+  }
+  const others = decoded.instructions.filter((ix) => ix !== grant && ix.kind !== 'computeBudget')
+  if (grants.length > 1 || others.length > 0) {
+    throw rejected('A mandate transaction holds its delegation and compute-budget instructions only.', {
+      ...context,
+      rule: 'mandate_transaction',
+      instructions: decoded.instructions.map((ix) => ix.kind),
+    })
+  }
+  if (grant.kind !== 'approveChecked') return
+  const delegate = `${chainId}:${grant.delegate}`
+  if (!parameters.delegates?.some((allowed) => sameCaip(allowed, delegate))) {
+    throw rejected('A delegation to a delegate the wallet did not allow-list is not signed.', {
+      ...context,
+      rule: 'mandate_delegate_not_allowed',
+      spender: delegate,
+    })
   }
 }
 
@@ -158,7 +219,19 @@ export function inspectSolanaTransaction(parameters: InspectSolanaTransactionPar
       owners.set(ix.account, ix.owner)
   }
   const transfers: InspectedTransfer[] = []
+  let mandate: InspectedMandate | undefined
   for (const ix of decoded.instructions) {
+    // A delegation the signer grants (checkSolanaTransaction let it through only under subscription terms).
+    if (ix.kind === 'approveChecked' && ix.owner === signer) {
+      mandate = {
+        kind: 'splDelegate',
+        asset: `${chainId}/token:${ix.mint}`,
+        amount: ix.amount,
+        spender: `${chainId}:${ix.delegate}`,
+        owner: `${chainId}:${signer}`,
+        decimals: ix.decimals,
+      }
+    }
     if (ix.kind !== 'transferChecked') continue
     const fromSigner =
       ix.authority === signer || ix.source === associatedTokenAddress(signer, ix.mint, ix.programId)
@@ -177,6 +250,7 @@ export function inspectSolanaTransaction(parameters: InspectSolanaTransactionPar
     account: `${chainId}:${signer}`,
     transfers,
     ...(fee > 0n && { maxFee: { asset: `${chainId}/slip44:501`, amount: fee } }),
+    ...(mandate && { mandate }),
   }
 }
 

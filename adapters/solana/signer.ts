@@ -88,7 +88,10 @@ export type SignSlot = (
  * returns the complete transaction, base64. It never broadcasts; its node (`connection` or `rpc`), if
  * any, is only read.
  */
-export function solanaSigner(options: SolanaSignerWithoutWeb3Options): SolanaSigner {
+export function solanaSigner(
+  options: SolanaSignerWithoutWeb3Options,
+  extend?: SignerExtension,
+): SolanaSigner {
   return createSolanaSigner(
     'kitSigner' in options
       ? {
@@ -98,13 +101,18 @@ export function solanaSigner(options: SolanaSignerWithoutWeb3Options): SolanaSig
         }
       : fromWalletStandard(options),
     options,
+    extend,
   )
 }
+
+/** What an entry adds to a signer it builds with the signer's own signing (e.g. mandates over web3.js). */
+export type SignerExtension = (signer: SolanaSigner, signSlot: SignSlot) => void
 
 /** A signer over one key's signing (`signSlot`), under the guard and the options' policy and node. */
 export function createSolanaSigner(
   { address, chains, signSlot }: { address: string; chains: string[]; signSlot: SignSlot },
   options: SolanaPolicyOptions & SolanaExpiryOptions,
+  extend?: SignerExtension,
 ): SolanaSigner {
   const { connection, rpc } = options
   if (connection && rpc) {
@@ -157,6 +165,7 @@ export function createSolanaSigner(
     describeAsset: (asset) => readSolanaAssetInfo(asset, chains[0]!, chains.length === 1 ? node : undefined),
   }
   if (node) signer.signatureStatus = signatureStatusFrom(node, address)
+  extend?.(signer, signSlot)
   return signer
 }
 
@@ -228,6 +237,8 @@ function decodeForSigner(
     chainId: request.chainId,
     ...(policy.allowFeePayer !== undefined && { allowFeePayer: policy.allowFeePayer }),
     ...(policy.maxFeeLamports !== undefined && { maxFeeLamports: policy.maxFeeLamports }),
+    ...(policy.delegates !== undefined && { delegates: policy.delegates }),
+    ...(request.subscription && { subscription: request.subscription }),
   })
   const x402 = readX402Terms(param)
   if (!x402) return { decoded }

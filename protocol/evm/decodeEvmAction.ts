@@ -1,5 +1,6 @@
 import type { Address, Hex } from 'viem'
 import type { ActionInspection } from '../../src/actions/types.js'
+import type { SubscriptionTerms } from '../../src/contract/gateway.js'
 import { eip155Account, eip155ChainId, erc20Asset } from './caip.js'
 import { decodeTransaction } from './decodeTransaction.js'
 import { decodeTypedData } from './decodeTypedData.js'
@@ -13,7 +14,12 @@ import {
   type TypedDataPayload,
   toBigInt,
 } from './params.js'
-import { decodePermit2TypedData, isPermit2TypedData, permit2Address } from './permit2.js'
+import {
+  decodePermit2Allowance,
+  decodePermit2TypedData,
+  isPermit2TypedData,
+  permit2Address,
+} from './permit2.js'
 import type { EvmDecodePolicy } from './policy.js'
 
 export interface EvmActionRequest {
@@ -22,6 +28,11 @@ export interface EvmActionRequest {
   method: string
   /** The action's params, parsed from their JSON string. */
   params: readonly unknown[]
+  /**
+   * The option's subscription terms: with them a Permit2 `PermitSingle` is decoded as a mandate (the
+   * guard bounds it by the terms); without them it is refused, as every standing allowance is.
+   */
+  subscription?: SubscriptionTerms
 }
 
 /**
@@ -77,6 +88,37 @@ export function decodeEvmRequest(request: EvmActionRequest, policy: EvmDecodePol
     }
   }
   const { address, typedData } = parseTypedDataParams(method, params)
+  if (isPermit2TypedData(typedData) && typedData.primaryType === 'PermitSingle' && request.subscription) {
+    // Permit2 names no owner: whoever signs grants the allowance, and the guard binds the signer.
+    const { allowance, typedData: rebuilt } = decodePermit2Allowance(chainId, typedData, policy)
+    const account = eip155Account(chainId, address)
+    return {
+      chainId,
+      inspection: {
+        account,
+        transfers: [],
+        ...(allowance.sigDeadline <= BigInt(Number.MAX_SAFE_INTEGER) && {
+          validUntil: Number(allowance.sigDeadline),
+        }),
+        mandate: {
+          kind: 'permit2',
+          asset: erc20Asset(chainId, allowance.token),
+          amount: allowance.amount,
+          spender: eip155Account(chainId, allowance.spender),
+          owner: account,
+          // uint48: always a safe integer.
+          expiration: Number(allowance.expiration),
+          deadline: Number(
+            allowance.sigDeadline < BigInt(Number.MAX_SAFE_INTEGER)
+              ? allowance.sigDeadline
+              : Number.MAX_SAFE_INTEGER,
+          ),
+          through: eip155Account(chainId, permit2Address),
+        },
+      },
+      signable: { kind: 'typedData', address, typedData: rebuilt },
+    }
+  }
   if (isPermit2TypedData(typedData)) {
     // Permit2 signatures name no owner: whoever signs is the payer, and the guard binds the signer.
     const { transfer, typedData: rebuilt } = decodePermit2TypedData(chainId, typedData)

@@ -10,6 +10,7 @@ import {
 } from 'viem'
 import { rejected } from './errors.js'
 import { isRecord, type TypedDataPayload, toBigInt, typedDataChainId } from './params.js'
+import { assertAllowedSpender, type EvmDecodePolicy } from './policy.js'
 
 /** Permit2's address on every chain it is deployed to (Uniswap's CREATE2 deployment). */
 export const permit2Address = getAddress('0x000000000022D473030F116dDEE9F6B43aC78BA3')
@@ -200,27 +201,7 @@ export function decodePermit2TypedData(
   if (primaryType !== 'PermitWitnessTransferFrom') {
     throw rejected('This Permit2 typed data cannot be inspected, so it is not signed.', { primaryType })
   }
-  const domain = typedData.domain as Record<string, unknown>
-  const domainKeys = Object.keys(domain).sort().join(',')
-  if (domainKeys !== 'chainId,name,verifyingContract' || domain.name !== 'Permit2') {
-    throw rejected("The typed data domain is not Permit2's.", { domain: domainKeys })
-  }
-  if (
-    typeof domain.verifyingContract !== 'string' ||
-    !sameAddress(domain.verifyingContract, permit2Address)
-  ) {
-    throw rejected('The typed data names another Permit2 contract than the canonical one.', {
-      verifyingContract: String(domain.verifyingContract),
-    })
-  }
-  const domainChainId = typedDataChainId(typedData)
-  if (domainChainId !== chainId) {
-    throw rejected('The typed data is not bound to the action chain.', { chainId, domainChainId })
-  }
-  const { EIP712Domain, ...types } = typedData.types
-  if (EIP712Domain !== undefined && shape(EIP712Domain) !== shape(domainFields)) {
-    throw rejected('The typed data EIP712Domain type does not match its domain.', {})
-  }
+  const types = permit2Types(chainId, typedData)
   if (
     Object.keys(types).sort().join(',') !== Object.keys(permit2WitnessTypes).sort().join(',') ||
     Object.entries(permit2WitnessTypes).some(([name, fields]) => shape(types[name]) !== shape(fields))
@@ -254,6 +235,83 @@ export function decodePermit2TypedData(
 }
 
 /**
+ * Reads a Permit2 allowance grant (`PermitSingle`: a subscription's mandate), or refuses it: the domain
+ * Permit2's on the action's chain, the struct exactly Permit2's, each field within its Solidity type
+ * (amount uint160, expiration and nonce uint48), the spender one `policy.spenders` allow-lists. Whether
+ * the grant is within a subscription's terms is the guard's to check (src/actions/mandate.ts). Returns
+ * the grant and the typed data rebuilt from it.
+ */
+export function decodePermit2Allowance(
+  chainId: number,
+  typedData: TypedDataPayload,
+  policy: EvmDecodePolicy = {},
+): { allowance: Permit2Allowance; typedData: TypedDataPayload } {
+  if (typedData.primaryType !== 'PermitSingle') {
+    throw rejected('This Permit2 typed data is not an allowance grant.', {
+      primaryType: typedData.primaryType,
+    })
+  }
+  const types = permit2Types(chainId, typedData)
+  if (
+    Object.keys(types).sort().join(',') !== Object.keys(permit2AllowanceTypes).sort().join(',') ||
+    Object.entries(permit2AllowanceTypes).some(([name, fields]) => shape(types[name]) !== shape(fields))
+  ) {
+    throw rejected('The Permit2 typed data does not follow the PermitSingle struct.', {})
+  }
+  const { message } = typedData
+  exactKeys(message, ['details', 'sigDeadline', 'spender'], 'message')
+  const details = message.details
+  if (!isRecord(details)) throw rejected('The Permit2 message is malformed.', {})
+  exactKeys(details, ['amount', 'expiration', 'nonce', 'token'], 'details')
+  const allowance: Permit2Allowance = {
+    chainId,
+    token: address(details.token, 'details.token'),
+    amount: uint(details.amount, 'details.amount', 160),
+    expiration: uint(details.expiration, 'details.expiration', 48),
+    nonce: uint(details.nonce, 'details.nonce', 48),
+    spender: address(message.spender, 'spender'),
+    sigDeadline: uint(message.sigDeadline, 'sigDeadline'),
+  }
+  assertAllowedSpender(policy, `eip155:${chainId}:${allowance.spender}`, {
+    chainId,
+    primaryType: 'PermitSingle',
+  })
+  return { allowance, typedData: permit2AllowanceTypedData(allowance) }
+}
+
+/**
+ * Checks the domain is Permit2's on the action's chain (no other fields, the canonical contract, a
+ * matching `EIP712Domain` type) and returns the typed data's other types.
+ */
+function permit2Types(
+  chainId: number,
+  typedData: TypedDataPayload,
+): Omit<TypedDataPayload['types'], 'EIP712Domain'> {
+  const domain = typedData.domain as Record<string, unknown>
+  const domainKeys = Object.keys(domain).sort().join(',')
+  if (domainKeys !== 'chainId,name,verifyingContract' || domain.name !== 'Permit2') {
+    throw rejected("The typed data domain is not Permit2's.", { domain: domainKeys })
+  }
+  if (
+    typeof domain.verifyingContract !== 'string' ||
+    !sameAddress(domain.verifyingContract, permit2Address)
+  ) {
+    throw rejected('The typed data names another Permit2 contract than the canonical one.', {
+      verifyingContract: String(domain.verifyingContract),
+    })
+  }
+  const domainChainId = typedDataChainId(typedData)
+  if (domainChainId !== chainId) {
+    throw rejected('The typed data is not bound to the action chain.', { chainId, domainChainId })
+  }
+  const { EIP712Domain, ...types } = typedData.types
+  if (EIP712Domain !== undefined && shape(EIP712Domain) !== shape(domainFields)) {
+    throw rejected('The typed data EIP712Domain type does not match its domain.', {})
+  }
+  return types
+}
+
+/**
  * Whether this typed data is for Permit2 (by its domain): such typed data is read by
  * `decodePermit2TypedData` or refused, never by the token decoders.
  */
@@ -280,9 +338,9 @@ function address(value: unknown, field: string): Address {
   return getAddress(value)
 }
 
-function uint(value: unknown, field: string): bigint {
+function uint(value: unknown, field: string, bits = 256): bigint {
   const number = toBigInt(value)
-  if (number === undefined || number < 0n || number >= 2n ** 256n) {
+  if (number === undefined || number < 0n || number >= 2n ** BigInt(bits)) {
     throw rejected(`Permit2 \`${field}\` is not an integer.`, { field })
   }
   return number

@@ -4,6 +4,7 @@ import { decodeUtf8 } from '../utf8.js'
 import { decodeBase64 } from './base64.js'
 import {
   advanceNonceAccountTag,
+  approveCheckedTag,
   associatedTokenProgramId,
   computeBudgetProgramId,
   computeBudgetTags,
@@ -68,6 +69,19 @@ export interface TransferCheckedInstruction extends InstructionBase {
   readonly extraAccounts: readonly (string | undefined)[]
 }
 
+/** SPL `ApproveChecked`: `owner` lets `delegate` move up to `amount` out of `source` until revoked. */
+export interface ApproveCheckedInstruction extends InstructionBase {
+  readonly kind: 'approveChecked'
+  readonly source: string
+  readonly mint: string
+  readonly delegate: string
+  readonly owner: string
+  readonly amount: bigint
+  readonly decimals: number
+  /** Accounts after the owner: an SPL multisig's co-signers. */
+  readonly extraAccounts: readonly (string | undefined)[]
+}
+
 export interface MemoInstruction extends InstructionBase {
   readonly kind: 'memo'
   readonly text: string
@@ -83,6 +97,7 @@ export type SolanaInstruction =
   | AdvanceNonceInstruction
   | CreateAssociatedTokenAccountInstruction
   | TransferCheckedInstruction
+  | ApproveCheckedInstruction
   | MemoInstruction
   | OtherInstruction
 
@@ -208,6 +223,26 @@ function classify(
         mint,
         destination,
         authority,
+        amount: view.getBigUint64(1, true),
+        decimals: data[9]!,
+        extraAccounts: accounts.slice(4),
+      }
+    }
+  }
+  if (
+    (programId === tokenProgramId || programId === token2022ProgramId) &&
+    data[0] === approveCheckedTag &&
+    data.length === 10
+  ) {
+    const [source, mint, delegate, owner] = [at(0), at(1), at(2), at(3)]
+    if (source && mint && delegate && owner) {
+      return {
+        ...base,
+        kind: 'approveChecked',
+        source,
+        mint,
+        delegate,
+        owner,
         amount: view.getBigUint64(1, true),
         decimals: data[9]!,
         extraAccounts: accounts.slice(4),

@@ -3,6 +3,7 @@ export { associatedTokenAddress, findProgramAddress, isOnCurve, sha256 } from '.
 export { decodeBase64, encodeBase64 } from './base64.js'
 export {
   type AdvanceNonceInstruction,
+  type ApproveCheckedInstruction,
   bytesEqual,
   type ComputeBudgetInstruction,
   type CreateAssociatedTokenAccountInstruction,
@@ -19,10 +20,12 @@ export {
   type TransferCheckedInstruction,
 } from './decodeSolanaTransaction.js'
 export {
+  approveCheckedTag,
   associatedTokenProgramId,
   computeBudgetProgramId,
   memoProgramIds,
   precompileProgramIds,
+  revokeTag,
   systemProgramId,
   token2022ProgramId,
   tokenProgramId,

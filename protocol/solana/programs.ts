@@ -11,6 +11,10 @@ export const memoProgramIds = [
 
 /** SPL Token instruction tag of `TransferChecked` (same in Token-2022). */
 export const transferCheckedTag = 12
+/** SPL Token instruction tag of `ApproveChecked` (same in Token-2022): a delegation, a subscription's mandate. */
+export const approveCheckedTag = 13
+/** SPL Token instruction tag of `Revoke` (same in Token-2022): ends a delegation. */
+export const revokeTag = 5
 
 /** Compute-budget instruction tags (the first data byte). */
 export const computeBudgetTags = {

@@ -1,8 +1,9 @@
 import { canonicalCaip, sameCaip } from '../caip/caip.js'
 import type { Amount } from '../contract/common.js'
+import type { SubscriptionTerms } from '../contract/gateway.js'
 import { isPayError, PayError } from '../errors/PayError.js'
 import type { RoutedAction } from './route.js'
-import type { ActionInspection, Signer, SignerRequest } from './types.js'
+import type { ActionInspection, MandatePolicy, Signer, SignerRequest } from './types.js'
 
 /** One action the guard let through, with what its signer decoded: what the review shows (review.ts). */
 export interface ApprovedAction {
@@ -32,6 +33,19 @@ export interface GuardContext {
    * against the same amount.
    */
   stillAuthorized?: bigint
+  /** The option's subscription terms, on a subscription's option only: a mandate is signed only under them. */
+  subscription?: SubscriptionTerms
+  /** The option's `expiresAt` (unix seconds): a mandate's grant may not stay submittable much past it. */
+  expiresAt?: number
+  /**
+   * What mandates earlier rounds of this payment signed still allow (the exposure ledger), minor units:
+   * they count with the new mandate against the terms' bound.
+   */
+  stillMandated?: bigint
+  /** Unix seconds now; default the wallet's clock. */
+  now?: number
+  /** Bounds mandates by the option's terms (caipay/subscriptions' `createMandates`); without it none is signed. */
+  mandates?: MandatePolicy
 }
 
 /**
@@ -43,7 +57,10 @@ export interface GuardContext {
  *   advertised account on that chain;
  * - the signer decodes the action (`inspect`); an action it cannot decode is not signed;
  * - every decoded transfer is in the option's asset (canonical identity), states the option's
- *   decimals when it states any, and together with what earlier rounds left valid they do not exceed the option's amount.
+ *   decimals when it states any, and together with what earlier rounds left valid they do not exceed the option's amount;
+ * - a mandate (a standing allowance: Permit2 `PermitSingle`, SPL `ApproveChecked`) only inside an option
+ *   with subscription terms, and bounded by them (`checkMandate`): with what the option moves once and
+ *   what earlier mandates still allow, at most the price times the periods.
  * Resolves with what it approved: the one decoding the review is built from (review.ts), so what the
  * wallet shows is what was checked.
  */
@@ -60,6 +77,10 @@ export async function guardActions(
     approved.push({ ...action, inspection: checked.inspection })
   }
   total -= countedTwice(approved.map((action) => action.inspection))
+  if (approved.some((action) => action.inspection.mandate)) {
+    if (!context.mandates) throw rejected('Mandates are off.', { rule: 'mandates_off' })
+    context.mandates.check(approved, { ...context, oneTime: total })
+  }
   const earlier = context.stillAuthorized ?? 0n
   if (total + earlier > limit) {
     throw rejected(
@@ -77,15 +98,17 @@ export async function guardActions(
 
 /**
  * An approval of a contract (Permit2) and a transfer that contract pulls out of it, in the same option,
- * are one movement: the part of them both sums count, at most the smaller of the two. Only an approval
- * (never a transfer to that contract) is netted, so a transfer sent there still counts in full.
+ * are one movement: the part of them both sums count, at most the smaller of the two. A mandate through
+ * that contract is such a pull too (the approval is its rail). Only an approval (never a transfer to that
+ * contract) is netted, so a transfer sent there still counts in full.
  */
 function countedTwice(inspections: readonly ActionInspection[]): bigint {
   const approved = new Map<string, bigint>()
   const pulled = new Map<string, bigint>()
   const add = (map: Map<string, bigint>, key: string, amount: bigint) =>
     map.set(key, (map.get(key) ?? 0n) + amount)
-  for (const { transfers } of inspections) {
+  for (const { transfers, mandate } of inspections) {
+    if (mandate?.through) add(pulled, canonicalCaip(mandate.through), mandate.amount)
     for (const transfer of transfers) {
       if (transfer.through) add(pulled, canonicalCaip(transfer.through), transfer.amount)
       else if (transfer.approval && transfer.to) add(approved, canonicalCaip(transfer.to), transfer.amount)

@@ -1,5 +1,5 @@
 import { namespaceOf } from '../caip/caip.js'
-import type { WalletRpcAction } from '../contract/gateway.js'
+import type { SubscriptionTerms, WalletRpcAction } from '../contract/gateway.js'
 import { PayError } from '../errors/PayError.js'
 import { knownNamespaces, type SignerRegistry } from './registry.js'
 import type { Signer, SignerRequest } from './types.js'
@@ -38,7 +38,12 @@ export function parseActionParams(params: string, index?: number): unknown[] {
  * Binds an action to the signer of its namespace (the text before the first colon of its chain id,
  * rule 3). Throws rather than skipping: an action is never dropped.
  */
-export function routeAction(registry: SignerRegistry, action: WalletRpcAction, index: number): RoutedAction {
+export function routeAction(
+  registry: SignerRegistry,
+  action: WalletRpcAction,
+  index: number,
+  subscription?: SubscriptionTerms,
+): RoutedAction {
   const { chainId, method, params } = action.walletRpc
   const namespace = namespaceOf(chainId)
   if (!namespace) {
@@ -66,10 +71,21 @@ export function routeAction(registry: SignerRegistry, action: WalletRpcAction, i
       context: { index, chainId, method, namespace },
     })
   }
-  return { index, signer, request: { chainId, method, params: parseActionParams(params, index) } }
+  return {
+    index,
+    signer,
+    request: { chainId, method, params: parseActionParams(params, index), subscription } as SignerRequest,
+  }
 }
 
-/** Routes every action up front, so one unroutable action stops the option before anything is signed. */
-export function routeActions(registry: SignerRegistry, actions: readonly WalletRpcAction[]): RoutedAction[] {
-  return actions.map((action, index) => routeAction(registry, action, index))
+/**
+ * Routes every action up front, so one unroutable action stops the option before anything is signed.
+ * A subscription option's terms go with each request: only then may a signer decode a mandate.
+ */
+export function routeActions(
+  registry: SignerRegistry,
+  actions: readonly WalletRpcAction[],
+  subscription?: SubscriptionTerms,
+): RoutedAction[] {
+  return actions.map((action, index) => routeAction(registry, action, index, subscription))
 }

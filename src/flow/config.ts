@@ -1,4 +1,4 @@
-import type { Signer } from '../actions/types.js'
+import type { MandatePolicy, Signer } from '../actions/types.js'
 import type { GatewayApi } from '../client/gatewayApi.js'
 import type { GatewayPayment, PaymentOption } from '../contract/gateway.js'
 import type { PaymentReview, Reviewer } from '../review/types.js'
@@ -56,6 +56,12 @@ export interface PaymentFlowOptions {
    * broadcasting action (`eth_sendTransaction`) fails the flow with `action_in_doubt`.
    */
   reconcile?: (request: ReconcileRequest) => Promise<string | null | undefined>
+  /**
+   * Lets the guard sign a subscription's mandate (a Permit2 or SPL allowance) within its option's terms,
+   * and records each one granted: `createMandates({ signers, store })` from caipay/subscriptions, which
+   * also lists and revokes them. Without it no mandate is signed. Needs the guard on.
+   */
+  mandates?: MandatePolicy
 }
 
 export type ResumeFlowOptions = Omit<PaymentFlowOptions, 'paymentId'>

@@ -1,4 +1,4 @@
-import { checkAction } from '../actions/guard.js'
+import { checkAction, type GuardContext } from '../actions/guard.js'
 import { routeActions } from '../actions/route.js'
 import type { WalletRpcAction } from '../contract/gateway.js'
 import { broadcastingMethods } from '../contract/walletMethods.js'
@@ -17,6 +17,8 @@ export interface ExposureEntry {
 export interface Exposure {
   /** What the entries not proved dead can move (or moved), in the option's minor units. */
   counted: bigint
+  /** What the mandates among them that may still be drawn on allow, minor units. */
+  mandated: bigint
   /** An entry was proved used: the option is paid. */
   spent: boolean
 }
@@ -25,9 +27,16 @@ export interface Exposure {
 const maxRebuilds = 2
 
 /** What the signing guard checks the selected option's actions against. */
-export function guardContext({ data }: FlowRun) {
-  const { account, amount } = data.option!
-  return { accounts: data.accounts, account, amount }
+export function guardContext({ data, config }: FlowRun) {
+  const { account, amount, expiresAt, subscription } = data.option!
+  return {
+    accounts: data.accounts,
+    account,
+    amount,
+    expiresAt,
+    subscription,
+    mandates: config.mandates,
+  } as GuardContext
 }
 
 /**
@@ -35,14 +44,26 @@ export function guardContext({ data }: FlowRun) {
  * the guard off nothing is read (nothing counts).
  */
 export async function readExposure(run: FlowRun, entries: readonly ExposureEntry[]): Promise<Exposure> {
-  const exposure: Exposure = { counted: 0n, spent: false }
+  const exposure: Exposure = { counted: 0n, mandated: 0n, spent: false }
   if (run.config.guard === 'off') return exposure
   const routed = routeActions(
     run.registry,
     entries.map((entry) => entry.action),
+    run.data.option!.subscription,
   )
   for (const [index, action] of routed.entries()) {
-    const { total } = await checkAction(action, guardContext(run))
+    const { total, inspection } = await checkAction(action, guardContext(run))
+    const { mandate } = inspection
+    // A mandate counts its whole allowance until the wallet's node proves it expired or ended.
+    if (mandate) {
+      exposure.mandated += await run.config.mandates!.stillAllowed(
+        action.signer,
+        action.request,
+        entries[index]!.result,
+        mandate,
+      )
+      continue
+    }
     if (total === 0n) continue
     const status = await action.signer
       .signatureStatus?.(action.request, entries[index]!.result)

@@ -1,4 +1,4 @@
-import { guardActions } from '../actions/guard.js'
+import { type ApprovedOption, guardActions } from '../actions/guard.js'
 import { resolveActions } from '../actions/resolve.js'
 import { type RoutedAction, routeActions } from '../actions/route.js'
 import { broadcastingMethods } from '../contract/walletMethods.js'
@@ -34,21 +34,21 @@ export async function fetchActions(run: FlowRun): Promise<void> {
  */
 export async function reviewActions(
   run: FlowRun,
-): Promise<{ routed: RoutedAction[]; review?: PaymentReview }> {
+): Promise<{ routed: RoutedAction[]; approved?: ApprovedOption; review?: PaymentReview }> {
   const actions = run.data.actions!
   const signal = run.controller.signal
-  const routed = routeActions(run.registry, actions)
+  const routed = routeActions(run.registry, actions, run.data.option!.subscription)
   const { guard, review: describe } = run.config
   if (guard === 'off') return { routed }
-  const { counted, spent } = await abortable(readExposure(run, run.data.exposure), signal)
+  const { counted, mandated, spent } = await abortable(readExposure(run, run.data.exposure), signal)
   if (spent) {
     throw new PayError({ code: 'action_rejected', message: 'An earlier signature paid this option.' })
   }
   const approved = await abortable(
-    guardActions(routed, { ...guardContext(run), stillAuthorized: counted }),
+    guardActions(routed, { ...guardContext(run), stillAuthorized: counted, stillMandated: mandated }),
     signal,
   )
-  if (!describe) return { routed }
+  if (!describe) return { routed, approved }
   const review = await abortable(
     describe(approved, { optionId: run.data.option!.id, merchant: run.merchant }),
     signal,
@@ -57,7 +57,7 @@ export async function reviewActions(
     run.reviewed = actions
     run.events.emit('review', review)
   }
-  return { routed, review }
+  return { routed, approved, review }
 }
 
 /**
@@ -66,7 +66,7 @@ export async function reviewActions(
  */
 export async function signActions(run: FlowRun): Promise<void> {
   const signal = run.controller.signal
-  const { routed, review } = await reviewActions(run)
+  const { routed, approved, review } = await reviewActions(run)
   const { onReview } = run.config
   if (review && onReview && run.data.results.length < routed.length) {
     if (!(await abortable(Promise.resolve(onReview(review)), signal))) {
@@ -100,6 +100,20 @@ export async function signActions(run: FlowRun): Promise<void> {
     }
     record(run, result, { ...event, phase: 'signed' })
     await checkpointOrReport(run)
+    // A mandate the wallet could not keep in its store is never handed to the service: its failure
+    // fails the flow before `confirm`, and the grant lapses unused (docs/subscriptions.md).
+    const mandate = approved?.actions[index]?.inspection.mandate
+    const { paymentId, data } = run
+    if (mandate) {
+      await run.config.mandates!.record({
+        paymentId,
+        option: data.option!,
+        action: data.actions![index]!,
+        index,
+        result,
+        mandate,
+      })
+    }
   }
   transition(run, 'confirming')
   await checkpointOrReport(run)

@@ -33,6 +33,8 @@ interface PayClientCommon {
   poll?: PollOptions
   persist?: PaymentFlowOptions['persist']
   reconcile?: PaymentFlowOptions['reconcile']
+  /** Lets flows sign subscription mandates: `createMandates()` from caipay/subscriptions. */
+  mandates?: PaymentFlowOptions['mandates']
 }
 
 interface PayClientHttp {
@@ -87,6 +89,7 @@ export function createPayClient(config: PayClientConfig): PayClient {
     ...(config.poll && { poll: config.poll }),
     ...(config.persist && { persist: config.persist }),
     ...(config.reconcile && { reconcile: config.reconcile }),
+    ...(config.mandates && { mandates: config.mandates }),
   }
   // Fails on bad signers (e.g. two for one namespace) now rather than at the first payment.
   createSignerRegistry(config.signers)

@@ -46,24 +46,26 @@ async function describeApproved(
   const reviewed = await Promise.all(
     actions.map(
       async ({ index, signer, request: { chainId, method }, inspection }): Promise<ReviewedAction> => {
-        const { transfers, maxFee } = inspection
+        const { transfers, maxFee, mandate } = inspection
         const first = transfers[0]
         const typed = method.startsWith('eth_signTypedData')
         return {
           index,
           chainId,
           method,
-          intent: !first
-            ? 'sign'
-            : first.through
-              ? 'permit2'
-              : first.approval
-                ? typed
-                  ? 'permit'
-                  : 'approve'
-                : typed
-                  ? 'authorize'
-                  : 'transfer',
+          intent: mandate
+            ? 'mandate'
+            : !first
+              ? 'sign'
+              : first.through
+                ? 'permit2'
+                : first.approval
+                  ? typed
+                    ? 'permit'
+                    : 'approve'
+                  : typed
+                    ? 'authorize'
+                    : 'transfer',
           from: inspection.account,
           moves: await Promise.all(
             transfers.map(async ({ asset: id, amount, decimals, to, approval, through }) => ({
@@ -72,6 +74,14 @@ async function describeApproved(
               ...(approval ? { spender: to } : { to, spender: through }),
             })),
           ),
+          ...(mandate && {
+            mandate: {
+              asset: await asset(mandate.asset, signer, mandate.decimals),
+              amount: mandate.amount,
+              spender: mandate.spender,
+              expiration: mandate.expiration,
+            },
+          }),
           validFrom: inspection.validFrom,
           validUntil: inspection.validUntil,
           fee: maxFee?.amount

@@ -16,9 +16,10 @@ export interface ReviewedAsset extends AssetInfo {
  * What signing the action does, in the words of ERC-7730 intents: `transfer` (an ERC-20 `transfer`, a
  * native payment, an SPL transfer), `approve` (ERC-20 `approve`), `permit` (EIP-2612), `authorize`
  * (EIP-3009 `TransferWithAuthorization` / `ReceiveWithAuthorization`), `permit2` (Permit2
- * `PermitWitnessTransferFrom`), `sign` (a message that moves nothing).
+ * `PermitWitnessTransferFrom`), `mandate` (a subscription's standing allowance: Permit2 `PermitSingle`,
+ * SPL `ApproveChecked`), `sign` (a message that moves nothing).
  */
-export type ReviewIntent = 'transfer' | 'approve' | 'permit' | 'authorize' | 'permit2' | 'sign'
+export type ReviewIntent = 'transfer' | 'approve' | 'permit' | 'authorize' | 'permit2' | 'mandate' | 'sign'
 
 export interface ReviewedMovement {
   asset: ReviewedAsset
@@ -49,6 +50,11 @@ export interface ReviewedAction {
   validFrom?: number
   validUntil?: number
   fee: ReviewedFee
+  /**
+   * A subscription's mandate as decoded (never the gateway's text): the most `spender` may pull in total,
+   * until `expiration` (unix seconds; absent for an SPL delegation, which lasts until revoked).
+   */
+  mandate?: { asset: ReviewedAsset; amount: bigint; spender: string; expiration?: number | undefined }
 }
 
 /**

@@ -19,8 +19,8 @@ import * as paymentStatusNotify from './017_payment_status_notify.js'
 import * as ledger from './018_ledger.js'
 import * as relayGuards from './019_relay_guards.js'
 import * as capture from './020_capture.js'
-import * as observability from './023_observability.js'
 import * as push from './021_push.js'
+import * as observability from './023_observability.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
