@@ -24,8 +24,8 @@ const insertPayment = namedStatement<{ inserted: boolean; pending: boolean }>(`W
     SELECT 1 FROM merchants WHERE id = $2 AND deleted_at IS NULL
   ), inserted AS (
     INSERT INTO payments (id, merchant_id, partner_id, mode, reference_id, amount_unit, amount_value, status,
-      expires_at, checkout, created_at, updated_at)
-    SELECT $1, $2, $3, $4, $5, $6, $7, 'requires_action', $8, $9, $10, $10 FROM merchant
+      expires_at, checkout, created_at, updated_at, source)
+    SELECT $1, $2, $3, $4, $5, $6, $7, 'requires_action', $8, $9, $10, $10, $11 FROM merchant
     RETURNING *
   ), event AS (
     INSERT INTO payment_events (payment_id, type, payment_state_version, snapshot, created_at)
@@ -35,6 +35,48 @@ const insertPayment = namedStatement<{ inserted: boolean; pending: boolean }>(`W
   )
   SELECT EXISTS (SELECT 1 FROM inserted) AS inserted,
     EXISTS (SELECT 1 FROM event WHERE dispatched_at IS NULL) AS pending`)
+
+/**
+ * Inserts a new payment, `requires_action`, with its `payment.created` event; `404 merchant_not_found`
+ * when the merchant is gone. Returns its id.
+ */
+export async function insertPaymentRow(
+  db: Db,
+  input: {
+    auth: Pick<AuthContext, 'partnerId' | 'mode'>
+    merchantId: string
+    referenceId: string
+    amount: { unit: string; value: string }
+    expiresAt: Date
+    checkout?: PaymentCreateBodyPreview['checkout']
+    /** How the money arrives: `pull` (the gateway flow), `mandate` (a subscription's period). */
+    source: 'pull' | 'mandate'
+    now: Date
+    afterCommit: (fn: () => void) => void
+  },
+): Promise<string> {
+  const id = newId('payment')
+  const [written] = (
+    await insertPayment(
+      db,
+      id,
+      input.merchantId,
+      input.auth.partnerId,
+      input.auth.mode,
+      input.referenceId,
+      input.amount.unit,
+      input.amount.value,
+      input.expiresAt,
+      input.checkout ? JSON.stringify(input.checkout) : null,
+      input.now,
+      input.source,
+    )
+  ).rows
+  if (!written?.inserted) fail('merchant_not_found', 'Merchant not found.', { merchantId: input.merchantId })
+  // The event waits for an endpoint: wake this process's webhook dispatcher, once it is committed.
+  if (written.pending) input.afterCommit(wake)
+  return id
+}
 
 /** A new payment for `merchant`, `requires_action` until it expires. */
 export async function createPayment(
@@ -67,24 +109,16 @@ export async function createPayment(
   } else {
     expiresAt = new Date((unixSeconds(now) + config.paymentTtlSeconds) * 1000)
   }
-  const id = newId('payment')
-  const [written] = (
-    await insertPayment(
-      db,
-      id,
-      merchant.id,
-      auth.partnerId,
-      auth.mode,
-      body.referenceId,
-      body.amount.unit,
-      body.amount.value,
-      expiresAt,
-      body.checkout ? JSON.stringify(body.checkout) : null,
-      now,
-    )
-  ).rows
-  if (!written?.inserted) fail('merchant_not_found', 'Merchant not found.', { merchantId: merchant.id })
-  // The event waits for an endpoint: wake this process's webhook dispatcher, once it is committed.
-  if (written.pending) input.afterCommit(wake)
+  const id = await insertPaymentRow(db, {
+    auth,
+    merchantId: merchant.id,
+    referenceId: body.referenceId,
+    amount: body.amount,
+    expiresAt,
+    checkout: body.checkout,
+    source: 'pull',
+    now,
+    afterCommit: input.afterCommit,
+  })
   return createdJson({ id, status: 'requires_action', expires_at: expiresAt }, config)
 }

@@ -8,6 +8,7 @@ import { merchantRoutes } from './merchants.js'
 import { paymentRoutes } from './payments.js'
 import { refundRoutes } from './refunds.js'
 import { settlementRoutes } from './settlements.js'
+import { subscriptionRoutes } from './subscriptions.js'
 import { systemRoutes } from './system.js'
 import { testRoutes } from './test.js'
 import { webhookRoutes } from './webhooks.js'
@@ -19,6 +20,7 @@ export const routeModules: ReadonlyArray<(app: FastifyInstance) => Promise<void>
   settlementRoutes,
   paymentRoutes,
   refundRoutes,
+  subscriptionRoutes,
   balanceRoutes,
   gatewayRoutes,
   wcpRoutes,

@@ -109,6 +109,8 @@ export interface PaymentsTable {
   settled_at: Timestamp | null
   /** Token minor units that reached the merchant's settlement destination (unit: `settlement_unit`). */
   settlement_value: Numeric | null
+  /** How the money arrives: `pull` (the wallet signs in the gateway flow), `mandate` (a subscription's period). */
+  source: ColumnType<string, string | undefined, string>
 }
 
 /**
@@ -148,6 +150,7 @@ const paymentColumnSet: Record<keyof PaymentsTable, true> = {
   expired_at: true,
   settled_at: true,
   settlement_value: true,
+  source: true,
 }
 export const paymentColumns = Object.keys(paymentColumnSet) as (keyof PaymentsTable)[]
 

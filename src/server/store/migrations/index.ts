@@ -17,6 +17,7 @@ import * as refunds from './015_refunds.js'
 import * as settlementBatches from './016_settlement_batches.js'
 import * as paymentStatusNotify from './017_payment_status_notify.js'
 import * as ledger from './018_ledger.js'
+import * as subscriptions from './022_subscriptions.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -41,4 +42,5 @@ export const migrations: Record<string, Migration> = {
   '016_settlement_batches': settlementBatches,
   '017_payment_status_notify': paymentStatusNotify,
   '018_ledger': ledger,
+  '022_subscriptions': subscriptions,
 }
