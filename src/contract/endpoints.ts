@@ -303,7 +303,7 @@ export const merchantEndpoints = {
     response: Subscription,
     status: 201,
     idempotencyKey: 'optional',
-    errors: ['test_clock_not_found'],
+    errors: ['test_clock_not_found', 'not_sandbox_api_key'],
     summary: 'Create a subscription (its gatewayUrl is the first period, where the buyer signs the mandate)',
   }),
   listSubscriptions: endpoint({

@@ -1,6 +1,8 @@
 import { Transaction } from '@solana/web3.js'
 import type { Hex } from 'viem'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { Fetch } from '../../src/client/http.js'
+import { createMerchantClient } from '../../src/client/merchant.js'
 import type { PaymentOption } from '../../src/contract/gateway.js'
 import { testServiceKeys } from '../../src/server/chains/simulated.js'
 import { chargeDueSubscriptions } from '../../src/server/subscriptions/lifecycle.js'
@@ -50,6 +52,17 @@ async function subscribe(extra: Record<string, unknown> = monthly, value = '999'
   })
   expect(res.statusCode, res.body).toBe(201)
   return res.json
+}
+
+/** The merchant client over the in-process server (no socket). */
+const injectFetch: Fetch = async (url, init) => {
+  const res = await env.t.app.inject({
+    method: init.method as 'GET',
+    url: new URL(url).pathname + new URL(url).search,
+    headers: init.headers as Record<string, string>,
+    ...(init.body ? { payload: String(init.body) } : {}),
+  })
+  return new Response(res.body, { status: res.statusCode, headers: { 'content-type': 'application/json' } })
 }
 
 const getSubscription = async (id: string) => (await api('GET', `/v1/subscriptions/${id}`)).json
@@ -155,6 +168,13 @@ describe('POST /v1/subscriptions', () => {
       amount: { unit: 'caip19/eip155:1/erc20:0x0000000000000000000000000000000000000001', value: '1' },
     })
     expect([unit.statusCode, unit.json.code]).toEqual([400, 'params_validation'])
+    const late = await api('POST', '/v1/subscriptions', {
+      ...base,
+      interval: 'year',
+      intervalCount: 365,
+      periods: 1200,
+    })
+    expect([late.statusCode, late.json.code]).toEqual([400, 'params_validation'])
     const missing = await api('GET', '/v1/subscriptions/sub_missing')
     expect([missing.statusCode, missing.json.code]).toEqual([404, 'subscription_not_found'])
     const clock = await api('POST', '/v1/subscriptions', { ...base, periods: 2, testClock: 'clock_missing' })
@@ -174,6 +194,31 @@ describe('POST /v1/subscriptions', () => {
     const back = await api('POST', `/v1/test/clocks/${clockId}/advance`, { frozenTime: clockStart - 1 })
     expect([back.statusCode, back.json.code]).toEqual([400, 'params_validation'])
     expect((await api('GET', `/v1/test/clocks/${clockId}`)).json.frozenTime).toBe(clockStart)
+  })
+})
+
+describe('the merchant client', () => {
+  it('createSubscription, getSubscription, listSubscriptions, cancelSubscription', async () => {
+    const client = createMerchantClient({
+      baseUrl: 'http://caipay.test',
+      apiKey: env.apiKey,
+      merchantId: env.merchantId,
+      fetch: injectFetch,
+    })
+    const created = await client.createSubscription({
+      body: {
+        referenceId: 'client-plan',
+        amount: { unit: 'iso4217/USD', value: '500' },
+        interval: 'year',
+        periods: 2,
+      },
+    })
+    expect(created.status).toBe('incomplete')
+    expect(await client.getSubscription({ params: { id: created.subscriptionId } })).toEqual(created)
+    const list = await client.listSubscriptions({ query: { limit: 100 } })
+    expect(list.data.map((s) => s.subscriptionId)).toContain(created.subscriptionId)
+    const cancelled = await client.cancelSubscription({ params: { id: created.subscriptionId } })
+    expect(cancelled).toMatchObject({ status: 'cancelled', cancelReason: 'cancelled_by_merchant' })
   })
 })
 

@@ -68,7 +68,7 @@ export async function createSubscription(
       throw validationError([{ path: 'body.endAt', message: `At most ${maxPeriods} periods.` }])
     }
   }
-  if (end.getUTCFullYear() > 9999) {
+  if (Number.isNaN(end.getTime()) || end.getUTCFullYear() > 9999) {
     throw validationError([
       { path: 'body.periods', message: 'The subscription would end after the year 9999.' },
     ])
