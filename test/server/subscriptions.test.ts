@@ -5,7 +5,8 @@ import type { Fetch } from '../../src/client/http.js'
 import { createMerchantClient } from '../../src/client/merchant.js'
 import type { PaymentOption } from '../../src/contract/gateway.js'
 import { testServiceKeys } from '../../src/server/chains/simulated.js'
-import { chargeDueSubscriptions } from '../../src/server/subscriptions/lifecycle.js'
+import { expireDuePayments } from '../../src/server/payments/lifecycle.js'
+import { cancelUnactivated, chargeDueSubscriptions } from '../../src/server/subscriptions/lifecycle.js'
 import { addIntervals } from '../../src/server/subscriptions/periods.js'
 import { type Buyer, createBuyer, createGatewayEnv, type GatewayEnv, usdc } from '../gateway/support.js'
 import { headers } from './helpers.js'
@@ -449,6 +450,17 @@ describe('dunning, revocation, cancel', () => {
     await api('POST', `/v1/subscriptions/${sub.subscriptionId}/cancel`)
     const payment = await api('GET', `/v1/payments/${sub.firstPaymentId}`)
     expect(payment.json.status).toBe('cancelled')
+  })
+
+  it('a subscription whose link expired unpaid is cancelled (not_activated) by the sweep', async () => {
+    const sub = await subscribe()
+    const later = new Date(Date.now() + 2 * 86_400_000)
+    await expireDuePayments(env.t.db, { now: later, paymentId: sub.firstPaymentId })
+    expect(await cancelUnactivated(env.t.db, later)).toBeGreaterThanOrEqual(1)
+    expect(await getSubscription(sub.subscriptionId)).toMatchObject({
+      status: 'cancelled',
+      cancelReason: 'not_activated',
+    })
   })
 
   it('charging workers racing over the same due periods move each period once', async () => {
