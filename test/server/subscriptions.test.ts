@@ -4,10 +4,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Fetch } from '../../src/client/http.js'
 import { createMerchantClient } from '../../src/client/merchant.js'
 import type { PaymentOption } from '../../src/contract/gateway.js'
+import { WebhookSubscriptionEvent } from '../../src/contract/webhooks.js'
 import { testServiceKeys } from '../../src/server/chains/simulated.js'
 import { expireDuePayments } from '../../src/server/payments/lifecycle.js'
 import { cancelUnactivated, chargeDueSubscriptions } from '../../src/server/subscriptions/lifecycle.js'
 import { addIntervals } from '../../src/server/subscriptions/periods.js'
+import { renderPaymentEvent } from '../../src/server/webhooks/payload.js'
 import { type Buyer, createBuyer, createGatewayEnv, type GatewayEnv, usdc } from '../gateway/support.js'
 import { headers } from './helpers.js'
 
@@ -295,6 +297,21 @@ describe('a year of monthly charges on a test clock', () => {
       ...Array(11).fill('subscription.renewed'),
       'subscription.ended',
     ])
+    // Every subscription event renders as the webhook contract's subscription event.
+    const event = await env.t.db
+      .selectFrom('payment_events')
+      .select(['id', 'type', 'created_at', 'snapshot'])
+      .where('type', '=', 'subscription.renewed')
+      .where('payment_id', '=', periods[5]!.id)
+      .executeTakeFirstOrThrow()
+    const payload = WebhookSubscriptionEvent.parse(JSON.parse(renderPaymentEvent(event)))
+    expect(payload.data).toMatchObject({
+      subscription_id: sub.subscriptionId,
+      payment_id: periods[5]!.id,
+      periods_charged: 6,
+      amount_per_period: { unit: `caip19/${usdc.base}`, value: perPeriod.toString() },
+      buyer_caip10: buyer.accounts.base,
+    })
     // A later advance charges nothing more.
     await advance(clockId, Date.UTC(2029, 0, 1) / 1000)
     expect((await periodPayments(sub.subscriptionId)).length).toBe(12)
