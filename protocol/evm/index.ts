@@ -33,6 +33,7 @@ export {
   isPermit2TypedData,
   type Permit2Transfer,
   permit2Address,
+  permit2AllowanceAbi,
   permit2Hash,
   permit2TypedData,
   permit2WitnessHash,

@@ -354,3 +354,95 @@ function shape(fields: readonly { name: string; type: string }[] | undefined): s
 function sameAddress(a: string, b: string): boolean {
   return a.toLowerCase() === b.toLowerCase()
 }
+
+/**
+ * What a charging service calls on Permit2's allowance transfer (a subscription's mandate): `permit`
+ * records the owner's signed PermitSingle, `transferFrom` pulls within it (at most `amount` in all,
+ * until `expiration`), `allowance` reads what is left and the next nonce; `approve(token, spender, 0, 0)`
+ * and `lockdown` are the owner's revokes.
+ */
+export const permit2AllowanceAbi = [
+  {
+    type: 'function',
+    name: 'permit',
+    stateMutability: 'nonpayable',
+    inputs: [
+      { name: 'owner', type: 'address' },
+      {
+        name: 'permitSingle',
+        type: 'tuple',
+        components: [
+          {
+            name: 'details',
+            type: 'tuple',
+            components: [
+              { name: 'token', type: 'address' },
+              { name: 'amount', type: 'uint160' },
+              { name: 'expiration', type: 'uint48' },
+              { name: 'nonce', type: 'uint48' },
+            ],
+          },
+          { name: 'spender', type: 'address' },
+          { name: 'sigDeadline', type: 'uint256' },
+        ],
+      },
+      { name: 'signature', type: 'bytes' },
+    ],
+    outputs: [],
+  },
+  {
+    type: 'function',
+    name: 'transferFrom',
+    stateMutability: 'nonpayable',
+    inputs: [
+      { name: 'from', type: 'address' },
+      { name: 'to', type: 'address' },
+      { name: 'amount', type: 'uint160' },
+      { name: 'token', type: 'address' },
+    ],
+    outputs: [],
+  },
+  {
+    type: 'function',
+    name: 'allowance',
+    stateMutability: 'view',
+    inputs: [
+      { name: 'owner', type: 'address' },
+      { name: 'token', type: 'address' },
+      { name: 'spender', type: 'address' },
+    ],
+    outputs: [
+      { name: 'amount', type: 'uint160' },
+      { name: 'expiration', type: 'uint48' },
+      { name: 'nonce', type: 'uint48' },
+    ],
+  },
+  {
+    type: 'function',
+    name: 'approve',
+    stateMutability: 'nonpayable',
+    inputs: [
+      { name: 'token', type: 'address' },
+      { name: 'spender', type: 'address' },
+      { name: 'amount', type: 'uint160' },
+      { name: 'expiration', type: 'uint48' },
+    ],
+    outputs: [],
+  },
+  {
+    type: 'function',
+    name: 'lockdown',
+    stateMutability: 'nonpayable',
+    inputs: [
+      {
+        name: 'approvals',
+        type: 'tuple[]',
+        components: [
+          { name: 'token', type: 'address' },
+          { name: 'spender', type: 'address' },
+        ],
+      },
+    ],
+    outputs: [],
+  },
+] as const

@@ -9,6 +9,14 @@ export type {
   RefundStatus,
 } from '../contract/refund.js'
 export type {
+  Subscription,
+  SubscriptionCreateBody,
+  SubscriptionInterval,
+  SubscriptionListResponse,
+  SubscriptionStatus,
+  TestClock,
+} from '../contract/subscription.js'
+export type {
   AnyWebhookEvent,
   WebhookDelivery,
   WebhookEndpoint,
@@ -18,6 +26,8 @@ export type {
   WebhookPaymentSnapshot,
   WebhookRefundEvent,
   WebhookRefundSnapshot,
+  WebhookSubscriptionEvent,
+  WebhookSubscriptionSnapshot,
 } from '../contract/webhooks.js'
 export { clientErrorCodes, isPayError, PayError, type PayErrorCode } from '../errors/PayError.js'
 export { createGatewayClient, type GatewayClientConfig } from './gateway.js'

@@ -19,16 +19,19 @@ describe('registry', () => {
     const keys = Object.values(endpoints).map((e) => `${e.method} ${e.path}`)
     expect(new Set(keys).size).toBe(keys.length)
     // Spec rows 1-23, the sandbox simulate endpoint, the eight webhook-endpoint routes, and the refunds'
-    // read, list and sandbox simulate, the partner's balances, manual capture's capture and void, and push
-    // payments' deposits list and sandbox pushed transfer.
-    expect(keys).toHaveLength(24 + 8 + 3 + 1 + 2 + 2)
+    // read, list and sandbox simulate, the partner's balances, manual capture's capture and void, push
+    // payments' deposits list and sandbox pushed transfer, and subscriptions' five (create, list, read,
+    // cancel, sandbox simulate) with the three of test clocks.
+    expect(keys).toHaveLength(24 + 8 + 3 + 1 + 2 + 2 + 5 + 3)
   })
   it('maps every spec error code to an HTTP status', () => {
     expect(serviceErrorCodes).toContain('settlement_asset_conflict')
     expect(serviceErrorCodes).toContain('webhook_endpoint_not_found')
     expect(serviceErrorCodes).toContain('settlement_not_found')
     expect(serviceErrorCodes).toContain('refund_not_found')
-    expect(serviceErrorCodes).toHaveLength(40)
+    expect(serviceErrorCodes).toContain('subscription_not_found')
+    expect(serviceErrorCodes).toContain('test_clock_not_found')
+    expect(serviceErrorCodes).toHaveLength(42)
     for (const code of serviceErrorCodes) expect(serviceErrorStatus[code]).toBeGreaterThanOrEqual(400)
   })
   it('turns every schema into JSON Schema for the OpenAPI document', () => {

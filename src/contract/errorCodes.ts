@@ -33,6 +33,8 @@ export const serviceErrorCodes = [
   'webhook_delivery_not_found',
   'settlement_not_found',
   'refund_not_found',
+  'subscription_not_found',
+  'test_clock_not_found',
   'idempotency_conflict',
   'merchant_exists',
   'already_refunded',

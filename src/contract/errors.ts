@@ -34,6 +34,8 @@ export const serviceErrorStatus = {
   webhook_delivery_not_found: 404,
   settlement_not_found: 404,
   refund_not_found: 404,
+  subscription_not_found: 404,
+  test_clock_not_found: 404,
   idempotency_conflict: 409,
   merchant_exists: 409,
   already_refunded: 409,

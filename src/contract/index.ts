@@ -110,3 +110,15 @@ export {
   refundSimulateOutcomes,
   refundStatuses,
 } from './refund.js'
+export {
+  Subscription,
+  SubscriptionCreateBody,
+  SubscriptionInterval,
+  SubscriptionListQuery,
+  SubscriptionListResponse,
+  SubscriptionStatus,
+  subscriptionCancelReasons,
+  subscriptionIntervals,
+  subscriptionStatuses,
+  TestClock,
+} from './subscription.js'

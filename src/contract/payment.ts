@@ -81,7 +81,17 @@ export const PaymentsSettlementInformation = z.object({
 })
 export type PaymentsSettlementInformation = z.infer<typeof PaymentsSettlementInformation>
 
-export const failureCodes = ['declined_user'] as const
+/**
+ * `declined_user`: the buyer's wallet refused. A subscription's period (`source: mandate`) also fails
+ * with `insufficient_funds` (after the last retry), `mandate_revoked` (the buyer revoked it on chain) or
+ * `subscription_cancelled` (the merchant cancelled while it was being retried).
+ */
+export const failureCodes = [
+  'declined_user',
+  'insufficient_funds',
+  'mandate_revoked',
+  'subscription_cancelled',
+] as const
 
 export const captureStatuses = ['authorized', 'captured', 'partially_captured', 'voided', 'expired'] as const
 export const CaptureStatus = z.enum(captureStatuses)

@@ -25,6 +25,15 @@ export const refundEventTypes = ['refund.created', 'refund.succeeded', 'refund.f
 
 /** caipay's manual-capture events (docs/capture.md); data: the payment snapshot with its `capture`. */
 export const captureEventTypes = ['payment.authorized', 'payment.captured', 'payment.voided'] as const
+/** caipay's subscription events (data: a subscription snapshot); not in the contract either. */
+export const subscriptionEventTypes = [
+  'subscription.created',
+  'subscription.activated',
+  'subscription.renewed',
+  'subscription.past_due',
+  'subscription.cancelled',
+  'subscription.ended',
+] as const
 
 /**
  * Every event type. caipay's own (`payment.refunded`, once refunds cover the whole payment, the refund
@@ -35,6 +44,7 @@ export const webhookEventTypes = [
   'payment.refunded',
   ...refundEventTypes,
   ...captureEventTypes,
+  ...subscriptionEventTypes,
 ] as const
 export const WebhookEventType = z.enum(webhookEventTypes)
 export type WebhookEventType = z.infer<typeof WebhookEventType>
@@ -49,7 +59,7 @@ const WebhookUrl = z
 
 export const WebhookEndpointCreateBody = z.strictObject({
   url: WebhookUrl,
-  enabledEvents: z.optional(z.array(WebhookEventType).check(z.minLength(1), z.maxLength(16))),
+  enabledEvents: z.optional(z.array(WebhookEventType).check(z.minLength(1), z.maxLength(32))),
 })
 export type WebhookEndpointCreateBody = z.infer<typeof WebhookEndpointCreateBody>
 
@@ -182,6 +192,34 @@ export const WebhookRefundSnapshot = z.object({
 })
 export type WebhookRefundSnapshot = z.infer<typeof WebhookRefundSnapshot>
 
+/** The `data` of a `subscription.*` event: the subscription as the change left it. */
+export const WebhookSubscriptionSnapshot = z.object({
+  subscription_id: z.string(),
+  merchant_id: z.string(),
+  live: z.boolean(),
+  /** The period's payment this event belongs to (the first period's for created, activated, ended). */
+  payment_id: z.string(),
+  /** The payment's version this event is (a subscription's events are versions of a payment too). */
+  payment_state_version: z.number(),
+  reference_id: z.string(),
+  status: z.string(),
+  /** One period's price, in the subscription's unit. */
+  amount: WireAmount,
+  interval: z.string(),
+  interval_count: z.number(),
+  periods: z.nullable(z.number()),
+  periods_charged: z.number(),
+  next_charge_at: z.nullable(z.string()),
+  buyer_caip10: z.nullable(z.string()),
+  /** One period's charge in the mandate's asset (`caip19/...`); null until the mandate is signed. */
+  amount_per_period: z.nullable(WireAmount),
+  spender_caip10: z.nullable(z.string()),
+  cancel_reason: z.nullable(z.string()),
+  created_at: z.string(),
+  end_at: z.string(),
+})
+export type WebhookSubscriptionSnapshot = z.infer<typeof WebhookSubscriptionSnapshot>
+
 export const WebhookEvent = z.object({
   id: z.string(),
   type: z.string(),
@@ -201,5 +239,15 @@ export const WebhookRefundEvent = z.object({
 })
 export type WebhookRefundEvent = z.infer<typeof WebhookRefundEvent>
 
-/** Whatever an endpoint can receive: tell them apart by `type` (`refund.*` or `payment.*`). */
-export type AnyWebhookEvent = WebhookEvent | WebhookRefundEvent
+/** A `subscription.*` event: the same envelope around the subscription's snapshot. */
+export const WebhookSubscriptionEvent = z.object({
+  id: z.string(),
+  type: z.enum(subscriptionEventTypes),
+  api_version: z.string(),
+  created_at: z.string(),
+  data: WebhookSubscriptionSnapshot,
+})
+export type WebhookSubscriptionEvent = z.infer<typeof WebhookSubscriptionEvent>
+
+/** Whatever an endpoint can receive: tell them apart by `type` (`payment.*`, `refund.*`, `subscription.*`). */
+export type AnyWebhookEvent = WebhookEvent | WebhookRefundEvent | WebhookSubscriptionEvent

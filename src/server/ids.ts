@@ -37,6 +37,8 @@ const idPrefixes = {
   option: 'opt_',
   webhookEndpoint: 'we_',
   webhookDelivery: 'msgd_',
+  subscription: 'sub_',
+  testClock: 'clock_',
   /** Test events only: payment events get their id from the outbox row. */
   event: 'evt_',
   /** Pushed money no open payment explains (docs/push-payments.md). */

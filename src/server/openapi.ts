@@ -346,6 +346,18 @@ const links: Record<string, Record<string, JsonSchema>> = {
       { operationId: op, parameters: { id: '$response.body#/refundId' } },
     ]),
   ),
+  createSubscription: Object.fromEntries(
+    ['getSubscription', 'cancelSubscription', 'simulateSubscription'].map((op) => [
+      op,
+      { operationId: op, parameters: { id: '$response.body#/subscriptionId' } },
+    ]),
+  ),
+  createTestClock: Object.fromEntries(
+    ['getTestClock', 'advanceTestClock'].map((op) => [
+      op,
+      { operationId: op, parameters: { id: '$response.body#/id' } },
+    ]),
+  ),
   gatewayOptions: {
     gatewayFetch: {
       operationId: 'gatewayFetch',
@@ -423,6 +435,11 @@ const operationRules: Record<string, string> = {
     '`destination` is on the chain the payment was paid on (required when no account paid it). A ' +
     'manual-capture payment still authorized is voided instead: all of it (no `amount` short of it, no ' +
     "`destination`), answered with the void's refund.",
+  createSubscription:
+    '`amount.unit` as for createPayment. Exactly one of `periods` or `endAt` (after `startAt`, at most 1200 ' +
+    "periods, before the year 10000). `startAt` (default now, or the test clock's time) is at most 5 minutes " +
+    'past and one year ahead. `testClock` is a test clock of this partner (test keys only).',
+  advanceTestClock: "`frozenTime` is not before the clock's current time: a test clock only moves forward.",
   createCryptoSettlements:
     'Each `destination` is an account on the chain of its `asset` (the CAIP-2 prefix of both).',
   updateCryptoSettlement: "`destination` is an account on the chain of the settlement's asset.",
@@ -633,7 +650,7 @@ export function openApiDocument(publicBaseUrl: string): JsonSchema {
       `answers only the origins listed in \`cors.merchant\` (none by default). ${pipelineNote} ` +
       'The WalletConnect Pay SDK wire format of the gateway is described at `/wcp/openapi.json`.',
     publicBaseUrl,
-    tags: ['Merchants', 'Payments', 'Balances', 'Gateway', 'Webhooks', 'Sandbox', 'System'],
+    tags: ['Merchants', 'Payments', 'Subscriptions', 'Balances', 'Gateway', 'Webhooks', 'Sandbox', 'System'],
     paths,
   })
 }
@@ -668,6 +685,7 @@ function tagOf(endpoint: Endpoint): string {
   if (endpoint.path.startsWith('/v1/test')) return 'Sandbox'
   if (endpoint.path.startsWith('/v1/webhook-endpoints')) return 'Webhooks'
   if (endpoint.path.startsWith('/v1/balances')) return 'Balances'
+  if (endpoint.path.startsWith('/v1/subscriptions')) return 'Subscriptions'
   if (endpoint.path.startsWith('/v1/merchants') && !endpoint.path.includes('payments')) return 'Merchants'
   return 'Payments'
 }

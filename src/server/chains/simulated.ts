@@ -5,11 +5,16 @@
  * funds on a sandbox payment.
  */
 import { createHash, randomBytes } from 'node:crypto'
-import { createTransferCheckedInstruction, getAssociatedTokenAddressSync } from '@solana/spl-token'
+import {
+  createApproveCheckedInstruction,
+  createTransferCheckedInstruction,
+  getAssociatedTokenAddressSync,
+} from '@solana/spl-token'
 import { Keypair, PublicKey, Transaction } from '@solana/web3.js'
 import { type Address, getAddress, keccak256, stringToHex } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
-import { parseAssetId, sameCaip } from '../../caip/caip.js'
+import { permit2AllowanceTypedData } from '../../../protocol/evm/permit2.js'
+import { formatAccountId, parseAssetId, sameCaip } from '../../caip/caip.js'
 import type { Action } from '../../contract/gateway.js'
 import { paramsError } from '../errors.js'
 import { defaultTestAssets } from '../payments/assets.js'
@@ -23,6 +28,8 @@ import type {
   ChainDriver,
   ConfirmContext,
   ConfirmOutcome,
+  MandateDraft,
+  MandateQuoteContext,
   OptionDraft,
   QuoteContext,
   WalletAccount,
@@ -77,7 +84,55 @@ export function createSimulatedDriver(options: SimulatedDriverOptions): ChainDri
     return drafts
   }
 
+  /**
+   * A subscription's first period grants the mandate (test mode: no chain, so the Permit2 nonce is 0
+   * and no ERC-20 approve is offered, which a wallet would broadcast).
+   */
+  async function quoteMandate(ctx: MandateQuoteContext): Promise<MandateDraft[]> {
+    const total = ctx.tokenAmount * BigInt(ctx.mandate.totalPeriods)
+    if (namespace === 'eip155') {
+      const from = getAddress(ctx.account.address)
+      const typedData = permit2AllowanceTypedData({
+        chainId: Number(ctx.account.reference),
+        token: getAddress(parseAssetId(ctx.asset.id).assetReference),
+        amount: total,
+        expiration: BigInt(ctx.mandate.endAt),
+        nonce: 0n,
+        spender: evmCollection,
+        sigDeadline: BigInt(ctx.expiresAt),
+      })
+      const action: Action = {
+        type: 'walletRpc',
+        walletRpc: {
+          chainId: ctx.account.chainId,
+          method: 'eth_signTypedData_v4',
+          params: JSON.stringify([from, JSON.stringify(typedData)]),
+        },
+      }
+      return [
+        {
+          kind: 'permit2Mandate',
+          etaS,
+          actions: [action],
+          state: { total: total.toString() },
+          spender: formatAccountId(options.caip2, evmCollection),
+        },
+      ]
+    }
+    if (namespace !== 'solana') return []
+    return [
+      {
+        kind: 'splDelegation',
+        etaS,
+        actions: [buildAction()],
+        state: { total: total.toString() },
+        spender: formatAccountId(options.caip2, solanaKey.publicKey.toBase58()),
+      },
+    ]
+  }
+
   async function build(ctx: BuildContext, data: string): Promise<BuildResult> {
+    const mandateTotal = (ctx.option.state as { total?: string } | null)?.total
     const { actions, built } = await resolveBuildActions({
       actions: ctx.option.actions,
       data,
@@ -86,13 +141,14 @@ export function createSimulatedDriver(options: SimulatedDriverOptions): ChainDri
         transaction: solanaTransfer({
           owner: ctx.option.account.split(':')[2]!,
           asset: ctx.asset,
-          amount: ctx.option.tokenAmount,
+          amount: mandateTotal === undefined ? ctx.option.tokenAmount : BigInt(mandateTotal),
           service: solanaKey,
+          approve: mandateTotal !== undefined,
         }),
         details: {},
       }),
     })
-    return { actions, state: { built } }
+    return { actions, state: mandateTotal === undefined ? { built } : { built, total: mandateTotal } }
   }
 
   async function verify(ctx: ConfirmContext): Promise<void> {
@@ -115,7 +171,16 @@ export function createSimulatedDriver(options: SimulatedDriverOptions): ChainDri
     return { status: 'succeeded', txId: `test:${ctx.payment.id}` }
   }
 
-  return { caip2: options.caip2, namespace, assets: options.assets, quote, build, verify, confirm }
+  return {
+    caip2: options.caip2,
+    namespace,
+    assets: options.assets,
+    quote,
+    quoteMandate,
+    build,
+    verify,
+    confirm,
+  }
 }
 
 function evmTransferAuthorization(ctx: QuoteContext, collection: Address, etaS: number): OptionDraft {
@@ -169,13 +234,15 @@ function attestation(ctx: QuoteContext, evm: WalletAccount): Action {
 
 /**
  * SPL `transferChecked` of the exact amount from the buyer's associated token account to the service's,
- * the service paying the fee and signing first. The blockhash is random: test mode has no RPC.
+ * the service paying the fee and signing first; with `approve`, an `ApproveChecked` of `amount` to the
+ * service key as delegate instead (a subscription's mandate). The blockhash is random: test mode has no RPC.
  */
 function solanaTransfer(input: {
   owner: string
   asset: AssetConfig
   amount: bigint
   service: Keypair
+  approve?: boolean
 }): Transaction {
   const owner = new PublicKey(input.owner)
   const mint = mintOf(input.asset)
@@ -186,7 +253,23 @@ function solanaTransfer(input: {
     recentBlockhash: new PublicKey(randomBytes(32)).toBase58(),
   })
   transaction.add(
-    createTransferCheckedInstruction(source, mint, destination, owner, input.amount, input.asset.decimals),
+    input.approve
+      ? createApproveCheckedInstruction(
+          source,
+          mint,
+          input.service.publicKey,
+          owner,
+          input.amount,
+          input.asset.decimals,
+        )
+      : createTransferCheckedInstruction(
+          source,
+          mint,
+          destination,
+          owner,
+          input.amount,
+          input.asset.decimals,
+        ),
   )
   transaction.partialSign(input.service)
   return transaction

@@ -8,7 +8,7 @@
  * driver (`simulated.ts`) for every chain, live mode the drivers handed to the gateway plugin.
  */
 import type { AccountId } from '../../caip/caip.js'
-import type { Action, PushRequest, WalletRpcAction } from '../../contract/gateway.js'
+import type { Action, PushRequest, SubscriptionTerms, WalletRpcAction } from '../../contract/gateway.js'
 import type { Db } from '../store/db.js'
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
@@ -76,6 +76,26 @@ export interface PushContext {
   reference: string
   /** Shown by the buyer's wallet (the merchant's name). */
   label?: string
+}
+
+/** A subscription's first period: the option grants a mandate bounded by these terms. */
+export interface MandateQuoteContext extends QuoteContext {
+  mandate: {
+    subscriptionId: string
+    interval: SubscriptionTerms['interval']
+    intervalCount: number
+    /** As the subscription states it (null: only `endAt` bounds it). */
+    periods: number | null
+    /** Periods in all, this first one included: the mandate grants at most tokenAmount x this. */
+    totalPeriods: number
+    /** Unix seconds: the mandate expires by then. */
+    endAt: number
+  }
+}
+
+/** A mandate option: the draft and the charging address it names (CAIP-10: spender or delegate). */
+export interface MandateDraft extends OptionDraft {
+  spender: string
 }
 
 export interface OptionDraft {
@@ -169,6 +189,12 @@ export interface ChainDriver {
    * not supported); never throw for that. Must not write anything: the gateway persists the drafts.
    */
   quote(ctx: QuoteContext): Promise<OptionDraft[]>
+  /**
+   * Options of a subscription's first period: the buyer grants a mandate (Permit2 allowance, SPL
+   * delegation) bounded by `ctx.mandate` to the driver's charging address. A driver without it offers
+   * nothing for a subscription.
+   */
+  quoteMandate?(ctx: MandateQuoteContext): Promise<MandateDraft[]>
   /** Resolves an option's `build` actions (fetch). Required when `quote` emits `build` actions. */
   build?(ctx: BuildContext, data: string): Promise<BuildResult>
   /**

@@ -9,6 +9,8 @@ import { testConfirmSteps } from '../payments/settlements.js'
 import { statusJson, unixSeconds } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { PaymentRow } from '../store/schema.js'
+import { activateSubscription } from '../subscriptions/lifecycle.js'
+import { optionTerms } from '../subscriptions/mandates.js'
 import type { DriverRegistry } from './drivers.js'
 import { signedActions, usableOption } from './option.js'
 import { assertPayable, driverPayment, type GatewayPaymentRow, type OptionRead } from './payment.js'
@@ -93,6 +95,21 @@ async function confirm(input: ConfirmInput): Promise<ConfirmResponse> {
       })
       const paid = await changePaymentInSteps(trx, steps)
       await input.onProcessing?.(trx)
+      const terms = optionTerms(row.state)
+      if (terms) {
+        // The first period is paid and the mandate signed: the subscription is active from here.
+        await activateSubscription(trx, {
+          paymentId: payment.id,
+          mandate: {
+            buyer: row.account,
+            asset: row.asset,
+            amountPerPeriod: BigInt(row.amount),
+            spender: terms.spender,
+            state: { kind: row.kind, results: [...body.results] },
+          },
+          now,
+        })
+      }
       return paid
     }
     const processing = await transitionPayment(trx, {

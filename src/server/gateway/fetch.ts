@@ -2,6 +2,7 @@ import type { FetchBody, FetchResponse } from '../../contract/gateway.js'
 import { fail, paramsError } from '../errors.js'
 import { unixSeconds } from '../payments/views.js'
 import type { Db } from '../store/db.js'
+import { optionTerms, withTerms } from '../subscriptions/mandates.js'
 import type { DriverRegistry } from './drivers.js'
 import { hasBuildActions, signedActions, usableOption } from './option.js'
 import { assertPayable, driverPayment, type GatewayPaymentRow, type OptionRead } from './payment.js'
@@ -50,6 +51,9 @@ export async function fetchActions(input: {
   if (ready && !stale) return { actions: ready }
   if (!driver.build) fail('internal_error', `The driver of ${row.chain_id} cannot build actions.`)
   const built = await driver.build(context, body.data)
-  const saved = await saveBuilt(db, row.id, built.actions, built.state, now, stale ? row.built : null)
+  // A driver's build replaces its state; a subscription's terms stay with the option (confirm needs them).
+  const terms = optionTerms(row.state)
+  const state = terms && built.state !== undefined ? withTerms(built.state, terms) : built.state
+  const saved = await saveBuilt(db, row.id, built.actions, state, now, stale ? row.built : null)
   return { actions: saved.built ?? built.actions }
 }

@@ -1,6 +1,17 @@
 import { parseAccountId, sameCaip } from '../../caip/caip.js'
-import type { OptionsBody, OptionsResponse, PaymentOption } from '../../contract/gateway.js'
-import type { AssetConfig, ChainDriver, WalletAccount } from '../chains/types.js'
+import type {
+  OptionsBody,
+  OptionsResponse,
+  PaymentOption,
+  SubscriptionTerms,
+} from '../../contract/gateway.js'
+import type {
+  AssetConfig,
+  ChainDriver,
+  MandateQuoteContext,
+  OptionDraft,
+  WalletAccount,
+} from '../chains/types.js'
 import type { ServerConfig } from '../config.js'
 import { fail, paramsError } from '../errors.js'
 import { newId } from '../ids.js'
@@ -9,6 +20,7 @@ import { pushReference } from '../payments/push.js'
 import { unixSeconds } from '../payments/views.js'
 import type { Db } from '../store/db.js'
 import type { PaymentRow } from '../store/schema.js'
+import { mandateOfPayment, type PendingMandate, withTerms } from '../subscriptions/mandates.js'
 import { collectDataSchema, collectDataUrl } from './collectData.js'
 import type { DriverRegistry } from './drivers.js'
 import { driverPayment, type GatewayPaymentRow, gatewayPaymentJson } from './payment.js'
@@ -93,7 +105,7 @@ async function pushOptions(input: OptionsInput): Promise<PaymentOption[]> {
 /** What never changes about a payment once created: quotes are made from these alone. */
 type PaymentFacts = Pick<
   PaymentRow,
-  'id' | 'mode' | 'merchant_id' | 'amount_unit' | 'amount_value' | 'expires_at' | 'capture_method'
+  'id' | 'mode' | 'merchant_id' | 'amount_unit' | 'amount_value' | 'expires_at' | 'capture_method' | 'source'
 >
 
 /** What quoting needs: the payment's facts, never its state. */
@@ -102,6 +114,7 @@ interface QuoteInput {
   registry: DriverRegistry
   payment: PaymentFacts
   now: Date
+  db: Db
 }
 
 function sanctionedAccount(config: ServerConfig, body: OptionsBody): string | undefined {
@@ -171,7 +184,7 @@ async function quoteOne(
   const tokenAmount = tokenAmountFor({ unit: payment.amount_unit, value: payment.amount_value }, asset)
   if (tokenAmount === null || tokenAmount <= 0n) return []
   const expiresAt = quoteExpiry(unixSeconds(now), unixSeconds(payment.expires_at))
-  const drafts = await driver.quote({
+  const context = {
     payment: driverPayment(payment),
     account,
     accounts,
@@ -179,7 +192,16 @@ async function quoteOne(
     tokenAmount,
     expiresAt,
     now: unixSeconds(now),
-  })
+  }
+  let drafts: (OptionDraft & { subscription?: SubscriptionTerms })[]
+  if (payment.source === 'mandate') {
+    // A subscription's first period: only a mandate option, from a driver that can charge one.
+    const mandate = await mandateOfPayment(input.db, payment.id)
+    if (!mandate || !driver.quoteMandate) return []
+    drafts = await quoteMandate(driver, { ...context, mandate: mandate.terms }, mandate)
+  } else {
+    drafts = await driver.quote(context)
+  }
   const collect = collectDataRequired(input)
   return drafts.map((d) => ({
     id: newId('option'),
@@ -191,9 +213,32 @@ async function quoteOne(
     tokenAmount,
     etaS: d.etaS,
     actions: d.actions,
-    state: d.state,
+    // The terms go with the option: confirm activates the subscription from them.
+    state: d.subscription ? withTerms(d.state, d.subscription) : d.state,
+    ...(d.subscription ? { subscription: d.subscription } : {}),
     expiresAt,
     collectDataRequired: collect,
+  }))
+}
+
+async function quoteMandate(
+  driver: ChainDriver,
+  ctx: MandateQuoteContext,
+  mandate: PendingMandate,
+): Promise<(OptionDraft & { subscription: SubscriptionTerms })[]> {
+  const drafts = await driver.quoteMandate!(ctx)
+  return drafts.map(({ spender, ...draft }) => ({
+    ...draft,
+    subscription: {
+      subscriptionId: mandate.terms.subscriptionId,
+      asset: ctx.asset.id,
+      amountPerPeriod: ctx.tokenAmount.toString(),
+      interval: mandate.terms.interval,
+      intervalCount: mandate.terms.intervalCount,
+      periods: mandate.terms.periods,
+      endAt: mandate.terms.endAt,
+      spender,
+    },
   }))
 }
 
@@ -218,6 +263,7 @@ function optionJson(config: ServerConfig, o: NewOption): PaymentOption {
     etaS: o.etaS,
     expiresAt: o.expiresAt,
     actions: o.actions,
+    ...(o.subscription ? { subscription: o.subscription } : {}),
     ...(o.collectDataRequired
       ? {
           collectData: {

@@ -1,5 +1,5 @@
 import { sql } from 'kysely'
-import type { Action, WalletRpcAction } from '../../contract/gateway.js'
+import type { Action, SubscriptionTerms, WalletRpcAction } from '../../contract/gateway.js'
 import type { JsonValue, StoredOption } from '../chains/types.js'
 import { unixSeconds } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
@@ -55,6 +55,8 @@ export interface NewOption {
   state: JsonValue | undefined
   expiresAt: number
   collectDataRequired: boolean
+  /** A subscription's first period: the terms the mandate is bounded by (also kept in `state`). */
+  subscription?: SubscriptionTerms
 }
 
 /** The columns of a quote: what an insert writes and a refresh replaces (which drops any build). */

@@ -25,8 +25,8 @@ const insertPayment = namedStatement<{ inserted: boolean; pending: boolean }>(`W
     SELECT 1 FROM merchants WHERE id = $2 AND deleted_at IS NULL
   ), inserted AS (
     INSERT INTO payments (id, merchant_id, partner_id, mode, reference_id, amount_unit, amount_value, status,
-      expires_at, checkout, created_at, updated_at, capture_method, capture_by)
-    SELECT $1, $2, $3, $4, $5, $6, $7, 'requires_action', $8, $9, $10, $10, $11, $12 FROM merchant
+      expires_at, checkout, created_at, updated_at, capture_method, capture_by, source)
+    SELECT $1, $2, $3, $4, $5, $6, $7, 'requires_action', $8, $9, $10, $10, $11, $12, $13 FROM merchant
     RETURNING *
   ), expiry AS (
     INSERT INTO jobs (kind, payment_id, run_at, locked_until, payload, result, last_error, created_at, updated_at)
@@ -40,6 +40,52 @@ const insertPayment = namedStatement<{ inserted: boolean; pending: boolean }>(`W
   )
   SELECT EXISTS (SELECT 1 FROM inserted) AS inserted,
     EXISTS (SELECT 1 FROM event WHERE dispatched_at IS NULL) AS pending`)
+
+/**
+ * Inserts a new payment, `requires_action`, with its `payment.created` event; `404 merchant_not_found`
+ * when the merchant is gone. Returns its id.
+ */
+export async function insertPaymentRow(
+  db: Db,
+  input: {
+    auth: Pick<AuthContext, 'partnerId' | 'mode'>
+    merchantId: string
+    referenceId: string
+    amount: { unit: string; value: string }
+    expiresAt: Date
+    checkout?: PaymentCreateBodyPreview['checkout']
+    /** How the money arrives: `pull` (the gateway flow), `mandate` (a subscription's period). */
+    source: 'pull' | 'mandate'
+    /** Manual capture: held once paid until captured, voided, or voided by itself then (docs/capture.md). */
+    captureBy?: Date
+    now: Date
+    afterCommit: (fn: () => void) => void
+  },
+): Promise<string> {
+  const id = newId('payment')
+  const [written] = (
+    await insertPayment(
+      db,
+      id,
+      input.merchantId,
+      input.auth.partnerId,
+      input.auth.mode,
+      input.referenceId,
+      input.amount.unit,
+      input.amount.value,
+      input.expiresAt,
+      input.checkout ? JSON.stringify(input.checkout) : null,
+      input.now,
+      input.captureBy ? 'manual' : 'automatic',
+      input.captureBy ?? null,
+      input.source,
+    )
+  ).rows
+  if (!written?.inserted) fail('merchant_not_found', 'Merchant not found.', { merchantId: input.merchantId })
+  // The event waits for an endpoint: wake this process's webhook dispatcher, once it is committed.
+  if (written.pending) input.afterCommit(wake)
+  return id
+}
 
 /** A new payment for `merchant`, `requires_action` until it expires. */
 export async function createPayment(
@@ -73,27 +119,18 @@ export async function createPayment(
     expiresAt = new Date((unixSeconds(now) + config.paymentTtlSeconds) * 1000)
   }
   const captureBy = captureByOf(body, config, now, expiresAt)
-  const id = newId('payment')
-  const [written] = (
-    await insertPayment(
-      db,
-      id,
-      merchant.id,
-      auth.partnerId,
-      auth.mode,
-      body.referenceId,
-      body.amount.unit,
-      body.amount.value,
-      expiresAt,
-      body.checkout ? JSON.stringify(body.checkout) : null,
-      now,
-      captureBy ? 'manual' : 'automatic',
-      captureBy ?? null,
-    )
-  ).rows
-  if (!written?.inserted) fail('merchant_not_found', 'Merchant not found.', { merchantId: merchant.id })
-  // The event waits for an endpoint: wake this process's webhook dispatcher, once it is committed.
-  if (written.pending) input.afterCommit(wake)
+  const id = await insertPaymentRow(db, {
+    auth,
+    merchantId: merchant.id,
+    referenceId: body.referenceId,
+    amount: body.amount,
+    expiresAt,
+    checkout: body.checkout,
+    source: 'pull',
+    ...(captureBy && { captureBy }),
+    now,
+    afterCommit: input.afterCommit,
+  })
   return createdJson({ id, status: 'requires_action', expires_at: expiresAt }, config)
 }
 

@@ -9,6 +9,7 @@ import { merchantRoutes } from './merchants.js'
 import { paymentRoutes } from './payments.js'
 import { refundRoutes } from './refunds.js'
 import { settlementRoutes } from './settlements.js'
+import { subscriptionRoutes } from './subscriptions.js'
 import { systemRoutes } from './system.js'
 import { testRoutes } from './test.js'
 import { webhookRoutes } from './webhooks.js'
@@ -20,6 +21,7 @@ export const routeModules: ReadonlyArray<(app: FastifyInstance) => Promise<void>
   settlementRoutes,
   paymentRoutes,
   refundRoutes,
+  subscriptionRoutes,
   balanceRoutes,
   depositRoutes,
   gatewayRoutes,

@@ -3,6 +3,8 @@ import {
   type WebhookPaymentSnapshot,
   type WebhookRefundEvent,
   type WebhookRefundSnapshot,
+  type WebhookSubscriptionEvent,
+  type WebhookSubscriptionSnapshot,
   webhookApiVersion,
 } from '../../contract/webhooks.js'
 
@@ -143,6 +145,33 @@ export function refundSnapshot(row: Snapshot): WebhookRefundSnapshot {
   }
 }
 
+/** A subscription event's snapshot is the subscriptions row plus its payment (subscriptions/events.ts). */
+export function subscriptionSnapshot(row: Snapshot): WebhookSubscriptionSnapshot {
+  const asset = text(row, 'asset')
+  const perPeriod = text(row, 'amount_per_period')
+  return {
+    subscription_id: String(row.id),
+    merchant_id: String(row.merchant_id),
+    live: row.mode === 'live',
+    payment_id: String(row.payment_id),
+    payment_state_version: Number(row.payment_state_version ?? 0),
+    reference_id: String(row.reference_id),
+    status: String(row.status),
+    amount: { unit: String(row.amount_unit), value: String(row.amount_value) },
+    interval: String(row.interval),
+    interval_count: Number(row.interval_count),
+    periods: row.periods === null || row.periods === undefined ? null : Number(row.periods),
+    periods_charged: Number(row.periods_charged ?? 0),
+    next_charge_at: iso(row, 'next_charge_at'),
+    buyer_caip10: text(row, 'buyer'),
+    amount_per_period: asset && perPeriod !== null ? { unit: `caip19/${asset}`, value: perPeriod } : null,
+    spender_caip10: text(row, 'spender'),
+    cancel_reason: text(row, 'cancel_reason'),
+    created_at: iso(row, 'created_at')!,
+    end_at: iso(row, 'end_at')!,
+  }
+}
+
 /** The event as it is sent (and signed): the body bytes every attempt of every delivery reuses. */
 export function renderPaymentEvent(event: PaymentEventForPayload): string {
   const envelope = {
@@ -153,6 +182,12 @@ export function renderPaymentEvent(event: PaymentEventForPayload): string {
   const payload: AnyWebhookEvent =
     event.snapshot.object === 'refund'
       ? { ...envelope, type: event.type as WebhookRefundEvent['type'], data: refundSnapshot(event.snapshot) }
-      : { ...envelope, type: event.type, data: paymentSnapshot(event.snapshot) }
+      : event.snapshot.object === 'subscription'
+        ? {
+            ...envelope,
+            type: event.type as WebhookSubscriptionEvent['type'],
+            data: subscriptionSnapshot(event.snapshot),
+          }
+        : { ...envelope, type: event.type, data: paymentSnapshot(event.snapshot) }
   return JSON.stringify(payload)
 }

@@ -20,6 +20,7 @@ import * as ledger from './018_ledger.js'
 import * as relayGuards from './019_relay_guards.js'
 import * as capture from './020_capture.js'
 import * as push from './021_push.js'
+import * as subscriptions from './022_subscriptions.js'
 import * as observability from './023_observability.js'
 
 /**
@@ -49,4 +50,5 @@ export const migrations: Record<string, Migration> = {
   '020_capture': capture,
   '023_observability': observability,
   '021_push': push,
+  '022_subscriptions': subscriptions,
 }
