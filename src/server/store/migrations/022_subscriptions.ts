@@ -5,12 +5,10 @@ import { type Kysely, sql } from 'kysely'
  * link the buyer's wallet opens to sign the mandate); each later period is a payment of its own
  * (`payments.source` `mandate`). `subscription_periods` holds one row per (subscription, period): the
  * key that makes a period's money move once, whoever retries. `test_clocks` are test mode's frozen
- * clocks. `payments.source` may already exist (push payments add it too): both define it the same way.
+ * clocks. `payments.source` comes from migration 021 (push payments).
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
-    ALTER TABLE payments ADD COLUMN IF NOT EXISTS source text NOT NULL DEFAULT 'pull';
-
     CREATE TABLE test_clocks (
       id text PRIMARY KEY,
       partner_id text NOT NULL REFERENCES partners(id),
@@ -78,6 +76,5 @@ export async function down(db: Kysely<unknown>): Promise<void> {
     DROP TABLE subscription_periods;
     DROP TABLE subscriptions;
     DROP TABLE test_clocks;
-    ALTER TABLE payments DROP COLUMN source;
   `.execute(db)
 }
