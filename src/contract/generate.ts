@@ -62,6 +62,11 @@ function assertSupported(node: Json, path: string): void {
       throw new Error(`${path}: the wallet validator does not support "${key}"; extend validate.ts first`)
     }
   }
+  // z.int()'s safe-integer bounds: validate.ts reads every integer as a safe one, so they are not repeated.
+  if (node.type === 'integer') {
+    if (node.maximum === Number.MAX_SAFE_INTEGER) delete node.maximum
+    if (node.minimum === Number.MIN_SAFE_INTEGER) delete node.minimum
+  }
   const { type, properties, items, anyOf, oneOf, pattern, additionalProperties } = node
   if (additionalProperties !== undefined && additionalProperties !== false) {
     throw new Error(`${path}: only additionalProperties: false (z.strictObject) is supported`)

@@ -105,7 +105,7 @@ function check(schema: JsonSchema, value: unknown, path: string, issues: Issue[]
       : Array.isArray(value)
         ? 'array'
         : typeof value === 'number'
-          ? Number.isInteger(value)
+          ? Number.isSafeInteger(value)
             ? 'integer'
             : Number.isFinite(value)
               ? 'number'

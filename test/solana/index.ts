@@ -63,6 +63,7 @@ export async function startSolanaValidator(
       ...(options.slotMs ? { slotMs: options.slotMs } : {}),
     })
     const connection = new Connection(rpc.rpcUrl, { commitment, wsEndpoint: rpc.wsUrl })
+    keepCachedBlockhash(connection)
     return {
       backend,
       rpcUrl: rpc.rpcUrl,
@@ -143,6 +144,26 @@ async function disposeSubscriptions(connection: Connection): Promise<void> {
  * Other Connections to the facade keep their cache: build transactions with an explicit
  * `getLatestBlockhash()` there.
  */
+/**
+ * The local RPC's blockhash changes only when a test expires it (`expireBlockhash`, which also forgets
+ * web3.js's cached one). web3.js refetches its cached blockhash after 30 s and then waits for a *new*
+ * one, which never comes here: any test slower than that (a loaded machine) failed with "Unable to obtain
+ * a new blockhash". So the cache is kept fresh; an identical transaction sent twice still asks for a new
+ * one, as web3.js does.
+ */
+function keepCachedBlockhash(connection: Connection): void {
+  const internal = connection as unknown as {
+    _blockhashInfo: { latestBlockhash: unknown; lastFetch: number }
+    _blockhashWithExpiryBlockHeight(disableCache: boolean): Promise<unknown>
+  }
+  const fetchOrCached = internal._blockhashWithExpiryBlockHeight.bind(connection)
+  internal._blockhashWithExpiryBlockHeight = (disableCache) => {
+    if (!disableCache && internal._blockhashInfo.latestBlockhash)
+      internal._blockhashInfo.lastFetch = Date.now()
+    return fetchOrCached(disableCache)
+  }
+}
+
 function forgetCachedBlockhash(connection: Connection): void {
   const internal = connection as unknown as {
     _blockhashInfo?: { latestBlockhash: unknown; lastFetch: number }

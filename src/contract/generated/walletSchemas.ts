@@ -59,7 +59,6 @@ export const GatewayPayment = {
     expiresAt: {
       type: 'integer',
       minimum: 0,
-      maximum: 9007199254740991,
     },
     merchant: {
       type: 'object',
@@ -89,7 +88,6 @@ export const StatusResponse = {
         {
           type: 'integer',
           minimum: 0,
-          maximum: 9007199254740991,
         },
         {
           type: 'null',
@@ -157,12 +155,10 @@ const PaymentOption = {
     etaS: {
       type: 'integer',
       minimum: 0,
-      maximum: 9007199254740991,
     },
     expiresAt: {
       type: 'integer',
       minimum: 0,
-      maximum: 9007199254740991,
     },
     actions: {
       type: 'array',
@@ -212,14 +208,12 @@ const PaymentOption = {
         intervalCount: {
           type: 'integer',
           minimum: 1,
-          maximum: 9007199254740991,
         },
         periods: {
           anyOf: [
             {
               type: 'integer',
               minimum: 1,
-              maximum: 9007199254740991,
             },
             {
               type: 'null',
@@ -229,7 +223,6 @@ const PaymentOption = {
         endAt: {
           type: 'integer',
           minimum: 0,
-          maximum: 9007199254740991,
         },
         spender: {
           type: 'string',
@@ -278,7 +271,6 @@ const PaymentOption = {
         expiresAt: {
           type: 'integer',
           minimum: 0,
-          maximum: 9007199254740991,
         },
       },
       required: ['url', 'reference', 'recipient', 'asset', 'amount', 'expiresAt'],
@@ -333,7 +325,6 @@ export const ConfirmResponse = {
         {
           type: 'integer',
           minimum: 0,
-          maximum: 9007199254740991,
         },
         {
           type: 'null',
@@ -489,7 +480,6 @@ export const FlowSnapshot = {
         {
           type: 'integer',
           minimum: 0,
-          maximum: 9007199254740991,
         },
         {
           type: 'null',
@@ -501,7 +491,6 @@ export const FlowSnapshot = {
         {
           type: 'integer',
           minimum: 0,
-          maximum: 9007199254740991,
         },
         {
           type: 'null',
