@@ -177,9 +177,11 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
   const withContext = (value: unknown) => ({ context: context(), value })
 
   function record(signature: string, entry: Omit<LandedTransaction, 'slot' | 'blockTime'>): void {
+    // Unclocked, a transaction lands in a slot of its own, after every slot already reported: a reader
+    // that scanned up to the reported slot (getSlot) must never see a transaction land in it later.
+    if (!clockedSlots) advanceSlots(1)
     landed.set(signature, { ...entry, slot, blockTime: Math.floor(Date.now() / 1000) })
     transactionCount++
-    if (!clockedSlots) advanceSlots(1)
     notifySignature(signature)
   }
 
