@@ -13,10 +13,32 @@ describe('generated wallet schemas', () => {
   it('emits a module that declares each shared part once and every root as an export', () => {
     const source = emitWalletSchemasModule()
     for (const name of Object.keys(buildWalletSchemas().schemas)) {
-      expect(source).toContain(`export const ${name} = {`)
+      expect(source).toContain(`export const ${name} = `)
     }
     expect(source.match(/^const Amount = /gm)).toHaveLength(1)
     expect(source).not.toContain('$schema')
+  })
+
+  it('writes object schemas with objectSchema, naming each property once', () => {
+    const source = emitWalletSchemasModule()
+    expect(source).toContain('export const GatewayPayment = /* @__PURE__ */ objectSchema({')
+    expect(source).not.toContain('required:')
+  })
+
+  it('emits as they are the objects objectSchema cannot rebuild', () => {
+    const strict = toWalletJsonSchema(z.strictObject({ a: z.string() }), 'Strict')
+    const reordered = {
+      type: 'object',
+      properties: { a: { type: 'string' }, b: { type: 'string' } },
+      required: ['b', 'a'],
+    } as const
+    const source = emitWalletSchemasModule({
+      schemas: { Strict: strict, Reordered: reordered },
+      gatewayRoutes: {},
+    })
+    expect(source).toContain('additionalProperties: false')
+    expect(source).toContain('required: ["b","a"]')
+    expect(source).not.toContain('objectSchema(')
   })
 
   it('refuses keywords the wallet validator would ignore', () => {

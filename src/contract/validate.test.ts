@@ -1,10 +1,10 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import * as z from 'zod/mini'
-import { walletSchemaSources } from './generate.js'
+import { toWalletJsonSchema, walletSchemaSources } from './generate.js'
 import * as generated from './generated/walletSchemas.js'
 import { samples } from './samples.js'
-import { type JsonSchema, validate } from './validate.js'
+import { type JsonSchema, objectSchema, validate } from './validate.js'
 
 const jsonSchemas = generated as unknown as Record<string, JsonSchema>
 const wallet = Object.entries(walletSchemaSources)
@@ -243,5 +243,20 @@ describe.each(wallet)('%s: validator against zod', (name) => {
       .map((v) => z.safeParse(walletSchemaSources[name]!, v).success)
     expect(verdicts.filter(Boolean).length).toBeGreaterThan(30)
     expect(verdicts.filter((ok) => !ok).length).toBeGreaterThan(30)
+  })
+})
+
+describe('objectSchema', () => {
+  it("builds zod's JSON Schema of an object: required in property order, left out when empty", () => {
+    const string = { type: 'string' } as const
+    const cases: [z.ZodMiniType, JsonSchema][] = [
+      [z.object({ a: z.string(), b: z.string() }), objectSchema({ a: string, b: string })],
+      [
+        z.object({ a: z.optional(z.string()), b: z.string(), c: z.optional(z.string()) }),
+        objectSchema({ a: string, b: string, c: string }, ['a', 'c']),
+      ],
+      [z.object({ a: z.optional(z.string()) }), objectSchema({ a: string }, ['a'])],
+    ]
+    for (const [zod, built] of cases) expect(built).toEqual(toWalletJsonSchema(zod, 'Test'))
   })
 })

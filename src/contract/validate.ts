@@ -55,6 +55,19 @@ export const supportedKeywords: readonly (keyof JsonSchema)[] = [
   'maximum',
 ]
 
+/**
+ * An object schema whose properties are all required except the `optional` ones, in `z.toJSONSchema`'s
+ * form (`required` in property order, left out when empty). The generated schemas are written with it:
+ * the wallet core ships each property name once instead of again in `required`.
+ */
+export function objectSchema<const P extends { readonly [key: string]: JsonSchema }>(
+  properties: P,
+  optional: readonly (keyof P & string)[] = [],
+): { readonly type: 'object'; readonly properties: P; readonly required?: readonly (keyof P & string)[] } {
+  const required = Object.keys(properties).filter((key) => !(optional as readonly string[]).includes(key))
+  return required.length ? { type: 'object', properties, required } : { type: 'object', properties }
+}
+
 export interface Issue {
   /** Dotted, like the service's `params_validation` issues: `options.0.amount.value`. */
   path: string
