@@ -1,6 +1,6 @@
 import type * as z from 'zod/mini'
 import type { gatewayEndpoints } from '../contract/gatewayEndpoints.js'
-import { gatewayRoutes } from '../contract/generated/walletSchemas.js'
+import { gatewayErrorCodes, gatewayRoutes } from '../contract/generated/walletSchemas.js'
 import { parser } from '../contract/validate.js'
 import type { CallOptions, GatewayApi } from './gatewayApi.js'
 import { createHttpClient, type HttpClientConfig, newIdempotencyKey } from './http.js'
@@ -37,6 +37,7 @@ export function createGatewayClient(config: GatewayClientConfig): GatewayApi {
       method: route.method,
       path: route.path.replace(':id', encodeURIComponent(paymentId)),
       parse: parser<ResponseOf<N>>(route.response),
+      errorCodes: gatewayErrorCodes,
       body: extra.body,
       headers: extra.headers,
       holdMs: extra.holdMs,

@@ -64,6 +64,7 @@ describe('createHttpClient', () => {
       body: { a: 1 },
       idempotencyKey: 'k1',
       parse: ok,
+      errorCodes: serviceErrorCodes,
     })
     expect(result).toEqual({ ok: true })
     const [call] = seen
@@ -85,6 +86,7 @@ describe('createHttpClient', () => {
       method: 'GET',
       path: '/',
       parse: ok,
+      errorCodes: serviceErrorCodes,
     })
     expect(seen[0]?.headers).toMatchObject({ 'app-id': 'app_test_1', 'client-id': 'c1' })
     expect(seen[0]?.headers['api-key']).toBeUndefined()
@@ -93,7 +95,7 @@ describe('createHttpClient', () => {
   it('turns an error body into a PayError with the service code, status and message', async () => {
     handlers.push(json(409, { code: 'already_refunded', message: 'Payment already refunded.' }))
     const error = await createHttpClient({ baseUrl })
-      .request({ method: 'POST', path: '/v1/refunds', body: {}, parse: ok })
+      .request({ method: 'POST', path: '/v1/refunds', body: {}, parse: ok, errorCodes: serviceErrorCodes })
       .catch((e) => e)
     expect(isPayError(error, 'already_refunded')).toBe(true)
     expect(error).toMatchObject({ status: 409, shortMessage: 'Payment already refunded.' })
@@ -108,7 +110,7 @@ describe('createHttpClient', () => {
       }),
     )
     const error = await createHttpClient({ baseUrl })
-      .request({ method: 'GET', path: '/', parse: ok })
+      .request({ method: 'GET', path: '/', parse: ok, errorCodes: serviceErrorCodes })
       .catch((e) => e)
     expect(error.context.issues).toEqual([{ path: 'amount.value', message: 'Expected' }])
   })
@@ -120,7 +122,13 @@ describe('createHttpClient', () => {
     const http = createHttpClient({ baseUrl })
     for (let i = 0; i < 3; i++) {
       const error = await http
-        .request({ method: 'GET', path: '/', parse: ok, retry: undefined } as never)
+        .request({
+          method: 'GET',
+          path: '/',
+          parse: ok,
+          errorCodes: serviceErrorCodes,
+          retry: undefined,
+        } as never)
         .catch((e) => e)
       expect(isPayError(error, 'invalid_response')).toBe(true)
     }
@@ -136,6 +144,7 @@ describe('createHttpClient', () => {
         method: 'GET',
         path: '/',
         parse: ok,
+        errorCodes: serviceErrorCodes,
       }),
     ).toEqual({ ok: true })
     expect(seen).toHaveLength(3)
@@ -145,7 +154,7 @@ describe('createHttpClient', () => {
   it('gives up after the bounded number of attempts with the last error', async () => {
     for (let i = 0; i < 3; i++) handlers.push(json(500, { code: 'internal_error', message: `fail ${i}` }))
     const error = await createHttpClient({ baseUrl, retry: fastRetry })
-      .request({ method: 'GET', path: '/', parse: ok })
+      .request({ method: 'GET', path: '/', parse: ok, errorCodes: serviceErrorCodes })
       .catch((e) => e)
     expect(isPayError(error, 'internal_error')).toBe(true)
     expect(error.shortMessage).toBe('fail 2')
@@ -155,7 +164,7 @@ describe('createHttpClient', () => {
   it('never retries a POST without an idempotency key, and retries one with a key', async () => {
     handlers.push(json(503, { code: 'internal_error', message: 'down' }))
     const error = await createHttpClient({ baseUrl, retry: fastRetry })
-      .request({ method: 'POST', path: '/', body: {}, parse: ok })
+      .request({ method: 'POST', path: '/', body: {}, parse: ok, errorCodes: serviceErrorCodes })
       .catch((e) => e)
     expect(isPayError(error, 'internal_error')).toBe(true)
     expect(seen).toHaveLength(1)
@@ -168,6 +177,7 @@ describe('createHttpClient', () => {
       body: {},
       idempotencyKey: 'k',
       parse: ok,
+      errorCodes: serviceErrorCodes,
     })
     expect(seen).toHaveLength(3)
     expect(seen[1]?.headers['idempotency-key']).toBe('k')
@@ -177,14 +187,16 @@ describe('createHttpClient', () => {
   it('does not retry 4xx other than 429', async () => {
     handlers.push(json(404, { code: 'payment_not_found', message: 'nope' }))
     await createHttpClient({ baseUrl, retry: fastRetry })
-      .request({ method: 'GET', path: '/', parse: ok })
+      .request({ method: 'GET', path: '/', parse: ok, errorCodes: serviceErrorCodes })
       .catch(() => {})
     expect(seen).toHaveLength(1)
   })
 
   it('retries network failures and reports network_error when they persist', async () => {
     const http = createHttpClient({ baseUrl: 'http://127.0.0.1:1', retry: fastRetry })
-    const error = await http.request({ method: 'GET', path: '/', parse: ok }).catch((e) => e)
+    const error = await http
+      .request({ method: 'GET', path: '/', parse: ok, errorCodes: serviceErrorCodes })
+      .catch((e) => e)
     expect(isPayError(error, 'network_error')).toBe(true)
     expect(error.context.attempt).toBe(3)
   })
@@ -194,7 +206,13 @@ describe('createHttpClient', () => {
     const controller = new AbortController()
     const http = createHttpClient({ baseUrl, retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 60_000 } })
     const pending = http
-      .request({ method: 'GET', path: '/', parse: ok, signal: controller.signal })
+      .request({
+        method: 'GET',
+        path: '/',
+        parse: ok,
+        errorCodes: serviceErrorCodes,
+        signal: controller.signal,
+      })
       .catch((e) => e)
     setTimeout(() => controller.abort(), 50)
     const error = await pending
@@ -206,7 +224,9 @@ describe('createHttpClient', () => {
     const silent: Handler = () => {}
     handlers.push(silent, silent)
     const http = createHttpClient({ baseUrl, retry: { ...fastRetry, attempts: 2, timeoutMs: 100 } })
-    const error = await http.request({ method: 'GET', path: '/', parse: ok }).catch((e) => e)
+    const error = await http
+      .request({ method: 'GET', path: '/', parse: ok, errorCodes: serviceErrorCodes })
+      .catch((e) => e)
     expect(isPayError(error, 'network_error')).toBe(true)
     expect(error.message).toContain('did not answer in time')
     expect(seen).toHaveLength(2)
@@ -218,14 +238,22 @@ describe('createHttpClient', () => {
       res.write('{"ok":')
     })
     const http = createHttpClient({ baseUrl, retry: { ...fastRetry, attempts: 1, timeoutMs: 150 } })
-    const error = await http.request({ method: 'GET', path: '/', parse: ok }).catch((e) => e)
+    const error = await http
+      .request({ method: 'GET', path: '/', parse: ok, errorCodes: serviceErrorCodes })
+      .catch((e) => e)
     expect(isPayError(error, 'network_error')).toBe(true)
     expect(error.message).toContain('did not answer in time')
   })
 
   it('rejects at once when already aborted', async () => {
     const error = await createHttpClient({ baseUrl })
-      .request({ method: 'GET', path: '/', parse: ok, signal: AbortSignal.abort() })
+      .request({
+        method: 'GET',
+        path: '/',
+        parse: ok,
+        errorCodes: serviceErrorCodes,
+        signal: AbortSignal.abort(),
+      })
       .catch((e) => e)
     expect(isPayError(error, 'aborted')).toBe(true)
     expect(seen).toHaveLength(0)
@@ -234,7 +262,7 @@ describe('createHttpClient', () => {
   it.each(serviceErrorCodes)('maps error code %s with its HTTP status', async (code) => {
     handlers.push(json(serviceErrorStatus[code], { code, message: `msg ${code}` }))
     const error = await createHttpClient({ baseUrl, retry: { attempts: 1 } })
-      .request({ method: 'GET', path: '/', parse: ok })
+      .request({ method: 'GET', path: '/', parse: ok, errorCodes: serviceErrorCodes })
       .catch((e) => e)
     expect(error).toBeInstanceOf(PayError)
     expect(error).toMatchObject({ code, status: serviceErrorStatus[code] })
@@ -270,6 +298,20 @@ describe('createGatewayClient', () => {
     expect(isPayError(error, 'network_error')).toBe(true)
   })
 
+  it("takes from an error body only the codes the gateway's operations can answer", async () => {
+    handlers.push(json(410, { code: 'payment_expired', message: 'Expired.' }))
+    handlers.push(json(409, { code: 'already_refunded', message: 'A merchant API code.' }))
+    handlers.push(json(400, { code: 'user_rejected', message: 'A client-side code.' }))
+    const gateway = createGatewayClient({ baseUrl, retry: { attempts: 1 } })
+    const codes = []
+    for (let i = 0; i < 3; i++) codes.push(await gateway.getPayment('pay_1').catch((e) => [e.code, e.status]))
+    expect(codes).toEqual([
+      ['payment_expired', 410],
+      ['invalid_response', 409],
+      ['invalid_response', 400],
+    ])
+  })
+
   it('maps an off-contract response to invalid_response with the issues', async () => {
     handlers.push(json(200, { status: 'paid', isFinal: false, pollInMs: 500 }))
     const error = await createGatewayClient({ baseUrl })
@@ -282,7 +324,7 @@ describe('createGatewayClient', () => {
   it('reports zod issues the same way for zod-checked clients', async () => {
     handlers.push(json(200, { ok: 'yes' }))
     const error = await createHttpClient({ baseUrl })
-      .request({ method: 'GET', path: '/', parse: ok })
+      .request({ method: 'GET', path: '/', parse: ok, errorCodes: serviceErrorCodes })
       .catch((e) => e)
     expect(error.context.issues).toEqual([{ path: 'ok', message: expect.any(String) }])
   })

@@ -1,5 +1,5 @@
 import type { ErrorResponse } from '../contract/common.js'
-import { isServiceErrorCode } from '../contract/errors.js'
+import type { ServiceErrorCode } from '../contract/errors.js'
 import * as schemas from '../contract/generated/walletSchemas.js'
 import { type Issue, type Parse, parser } from '../contract/validate.js'
 import { sleep, throwIfAborted } from '../errors/abort.js'
@@ -47,6 +47,11 @@ export interface HttpRequest<T> {
    * merchant client (`zodParser`) the zod schema itself: this module stays free of zod either way.
    */
   parse: Parse<T>
+  /**
+   * The codes an error body may carry: the endpoint's, from the contract. Any other code (a client-side
+   * one such as `user_rejected`, or one the endpoint cannot answer) becomes `invalid_response`.
+   */
+  errorCodes: readonly ServiceErrorCode[]
 }
 
 export interface HttpClient {
@@ -150,9 +155,10 @@ async function errorFromResponse(response: Response, req: HttpRequest<unknown>):
   }
   const parsed = parseErrorBody(body)
   const context = { method: req.method, path: req.path, status: response.status }
-  if (parsed.ok && isServiceErrorCode(parsed.value.code)) {
+  const code = parsed.ok ? parsed.value.code : undefined
+  if (parsed.ok && isOneOf(code, req.errorCodes)) {
     return new PayError({
-      code: parsed.value.code,
+      code,
       message: parsed.value.message,
       status: response.status,
       context: parsed.value.issues ? { ...context, issues: parsed.value.issues } : context,
@@ -202,4 +208,8 @@ function queryString(query: Record<string, unknown> | undefined): string {
 /** A random idempotency key. */
 export function newIdempotencyKey(): string {
   return randomUuid()
+}
+
+function isOneOf<C extends string>(value: string | undefined, codes: readonly C[]): value is C {
+  return (codes as readonly (string | undefined)[]).includes(value)
 }

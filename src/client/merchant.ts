@@ -1,5 +1,6 @@
 import type * as z from 'zod/mini'
 import { type Endpoints, endpoints } from '../contract/endpoints.js'
+import { serviceErrorCodes } from '../contract/errors.js'
 import { createHttpClient, type HttpClientConfig, newIdempotencyKey } from './http.js'
 import { zodParser } from './zodParser.js'
 
@@ -54,6 +55,7 @@ export function createMerchantClient(config: MerchantClientConfig): MerchantClie
         body: input.body,
         headers: { 'Merchant-Id': merchantId },
         parse: zodParser(endpoint.response as z.ZodMiniType<unknown>),
+        errorCodes: serviceErrorCodes,
         ...(idempotencyKey ? { idempotencyKey } : {}),
         ...(input.signal ? { signal: input.signal } : {}),
       })

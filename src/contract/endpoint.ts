@@ -39,3 +39,35 @@ export interface Endpoint {
 export function endpoint<const E extends Endpoint>(e: E): E {
   return e
 }
+
+/**
+ * The codes the request pipeline (src/server: route.ts, auth.ts, app.ts) can answer for any operation of
+ * this kind, besides the operation's own `errors`.
+ */
+export function pipelineErrorCodes(endpoint: Endpoint): ServiceErrorCode[] {
+  const codes: ServiceErrorCode[] = [
+    'invalid_params',
+    'header_not_ascii',
+    'invalid_api_version',
+    'unknown_api_version',
+    'api_version_downgrade',
+    'conflicting_auth_headers',
+    'invalid_api_key',
+    'rate_limited',
+    'internal_error',
+  ]
+  if (endpoint.params || endpoint.query || endpoint.body) codes.push('params_validation')
+  if (endpoint.auth === 'gateway') {
+    codes.push('missing_auth_headers', 'missing_app_id', 'missing_client_id', 'invalid_app_id')
+  } else {
+    codes.push('missing_api_key', 'forbidden')
+  }
+  if (endpoint.auth === 'merchant') codes.push('missing_merchant_id', 'merchant_not_found')
+  if (endpoint.method !== 'GET') codes.push('idempotency_conflict')
+  return codes
+}
+
+/** Every error code an operation can answer: the pipeline's, then its own. */
+export function operationErrorCodes(endpoint: Endpoint): ServiceErrorCode[] {
+  return [...pipelineErrorCodes(endpoint), ...(endpoint.errors ?? [])]
+}

@@ -1,13 +1,22 @@
 import { describe, expect, it } from 'vitest'
 import * as z from 'zod/mini'
+import { operationErrorCodes } from './endpoint.js'
+import { gatewayEndpoints } from './gatewayEndpoints.js'
 import { buildWalletSchemas, emitWalletSchemasModule, toWalletJsonSchema } from './generate.js'
 import * as committed from './generated/walletSchemas.js'
 
 describe('generated wallet schemas', () => {
   it('match the zod schemas they were generated from (else run `npm run generate`)', () => {
-    const { schemas, gatewayRoutes } = buildWalletSchemas()
+    const { schemas, gatewayRoutes, gatewayErrorCodes } = buildWalletSchemas()
     // Compared as values, not text: the committed file is formatted by biome after generation.
-    expect({ ...committed }).toEqual({ ...schemas, gatewayRoutes })
+    expect({ ...committed }).toEqual({ ...schemas, gatewayRoutes, gatewayErrorCodes })
+  })
+
+  it("lists the error codes of the gateway's operations, and only those", () => {
+    const answerable = Object.values(gatewayEndpoints).flatMap(operationErrorCodes)
+    expect(new Set(committed.gatewayErrorCodes)).toEqual(new Set(answerable))
+    expect(committed.gatewayErrorCodes).toEqual(expect.arrayContaining(['payment_expired', 'missing_app_id']))
+    expect(committed.gatewayErrorCodes).not.toContain('already_refunded')
   })
 
   it('emits a module that declares each shared part once and every root as an export', () => {
@@ -35,6 +44,7 @@ describe('generated wallet schemas', () => {
     const source = emitWalletSchemasModule({
       schemas: { Strict: strict, Reordered: reordered },
       gatewayRoutes: {},
+      gatewayErrorCodes: [],
     })
     expect(source).toContain('additionalProperties: false')
     expect(source).toContain('required: ["b","a"]')

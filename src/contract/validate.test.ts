@@ -6,7 +6,9 @@ import * as generated from './generated/walletSchemas.js'
 import { samples } from './samples.js'
 import { type JsonSchema, objectSchema, validate } from './validate.js'
 
-const jsonSchemas = generated as unknown as Record<string, JsonSchema>
+// The generated module's schemas: everything it exports but the gateway's routes and error codes.
+const { gatewayRoutes: _routes, gatewayErrorCodes: _codes, ...schemaExports } = generated
+const jsonSchemas = schemaExports as Record<string, JsonSchema>
 const wallet = Object.entries(walletSchemaSources)
 
 /**
@@ -33,9 +35,7 @@ function expectAgreement(name: string, value: unknown): void {
 
 describe('validate', () => {
   it('covers every schema the wallet core validates', () => {
-    expect(Object.keys(jsonSchemas).filter((name) => name !== 'gatewayRoutes')).toEqual(
-      wallet.map(([name]) => name),
-    )
+    expect(Object.keys(jsonSchemas)).toEqual(wallet.map(([name]) => name))
   })
 
   const gatewaySamples = samples.filter(([name]) => name in walletSchemaSources)

@@ -1,6 +1,6 @@
 import * as z from 'zod/mini'
 import { AmountUnit, Caip10, ErrorResponse, ResponseAmountUnit } from '../contract/common.js'
-import type { Endpoint } from '../contract/endpoint.js'
+import { type Endpoint, operationErrorCodes } from '../contract/endpoint.js'
 import { endpoints } from '../contract/endpoints.js'
 import {
   apiVersions,
@@ -143,30 +143,6 @@ function mayMatchNul(pattern: string): boolean {
   return /\.|\\[SWD]|\[\^/.test(outsideClasses)
 }
 
-/** The codes the request pipeline (route.ts, auth.ts, app.ts) can answer for any operation of this kind. */
-function pipelineErrors(endpoint: Endpoint): ServiceErrorCode[] {
-  const codes: ServiceErrorCode[] = [
-    'invalid_params',
-    'header_not_ascii',
-    'invalid_api_version',
-    'unknown_api_version',
-    'api_version_downgrade',
-    'conflicting_auth_headers',
-    'invalid_api_key',
-    'rate_limited',
-    'internal_error',
-  ]
-  if (endpoint.params || endpoint.query || endpoint.body) codes.push('params_validation')
-  if (endpoint.auth === 'gateway') {
-    codes.push('missing_auth_headers', 'missing_app_id', 'missing_client_id', 'invalid_app_id')
-  } else {
-    codes.push('missing_api_key', 'forbidden')
-  }
-  if (endpoint.auth === 'merchant') codes.push('missing_merchant_id', 'merchant_not_found')
-  if (endpoint.method !== 'GET') codes.push('idempotency_conflict')
-  return codes
-}
-
 const requestIdHeader = {
   'Request-Id': {
     description: 'This request, as the server logged it.',
@@ -184,7 +160,7 @@ interface Mount {
 
 function errorResponses(endpoint: Endpoint, mount: Mount): Record<string, JsonSchema> {
   const byStatus = new Map<number, Set<ServiceErrorCode>>()
-  for (const code of [...pipelineErrors(endpoint), ...(endpoint.errors ?? [])]) {
+  for (const code of operationErrorCodes(endpoint)) {
     const status = mount.wireStatus(serviceErrorStatus[code])
     if (!byStatus.has(status)) byStatus.set(status, new Set())
     byStatus.get(status)!.add(code)
