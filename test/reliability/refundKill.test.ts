@@ -25,7 +25,7 @@ import {
   startSolanaValidator,
   tokenBalance,
 } from '../solana/index.js'
-import { startReceiver } from '../webhooks/receiver.js'
+import { type Receiver, startReceiver } from '../webhooks/receiver.js'
 
 /**
  * Live refunds whose worker process (`caipay serve --worker-only`, a real child) is SIGKILLed in a
@@ -465,10 +465,14 @@ describe('a live EVM refund, its worker SIGKILLed', () => {
   }, 60_000)
 })
 
-describe('a live EVM manual capture, its worker SIGKILLed mid-capture', () => {
-  it('the rest going back recorded, not yet broadcast: after the restart the merchant gets the captured part and the buyer the rest, once each', async () => {
-    const receiver = await startReceiver()
-    const watched = ['payment.authorized', 'payment.captured', 'payment.settled', 'refund.succeeded']
+describe('a live manual capture, its worker SIGKILLed mid-capture', () => {
+  const watched = ['payment.authorized', 'payment.captured', 'payment.settled', 'refund.succeeded']
+  const paidToken = 1000n * 10_000n
+  const capturedToken = 600n * 10_000n
+  const restToken = paidToken - capturedToken
+  let receiver: Receiver
+  beforeAll(async () => {
+    receiver = await startReceiver()
     const endpoint = await call(
       'POST',
       '/v1/webhook-endpoints',
@@ -476,22 +480,19 @@ describe('a live EVM manual capture, its worker SIGKILLed mid-capture', () => {
       { url: receiver.url, enabledEvents: watched },
     )
     expect(endpoint.status, JSON.stringify(endpoint.json)).toBe(201)
-    const before = {
-      buyer: await balance(buyer.address),
-      merchant: await balance(merchant),
-      collection: await balance(collection),
-      toBuyer: await transfersTo(buyer.address),
-      toMerchant: await transfersTo(merchant),
-    }
-    const paymentId = await paid('evm', 1000, { capture: 'manual' })
-    const read = async () =>
-      (await call('GET', `/v1/payments/${paymentId}`, { 'api-key': liveKey, 'merchant-id': merchantId })).json
-    await until('held', async () => ((await read()).capture?.status === 'authorized' ? true : undefined))
-    const paidToken = 1000n * 10_000n
-    const capturedToken = 600n * 10_000n
-    const restToken = paidToken - capturedToken
+  })
+  afterAll(() => receiver?.close())
 
-    proxy.hold('eth_sendRawTransaction')
+  const readPayment = async (paymentId: string) =>
+    (await call('GET', `/v1/payments/${paymentId}`, { 'api-key': liveKey, 'merchant-id': merchantId })).json
+
+  /** A manual payment of 10.00 paid and held; then 6.00 of it captured, the rest's refund recorded. */
+  async function heldThenCaptured(family: 'evm' | 'solana', holdSends: () => void) {
+    const paymentId = await paid(family, 1000, { capture: 'manual' })
+    await until('held', async () =>
+      (await readPayment(paymentId)).capture?.status === 'authorized' ? true : undefined,
+    )
+    holdSends()
     const captured = await call('POST', `/v1/payments/${paymentId}/capture`, merchantHeaders(), {
       amount: { unit: 'iso4217/USD', value: '600' },
     })
@@ -506,74 +507,45 @@ describe('a live EVM manual capture, its worker SIGKILLed mid-capture', () => {
       .where('payment_id', '=', paymentId)
       .executeTakeFirstOrThrow()
     expect([refund.paid_from, BigInt(refund.asset_value!)]).toEqual(['authorized', restToken])
-    const recorded = await refundRecorded(refund.id)
-    await until('broadcast held', async () => (proxy.held() > 0 ? true : undefined))
-    await killWorker(refund.id)
-    // The held broadcasts (the rest's refund, and the settlement batch's if it got that far) die with it.
-    proxy.cutHeld()
-    proxy.clear('eth_sendRawTransaction')
-    expect(
-      await chain()
-        .getTransaction({ hash: recorded.hash as Hash })
-        .catch(() => null),
-    ).toBeNull()
-    expect((await readRefund(refund.id)).status).toBe('pending')
+    return { paymentId, refundId: refund.id }
+  }
 
+  /** After the restart: the rest's refund succeeded and the captured part settled. */
+  async function finished(paymentId: string, refundId: string) {
     const restarted = Date.now()
     await worker.start()
     const done = await until('rest refunded and captured part settled', async () => {
-      const [r, view] = [await readRefund(refund.id), await read()]
-      return r.status === 'succeeded' && view.settlement?.successful ? { r, view } : undefined
+      const [refund, view] = [await readRefund(refundId), await readPayment(paymentId)]
+      return refund.status === 'succeeded' && view.settlement?.successful ? { refund, view } : undefined
     })
-    console.info(
-      `capture killed before the rest's broadcast: done ${Date.now() - restarted} ms after the restart`,
-    )
-    expect(done.r.txId).toBe(recorded.hash)
+    console.info(`capture killed before the rest's send: done ${Date.now() - restarted} ms after the restart`)
     expect(done.view.capture).toMatchObject({ status: 'partially_captured', heldAmount: { value: '0' } })
-    const sends = await pg.db
-      .selectFrom('evm_transactions')
-      .select(['purpose', 'status'])
-      .where('payment_id', '=', paymentId)
-      .where('purpose', '<>', 'relay')
-      .execute()
-    expect(sends.filter((t) => t.purpose === 'refund')).toEqual([{ purpose: 'refund', status: 'succeeded' }])
+    return done
+  }
 
-    // Read from the chain: one transfer to the buyer (the rest), one to the merchant (the captured part).
-    const toBuyer = (await transfersTo(buyer.address)).slice(before.toBuyer.length)
-    expect(toBuyer).toEqual([{ hash: recorded.hash, value: restToken }])
-    const toMerchant = (await transfersTo(merchant)).slice(before.toMerchant.length)
-    expect(toMerchant.map((t) => t.value)).toEqual([capturedToken])
-    expect(before.buyer - (await balance(buyer.address))).toBe(capturedToken)
-    expect((await balance(merchant)) - before.merchant).toBe(capturedToken)
-    expect(await balance(collection)).toBe(before.collection)
-
-    // The ledger balances: nothing held, collected, settling or owed for the merchant; the book at the
-    // collection address is what the chain holds there, to the unit.
+  /** The ledger balances: nothing held, collected, settling or owed for the merchant on the chain. */
+  async function expectMerchantLedgerEmpty(chainId: string) {
     const balances = await call('GET', `/v1/balances?merchantId=${merchantId}`, { 'api-key': liveKey })
     expect(balances.status, JSON.stringify(balances.json)).toBe(200)
-    const merchantAccounts = (
+    const accounts = (
       balances.json.data as {
         chainId: string
         account: string
         merchantId: string | null
         amount: { value: string }
       }[]
-    ).filter((b) => b.merchantId === merchantId && b.chainId === anvil.caip2)
-    for (const account of merchantAccounts)
+    ).filter((b) => b.merchantId === merchantId && b.chainId === chainId)
+    expect(accounts.map((a) => a.account)).toContain('authorized')
+    for (const account of accounts)
       expect([account.account, account.amount.value]).toEqual([account.account, '0'])
-    expect(merchantAccounts.map((a) => a.account)).toContain('authorized')
     expect(balances.json.differences).toEqual([])
-    const book = await pg.db
-      .selectFrom('ledger_accounts')
-      .select((eb) => eb.fn.sum<string>('balance').as('total'))
-      .where('holder', '=', holderOf(anvil.caip2, collection))
-      .executeTakeFirstOrThrow()
-    expect(BigInt(book.total ?? 0)).toBe(await balance(collection))
+  }
 
-    // Each event once in the outbox, and delivered; those made after the restart exactly once.
+  /** Each event once in the outbox, and delivered; those made after the restart exactly once. */
+  async function expectEventsOnce(paymentId: string) {
     const outbox = await pg.db
       .selectFrom('payment_events')
-      .select(['id', 'type'])
+      .select(['type'])
       .where('payment_id', '=', paymentId)
       .where('type', 'in', watched)
       .execute()
@@ -594,6 +566,94 @@ describe('a live EVM manual capture, its worker SIGKILLed mid-capture', () => {
         delivered.filter((r) => r.event.type === type),
         type,
       ).toHaveLength(1)
-    await receiver.close()
+  }
+
+  it('on Anvil, the rest going back recorded, not yet broadcast: after the restart the merchant gets the captured part and the buyer the rest, once each', async () => {
+    const before = {
+      buyer: await balance(buyer.address),
+      merchant: await balance(merchant),
+      collection: await balance(collection),
+      toBuyer: await transfersTo(buyer.address),
+      toMerchant: await transfersTo(merchant),
+    }
+    const { paymentId, refundId } = await heldThenCaptured('evm', () => proxy.hold('eth_sendRawTransaction'))
+    const recorded = await refundRecorded(refundId)
+    await until('broadcast held', async () => (proxy.held() > 0 ? true : undefined))
+    await killWorker(refundId)
+    // The held broadcasts (the rest's refund, and the settlement batch's if it got that far) die with it.
+    proxy.cutHeld()
+    proxy.clear('eth_sendRawTransaction')
+    expect(
+      await chain()
+        .getTransaction({ hash: recorded.hash as Hash })
+        .catch(() => null),
+    ).toBeNull()
+    expect((await readRefund(refundId)).status).toBe('pending')
+
+    const done = await finished(paymentId, refundId)
+    expect(done.refund.txId).toBe(recorded.hash)
+    const sends = await pg.db
+      .selectFrom('evm_transactions')
+      .select(['status'])
+      .where('refund_id', '=', refundId)
+      .execute()
+    expect(sends).toEqual([{ status: 'succeeded' }])
+    // Read from the chain: one transfer to the buyer (the rest), one to the merchant (the captured part).
+    const toBuyer = (await transfersTo(buyer.address)).slice(before.toBuyer.length)
+    expect(toBuyer).toEqual([{ hash: recorded.hash, value: restToken }])
+    const toMerchant = (await transfersTo(merchant)).slice(before.toMerchant.length)
+    expect(toMerchant.map((t) => t.value)).toEqual([capturedToken])
+    expect(before.buyer - (await balance(buyer.address))).toBe(capturedToken)
+    expect((await balance(merchant)) - before.merchant).toBe(capturedToken)
+    expect(await balance(collection)).toBe(before.collection)
+    await expectMerchantLedgerEmpty(anvil.caip2)
+    // The operator's book at the collection address is what the chain holds there, to the unit.
+    const book = await pg.db
+      .selectFrom('ledger_accounts')
+      .select((eb) => eb.fn.sum<string>('balance').as('total'))
+      .where('holder', '=', holderOf(anvil.caip2, collection))
+      .executeTakeFirstOrThrow()
+    expect(BigInt(book.total ?? 0)).toBe(await balance(collection))
+    await expectEventsOnce(paymentId)
+  }, 90_000)
+
+  it('on the Solana harness, the rest going back recorded, not yet sent: the same signed transfer lands once after the restart', async () => {
+    const before = {
+      buyer: await solBalance(sol.buyer.publicKey),
+      merchant: await solBalance(sol.merchant),
+      service: await solBalance(sol.service.publicKey),
+    }
+    const { paymentId, refundId } = await heldThenCaptured('solana', () =>
+      solanaProxy.hold('sendTransaction'),
+    )
+    const recorded = await until('refund transaction recorded', () =>
+      pg.db
+        .selectFrom('solana_transactions')
+        .selectAll()
+        .where('refund_id', '=', refundId)
+        .executeTakeFirst(),
+    )
+    await until('send held', async () => (solanaProxy.held() > 0 ? true : undefined))
+    await killWorker(refundId)
+    solanaProxy.cutHeld()
+    solanaProxy.clear('sendTransaction')
+    expect((await cluster.connection.getSignatureStatuses([recorded.signature])).value[0]).toBeNull()
+    expect((await readRefund(refundId)).status).toBe('pending')
+
+    const done = await finished(paymentId, refundId)
+    expect(done.refund.txId).toBe(recorded.signature)
+    const rows = await pg.db
+      .selectFrom('solana_transactions')
+      .select(['signature', 'state'])
+      .where('refund_id', '=', refundId)
+      .execute()
+    expect(rows).toEqual([{ signature: recorded.signature, state: 'landed' }])
+    // Read from the chain: the buyer is out the captured part only, the merchant has it, the service
+    // holds what it held before.
+    expect(before.buyer - (await solBalance(sol.buyer.publicKey))).toBe(capturedToken)
+    expect((await solBalance(sol.merchant)) - before.merchant).toBe(capturedToken)
+    expect(await solBalance(sol.service.publicKey)).toBe(before.service)
+    await expectMerchantLedgerEmpty(cluster.caip2)
+    await expectEventsOnce(paymentId)
   }, 90_000)
 })
