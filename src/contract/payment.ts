@@ -97,18 +97,41 @@ export const captureStatuses = ['authorized', 'captured', 'partially_captured', 
 export const CaptureStatus = z.enum(captureStatuses)
 export type CaptureStatus = z.infer<typeof CaptureStatus>
 
+/** `transfer_failed`: money a void, the expiry or a partial capture gave back did not go; it is held again. */
+export const captureFailureCodes = ['transfer_failed'] as const
+
 /**
  * A manual-capture payment's hold, once paid (null before): `authorizedAmount` is what the buyer paid,
- * `capturedAmount` what the capture took (null until captured), both in the payment's unit.
+ * `capturedAmount` what the capture took (null until captured), `heldAmount` what the service still
+ * holds for it (all of it while authorized; a partial capture's rest that could not go back), all in the
+ * payment's unit. `failureCode` says why money meant to go back is held again (docs/capture.md).
  */
 export const PaymentCapture = z.object({
   status: CaptureStatus,
   authorizedAmount: Amount,
   capturedAmount: z.nullable(Amount),
+  heldAmount: Amount,
+  failureCode: z.nullable(z.enum(captureFailureCodes)),
   /** Unix seconds: still authorized then, the payment is voided by itself (status `expired`). */
   captureBy: UnixSeconds,
 })
 export type PaymentCapture = z.infer<typeof PaymentCapture>
+
+/**
+ * What the service still holds for a manual-capture payment, in its unit: all of it while authorized, a
+ * partial capture's rest that could not go back, nothing once captured or given back.
+ */
+export function captureHeldValue(
+  status: string | null,
+  failureCode: string | null,
+  amount: string | number | bigint,
+  captured: string | number | bigint | null,
+): string {
+  if (status === 'authorized') return String(amount)
+  if (status === 'partially_captured' && failureCode !== null)
+    return String(BigInt(amount) - BigInt(captured ?? 0))
+  return '0'
+}
 
 /** `{amount?}`: in the payment's unit, at most what was authorized; absent captures all of it. */
 export const CaptureBody = z.strictObject({ amount: z.optional(AmountInput) })

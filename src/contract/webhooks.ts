@@ -160,6 +160,8 @@ export const WebhookPaymentSnapshot = z.object({
         status: z.enum(['authorized', 'captured', 'partially_captured', 'voided', 'expired']),
         authorized_amount: WireAmount,
         captured_amount: z.nullable(WireAmount),
+        held_amount: WireAmount,
+        failure_code: z.nullable(z.enum(['transfer_failed'])),
         capture_by: z.string(),
         captured_at: z.nullable(z.string()),
         voided_at: z.nullable(z.string()),

@@ -2,9 +2,6 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
 import * as z from 'zod/mini'
 import { createLiveRuntime, type LiveRuntime } from './chains/live.js'
-import { captureExpiryJob, captureExpiryJobKind } from './payments/capture.js'
-import { refundJobKinds } from './refunds/jobs.js'
-import { testRefundJob } from './refunds/sandbox.js'
 import './context.js'
 import { PayError } from '../errors/PayError.js'
 import { resolveConfig, type ServerConfig } from './config.js'
@@ -12,6 +9,7 @@ import { createCorsPolicy } from './cors.js'
 import { answerUnparsableRequest, registerErrorHandling, sendError } from './errors.js'
 import { FastPath } from './fastPath.js'
 import { newId } from './ids.js'
+import { serverJobHandlers } from './jobRegistry.js'
 import { createChainProbes } from './metrics/chains.js'
 import { registerProbeRoutes, registerRequestMetrics } from './metrics/http.js'
 import { createInstanceMetrics } from './metrics/scrape.js'
@@ -21,7 +19,6 @@ import { registerRateLimit } from './rateLimit.js'
 import { OneLineRequestLog } from './requestLog.js'
 import { routeModules } from './routes/index.js'
 import type { Db } from './store/db.js'
-import { webhookDeliveryJob, webhookJobKind } from './webhooks/deliver.js'
 
 // zod/mini ships without messages; the server wants readable ones (the wallet core stays small).
 z.config(z.locales.en())
@@ -98,12 +95,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   app.decorate('chainDrivers', live.drivers)
   app.decorate('liveChains', live.chains ?? { evm: [], solana: [] })
   app.decorate('x402Options', options.x402 ?? {})
-  app.decorate('jobHandlers', {
-    ...live.jobHandlers,
-    [webhookJobKind]: webhookDeliveryJob(config),
-    [refundJobKinds.test]: testRefundJob(),
-    [captureExpiryJobKind]: captureExpiryJob(config.sandboxRefundDelayMs),
-  })
+  app.decorate('jobHandlers', serverJobHandlers(config, live))
   const probes = createChainProbes(config, app.liveChains)
   const metrics = createInstanceMetrics({
     db: options.db,

@@ -1,5 +1,5 @@
 import { sql } from 'kysely'
-import type { Hash } from 'viem'
+import { encodeAbiParameters, type Hash, keccak256, numberToHex, pad } from 'viem'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { holderOf } from '../../src/server/ledger/entries.js'
 import { headers } from '../server/helpers.js'
@@ -239,4 +239,95 @@ describe('manual capture on Anvil (gasless EIP-3009)', () => {
     expect(sends).toHaveLength(1)
     await expectLedgerIsTheChain()
   })
+
+  it('a void whose transfer the token refuses every time: held again in authorized; voided again, it moves once', async () => {
+    const before = await balances()
+    const id = await heldPayment('900')
+    // The token refuses every transfer from the collection address: its balance in the token's storage
+    // (OpenZeppelin ERC20's _balances, slot 0) is emptied, and put back once the refund has failed.
+    const slot = keccak256(
+      encodeAbiParameters([{ type: 'address' }, { type: 'uint256' }], [env.collection, 0n]),
+    )
+    const held = await env.balance(env.collection)
+    const stored = await env.publicClient.getStorageAt({ address: env.token, slot })
+    expect(BigInt(stored!)).toBe(held)
+    const setStored = (value: bigint) =>
+      env.publicClient.request({
+        method: 'anvil_setStorageAt',
+        params: [env.token, slot, pad(numberToHex(value), { size: 32 })],
+      } as never)
+    await setStored(0n)
+
+    const voided = await merchantPost(`/v1/payments/${id}/void`)
+    expect(voided.statusCode, voided.body).toBe(200)
+    const refundId = (
+      await env.t.db.selectFrom('refunds').select('id').where('payment_id', '=', id).executeTakeFirstOrThrow()
+    ).id
+    // Every attempt really runs (the estimate reverts each time); only the backoff between them is cut.
+    const failed = await until(
+      async () => {
+        await env.t.db
+          .updateTable('jobs')
+          .set({ run_at: new Date() })
+          .where('refund_id', '=', refundId)
+          .where('state', '=', 'pending')
+          .execute()
+        return env.t.db
+          .selectFrom('refunds')
+          .select(['status', 'failure_code', 'tx_id'])
+          .where('id', '=', refundId)
+          .executeTakeFirstOrThrow()
+      },
+      (r) => r.status !== 'pending',
+      60_000,
+    )
+    expect(failed).toEqual({ status: 'failed', failure_code: 'transfer_failed', tx_id: null })
+    const job = await env.t.db
+      .selectFrom('jobs')
+      .select(['state', 'attempts', 'last_error'])
+      .where('refund_id', '=', refundId)
+      .executeTakeFirstOrThrow()
+    expect(job).toMatchObject({ state: 'failed', attempts: 10 })
+    expect(job.last_error).toMatch(/token refused the refund transfer/)
+    await setStored(held)
+
+    // Nothing moved; the merchant's authorized balance holds it again and the payment says so.
+    expect(delta(await balances(), before)).toEqual({ buyer: -usdc(9), destination: 0n, collection: usdc(9) })
+    expect(await ledgerBalance('authorized')).toBe(usdc(9))
+    expect(await ledgerBalance('refunds')).toBe(0n)
+    await expectLedgerIsTheChain()
+    const view = await env.merchantView(id)
+    expect(view.capture).toMatchObject({
+      status: 'authorized',
+      heldAmount: { value: '900' },
+      failureCode: 'transfer_failed',
+    })
+    const sends = await env.t.db
+      .selectFrom('evm_transactions')
+      .select('hash')
+      .where('refund_id', '=', refundId)
+      .execute()
+    expect(sends).toEqual([])
+
+    const again = await merchantPost(`/v1/payments/${id}/void`)
+    expect(again.statusCode, again.body).toBe(200)
+    expect(again.json.capture).toMatchObject({
+      status: 'voided',
+      failureCode: null,
+      heldAmount: { value: '0' },
+    })
+    await until(
+      () =>
+        env.t.db
+          .selectFrom('refunds')
+          .select(['status'])
+          .where('payment_id', '=', id)
+          .where('id', '<>', refundId)
+          .execute(),
+      (rows) => rows.length === 1 && rows[0]!.status === 'succeeded',
+    )
+    expect(delta(await balances(), before)).toEqual({ buyer: 0n, destination: 0n, collection: 0n })
+    expect(await ledgerBalance('authorized')).toBe(0n)
+    await expectLedgerIsTheChain()
+  }, 90_000)
 })

@@ -11,6 +11,7 @@ import { testUsdcAbi } from '../../fixtures/token/index.js'
 import type { WalletRpcAction } from '../../src/contract/gateway.js'
 import { createApiKey, createPartner } from '../../src/server/accounts/accounts.js'
 import { encodeBase58 } from '../../src/server/chains/solana/index.js'
+import { holderOf } from '../../src/server/ledger/entries.js'
 import { type AnvilInstance, anvilPrivateKeys, deployTestToken, mintTestToken, startAnvil } from '../anvil.js'
 import { CaipayProcess } from '../chaos/processes.js'
 import { freePort } from '../ports.js'
@@ -24,6 +25,7 @@ import {
   startSolanaValidator,
   tokenBalance,
 } from '../solana/index.js'
+import { type Receiver, startReceiver } from '../webhooks/receiver.js'
 
 /**
  * Live refunds whose worker process (`caipay serve --worker-only`, a real child) is SIGKILLed in a
@@ -35,6 +37,10 @@ import {
  * Each time the refund must end `succeeded` with the recorded transaction, the buyer's balance read
  * from the chain must rise by exactly the refund once, the float fall by as much, and the merchant keep
  * every settled payment to the unit.
+ *
+ * And a manual capture killed mid-way (docs/capture.md): a partial capture's rest going back to the
+ * buyer is recorded, its worker killed before the broadcast; the restarted worker sends those bytes,
+ * the batch settles the captured part, each once, the ledger balances and each event is delivered once.
  */
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const transferEvent = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)')
@@ -115,6 +121,8 @@ beforeAll(async () => {
     JSON.stringify({
       rateLimit: false,
       collectDataAtMinor: null,
+      // The capture case's webhook receiver listens on loopback.
+      webhooks: { allowPrivateUrls: true },
       chains: {
         [anvil.caip2]: {
           rpcUrl: proxy.url,
@@ -210,9 +218,22 @@ const signWith = (
 
 /** A payment of `cents` (EVM gasless, or Solana), succeeded and settled to the merchant; its id. */
 async function paidAndSettled(family: 'evm' | 'solana', cents: number): Promise<string> {
+  const paymentId = await paid(family, cents)
+  await until('settled', async () => {
+    const view = (
+      await call('GET', `/v1/payments/${paymentId}`, { 'api-key': liveKey, 'merchant-id': merchantId })
+    ).json
+    return view.status === 'succeeded' && view.settlement?.successful ? view : undefined
+  })
+  return paymentId
+}
+
+/** A payment of `cents` confirmed by the buyer (`extra`: more of the create body, e.g. manual capture). */
+async function paid(family: 'evm' | 'solana', cents: number, extra: Record<string, unknown> = {}) {
   const created = await call('POST', '/v1/payments', merchantHeaders(), {
     referenceId: `kill-${family}-${cents}`,
     amount: { unit: 'iso4217/USD', value: String(cents) },
+    ...extra,
   })
   expect(created.status, JSON.stringify(created.json)).toBe(201)
   const paymentId = created.json.paymentId as string
@@ -248,12 +269,6 @@ async function paidAndSettled(family: 'evm' | 'solana', cents: number): Promise<
     { optionId: option.id, results },
   )
   expect(confirmed.status, JSON.stringify(confirmed.json)).toBe(200)
-  await until('settled', async () => {
-    const view = (
-      await call('GET', `/v1/payments/${paymentId}`, { 'api-key': liveKey, 'merchant-id': merchantId })
-    ).json
-    return view.status === 'succeeded' && view.settlement?.successful ? view : undefined
-  })
   return paymentId
 }
 
@@ -263,13 +278,17 @@ async function refundRecorded(refundId: string) {
   )
 }
 
-/** SIGKILL the worker; its lease on the refund's job runs out at once (safe: the holder is dead). */
+/**
+ * SIGKILL the worker; its leases (the refund's job, and any other it held: only the worker runs jobs)
+ * run out at once (safe: the holder is dead).
+ */
 async function killWorker(refundId: string) {
   await worker.kill()
+  const now = new Date()
   await pg.db
     .updateTable('jobs')
-    .set({ locked_until: new Date(Date.now() - 1000) })
-    .where('refund_id', '=', refundId)
+    .set({ locked_until: new Date(now.getTime() - 1000) })
+    .where((eb) => eb.or([eb('refund_id', '=', refundId), eb('locked_until', '>', now)]))
     .execute()
 }
 
@@ -444,4 +463,197 @@ describe('a live EVM refund, its worker SIGKILLed', () => {
     expect((await balance(merchant)) - totals.merchantBefore).toBe(totals.paid)
     expect(await balance(collection)).toBe(0n)
   }, 60_000)
+})
+
+describe('a live manual capture, its worker SIGKILLed mid-capture', () => {
+  const watched = ['payment.authorized', 'payment.captured', 'payment.settled', 'refund.succeeded']
+  const paidToken = 1000n * 10_000n
+  const capturedToken = 600n * 10_000n
+  const restToken = paidToken - capturedToken
+  let receiver: Receiver
+  beforeAll(async () => {
+    receiver = await startReceiver()
+    const endpoint = await call(
+      'POST',
+      '/v1/webhook-endpoints',
+      { 'api-key': liveKey, 'idempotency-key': crypto.randomUUID() },
+      { url: receiver.url, enabledEvents: watched },
+    )
+    expect(endpoint.status, JSON.stringify(endpoint.json)).toBe(201)
+  })
+  afterAll(() => receiver?.close())
+
+  const readPayment = async (paymentId: string) =>
+    (await call('GET', `/v1/payments/${paymentId}`, { 'api-key': liveKey, 'merchant-id': merchantId })).json
+
+  /** A manual payment of 10.00 paid and held; then 6.00 of it captured, the rest's refund recorded. */
+  async function heldThenCaptured(family: 'evm' | 'solana', holdSends: () => void) {
+    const paymentId = await paid(family, 1000, { capture: 'manual' })
+    await until('held', async () =>
+      (await readPayment(paymentId)).capture?.status === 'authorized' ? true : undefined,
+    )
+    holdSends()
+    const captured = await call('POST', `/v1/payments/${paymentId}/capture`, merchantHeaders(), {
+      amount: { unit: 'iso4217/USD', value: '600' },
+    })
+    expect(captured.status, JSON.stringify(captured.json)).toBe(200)
+    expect(captured.json.capture).toMatchObject({
+      status: 'partially_captured',
+      capturedAmount: { value: '600' },
+    })
+    const refund = await pg.db
+      .selectFrom('refunds')
+      .select(['id', 'asset_value', 'paid_from'])
+      .where('payment_id', '=', paymentId)
+      .executeTakeFirstOrThrow()
+    expect([refund.paid_from, BigInt(refund.asset_value!)]).toEqual(['authorized', restToken])
+    return { paymentId, refundId: refund.id }
+  }
+
+  /** After the restart: the rest's refund succeeded and the captured part settled. */
+  async function finished(paymentId: string, refundId: string) {
+    const restarted = Date.now()
+    await worker.start()
+    const done = await until('rest refunded and captured part settled', async () => {
+      const [refund, view] = [await readRefund(refundId), await readPayment(paymentId)]
+      return refund.status === 'succeeded' && view.settlement?.successful ? { refund, view } : undefined
+    })
+    console.info(`capture killed before the rest's send: done ${Date.now() - restarted} ms after the restart`)
+    expect(done.view.capture).toMatchObject({ status: 'partially_captured', heldAmount: { value: '0' } })
+    return done
+  }
+
+  /** The ledger balances: nothing held, collected, settling or owed for the merchant on the chain. */
+  async function expectMerchantLedgerEmpty(chainId: string) {
+    const balances = await call('GET', `/v1/balances?merchantId=${merchantId}`, { 'api-key': liveKey })
+    expect(balances.status, JSON.stringify(balances.json)).toBe(200)
+    const accounts = (
+      balances.json.data as {
+        chainId: string
+        account: string
+        merchantId: string | null
+        amount: { value: string }
+      }[]
+    ).filter((b) => b.merchantId === merchantId && b.chainId === chainId)
+    expect(accounts.map((a) => a.account)).toContain('authorized')
+    for (const account of accounts)
+      expect([account.account, account.amount.value]).toEqual([account.account, '0'])
+    expect(balances.json.differences).toEqual([])
+  }
+
+  /** Each event once in the outbox, and delivered; those made after the restart exactly once. */
+  async function expectEventsOnce(paymentId: string) {
+    const outbox = await pg.db
+      .selectFrom('payment_events')
+      .select(['type'])
+      .where('payment_id', '=', paymentId)
+      .where('type', 'in', watched)
+      .execute()
+    expect(outbox.map((e) => e.type).sort()).toEqual([...watched].sort())
+    const deliveredOf = () => receiver.received.filter((r) => r.event.data.payment_id === paymentId)
+    await until('delivered', async () =>
+      watched.every((type) => deliveredOf().some((r) => r.event.type === type)) ? true : undefined,
+    )
+    // Let any second delivery that should not exist arrive before judging.
+    await sleep(500)
+    const delivered = deliveredOf()
+    for (const type of watched) {
+      const ofType = delivered.filter((r) => r.event.type === type)
+      expect(new Set(ofType.map((r) => r.headers['webhook-id'])).size, type).toBe(1)
+    }
+    for (const type of ['payment.settled', 'refund.succeeded'])
+      expect(
+        delivered.filter((r) => r.event.type === type),
+        type,
+      ).toHaveLength(1)
+  }
+
+  it('on Anvil, the rest going back recorded, not yet broadcast: after the restart the merchant gets the captured part and the buyer the rest, once each', async () => {
+    const before = {
+      buyer: await balance(buyer.address),
+      merchant: await balance(merchant),
+      collection: await balance(collection),
+      toBuyer: await transfersTo(buyer.address),
+      toMerchant: await transfersTo(merchant),
+    }
+    const { paymentId, refundId } = await heldThenCaptured('evm', () => proxy.hold('eth_sendRawTransaction'))
+    const recorded = await refundRecorded(refundId)
+    await until('broadcast held', async () => (proxy.held() > 0 ? true : undefined))
+    await killWorker(refundId)
+    // The held broadcasts (the rest's refund, and the settlement batch's if it got that far) die with it.
+    proxy.cutHeld()
+    proxy.clear('eth_sendRawTransaction')
+    expect(
+      await chain()
+        .getTransaction({ hash: recorded.hash as Hash })
+        .catch(() => null),
+    ).toBeNull()
+    expect((await readRefund(refundId)).status).toBe('pending')
+
+    const done = await finished(paymentId, refundId)
+    expect(done.refund.txId).toBe(recorded.hash)
+    const sends = await pg.db
+      .selectFrom('evm_transactions')
+      .select(['status'])
+      .where('refund_id', '=', refundId)
+      .execute()
+    expect(sends).toEqual([{ status: 'succeeded' }])
+    // Read from the chain: one transfer to the buyer (the rest), one to the merchant (the captured part).
+    const toBuyer = (await transfersTo(buyer.address)).slice(before.toBuyer.length)
+    expect(toBuyer).toEqual([{ hash: recorded.hash, value: restToken }])
+    const toMerchant = (await transfersTo(merchant)).slice(before.toMerchant.length)
+    expect(toMerchant.map((t) => t.value)).toEqual([capturedToken])
+    expect(before.buyer - (await balance(buyer.address))).toBe(capturedToken)
+    expect((await balance(merchant)) - before.merchant).toBe(capturedToken)
+    expect(await balance(collection)).toBe(before.collection)
+    await expectMerchantLedgerEmpty(anvil.caip2)
+    // The operator's book at the collection address is what the chain holds there, to the unit.
+    const book = await pg.db
+      .selectFrom('ledger_accounts')
+      .select((eb) => eb.fn.sum<string>('balance').as('total'))
+      .where('holder', '=', holderOf(anvil.caip2, collection))
+      .executeTakeFirstOrThrow()
+    expect(BigInt(book.total ?? 0)).toBe(await balance(collection))
+    await expectEventsOnce(paymentId)
+  }, 90_000)
+
+  it('on the Solana harness, the rest going back recorded, not yet sent: the same signed transfer lands once after the restart', async () => {
+    const before = {
+      buyer: await solBalance(sol.buyer.publicKey),
+      merchant: await solBalance(sol.merchant),
+      service: await solBalance(sol.service.publicKey),
+    }
+    const { paymentId, refundId } = await heldThenCaptured('solana', () =>
+      solanaProxy.hold('sendTransaction'),
+    )
+    const recorded = await until('refund transaction recorded', () =>
+      pg.db
+        .selectFrom('solana_transactions')
+        .selectAll()
+        .where('refund_id', '=', refundId)
+        .executeTakeFirst(),
+    )
+    await until('send held', async () => (solanaProxy.held() > 0 ? true : undefined))
+    await killWorker(refundId)
+    solanaProxy.cutHeld()
+    solanaProxy.clear('sendTransaction')
+    expect((await cluster.connection.getSignatureStatuses([recorded.signature])).value[0]).toBeNull()
+    expect((await readRefund(refundId)).status).toBe('pending')
+
+    const done = await finished(paymentId, refundId)
+    expect(done.refund.txId).toBe(recorded.signature)
+    const rows = await pg.db
+      .selectFrom('solana_transactions')
+      .select(['signature', 'state'])
+      .where('refund_id', '=', refundId)
+      .execute()
+    expect(rows).toEqual([{ signature: recorded.signature, state: 'landed' }])
+    // Read from the chain: the buyer is out the captured part only, the merchant has it, the service
+    // holds what it held before.
+    expect(before.buyer - (await solBalance(sol.buyer.publicKey))).toBe(capturedToken)
+    expect((await solBalance(sol.merchant)) - before.merchant).toBe(capturedToken)
+    expect(await solBalance(sol.service.publicKey)).toBe(before.service)
+    await expectMerchantLedgerEmpty(cluster.caip2)
+    await expectEventsOnce(paymentId)
+  }, 90_000)
 })

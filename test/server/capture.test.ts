@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Fetch } from '../../src/client/http.js'
 import { createMerchantClient } from '../../src/client/merchant.js'
 import { startJobRunner } from '../../src/server/jobs/runner.js'
+import { captureExpiryJobKind, capturePayment, voidPayment } from '../../src/server/payments/capture.js'
 import { renderPaymentEvent } from '../../src/server/webhooks/payload.js'
 import { createTestServer, type TestServer } from './harness.js'
 import { createMerchant, headers, idem } from './helpers.js'
@@ -266,6 +267,188 @@ describe('manual capture (test mode)', () => {
     expect(refunds).toHaveLength(1)
     const types = await events(id)
     expect(types.filter((type) => type === 'payment.captured' || type === 'payment.voided')).toHaveLength(1)
+  })
+
+  it('a void whose money cannot go back (transfer_failed): held again, authorized; voided again, it goes', async () => {
+    const other = await heldPayment()
+    const voided = await post(`/v1/payments/${other}/void`)
+    expect(voided.json.capture).toMatchObject({
+      status: 'voided',
+      heldAmount: { value: '0' },
+      failureCode: null,
+    })
+    const [pending] = (await get(`/v1/refunds?paymentId=${other}`)).json.data
+    // The expiry job runs early (skipped: nothing held) and finishes; then the transfer fails for good.
+    await t.db
+      .updateTable('jobs')
+      .set({ run_at: new Date() })
+      .where('payment_id', '=', other)
+      .where('kind', '=', captureExpiryJobKind)
+      .execute()
+    const runner = startJobRunner({
+      db: t.db,
+      handlers: { [captureExpiryJobKind]: t.app.jobHandlers[captureExpiryJobKind]! },
+      intervalMs: 60_000,
+    })
+    while ((await runner.runOnce()) > 0) {}
+    await runner.stop()
+    const skipped = await t.db
+      .selectFrom('jobs')
+      .select(['state'])
+      .where('payment_id', '=', other)
+      .where('kind', '=', captureExpiryJobKind)
+      .executeTakeFirstOrThrow()
+    expect(skipped.state).toBe('succeeded')
+    const failed = await post(`/v1/test/refunds/${pending.refundId}/simulate`, { outcome: 'failed' })
+    expect(failed.json).toMatchObject({ status: 'failed', failureCode: 'transfer_failed' })
+
+    const held = (await get(`/v1/payments/${other}`)).json
+    expect(held.capture).toMatchObject({
+      status: 'authorized',
+      capturedAmount: null,
+      heldAmount: { value: '1000' },
+      failureCode: 'transfer_failed',
+    })
+    expect((await events(other)).slice(-4)).toEqual([
+      'payment.voided',
+      'refund.created',
+      'refund.failed',
+      'payment.authorized',
+    ])
+    // The hold's bound still applies: the expiry job is due again at captureBy.
+    const expiry = await t.db
+      .selectFrom('jobs')
+      .select(['state', 'run_at'])
+      .where('payment_id', '=', other)
+      .where('kind', '=', captureExpiryJobKind)
+      .executeTakeFirstOrThrow()
+    expect(expiry.state).toBe('pending')
+    expect(expiry.run_at.getTime()).toBe(held.capture.captureBy * 1000)
+    const event = await t.db
+      .selectFrom('payment_events')
+      .select(['id', 'type', 'created_at', 'snapshot'])
+      .where('payment_id', '=', other)
+      .where('type', '=', 'payment.authorized')
+      .orderBy('payment_state_version', 'desc')
+      .executeTakeFirstOrThrow()
+    expect(JSON.parse(renderPaymentEvent(event as never)).data.capture).toMatchObject({
+      status: 'authorized',
+      held_amount: { value: '1000' },
+      failure_code: 'transfer_failed',
+      voided_at: null,
+    })
+
+    // Voided again (the merchant's call once the cause is fixed): a new refund, and the money goes.
+    const again = await post(`/v1/payments/${other}/void`)
+    expect(again.statusCode, again.body).toBe(200)
+    expect(again.json.capture).toMatchObject({
+      status: 'voided',
+      heldAmount: { value: '0' },
+      failureCode: null,
+    })
+    await runJobs()
+    const refunds = (await get(`/v1/refunds?paymentId=${other}`)).json.data
+    expect(refunds.map((r: { status: string }) => r.status).sort()).toEqual(['failed', 'succeeded'])
+  })
+
+  it('a partial capture whose rest cannot go back: still partially_captured, the rest held; a void returns it', async () => {
+    const id = await heldPayment()
+    const key = idem()
+    const res = await post(
+      `/v1/payments/${id}/capture`,
+      { amount: { unit: 'iso4217/USD', value: '600' } },
+      { 'idempotency-key': key },
+    )
+    expect(res.statusCode, res.body).toBe(200)
+    const replay = await post(
+      `/v1/payments/${id}/capture`,
+      { amount: { unit: 'iso4217/USD', value: '600' } },
+      { 'idempotency-key': key },
+    )
+    expect([replay.statusCode, replay.headers['idempotent-replayed']]).toEqual([200, 'true'])
+    expect(replay.json.capture).toEqual(res.json.capture)
+    const [rest] = (await get(`/v1/refunds?paymentId=${id}`)).json.data
+    await post(`/v1/test/refunds/${rest.refundId}/simulate`, { outcome: 'failed' })
+
+    const held = (await get(`/v1/payments/${id}`)).json.capture
+    expect(held).toMatchObject({
+      status: 'partially_captured',
+      capturedAmount: { value: '600' },
+      heldAmount: { value: '400' },
+      failureCode: 'transfer_failed',
+    })
+    const capture = await post(`/v1/payments/${id}/capture`)
+    expect([capture.statusCode, capture.json.code]).toEqual([409, 'invalid_state'])
+    expect(capture.json.message).toMatch(/Allowed now: void, refund\./)
+
+    const voided = await post(`/v1/payments/${id}/void`)
+    expect(voided.statusCode, voided.body).toBe(200)
+    expect(voided.json.capture).toMatchObject({
+      status: 'partially_captured',
+      capturedAmount: { value: '600' },
+      heldAmount: { value: '0' },
+      failureCode: null,
+    })
+    const refunds = (await get(`/v1/refunds?paymentId=${id}`)).json.data
+    expect(refunds).toHaveLength(2)
+    expect(refunds[0]).toMatchObject({ status: 'pending', amount: { value: '400' }, reason: 'uncaptured' })
+    const [failedRow, againRow] = await t.db
+      .selectFrom('refunds')
+      .select(['asset_value', 'paid_from'])
+      .where('payment_id', '=', id)
+      .orderBy('created_at')
+      .execute()
+    expect(againRow).toEqual(failedRow)
+    const twice = await post(`/v1/payments/${id}/void`)
+    expect([twice.statusCode, twice.json.code]).toEqual([409, 'invalid_state'])
+    await runJobs()
+    expect((await get(`/v1/refunds?paymentId=${id}`)).json.data[0].status).toBe('succeeded')
+  })
+
+  it('a capture, a void and the expiry racing at captureBy: exactly one wins, one refund at most', async () => {
+    for (let round = 0; round < 5; round++) {
+      const id = await heldPayment()
+      const row = await t.db
+        .selectFrom('payments')
+        .select('capture_by')
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow()
+      const at = row.capture_by!.getTime()
+      const ctx = { merchantId, paymentId: id, sandboxDelayMs: 0 }
+      // The capture a moment before captureBy, the void and the expiry a moment after: each is allowed
+      // by itself; the payment row decides.
+      const expiry = t.app.jobHandlers[captureExpiryJobKind]!
+      const job = await t.db
+        .selectFrom('jobs')
+        .selectAll()
+        .where('payment_id', '=', id)
+        .where('kind', '=', captureExpiryJobKind)
+        .executeTakeFirstOrThrow()
+      const outcomes = await Promise.allSettled([
+        capturePayment(t.db, { ...ctx, now: new Date(at - 1), body: {} }),
+        voidPayment(t.db, { ...ctx, now: new Date(at + 1) }),
+        expiry.run(job, {
+          db: t.db,
+          now: () => new Date(at + 1),
+          log: { info() {}, warn() {}, error() {} },
+        } as never),
+      ])
+      const [captured, voided, expired] = outcomes
+      const wins = [
+        captured.status === 'fulfilled',
+        voided.status === 'fulfilled',
+        expired.status === 'fulfilled' && 'expired' in (expired.value as object),
+      ].filter(Boolean)
+      expect(wins, JSON.stringify(outcomes)).toHaveLength(1)
+      for (const outcome of [captured, voided])
+        if (outcome.status === 'rejected') expect(outcome.reason).toMatchObject({ code: 'invalid_state' })
+      if (expired.status === 'fulfilled' && !('expired' in (expired.value as object)))
+        expect(expired.value).toHaveProperty('skipped')
+      const types = await events(id)
+      expect(types.filter((type) => type === 'payment.captured' || type === 'payment.voided')).toHaveLength(1)
+      const refunds = (await get(`/v1/refunds?paymentId=${id}`)).json.data
+      expect(refunds).toHaveLength(captured.status === 'fulfilled' ? 0 : 1)
+    }
   })
 
   it('caipay/client: capturePayment and voidPayment', async () => {

@@ -3,6 +3,7 @@ import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { enqueueJob } from '../../src/server/jobs/queue.js'
 import { startMetricsServer } from '../../src/server/metrics/server.js'
+import { operatorStatus } from '../../src/server/metrics/status.js'
 import { startServer } from '../../src/server/server.js'
 import { createTestServer, type TestServer } from './harness.js'
 import { createMerchant, createPayment, headers } from './helpers.js'
@@ -105,6 +106,16 @@ describe('/metrics', () => {
     await t.db.deleteFrom('jobs').where('kind', '=', 'metrics.test').execute()
     await new Promise((resolve) => setTimeout(resolve, 600))
     expect(sample(await scrape(), 'caipay_jobs_queued', { kind: 'metrics.test' })).toBeUndefined()
+  })
+
+  it('reports every job kind the runner runs, in /metrics and in caipay status (one registry)', async () => {
+    const kinds = Object.keys(t.app.jobHandlers).sort()
+    // The mode-independent jobs are in the registry, the capture expiry among them.
+    expect(kinds).toEqual(expect.arrayContaining(['capture.expire', 'refund.test', 'webhook.deliver']))
+    const text = await scrape()
+    for (const kind of kinds) expect(sample(text, 'caipay_jobs_queued', { kind }), kind).toBeDefined()
+    const status = await operatorStatus(t.db, t.app.config)
+    expect(status.jobs.map((job) => job.kind).sort()).toEqual(kinds)
   })
 
   it('shows the connection pool and names no credential, partner or merchant', async () => {

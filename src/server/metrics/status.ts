@@ -1,7 +1,7 @@
 import { createLiveRuntime } from '../chains/live.js'
 import type { ServerConfig } from '../config.js'
+import { serverJobHandlers } from '../jobRegistry.js'
 import type { Db } from '../store/db.js'
-import { webhookJobKind } from '../webhooks/deliver.js'
 import { createChainProbes } from './chains.js'
 import { createInstanceMetrics, type Readings } from './scrape.js'
 
@@ -16,7 +16,8 @@ export async function operatorStatus(db: Db, config: ServerConfig): Promise<Oper
   const metrics = createInstanceMetrics({
     db,
     probes,
-    jobKinds: [...Object.keys(live.jobHandlers), webhookJobKind],
+    // The server's own registry: every kind its runner claims, none listed by hand.
+    jobKinds: Object.keys(serverJobHandlers(config, live)),
   })
   const readings = await metrics.read()
   // What one short-lived process has seen of the chain is nothing: the nodes' heads say it.

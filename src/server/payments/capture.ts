@@ -31,8 +31,7 @@ import { addSettlementItem } from './settlementItems.js'
  * settlement item and a refund per capture, and a held remainder that a partial capture already gave back.
  */
 
-/** The job that voids a payment still authorized at its `captureBy` (queued with the payment). */
-export const captureExpiryJobKind = 'capture.expire'
+export { captureExpiryJobKind } from './lifecycle.js'
 
 interface Context {
   merchantId: string
@@ -48,8 +47,10 @@ function allowedFor(payment: PaymentRow, now: Date): string[] {
   switch (payment.capture_status) {
     case 'authorized':
       return payment.capture_by && payment.capture_by > now ? ['capture', 'void'] : ['void']
-    case 'captured':
     case 'partially_captured':
+      // Its rest could not go back and is held: a void gives it back again.
+      return payment.capture_failure_code ? ['void', 'refund'] : ['refund']
+    case 'captured':
       return ['refund']
     default:
       return []
@@ -64,6 +65,7 @@ function refuse(payment: PaymentRow, action: 'capture' | 'void', now: Date): nev
     status: payment.status,
     captureMethod: payment.capture_method,
     captureStatus: payment.capture_status,
+    captureFailureCode: payment.capture_failure_code,
     allowed,
   }
   const allows = ` Allowed now: ${allowed.length > 0 ? allowed.join(', ') : 'nothing'}.`
@@ -81,7 +83,13 @@ function refuse(payment: PaymentRow, action: 'capture' | 'void', now: Date): nev
       details,
     )
   if (payment.capture_status === 'authorized')
-    fail('invalid_state', `captureBy has passed: the payment is being voided by itself.${allows}`, details)
+    fail(
+      'invalid_state',
+      payment.capture_failure_code
+        ? `captureBy has passed and the held money could not go back (${payment.capture_failure_code}): void it again.${allows}`
+        : `captureBy has passed: the payment is being voided by itself.${allows}`,
+      details,
+    )
   fail(
     'invalid_state',
     `The payment's capture is ${payment.capture_status}; it cannot be ${action}ed.${allows}`,
@@ -231,8 +239,9 @@ export async function capturePayment(db: Db, ctx: Context & { body: CaptureBody 
 
 /**
  * Voids a held payment: everything goes back to the account that paid (one refund from the authorized
- * funds). `expired`: the expiry job's void, only once `captureBy` has passed. Returns the payment and the
- * refund (none when nothing was paid in a token, test mode only).
+ * funds). `expired`: the expiry job's void, only once `captureBy` has passed. A partial capture whose
+ * rest could not go back (`capture_failure_code`) is voided too: its rest is given back again, its
+ * capture status stays `partially_captured`. Returns the payment and the refund.
  */
 export async function voidPayment(
   db: Db,
@@ -242,18 +251,31 @@ export async function voidPayment(
   const status = ctx.status ?? 'voided'
   return inTransaction(db, async (trx) => {
     const payment = await merchantPayment(trx, ctx)
-    if (payment.capture_status !== 'authorized') refuse(payment, 'void', now)
+    const restHeld =
+      status === 'voided' &&
+      payment.capture_status === 'partially_captured' &&
+      payment.capture_failure_code !== null
+    if (payment.capture_status !== 'authorized' && !restHeld) refuse(payment, 'void', now)
     const token = paidToken(payment)
-    const refund = heldRefund(
-      payment,
-      BigInt(payment.amount_value),
-      token ? token.value : null,
-      ctx.reason ?? (status === 'expired' ? 'capture_expired' : 'voided'),
-      now,
-    )
+    const refund = restHeld
+      ? heldRefund(
+          payment,
+          BigInt(payment.amount_value) - BigInt(payment.captured_value ?? 0),
+          await failedReturnValue(trx, payment.id),
+          'uncaptured',
+          now,
+        )
+      : heldRefund(
+          payment,
+          BigInt(payment.amount_value),
+          token ? token.value : null,
+          ctx.reason ?? (status === 'expired' ? 'capture_expired' : 'voided'),
+          now,
+        )
     const row = await voidHeldPayment(trx, {
       paymentId: payment.id,
       status,
+      rest: restHeld,
       refund: refund as RefundValues,
       now,
     })
@@ -261,6 +283,20 @@ export async function voidPayment(
     const started = await startRefund(trx, refund, ctx)
     return { payment: await loadPayment(trx, payment.id), refund: started }
   })
+}
+
+/** What the last failed refund of held money was to send, in the paid token (null: no token, test mode). */
+async function failedReturnValue(db: Db, paymentId: string): Promise<bigint | null> {
+  const failed = await db
+    .selectFrom('refunds')
+    .select('asset_value')
+    .where('payment_id', '=', paymentId)
+    .where('paid_from', '=', 'authorized')
+    .where('status', '=', 'failed')
+    .orderBy('failed_at', 'desc')
+    .limit(1)
+    .executeTakeFirst()
+  return failed?.asset_value == null ? null : BigInt(failed.asset_value)
 }
 
 /**

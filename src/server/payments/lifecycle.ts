@@ -650,6 +650,9 @@ export async function authorizeHeldPayments(
   return rows
 }
 
+/** The job that voids a payment still authorized at its `captureBy` (queued with the payment). */
+export const captureExpiryJobKind = 'capture.expire'
+
 /** A refund recorded with a capture or a void, in its statement (refunds/create.ts newRefundRow). */
 export type RefundValues = Record<string, unknown> & { id: string }
 
@@ -696,7 +699,8 @@ export async function captureHeldPayment(
   const [row] = (
     await sql<PaymentRow>`WITH changed AS (
       UPDATE payments SET capture_status = ${params.status}, captured_value = ${params.capturedValue.toString()},
-        captured_at = ${now}, updated_at = ${now}, payment_state_version = payment_state_version + 1
+        captured_at = ${now}, capture_failure_code = NULL, updated_at = ${now},
+        payment_state_version = payment_state_version + 1
         ${params.settles ? sql`, settlement_status = 'pending'` : sql``}
       WHERE id = ${params.paymentId} AND capture_status = 'authorized' AND capture_by > ${now}
       RETURNING ${sql.raw(columnsText(paymentColumns))}
@@ -716,17 +720,28 @@ export async function captureHeldPayment(
  * `authorized -> voided | expired` (`payment.voided`) in ONE statement with the refund of everything
  * inserted (its trigger moves authorized -> refunds). `expired` only once `capture_by` has passed. Of
  * racing captures, voids and the expiry exactly one changes the row; undefined for the others.
+ * `rest`: a partial capture's rest that could not go back (capture_failure_code), given back again; the
+ * capture status stays `partially_captured`.
  */
 export async function voidHeldPayment(
   db: Db,
-  params: { paymentId: string; status: 'voided' | 'expired'; refund?: RefundValues | undefined; now: Date },
+  params: {
+    paymentId: string
+    status: 'voided' | 'expired'
+    rest?: boolean | undefined
+    refund?: RefundValues | undefined
+    now: Date
+  },
 ): Promise<PaymentRow | undefined> {
   const { now } = params
+  const held = params.rest
+    ? sql`capture_status = 'partially_captured' AND capture_failure_code IS NOT NULL`
+    : sql`capture_status = 'authorized'`
   const [row] = (
     await sql<PaymentRow>`WITH changed AS (
-      UPDATE payments SET capture_status = ${params.status}, voided_at = ${now}, updated_at = ${now},
-        payment_state_version = payment_state_version + 1
-      WHERE id = ${params.paymentId} AND capture_status = 'authorized'
+      UPDATE payments SET ${params.rest ? sql`` : sql`capture_status = ${params.status}, `}voided_at = ${now},
+        capture_failure_code = NULL, updated_at = ${now}, payment_state_version = payment_state_version + 1
+      WHERE id = ${params.paymentId} AND ${held}
         ${params.status === 'expired' ? sql`AND capture_by <= ${now}` : sql``}
       RETURNING ${sql.raw(columnsText(paymentColumns))}
     ), event AS (
@@ -738,6 +753,50 @@ export async function voidHeldPayment(
     SELECT * FROM changed`.execute(db)
   ).rows
   if (row) countPaymentChanges('payment.voided', [row])
+  return row
+}
+
+/**
+ * A refund of held money failed for good (nothing was sent; its trigger moved refunds -> authorized in
+ * the same transaction): the payment says the money is held again, in ONE statement with its
+ * `payment.authorized` event. A void or an expiry goes back to `authorized` (the merchant may void again,
+ * or capture before `capture_by`); a partial capture stays `partially_captured` with its rest held.
+ * Either way `capture_failure_code` is `transfer_failed` until the next void or capture. The expiry job
+ * is due again at `capture_by` when that is still ahead (a hold whose own expiry failed is voided by the
+ * merchant or operator once the cause is fixed, not retried in a loop).
+ */
+export async function holdAgainAfterFailedReturn(
+  db: Db,
+  params: { paymentId: string; now: Date },
+): Promise<PaymentRow | undefined> {
+  const { now } = params
+  const [row] = (
+    await sql<PaymentRow>`WITH changed AS (
+      UPDATE payments SET
+        capture_status = CASE WHEN capture_status = 'partially_captured' THEN capture_status ELSE 'authorized' END,
+        voided_at = CASE WHEN capture_status = 'partially_captured' THEN voided_at ELSE NULL END,
+        capture_failure_code = 'transfer_failed', updated_at = ${now},
+        payment_state_version = payment_state_version + 1
+      WHERE id = ${params.paymentId} AND capture_method = 'manual'
+        AND capture_status IN ('voided', 'expired', 'partially_captured')
+      RETURNING ${sql.raw(columnsText(paymentColumns))}
+    ), event AS (
+      INSERT INTO payment_events (payment_id, type, payment_state_version, snapshot, created_at)
+      SELECT changed.id, 'payment.authorized', changed.payment_state_version, ${sql.raw(snapshotSql('changed'))},
+        ${now}::timestamptz
+      FROM changed
+    ), expiry AS (
+      -- attempts stays: it is the job's fencing generation, which never goes back.
+      UPDATE jobs SET state = 'pending', run_at = changed.capture_by, locked_until = NULL,
+        last_error = NULL, result = NULL, updated_at = ${now}
+      FROM changed
+      WHERE jobs.kind = ${captureExpiryJobKind} AND jobs.payment_id = changed.id
+        AND changed.capture_status = 'authorized' AND changed.capture_by > ${now}
+        AND jobs.state IN ('succeeded', 'failed')
+    )
+    SELECT * FROM changed`.execute(db)
+  ).rows
+  if (row) countPaymentChanges('payment.authorized', [row])
   return row
 }
 

@@ -1,5 +1,6 @@
 import { isFinalStatus, type PaymentStatus } from '../../contract/common.js'
 import {
+  captureHeldValue,
   failureCodes,
   type Payment,
   type PaymentCapture,
@@ -106,6 +107,12 @@ export function captureJson(row: PaymentRow, config: ServerConfig): PaymentCaptu
     authorizedAmount: paymentAmount(row, config),
     capturedAmount:
       row.captured_value === null ? null : toAmount(row.amount_unit, String(row.captured_value), config),
+    heldAmount: toAmount(
+      row.amount_unit,
+      captureHeldValue(row.capture_status, row.capture_failure_code, row.amount_value, row.captured_value),
+      config,
+    ),
+    failureCode: row.capture_failure_code,
     captureBy: unixSeconds(row.capture_by),
   }
 }

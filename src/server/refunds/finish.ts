@@ -1,5 +1,5 @@
 import { sql } from 'kysely'
-import { refundPayment } from '../payments/lifecycle.js'
+import { holdAgainAfterFailedReturn, refundPayment } from '../payments/lifecycle.js'
 import { type Db, inTransaction } from '../store/db.js'
 import { recordRefundEvent } from './events.js'
 import type { RefundRow } from './schema.js'
@@ -49,7 +49,10 @@ export async function succeedRefund(
   })
 }
 
-/** `pending -> failed`: nothing was sent, and what it reserved is refundable again. */
+/**
+ * `pending -> failed`: nothing was sent, and what it reserved is refundable again. A refund of held money
+ * (a void, an expiry, a partial capture's rest) puts its payment's hold back (docs/capture.md).
+ */
 export async function failRefund(
   db: Db,
   params: { refundId: string; failureCode: 'transfer_failed'; now: Date },
@@ -64,7 +67,10 @@ export async function failRefund(
       .where('status', '=', 'pending')
       .returningAll()
       .executeTakeFirst()
-    if (refund) await recordRefundEvent(trx, refund, 'refund.failed', now)
+    if (!refund) return undefined
+    await recordRefundEvent(trx, refund, 'refund.failed', now)
+    if (refund.paid_from === 'authorized')
+      await holdAgainAfterFailedReturn(trx, { paymentId: refund.payment_id, now })
     return refund
   })
 }

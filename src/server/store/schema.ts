@@ -120,12 +120,18 @@ export interface PaymentsTable {
   capture_plan: Json<unknown> | null
   captured_at: Timestamp | null
   voided_at: Timestamp | null
+  /**
+   * `transfer_failed`: the money a void, expiry or partial capture gave back did not go (migration 029):
+   * it is held again (`authorized`, or a partial capture's rest) until the next void.
+   */
+  capture_failure_code: CaptureFailureCode | null
   /** How its money arrives (migration 021): `pull` until a pushed transfer pays it (docs/push-payments.md). */
   source: ColumnType<PaymentSource, PaymentSource | undefined, PaymentSource>
 }
 
 export type CaptureMethod = 'automatic' | 'manual'
 export type CaptureStatus = 'authorized' | 'captured' | 'partially_captured' | 'voided' | 'expired'
+export type CaptureFailureCode = 'transfer_failed'
 
 /**
  * Every column of `payments`, for prepared statements (store/prepared.ts), which must name their
@@ -171,6 +177,7 @@ const paymentColumnSet: Record<keyof PaymentsTable, true> = {
   capture_plan: true,
   captured_at: true,
   voided_at: true,
+  capture_failure_code: true,
   source: true,
 }
 export const paymentColumns = Object.keys(paymentColumnSet) as (keyof PaymentsTable)[]

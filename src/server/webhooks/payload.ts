@@ -1,3 +1,4 @@
+import { captureHeldValue } from '../../contract/payment.js'
 import {
   type AnyWebhookEvent,
   type WebhookPaymentSnapshot,
@@ -116,6 +117,11 @@ function captureSnapshot(row: Snapshot): WebhookPaymentSnapshot['capture'] {
     status,
     authorized_amount: { unit, value: String(row.amount_value) },
     captured_amount: captured === null ? null : { unit, value: captured },
+    held_amount: {
+      unit,
+      value: captureHeldValue(status, text(row, 'capture_failure_code'), String(row.amount_value), captured),
+    },
+    failure_code: text(row, 'capture_failure_code') as 'transfer_failed' | null,
     capture_by: iso(row, 'capture_by')!,
     captured_at: iso(row, 'captured_at'),
     voided_at: iso(row, 'voided_at'),
