@@ -17,7 +17,6 @@ import { eip3009Abi } from './abi.js'
 import type { EvmAsset, EvmChain } from './chain.js'
 import { classifyPayerSignature, verifyPayerSignature } from './payerSignature.js'
 import { permit2Approvals, type QuoteSettings } from './quote.js'
-import { same } from './transfers.js'
 
 /**
  * Live EVM subscriptions (docs/subscriptions.md): the mandate is Permit2's allowance transfer. The buyer
@@ -145,10 +144,10 @@ function offeredGrant(chain: EvmChain, ctx: ConfirmContext) {
   const action = ctx.option.actions[index]
   if (action?.type !== 'walletRpc') throw new Error(`Option ${ctx.option.id} has no Permit2 grant.`)
   const [owner, json] = JSON.parse(action.walletRpc.params) as [Address, string]
-  const { allowance } = decodePermit2Allowance(chain.chainId, JSON.parse(json))
-  if (!same(allowance.spender, chain.executor.address)) {
-    throw new Error(`Option ${ctx.option.id} holds a Permit2 grant the service did not build.`)
-  }
+  // The service's own data, decoded as wallets do: only a grant to the executor passes.
+  const { allowance } = decodePermit2Allowance(chain.chainId, JSON.parse(json), {
+    spenders: [formatAccountId(chain.caip2, chain.executor.address)],
+  })
   return { index, owner: getAddress(owner), allowance }
 }
 
