@@ -26,6 +26,9 @@ import { hasTransfer, refuseOnRevert } from './transfers.js'
 /** Permit2 refused the call in simulation: the chain changed under the verdict (balance moved, revoked). */
 class Permit2Refused extends Error {}
 
+/** The period's payment stopped processing (the subscription was cancelled) before its charge was signed. */
+class ChargeNotWanted extends Error {}
+
 interface Charge {
   ctx: JobRunContext
   job: JobRow
@@ -81,12 +84,28 @@ export function mandateChargeJob(settings: JobSettings): JobHandler {
         if (verdict === 'grant') throw new RetryLater('The Permit2 grant has not taken effect yet.')
         if (verdict !== 'ready') return report(charge, verdict)
       }
-      const sent = await send(settings, charge, 'charge', job.payment_id, transferFromCall(charge)).catch(
-        (error: unknown) => {
-          if (error instanceof Permit2Refused) return { refused: error.message }
-          throw error
-        },
-      )
+      // The last look before signing: a cancel since the job started charges nothing.
+      const stillWanted = async () => {
+        const { status } = await ctx.db
+          .selectFrom('payments')
+          .select('status')
+          .where('id', '=', job.payment_id)
+          .executeTakeFirstOrThrow()
+        if (status !== 'processing') throw new ChargeNotWanted(`The period's payment is ${status}.`)
+      }
+      const sent = await send(
+        settings,
+        charge,
+        'charge',
+        job.payment_id,
+        transferFromCall(charge),
+        stillWanted,
+      ).catch((error: unknown) => {
+        if (error instanceof Permit2Refused) return { refused: error.message }
+        if (error instanceof ChargeNotWanted) return { unwanted: error.message }
+        throw error
+      })
+      if ('unwanted' in sent) return { skipped: sent.unwanted }
       if ('refused' in sent) {
         ctx.log.warn({ paymentId: job.payment_id, reason: sent.refused }, 'Mandate charge refused')
         return report(charge, (await chargeVerdict(charge)) === 'revoked' ? 'revoked' : 'insufficient')
@@ -220,6 +239,7 @@ async function send(
   purpose: EvmTxPurpose,
   paymentId: string,
   call: { to: Address; data: Hex },
+  stillWanted?: () => Promise<void>,
 ) {
   const relayer = relayerOf(settings, chain)
   const simulate = (sent?: { gas: bigint } & EvmFees) =>
@@ -262,6 +282,7 @@ async function send(
               )
             },
             beforeSign: async (sent) => {
+              await stillWanted?.()
               await simulate(sent)
             },
           })
@@ -271,7 +292,7 @@ async function send(
     if (!receipt) throw new RetryLater(`The ${purpose} transaction ${hash} has no receipt yet.`)
     return { hash: hash as Hash, receipt }
   } catch (error) {
-    if (error instanceof Permit2Refused) throw error
+    if (error instanceof Permit2Refused || error instanceof ChargeNotWanted) throw error
     throw await retryWhileInFlight(ctx.db, paymentId, purpose, error)
   } finally {
     release()
