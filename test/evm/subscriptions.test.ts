@@ -196,8 +196,13 @@ describe('a live monthly EVM subscription', () => {
         const balance = await env.balance(buyer.address)
         const parking = privateKeyToAccount(generatePrivateKey()).address
         await sendTokens(buyer.key, parking, balance)
+        const due = (await subscriptionRow(subscriptionId)).next_attempt_at!
         const row = await nextAttempt(subscriptionId)
         expect(row).toMatchObject({ status: 'past_due', failed_attempts: 1, periods_charged: 5 })
+        // Dunning's first retry, a day after the failed attempt.
+        const retryIn = row.next_attempt_at!.getTime() - due.getTime()
+        expect(retryIn).toBeGreaterThanOrEqual(86_400_000)
+        expect(retryIn).toBeLessThan(86_400_000 + 60_000)
         expect(await env.balance(buyer.address)).toBe(0n)
         await mintTestToken(env.anvil.rpcUrl, env.token, buyer.address, balance)
         const recovered = await nextAttempt(subscriptionId)
@@ -231,6 +236,17 @@ describe('a live monthly EVM subscription', () => {
     // Each period settles to the merchant like any payment: the destination holds the year's charges.
     for (const id of ids) await env.waitSettled(id)
     expect(await env.balance(env.merchant.destination)).toBe(12n * price)
+    // Booked in the ledger like any collection: each period once, for its price, to the merchant.
+    const collected = await env.t.db
+      .selectFrom('ledger_entries')
+      .select(['payment_id', 'amount', 'credit_owner'])
+      .where('payment_id', 'in', ids)
+      .where('credit_kind', '=', 'collected')
+      .execute()
+    expect(collected.map((e) => e.payment_id).sort()).toEqual([...ids].sort())
+    expect(collected.every((e) => e.amount === String(price) && e.credit_owner === env.merchant.id)).toBe(
+      true,
+    )
     // The mandate is used up exactly: Permit2 holds nothing more for the executor.
     const [left] = await env.publicClient.readContract({
       address: permit2Address,
