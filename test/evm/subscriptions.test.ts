@@ -346,5 +346,24 @@ describe('a live monthly EVM subscription', () => {
     expect(charges.map((t) => t.status)).toEqual(['succeeded'])
     const job = await env.waitJob(period!.id, 'evm.mandate_charge')
     expect(job.attempts).toBeGreaterThanOrEqual(2)
+    // Permit2 keeps one allowance per (buyer, token, spender): no second mandate in the same token.
+    references += 1
+    const second = await env.t.request({
+      method: 'POST',
+      url: '/v1/subscriptions',
+      headers: headers(env.liveKey, env.merchant.id),
+      payload: {
+        referenceId: `sub-${references}`,
+        amount: { unit: 'iso4217/USD', value: '500' },
+        interval: 'week',
+        periods: 4,
+      },
+    })
+    expect(second.statusCode, second.body).toBe(201)
+    const options = await env.gw('POST', second.json.firstPaymentId, '/options', {
+      accounts: [`${env.anvil.caip2}:${buyer.address}`],
+    })
+    expect(options.statusCode, options.body).toBe(200)
+    expect(options.json.options).toEqual([])
   }, 120_000)
 })

@@ -7,7 +7,7 @@ import {
   permit2AllowanceHash,
   permit2AllowanceTypedData,
 } from '../../../../protocol/evm/permit2.js'
-import { formatAccountId } from '../../../caip/caip.js'
+import { formatAccountId, sameCaip } from '../../../caip/caip.js'
 import { paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
 import type { LiveMandateState, MandateChargePayload } from '../../subscriptions/liveCharges.js'
@@ -74,6 +74,7 @@ export async function quoteEvmMandate(
   const asset = chain.asset(ctx.asset.id)
   if (!asset || !isAddress(ctx.account.address, { strict: false })) return []
   const buyer = getAddress(ctx.account.address)
+  if (await holdsLiveMandate(settings, chain, ctx.account.id, asset.id)) return []
   const total = ctx.tokenAmount * BigInt(ctx.mandate.totalPeriods)
   let reads: [bigint, bigint, readonly [bigint, number, number]]
   try {
@@ -120,6 +121,27 @@ export async function quoteEvmMandate(
       spender: formatAccountId(chain.caip2, chain.executor.address),
     },
   ]
+}
+
+/**
+ * Whether the buyer already has a live subscription charged in this asset: Permit2 keeps one allowance
+ * per (owner, token, spender), so a second grant would replace the first one's remaining allowance and
+ * the two would draw on one bound. Such a buyer is offered no second mandate in that asset.
+ */
+async function holdsLiveMandate(
+  settings: QuoteSettings,
+  chain: EvmChain,
+  account: string,
+  asset: string,
+): Promise<boolean> {
+  const rows = await settings.db
+    .selectFrom('subscriptions')
+    .select(['buyer', 'asset'])
+    .where('mode', '=', 'live')
+    .where('status', 'in', ['active', 'past_due'])
+    .where('asset', 'ilike', `${chain.caip2}/%`)
+    .execute()
+  return rows.some((row) => row.buyer !== null && sameCaip(row.buyer, account) && sameCaip(row.asset!, asset))
 }
 
 function tokenRead(

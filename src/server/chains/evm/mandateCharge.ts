@@ -82,6 +82,14 @@ export function mandateChargeJob(settings: JobSettings): JobHandler {
           verdict = await chargeVerdict(charge)
         }
         if (verdict === 'grant') throw new RetryLater('The Permit2 grant has not taken effect yet.')
+        // The first period may run before the buyer's approve of Permit2 (sent by the wallet with the
+        // grant) is mined: it waits for it as long as the grant itself could still be submitted.
+        if (
+          verdict === 'insufficient' &&
+          payload.period === 0 &&
+          Math.floor(ctx.now().getTime() / 1000) <= Number(state.sigDeadline)
+        )
+          throw new RetryLater("Waiting for the buyer's balance or approve of Permit2.")
         if (verdict !== 'ready') return report(charge, verdict)
       }
       // The last look before signing: a cancel since the job started charges nothing.
