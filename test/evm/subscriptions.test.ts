@@ -9,6 +9,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { evmSigner } from '../../adapters/evm/index.js'
 import { permit2Address } from '../../protocol/evm/index.js'
+import { permit2AllowanceAbi } from '../../protocol/evm/permit2.js'
 import { createPayClient } from '../../src/pay/createPayClient.js'
 import { type JobRunner, startJobRunner } from '../../src/server/jobs/runner.js'
 import { chargeDueLiveSubscriptions } from '../../src/server/subscriptions/liveCharges.js'
@@ -250,23 +251,7 @@ describe('a live monthly EVM subscription', () => {
     // The mandate is used up exactly: Permit2 holds nothing more for the executor.
     const [left] = await env.publicClient.readContract({
       address: permit2Address,
-      abi: [
-        {
-          type: 'function',
-          name: 'allowance',
-          stateMutability: 'view',
-          inputs: [
-            { name: 'owner', type: 'address' },
-            { name: 'token', type: 'address' },
-            { name: 'spender', type: 'address' },
-          ],
-          outputs: [
-            { name: 'amount', type: 'uint160' },
-            { name: 'expiration', type: 'uint48' },
-            { name: 'nonce', type: 'uint48' },
-          ],
-        },
-      ] as const,
+      abi: permit2AllowanceAbi,
       functionName: 'allowance',
       args: [buyer.address, env.token, env.collection],
     })
@@ -288,6 +273,27 @@ describe('a live monthly EVM subscription', () => {
     const payments = await periodPayments(subscriptionId)
     expect(payments.map((p) => p.status)).toEqual(['succeeded', 'failed'])
     expect(await executorTransactions([payments[1]!.id], 'charge')).toEqual([])
+  }, 120_000)
+
+  it('is cancelled when the buyer locks Permit2 down for the token and spender (lockdown)', async () => {
+    const buyer = await newBuyer(usdc(100))
+    const { subscriptionId } = await subscribe(buyer)
+    const wallet = createWalletClient({
+      account: privateKeyToAccount(buyer.key),
+      chain: anvilChain(env.anvil.chainId, env.anvil.rpcUrl),
+      transport: http(env.anvil.rpcUrl),
+    })
+    const hash = await wallet.writeContract({
+      address: permit2Address,
+      abi: permit2AllowanceAbi,
+      functionName: 'lockdown',
+      args: [[{ token: env.token, spender: env.collection }]],
+    })
+    await env.publicClient.waitForTransactionReceipt({ hash })
+    const before = await env.balance(buyer.address)
+    const row = await nextAttempt(subscriptionId)
+    expect(row).toMatchObject({ status: 'cancelled', cancel_reason: 'mandate_revoked', periods_charged: 1 })
+    expect(await env.balance(buyer.address)).toBe(before)
   }, 120_000)
 
   it("stops on the merchant's cancel: nothing is charged when the next period falls due", async () => {
