@@ -124,17 +124,21 @@ async function subscribe(buyer: Awaited<ReturnType<typeof newBuyer>>, periods = 
   return { subscriptionId: subscriptionId as string, firstPaymentId: firstPaymentId as string }
 }
 
-/** Moves both clocks to the subscription's next attempt, starts it, and waits for the job's verdict. */
+/**
+ * Moves both clocks to the subscription's next attempt, starts it (the app's own sweep may start it first:
+ * either way once), and waits for the job's verdict: the attempt rescheduled, or the subscription over.
+ */
 async function nextAttempt(subscriptionId: string) {
   const before = await subscriptionRow(subscriptionId)
-  expect(before.next_attempt_at).not.toBeNull()
-  await advanceTo(before.next_attempt_at!)
-  expect(await chargeDueLiveSubscriptions(env.t.db, env.t.app.config, { until: env.t.app.now() })).toBe(1)
+  const due = before.next_attempt_at!
+  expect(due).not.toBeNull()
+  await advanceTo(due)
+  await chargeDueLiveSubscriptions(env.t.db, env.t.app.config, { until: env.t.app.now() })
   const deadline = Date.now() + 20_000
   for (;;) {
     const row = await subscriptionRow(subscriptionId)
-    // The job reported: the subscription is scheduled again, or over.
-    if (row.next_attempt_at !== null || row.status === 'cancelled' || row.status === 'ended') return row
+    if (row.status === 'cancelled' || row.status === 'ended') return row
+    if (row.next_attempt_at !== null && row.next_attempt_at.getTime() !== due.getTime()) return row
     if (Date.now() > deadline) throw new Error(`Subscription ${subscriptionId} still charging`)
     await new Promise((resolve) => setTimeout(resolve, 25))
   }
@@ -322,8 +326,9 @@ describe('a live monthly EVM subscription', () => {
     await advanceTo(due)
     // Automine off keeps the charge in flight while its worker goes away.
     await rpc('evm_setAutomine', [false])
-    expect(await chargeDueLiveSubscriptions(env.t.db, env.t.app.config, { until: env.t.app.now() })).toBe(1)
+    await chargeDueLiveSubscriptions(env.t.db, env.t.app.config, { until: env.t.app.now() })
     const [, period] = await periodPayments(subscriptionId)
+    expect(period).toBeDefined()
     const first = startRunner()
     const deadline = Date.now() + 20_000
     while ((await executorTransactions([period!.id], 'charge')).length === 0) {
