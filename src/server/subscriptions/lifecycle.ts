@@ -37,11 +37,11 @@ export function totalPeriods(row: SubscriptionRow): number {
   return row.periods ?? periodsBefore(scheduleOf(row), row.end_at, maxPeriods)
 }
 
-async function lockSubscription(db: Db, id: string): Promise<SubscriptionRow | undefined> {
+export async function lockSubscription(db: Db, id: string): Promise<SubscriptionRow | undefined> {
   return db.selectFrom('subscriptions').selectAll().where('id', '=', id).forUpdate().executeTakeFirst()
 }
 
-async function updateSubscription(
+export async function updateSubscription(
   db: Db,
   id: string,
   set: Partial<Omit<SubscriptionRow, 'id' | 'mandate'>> & { mandate?: string | null },
@@ -208,7 +208,8 @@ export type ChargeOutcome =
  * (created once: `subscription_periods`' key), then, by what `charge` found, `succeeded` and the next
  * period scheduled (`subscription.renewed`, or `.ended` after the last), a retry scheduled (`past_due`),
  * or the subscription cancelled (the last retry failed, or the mandate was revoked). Test mode charges
- * with `sandboxCharge`; live mode is refused. Returns false when the subscription was not due (another worker took it).
+ * with `sandboxCharge`; live mode charges through its chain's job (liveCharges.ts), never here. Returns
+ * false when the subscription was not due (another worker took it).
  */
 export async function attemptCharge(
   db: Db,
@@ -220,90 +221,107 @@ export async function attemptCharge(
   return inTransaction(db, async (trx) => {
     const row = await lockSubscription(trx, subscriptionId)
     if (!row || (row.status !== 'active' && row.status !== 'past_due')) return false
-    // Live charging (a chain transaction under a job's fence, with its ledger entries) is not built yet:
-    // a period must never count as charged without its money moving.
-    if (row.mode !== 'test') throw new Error(`Subscription ${row.id}: live charging is not implemented.`)
+    // A live period counts as charged only once its chain transaction landed (liveCharges.ts).
+    if (row.mode !== 'test') throw new Error(`Subscription ${row.id}: live periods are charged by jobs.`)
     if (row.next_attempt_at === null || row.next_attempt_at.getTime() > at.getTime()) return false
-    const period = row.periods_charged
-    const paymentId = await periodPayment(trx, config, row, period, at)
+    const paymentId = await periodPayment(trx, config, row, row.periods_charged, at)
     const outcome = await charge(row)
-    if (outcome.status === 'revoked') {
-      await failPayment(trx, { paymentId, failureCode: 'mandate_revoked', now: at })
+    if (outcome.status === 'succeeded') {
+      await succeedTestPayment(trx, {
+        payment: { id: paymentId, merchant_id: row.merchant_id, capture_method: 'automatic' },
+        asset: row.asset ?? undefined,
+        value: row.amount_per_period ?? '0',
+        txId: outcome.txId,
+        now: at,
+      })
+    }
+    await applyChargeOutcome(trx, row, paymentId, outcome.status, at)
+    return true
+  })
+}
+
+/**
+ * What a charge attempt of the period `row` is at means for the subscription (its row locked, the
+ * period's payment already succeeded when the money moved): the next period scheduled
+ * (`subscription.renewed`, `.ended` after the last), a retry (`past_due`), or the end (`cancelled`:
+ * revoked, or the last retry failed, with the period's payment failed).
+ */
+export async function applyChargeOutcome(
+  trx: Db,
+  row: SubscriptionRow,
+  paymentId: string,
+  outcome: ChargeOutcome['status'],
+  at: Date,
+): Promise<SubscriptionRow> {
+  if (outcome === 'revoked') {
+    await failPayment(trx, { paymentId, failureCode: 'mandate_revoked', now: at })
+    const cancelled = await updateSubscription(
+      trx,
+      row.id,
+      {
+        status: 'cancelled',
+        cancel_reason: 'mandate_revoked',
+        cancelled_at: at,
+        next_charge_at: null,
+        next_attempt_at: null,
+      },
+      at,
+    )
+    await recordSubscriptionEvent(trx, cancelled, 'subscription.cancelled', paymentId, at)
+    return cancelled
+  }
+  if (outcome === 'insufficient') {
+    const failed = row.failed_attempts + 1
+    const delay = retryDelaysDays[failed - 1]
+    if (delay === undefined) {
+      await failPayment(trx, { paymentId, failureCode: 'insufficient_funds', now: at })
       const cancelled = await updateSubscription(
         trx,
         row.id,
         {
           status: 'cancelled',
-          cancel_reason: 'mandate_revoked',
+          cancel_reason: 'payment_failed',
           cancelled_at: at,
+          failed_attempts: failed,
           next_charge_at: null,
           next_attempt_at: null,
         },
         at,
       )
       await recordSubscriptionEvent(trx, cancelled, 'subscription.cancelled', paymentId, at)
-      return true
+      return cancelled
     }
-    if (outcome.status === 'insufficient') {
-      const failed = row.failed_attempts + 1
-      const delay = retryDelaysDays[failed - 1]
-      if (delay === undefined) {
-        await failPayment(trx, { paymentId, failureCode: 'insufficient_funds', now: at })
-        const cancelled = await updateSubscription(
-          trx,
-          row.id,
-          {
-            status: 'cancelled',
-            cancel_reason: 'payment_failed',
-            cancelled_at: at,
-            failed_attempts: failed,
-            next_charge_at: null,
-            next_attempt_at: null,
-          },
-          at,
-        )
-        await recordSubscriptionEvent(trx, cancelled, 'subscription.cancelled', paymentId, at)
-        return true
-      }
-      const pastDue = await updateSubscription(
-        trx,
-        row.id,
-        {
-          status: 'past_due',
-          failed_attempts: failed,
-          next_attempt_at: new Date(at.getTime() + delay * dayMs),
-        },
-        at,
-      )
-      if (row.status === 'active')
-        await recordSubscriptionEvent(trx, pastDue, 'subscription.past_due', paymentId, at)
-      return true
-    }
-    await succeedTestPayment(trx, {
-      payment: { id: paymentId, merchant_id: row.merchant_id, capture_method: 'automatic' },
-      asset: row.asset ?? undefined,
-      value: row.amount_per_period ?? '0',
-      txId: outcome.txId,
-      now: at,
-    })
-    const charged = period + 1
-    const next = charged < totalPeriods(row) ? dueAt(scheduleOf(row), charged) : null
-    const renewed = await updateSubscription(
+    const pastDue = await updateSubscription(
       trx,
       row.id,
       {
-        status: 'active',
-        periods_charged: charged,
-        failed_attempts: 0,
-        next_charge_at: next,
-        next_attempt_at: next,
+        status: 'past_due',
+        failed_attempts: failed,
+        next_attempt_at: new Date(at.getTime() + delay * dayMs),
       },
       at,
     )
-    await recordSubscriptionEvent(trx, renewed, 'subscription.renewed', paymentId, at)
-    if (next === null) await endSubscription(trx, renewed, paymentId, at)
-    return true
-  })
+    if (row.status === 'active')
+      await recordSubscriptionEvent(trx, pastDue, 'subscription.past_due', paymentId, at)
+    return pastDue
+  }
+  const charged = row.periods_charged + 1
+  const next = charged < totalPeriods(row) ? dueAt(scheduleOf(row), charged) : null
+  const renewed = await updateSubscription(
+    trx,
+    row.id,
+    {
+      status: 'active',
+      periods_charged: charged,
+      failed_attempts: 0,
+      next_charge_at: next,
+      next_attempt_at: next,
+    },
+    at,
+  )
+  await recordSubscriptionEvent(trx, renewed, 'subscription.renewed', paymentId, at)
+  if (next === null) return endSubscription(trx, renewed, paymentId, at)
+  return renewed
 }
 
 /**
@@ -311,7 +329,7 @@ export async function attemptCharge(
  * it): `source: mandate`, moved to `processing` at once with the mandate's buyer and amount (the service
  * charges; no wallet is asked).
  */
-async function periodPayment(
+export async function periodPayment(
   db: Db,
   config: ServerConfig,
   row: SubscriptionRow,

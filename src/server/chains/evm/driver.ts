@@ -12,6 +12,7 @@ import {
 } from './authorization.js'
 import type { EvmChain } from './chain.js'
 import { type Permit2Collection, permit2ToJson } from './collection.js'
+import { confirmMandate, mandateKind, quoteEvmMandate, verifyMandate } from './mandate.js'
 import { evmJobKinds, type RelayPayload, type VerifyTransferPayload } from './outcome.js'
 import { payerSubjects } from './payerCooldown.js'
 import { classifyPayerSignature, verifyPayerSignature } from './payerSignature.js'
@@ -39,8 +40,10 @@ export function createEvmDriver(
     namespace: 'eip155',
     assets: chain.assets,
     quote: (ctx) => quoteEvm(chain, settings, ctx),
+    quoteMandate: (ctx) => quoteEvmMandate(chain, settings, ctx),
 
     async verify(ctx) {
+      if (ctx.option.kind === mandateKind) return verifyMandate(chain, ctx)
       if (ctx.option.kind === 'permit2') {
         const { index, permit, hash } = offeredPermit(chain, ctx)
         await relayable(ctx, permit.owner)
@@ -89,6 +92,7 @@ export function createEvmDriver(
     },
 
     async confirm(ctx): Promise<ConfirmOutcome> {
+      if (ctx.option.kind === mandateKind) return confirmMandate(chain, ctx)
       if (ctx.option.kind === 'permit2' || ctx.option.kind === 'eip3009') {
         // What the relay job collects: the permit or the authorization offered, with the wallet's signature.
         const collection =

@@ -9,6 +9,8 @@ import { configuredAssets } from '../configured.js'
 import type { ChainDriver } from '../types.js'
 import { createEvmChain, type EvmChain } from './chain.js'
 import { createEvmDriver } from './driver.js'
+import { mandateChargeKind } from './mandate.js'
+import { mandateChargeJob } from './mandateCharge.js'
 import { evmJobKinds } from './outcome.js'
 import { refundJob } from './refund.js'
 import { relayJob } from './relay.js'
@@ -100,6 +102,7 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
         missingTransactionGraceMs: options.missingTransactionGraceMs ?? 10 * 60_000,
       }),
       [evmJobKinds.settle]: settleJob(jobSettings),
+      [mandateChargeKind]: mandateChargeJob(jobSettings),
     },
   }
 }

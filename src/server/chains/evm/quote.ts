@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { type Address, bytesToBigInt, encodeFunctionData, getAddress, type Hex, isAddress, toHex } from 'viem'
 import { permit2Address, permit2TypedData } from '../../../../protocol/evm/index.js'
 import { parseAccountId, sameCaip } from '../../../caip/caip.js'
+import type { Action } from '../../../contract/gateway.js'
 import type { JobLogger } from '../../jobs/runner.js'
 import { settlementFor } from '../../payments/settlements.js'
 import type { Db } from '../../store/db.js'
@@ -142,32 +143,7 @@ async function permit2Draft(
     )
     return undefined
   }
-  const approve = (amount: bigint) => ({
-    type: 'walletRpc' as const,
-    walletRpc: {
-      chainId: chain.caip2,
-      method: 'eth_sendTransaction',
-      params: JSON.stringify([
-        {
-          from: buyer,
-          to: asset.token,
-          data: encodeFunctionData({
-            abi: eip3009Abi,
-            functionName: 'approve',
-            args: [permit2Address, amount],
-          }),
-          value: '0x0',
-          chainId: toHex(chain.chainId),
-        },
-      ]),
-    },
-  })
-  const approvals =
-    allowance >= ctx.tokenAmount
-      ? []
-      : allowance > 0n
-        ? [approve(0n), approve(ctx.tokenAmount)]
-        : [approve(ctx.tokenAmount)]
+  const approvals = permit2Approvals(chain, asset, buyer, allowance, ctx.tokenAmount)
   const collection = chain.executor.address
   const permit = {
     chainId: chain.chainId,
@@ -195,6 +171,42 @@ async function permit2Draft(
       },
     ],
   }
+}
+
+/**
+ * The buyer's ERC-20 approvals of Permit2 an option needs before a Permit2 signature can pay `needed`:
+ * none when `allowance` covers it, else `approve(Permit2, needed)`, after `approve(Permit2, 0)` when the
+ * allowance is non-zero (USDT reverts a change from one non-zero allowance to another).
+ */
+export function permit2Approvals(
+  chain: EvmChain,
+  asset: EvmAsset,
+  buyer: Address,
+  allowance: bigint,
+  needed: bigint,
+): Action[] {
+  const approve = (amount: bigint): Action => ({
+    type: 'walletRpc',
+    walletRpc: {
+      chainId: chain.caip2,
+      method: 'eth_sendTransaction',
+      params: JSON.stringify([
+        {
+          from: buyer,
+          to: asset.token,
+          data: encodeFunctionData({
+            abi: eip3009Abi,
+            functionName: 'approve',
+            args: [permit2Address, amount],
+          }),
+          value: '0x0',
+          chainId: toHex(chain.chainId),
+        },
+      ]),
+    },
+  })
+  if (allowance >= needed) return []
+  return allowance > 0n ? [approve(0n), approve(needed)] : [approve(needed)]
 }
 
 async function directDraft(

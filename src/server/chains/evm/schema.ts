@@ -4,9 +4,10 @@ import type { Timestamp } from '../../store/schema.js'
 
 /**
  * `deploy`: an undeployed (ERC-6492) payer's account, through its factory, before the relay; `refund`:
- * the payment's asset sent back (refund_id says which refund).
+ * the payment's asset sent back (refund_id says which refund); `permit`: a subscription's signed Permit2
+ * grant, once (migration 027); `charge`: one period's Permit2 `transferFrom`.
  */
-export type EvmTxPurpose = 'relay' | 'settle' | 'deploy' | 'refund'
+export type EvmTxPurpose = 'relay' | 'settle' | 'deploy' | 'refund' | 'permit' | 'charge'
 /** `sent`: signed, recorded, broadcast (maybe); `dropped`: its nonce went to another transaction. */
 export type EvmTxStatus = 'sent' | 'succeeded' | 'reverted' | 'dropped'
 
