@@ -317,6 +317,57 @@ describe('a live monthly EVM subscription', () => {
     expect(await periodPayments(subscriptionId)).toHaveLength(1)
   }, 120_000)
 
+  it("leaves a period's armed charge to its job on the merchant's cancel: unsigned, it fails; sent, it is booked", async () => {
+    const cancel = (subscriptionId: string) =>
+      env.t.request({
+        method: 'POST',
+        url: `/v1/subscriptions/${subscriptionId}/cancel`,
+        headers: headers(env.liveKey, env.merchant.id),
+      })
+    const paymentStatus = async (id: string) =>
+      (await env.t.db.selectFrom('payments').select('status').where('id', '=', id).executeTakeFirstOrThrow())
+        .status
+    const waitFor = async (what: string, done: () => Promise<boolean>) => {
+      const deadline = Date.now() + 20_000
+      while (!(await done())) {
+        if (Date.now() > deadline) throw new Error(`still waiting: ${what}`)
+        await new Promise((resolve) => setTimeout(resolve, 25))
+      }
+    }
+    const unsigned = await newBuyer(usdc(100))
+    const signed = await newBuyer(usdc(100))
+    const a = (await subscribe(unsigned)).subscriptionId
+    const b = (await subscribe(signed)).subscriptionId
+    await runner.stop()
+    const [beforeA, beforeB] = [await env.balance(unsigned.address), await env.balance(signed.address)]
+    await advanceTo((await subscriptionRow(a)).next_attempt_at!)
+    await rpc('evm_setAutomine', [false])
+    await chargeDueLiveSubscriptions(env.t.db, env.t.app.config, { until: env.t.app.now() })
+    const [, periodA] = await periodPayments(a)
+    const [, periodB] = await periodPayments(b)
+    // A: cancelled with its charge armed and nothing signed; the cancel leaves the payment to the job.
+    expect((await cancel(a)).statusCode).toBe(200)
+    expect(await paymentStatus(periodA!.id)).toBe('processing')
+    // B: its charge signed and sent (held in the pool), then cancelled.
+    runner = startRunner()
+    await waitFor('B recorded', async () => (await executorTransactions([periodB!.id], 'charge')).length > 0)
+    expect((await cancel(b)).statusCode).toBe(200)
+    await rpc('evm_setAutomine', [true])
+    await rpc('evm_mine')
+    await waitFor('A failed', async () => (await paymentStatus(periodA!.id)) === 'failed')
+    await waitFor('B succeeded', async () => (await paymentStatus(periodB!.id)) === 'succeeded')
+    expect(await executorTransactions([periodA!.id], 'charge')).toEqual([])
+    expect(await env.balance(unsigned.address)).toBe(beforeA)
+    expect(await env.balance(signed.address)).toBe(beforeB - price)
+    const booked = await env.t.db
+      .selectFrom('ledger_entries')
+      .select('payment_id')
+      .where('payment_id', 'in', [periodA!.id, periodB!.id])
+      .execute()
+    expect(new Set(booked.map((entry) => entry.payment_id))).toEqual(new Set([periodB!.id]))
+    for (const id of [a, b]) expect((await subscriptionRow(id)).status).toBe('cancelled')
+  }, 120_000)
+
   it('charges a period once when its worker dies between sending the charge and its receipt', async () => {
     const buyer = await newBuyer(usdc(100))
     const { subscriptionId } = await subscribe(buyer)

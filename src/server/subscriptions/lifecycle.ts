@@ -147,7 +147,8 @@ export type CancelReason = NonNullable<Subscription['cancelReason']>
 
 /**
  * Stops a subscription (`subscription.cancelled`): nothing more is charged. A first payment still waiting
- * is cancelled with it; a period being retried fails (`subscription_cancelled`, or `failureCode`).
+ * is cancelled with it; a period being retried fails (`subscription_cancelled`, or `failureCode`), but
+ * one whose live charge job is at work is left to that job (chargeAtWork).
  * `409 invalid_state` once it is cancelled or ended.
  */
 export async function cancelSubscription(
@@ -173,7 +174,7 @@ export async function cancelSubscription(
       .executeTakeFirstOrThrow()
     if (payment.status === 'requires_action') {
       await markCancelled(trx, { paymentId, reason: 'cancelled_by_merchant', now })
-    } else if (payment.status === 'processing') {
+    } else if (payment.status === 'processing' && !(await chargeAtWork(trx, row, paymentId))) {
       await failPayment(trx, {
         paymentId,
         failureCode: params.failureCode ?? 'subscription_cancelled',
@@ -195,6 +196,23 @@ export async function cancelSubscription(
     await recordSubscriptionEvent(trx, cancelled, 'subscription.cancelled', paymentId, now)
     return cancelled
   })
+}
+
+/**
+ * Whether a live period's charge job is armed (pending, or claimed by a worker): then the job, not the
+ * cancel, ends the period's payment. It may have recorded its transaction already, and only it knows: it
+ * either finds the subscription cancelled before it signs (and fails the payment under its fence) or
+ * finishes what it sent and books it. Failing the payment here could leave money moved and unbooked.
+ */
+async function chargeAtWork(trx: Db, row: SubscriptionRow, paymentId: string): Promise<boolean> {
+  if (row.mode !== 'live') return false
+  const armed = await trx
+    .selectFrom('jobs')
+    .select('id')
+    .where('payment_id', '=', paymentId)
+    .where('state', 'in', ['pending', 'running'])
+    .executeTakeFirst()
+  return armed !== undefined
 }
 
 /** What a charge attempt found: the money moved, the buyer could not pay, or the mandate is gone. */

@@ -75,6 +75,8 @@ export function mandateChargeJob(settings: JobSettings): JobHandler {
         amount: BigInt(payload.mandate?.amountPerPeriod ?? subscription.amount_per_period ?? '0'),
       }
       const inFlight = (await recordedSteps(ctx.db, job.payment_id, 'charge')).length > 0
+      if (!inFlight && stopped(subscription.status))
+        return unwanted(charge, `The subscription is ${subscription.status}.`)
       if (!inFlight) {
         let verdict = await chargeVerdict(charge)
         if (verdict === 'grant') {
@@ -92,14 +94,23 @@ export function mandateChargeJob(settings: JobSettings): JobHandler {
           throw new RetryLater("Waiting for the buyer's balance or approve of Permit2.")
         if (verdict !== 'ready') return report(charge, verdict)
       }
-      // The last look before signing: a cancel since the job started charges nothing.
+      // The last look before signing: a cancel since the job started charges nothing. (A cancel leaves
+      // an armed charge to this job, so one landing after this look is a charge the job books.)
       const stillWanted = async () => {
-        const { status } = await ctx.db
+        const { status, subscription } = await ctx.db
           .selectFrom('payments')
-          .select('status')
+          .select((eb) => [
+            'status',
+            eb
+              .selectFrom('subscriptions')
+              .select('status')
+              .where('id', '=', payload.subscriptionId)
+              .as('subscription'),
+          ])
           .where('id', '=', job.payment_id)
           .executeTakeFirstOrThrow()
         if (status !== 'processing') throw new ChargeNotWanted(`The period's payment is ${status}.`)
+        if (stopped(subscription)) throw new ChargeNotWanted(`The subscription is ${subscription}.`)
       }
       const sent = await send(
         settings,
@@ -110,10 +121,10 @@ export function mandateChargeJob(settings: JobSettings): JobHandler {
         stillWanted,
       ).catch((error: unknown) => {
         if (error instanceof Permit2Refused) return { refused: error.message }
-        if (error instanceof ChargeNotWanted) return { unwanted: error.message }
+        if (error instanceof ChargeNotWanted) return error
         throw error
       })
-      if ('unwanted' in sent) return { skipped: sent.unwanted }
+      if (sent instanceof ChargeNotWanted) return unwanted(charge, sent.message)
       if ('refused' in sent) {
         ctx.log.warn({ paymentId: job.payment_id, reason: sent.refused }, 'Mandate charge refused')
         return report(charge, (await chargeVerdict(charge)) === 'revoked' ? 'revoked' : 'insufficient')
@@ -305,6 +316,32 @@ async function send(
   } finally {
     release()
   }
+}
+
+const stopped = (status: string | null | undefined) => status === 'cancelled' || status === 'ended'
+
+/**
+ * The subscription stopped before this period's charge was signed: nothing was sent, and the job (which
+ * the cancel left at work) fails the period's payment under the claim's fence.
+ */
+async function unwanted(charge: Charge, reason: string) {
+  const { ctx, job } = charge
+  await inTransaction(ctx.db, async (trx) => {
+    if (!(await holdFences(trx, [ctx.fence])).has(ctx.fence.jobId)) throw new FenceLost(ctx.fence)
+    const { status } = await trx
+      .selectFrom('payments')
+      .select('status')
+      .where('id', '=', job.payment_id)
+      .forUpdate()
+      .executeTakeFirstOrThrow()
+    if (status === 'processing')
+      await failPayment(trx, {
+        paymentId: job.payment_id,
+        failureCode: 'subscription_cancelled',
+        now: ctx.now(),
+      })
+  })
+  return { skipped: reason }
 }
 
 /** A charge that could not move money: the period's outcome, under the claim's fence. */
