@@ -1,6 +1,6 @@
 import { sql } from 'kysely'
 import type { Subscription, subscriptionSimulations } from '../../contract/subscription.js'
-import type { JsonValue } from '../chains/types.js'
+import type { ChainDriver, JsonValue } from '../chains/types.js'
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import { toAmount } from '../payments/assets.js'
@@ -173,7 +173,9 @@ export async function cancelSubscription(
       .executeTakeFirstOrThrow()
     if (payment.status === 'requires_action') {
       await markCancelled(trx, { paymentId, reason: 'cancelled_by_merchant', now })
-    } else if (payment.status === 'processing') {
+    } else if (payment.status === 'processing' && row.mode === 'test') {
+      // Live, a processing period is its charge job's: a transfer may be on its way, so the job decides
+      // (it sees the subscription cancelled and fails the payment unless the money already moved).
       await failPayment(trx, {
         paymentId,
         failureCode: params.failureCode ?? 'subscription_cancelled',
@@ -208,7 +210,11 @@ export type ChargeOutcome =
  * (created once: `subscription_periods`' key), then, by what `charge` found, `succeeded` and the next
  * period scheduled (`subscription.renewed`, or `.ended` after the last), a retry scheduled (`past_due`),
  * or the subscription cancelled (the last retry failed, or the mandate was revoked). Test mode charges
- * with `sandboxCharge`; live mode is refused. Returns false when the subscription was not due (another worker took it).
+ * with `sandboxCharge`. Live mode hands the period to the driver of the mandate's chain
+ * (`startMandateCharge`: a job that records its transaction before sending it) and marks the attempt in
+ * flight (`next_attempt_at` null) until the job reports with `finishLiveCharge`; without such a driver
+ * it throws (a period must never count as charged without its money moving). Returns false when the
+ * subscription was not due (another worker took it).
  */
 export async function attemptCharge(
   db: Db,
@@ -216,94 +222,149 @@ export async function attemptCharge(
   subscriptionId: string,
   at: Date,
   charge: (row: SubscriptionRow) => Promise<ChargeOutcome> | ChargeOutcome,
+  drivers: readonly ChainDriver[] = [],
 ): Promise<boolean> {
   return inTransaction(db, async (trx) => {
     const row = await lockSubscription(trx, subscriptionId)
     if (!row || (row.status !== 'active' && row.status !== 'past_due')) return false
-    // Live charging (a chain transaction under a job's fence, with its ledger entries) is not built yet:
-    // a period must never count as charged without its money moving.
-    if (row.mode !== 'test') throw new Error(`Subscription ${row.id}: live charging is not implemented.`)
+    const driver = row.mode === 'test' ? undefined : drivers.find((d) => row.asset?.startsWith(`${d.caip2}/`))
+    if (row.mode !== 'test' && !driver?.startMandateCharge)
+      throw new Error(`Subscription ${row.id}: no live driver charges ${row.asset}.`)
     if (row.next_attempt_at === null || row.next_attempt_at.getTime() > at.getTime()) return false
     const period = row.periods_charged
     const paymentId = await periodPayment(trx, config, row, period, at)
-    const outcome = await charge(row)
-    if (outcome.status === 'revoked') {
-      await failPayment(trx, { paymentId, failureCode: 'mandate_revoked', now: at })
+    if (driver?.startMandateCharge) {
+      await driver.startMandateCharge(trx, { subscriptionId: row.id, paymentId, period, at })
+      await updateSubscription(trx, row.id, { next_attempt_at: null }, at)
+      return true
+    }
+    await applyChargeOutcome(trx, row, paymentId, await charge(row), at, (txId) =>
+      succeedTestPayment(trx, {
+        payment: { id: paymentId, merchant_id: row.merchant_id, capture_method: 'automatic' },
+        asset: row.asset ?? undefined,
+        value: row.amount_per_period ?? '0',
+        txId,
+        now: at,
+      }),
+    )
+    return true
+  })
+}
+
+/**
+ * A live charge's job reports what the chain decided for `period` (attemptCharge started it): applied as
+ * a test-mode outcome is, the payment's success written by `succeed` (its ledger entries) in the same
+ * transaction. A subscription cancelled meanwhile keeps its status: money that moved still succeeds the
+ * payment, else the payment fails (`subscription_cancelled`). Returns the subscription as it now is.
+ */
+export async function finishLiveCharge(
+  db: Db,
+  params: {
+    subscriptionId: string
+    period: number
+    paymentId: string
+    outcome: ChargeOutcome
+    at: Date
+    succeed: (trx: Db) => Promise<unknown>
+  },
+): Promise<SubscriptionRow | undefined> {
+  const { paymentId, outcome, at } = params
+  return inTransaction(db, async (trx) => {
+    const row = await lockSubscription(trx, params.subscriptionId)
+    if (!row) return undefined
+    const inFlight =
+      (row.status === 'active' || row.status === 'past_due') &&
+      row.periods_charged === params.period &&
+      row.next_attempt_at === null
+    if (inFlight) {
+      await applyChargeOutcome(trx, row, paymentId, outcome, at, () => params.succeed(trx))
+    } else if (outcome.status === 'succeeded') {
+      await params.succeed(trx)
+    } else {
+      await failPayment(trx, { paymentId, failureCode: 'subscription_cancelled', now: at })
+    }
+    return lockSubscription(trx, row.id)
+  })
+}
+
+async function applyChargeOutcome(
+  trx: Db,
+  row: SubscriptionRow,
+  paymentId: string,
+  outcome: ChargeOutcome,
+  at: Date,
+  succeed: (txId: string) => Promise<unknown>,
+): Promise<void> {
+  const period = row.periods_charged
+  if (outcome.status === 'revoked') {
+    await failPayment(trx, { paymentId, failureCode: 'mandate_revoked', now: at })
+    const cancelled = await updateSubscription(
+      trx,
+      row.id,
+      {
+        status: 'cancelled',
+        cancel_reason: 'mandate_revoked',
+        cancelled_at: at,
+        next_charge_at: null,
+        next_attempt_at: null,
+      },
+      at,
+    )
+    await recordSubscriptionEvent(trx, cancelled, 'subscription.cancelled', paymentId, at)
+    return
+  }
+  if (outcome.status === 'insufficient') {
+    const failed = row.failed_attempts + 1
+    const delay = retryDelaysDays[failed - 1]
+    if (delay === undefined) {
+      await failPayment(trx, { paymentId, failureCode: 'insufficient_funds', now: at })
       const cancelled = await updateSubscription(
         trx,
         row.id,
         {
           status: 'cancelled',
-          cancel_reason: 'mandate_revoked',
+          cancel_reason: 'payment_failed',
           cancelled_at: at,
+          failed_attempts: failed,
           next_charge_at: null,
           next_attempt_at: null,
         },
         at,
       )
       await recordSubscriptionEvent(trx, cancelled, 'subscription.cancelled', paymentId, at)
-      return true
+      return
     }
-    if (outcome.status === 'insufficient') {
-      const failed = row.failed_attempts + 1
-      const delay = retryDelaysDays[failed - 1]
-      if (delay === undefined) {
-        await failPayment(trx, { paymentId, failureCode: 'insufficient_funds', now: at })
-        const cancelled = await updateSubscription(
-          trx,
-          row.id,
-          {
-            status: 'cancelled',
-            cancel_reason: 'payment_failed',
-            cancelled_at: at,
-            failed_attempts: failed,
-            next_charge_at: null,
-            next_attempt_at: null,
-          },
-          at,
-        )
-        await recordSubscriptionEvent(trx, cancelled, 'subscription.cancelled', paymentId, at)
-        return true
-      }
-      const pastDue = await updateSubscription(
-        trx,
-        row.id,
-        {
-          status: 'past_due',
-          failed_attempts: failed,
-          next_attempt_at: new Date(at.getTime() + delay * dayMs),
-        },
-        at,
-      )
-      if (row.status === 'active')
-        await recordSubscriptionEvent(trx, pastDue, 'subscription.past_due', paymentId, at)
-      return true
-    }
-    await succeedTestPayment(trx, {
-      payment: { id: paymentId, merchant_id: row.merchant_id, capture_method: 'automatic' },
-      asset: row.asset ?? undefined,
-      value: row.amount_per_period ?? '0',
-      txId: outcome.txId,
-      now: at,
-    })
-    const charged = period + 1
-    const next = charged < totalPeriods(row) ? dueAt(scheduleOf(row), charged) : null
-    const renewed = await updateSubscription(
+    const pastDue = await updateSubscription(
       trx,
       row.id,
       {
-        status: 'active',
-        periods_charged: charged,
-        failed_attempts: 0,
-        next_charge_at: next,
-        next_attempt_at: next,
+        status: 'past_due',
+        failed_attempts: failed,
+        next_attempt_at: new Date(at.getTime() + delay * dayMs),
       },
       at,
     )
-    await recordSubscriptionEvent(trx, renewed, 'subscription.renewed', paymentId, at)
-    if (next === null) await endSubscription(trx, renewed, paymentId, at)
-    return true
-  })
+    if (row.status === 'active')
+      await recordSubscriptionEvent(trx, pastDue, 'subscription.past_due', paymentId, at)
+    return
+  }
+  await succeed(outcome.txId)
+  const charged = period + 1
+  const next = charged < totalPeriods(row) ? dueAt(scheduleOf(row), charged) : null
+  const renewed = await updateSubscription(
+    trx,
+    row.id,
+    {
+      status: 'active',
+      periods_charged: charged,
+      failed_attempts: 0,
+      next_charge_at: next,
+      next_attempt_at: next,
+    },
+    at,
+  )
+  await recordSubscriptionEvent(trx, renewed, 'subscription.renewed', paymentId, at)
+  if (next === null) await endSubscription(trx, renewed, paymentId, at)
 }
 
 /**
@@ -364,12 +425,13 @@ export function sandboxCharge(row: SubscriptionRow): ChargeOutcome {
 /**
  * Charges every test-mode subscription due by `until` on one clock (`clockId`), or on real time (null),
  * earliest first, each attempt at its own scheduled time, so a clock advanced by a year charges its twelve
- * months in order, with the retries between. Returns the number of attempts made.
+ * months in order, with the retries between. With the live `drivers`, live subscriptions (on real time)
+ * too: each due one's charge is started (attemptCharge). Returns the number of attempts made.
  */
 export async function chargeDueSubscriptions(
   db: Db,
   config: ServerConfig,
-  params: { clockId: string | null; until: Date; limit?: number },
+  params: { clockId: string | null; until: Date; limit?: number; drivers?: readonly ChainDriver[] },
 ): Promise<number> {
   let attempts = 0
   const limit = params.limit ?? 100_000
@@ -378,7 +440,7 @@ export async function chargeDueSubscriptions(
       .selectFrom('subscriptions')
       .select(['id', 'next_attempt_at'])
       .where('status', 'in', ['active', 'past_due'])
-      .where('mode', '=', 'test')
+      .where('mode', 'in', params.drivers ? ['test', 'live'] : ['test'])
       .where('next_attempt_at', '<=', params.until)
       .orderBy('next_attempt_at')
       .limit(1)
@@ -390,7 +452,7 @@ export async function chargeDueSubscriptions(
     if (!due?.next_attempt_at) return attempts
     // On real time the attempt is now; on a test clock, the moment it fell due.
     const at = params.clockId === null ? params.until : due.next_attempt_at
-    if (!(await attemptCharge(db, config, due.id, at, sandboxCharge))) return attempts
+    if (!(await attemptCharge(db, config, due.id, at, sandboxCharge, params.drivers))) return attempts
     attempts++
   }
   return attempts

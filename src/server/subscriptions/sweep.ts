@@ -1,3 +1,4 @@
+import type { ChainDriver } from '../chains/types.js'
 import type { ServerConfig } from '../config.js'
 import type { Db } from '../store/db.js'
 import { cancelUnactivated, chargeDueSubscriptions } from './lifecycle.js'
@@ -16,6 +17,8 @@ export function startSubscriptionSweep(options: {
   db: Db
   config: ServerConfig
   now: () => Date
+  /** Live mode's drivers: their live subscriptions are charged too (attemptCharge). */
+  drivers?: readonly ChainDriver[]
   intervalMs?: number
   onError?: (error: unknown) => void
 }): SubscriptionSweep {
@@ -24,7 +27,11 @@ export function startSubscriptionSweep(options: {
   const sweep = () => {
     running ??= (async () => {
       const now = options.now()
-      const attempts = await chargeDueSubscriptions(options.db, options.config, { clockId: null, until: now })
+      const attempts = await chargeDueSubscriptions(options.db, options.config, {
+        clockId: null,
+        until: now,
+        ...(options.drivers ? { drivers: options.drivers } : {}),
+      })
       const unactivated = await cancelUnactivated(options.db, now)
       return { attempts, unactivated }
     })().finally(() => {
