@@ -146,6 +146,15 @@ async function currentPeriodPayment(db: Db, subscriptionId: string): Promise<str
 export type CancelReason = NonNullable<Subscription['cancelReason']>
 
 /**
+ * A live period whose charge job is armed (the first period's confirm, or attemptCharge) and has not
+ * reported yet: a transfer may be on its way, so that job decides the period (it sees the subscription
+ * cancelled and fails the payment unless the money already moved).
+ */
+function liveChargeInFlight(row: SubscriptionRow): boolean {
+  return row.mode === 'live' && (row.status === 'incomplete' || row.next_attempt_at === null)
+}
+
+/**
  * Stops a subscription (`subscription.cancelled`): nothing more is charged. A first payment still waiting
  * is cancelled with it; a period being retried fails (`subscription_cancelled`, or `failureCode`).
  * `409 invalid_state` once it is cancelled or ended.
@@ -173,9 +182,7 @@ export async function cancelSubscription(
       .executeTakeFirstOrThrow()
     if (payment.status === 'requires_action') {
       await markCancelled(trx, { paymentId, reason: 'cancelled_by_merchant', now })
-    } else if (payment.status === 'processing' && row.mode === 'test') {
-      // Live, a processing period is its charge job's: a transfer may be on its way, so the job decides
-      // (it sees the subscription cancelled and fails the payment unless the money already moved).
+    } else if (payment.status === 'processing' && !liveChargeInFlight(row)) {
       await failPayment(trx, {
         paymentId,
         failureCode: params.failureCode ?? 'subscription_cancelled',
