@@ -4,7 +4,9 @@ import {
   unpackAccount,
 } from '@solana/spl-token'
 import { PublicKey, Transaction } from '@solana/web3.js'
+import { sql } from 'kysely'
 import { formatAccountId, sameCaip } from '../../../caip/caip.js'
+import { jobsChannel } from '../../jobs/notify.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { holderOf } from '../../ledger/entries.js'
 import { failPayment, loadPayment, succeedPayments } from '../../payments/lifecycle.js'
@@ -108,6 +110,8 @@ export interface Delegation {
   delegate: string | null
   delegatedAmount: bigint
   balance: bigint
+  /** A frozen account pays nothing until its mint's freeze authority thaws it. */
+  frozen: boolean
 }
 
 export async function readDelegation(
@@ -123,7 +127,8 @@ export async function readDelegation(
     ...(minContextSlot > 0 ? { minContextSlot } : {}),
   })
   chain.observeSlot(context.slot)
-  if (!value) return { exists: false, mint: null, delegate: null, delegatedAmount: 0n, balance: 0n }
+  if (!value)
+    return { exists: false, mint: null, delegate: null, delegatedAmount: 0n, balance: 0n, frozen: false }
   const account = unpackAccount(address, value, mint.programId)
   return {
     exists: true,
@@ -131,6 +136,7 @@ export async function readDelegation(
     delegate: account.delegate?.toBase58() ?? null,
     delegatedAmount: account.delegatedAmount,
     balance: account.amount,
+    frozen: account.isFrozen,
   }
 }
 
@@ -146,7 +152,7 @@ export function chargeVerdict(
     delegation.delegatedAmount < expected.amount
   )
     return 'revoked'
-  return delegation.balance < expected.amount ? 'insufficient' : 'ready'
+  return delegation.balance < expected.amount || delegation.frozen ? 'insufficient' : 'ready'
 }
 
 /**
@@ -198,6 +204,8 @@ export async function armMandateCharge(db: Db, charge: MandateCharge): Promise<v
         .where('jobs.state', 'in', ['succeeded', 'failed']),
     )
     .execute()
+  // Delivered at commit: listening runners start the period at once (jobs/notify.ts).
+  await sql`SELECT pg_notify(${jobsChannel}, ${solanaJobKinds.mandateCharge})`.execute(db)
 }
 
 type ChainOf = (caip2: string) => { chain: SolanaChain; watcher: SolanaWatcher }
@@ -306,10 +314,10 @@ async function chargePeriod(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, s
     tx = (await findTransaction(db, transfer.signature))!
   }
   const outcome = await landTransaction({ chain, watcher, tx, ctx })
-  if (outcome.kind !== 'landed') {
-    // It moved nothing: the next run reads the chain again and builds a new one if it still can go.
-    throw new RetryLater(`Charge ${tx.signature} ${outcome.kind}: ${outcome.error}`)
-  }
+  // It moved nothing: the next run reads the chain again and builds a new one if it still can go. One
+  // that never landed costs nothing; one that failed on chain cost its fee, so those count to giving up.
+  if (outcome.kind === 'dropped') throw new RetryLater(`Charge ${tx.signature} dropped: ${outcome.error}`)
+  if (outcome.kind === 'failed') throw new Error(`Charge ${tx.signature} failed on chain: ${outcome.error}`)
   await finish({ status: 'succeeded', txId: tx.signature })
   return { signature: tx.signature, outcome: 'landed' }
 }
