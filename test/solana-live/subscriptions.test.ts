@@ -3,7 +3,9 @@ import { type Keypair, sendAndConfirmTransaction, Transaction } from '@solana/we
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { solanaSigner } from '../../adapters/solana/index.js'
 import type { PaymentOption } from '../../src/contract/gateway.js'
+import { reconcileSolanaChain } from '../../src/server/chains/solana/ledger.js'
 import type { JobRunner } from '../../src/server/jobs/runner.js'
+import { listDifferences } from '../../src/server/ledger/reconcile.js'
 import { chargeDueSubscriptions } from '../../src/server/subscriptions/lifecycle.js'
 import { airdrop } from '../solana/index.js'
 import { paymentRow, type SolanaLive, startSolanaLive, tokenAccount, until } from './live.js'
@@ -222,6 +224,16 @@ describe('live Solana subscription (SPL delegation)', () => {
         .execute()
       expect(entries.length, `ledger of period ${p.period}`).toBeGreaterThan(0)
     }
+    // The collection account holds what the ledger says: no charge is taken for an unexplained top-up.
+    await reconcileSolanaChain(live.t.db, live.t.app.liveChains.solana[0]!)
+    expect(await listDifferences(live.t.db, { open: true })).toEqual([])
+    const topUps = await live.t.db
+      .selectFrom('ledger_entries')
+      .select('id')
+      .where('debit_kind', '=', 'world')
+      .where('credit_kind', '=', 'unallocated')
+      .execute()
+    expect(topUps).toEqual([])
     const approval = await live.t.db
       .selectFrom('solana_transactions')
       .select('signature')
