@@ -248,6 +248,40 @@ describe('live Solana subscription (SPL delegation)', () => {
     expect(fees.every((fee) => fee === 5_000)).toBe(true)
   }, 120_000)
 
+  it('a wallet that has not allow-listed the charging key signs nothing', async () => {
+    const merchantId = await live.createMerchant()
+    const buyer = await live.newBuyer(price * 12n)
+    const sub = await subscribe(merchantId)
+    const options = await live.gateway(sub.firstPaymentId, 'options', {
+      accounts: [`${live.caip2}:${buyer.publicKey.toBase58()}`],
+    })
+    const option: PaymentOption = options.json.options[0]
+    const fetched = await live.gateway(sub.firstPaymentId, 'fetch', {
+      optionId: option.id,
+      data: (option.actions[0] as { build: { data: string } }).build.data,
+    })
+    const { walletRpc } = fetched.json.actions[0]
+    const request = {
+      chainId: walletRpc.chainId,
+      method: walletRpc.method,
+      params: JSON.parse(walletRpc.params),
+      subscription: option.subscription!,
+    }
+    const stranger = solanaSigner({ keypair: buyer, chains: [live.caip2], delegates: [] })
+    await expect(stranger.request(request)).rejects.toMatchObject({
+      code: 'action_rejected',
+      context: { rule: 'mandate_delegate_not_allowed' },
+    })
+    // Outside a subscription's terms the same delegation is no mandate at all.
+    const { subscription: _terms, ...plain } = request
+    const trusting = solanaSigner({
+      keypair: buyer,
+      chains: [live.caip2],
+      delegates: [option.subscription!.spender],
+    })
+    await expect(trusting.request(plain)).rejects.toMatchObject({ code: 'action_rejected' })
+  })
+
   it('a Revoke seen on chain cancels the subscription, and nothing more is charged', async () => {
     const merchantId = await live.createMerchant()
     const buyer = await live.newBuyer(price * 12n)
