@@ -12,7 +12,7 @@ import { permit2Address } from '../../protocol/evm/index.js'
 import { permit2AllowanceAbi } from '../../protocol/evm/permit2.js'
 import { createPayClient } from '../../src/pay/createPayClient.js'
 import { type JobRunner, startJobRunner } from '../../src/server/jobs/runner.js'
-import { chargeDueLiveSubscriptions } from '../../src/server/subscriptions/liveCharges.js'
+import { chargeDueSubscriptions } from '../../src/server/subscriptions/lifecycle.js'
 import { createMandates } from '../../src/subscriptions/index.js'
 import { anvilChain, anvilPrivateKeys, mintTestToken } from '../anvil.js'
 import { headers } from '../server/helpers.js'
@@ -63,6 +63,14 @@ async function advanceTo(at: Date): Promise<void> {
   await rpc('evm_increaseTime', [seconds])
   await rpc('evm_mine')
 }
+
+/** What the app's sweep does when the periods fall due (on real time, with the live drivers). */
+const chargeDue = () =>
+  chargeDueSubscriptions(env.t.db, env.t.app.config, {
+    clockId: null,
+    until: env.t.app.now(),
+    drivers: env.t.app.chainDrivers,
+  })
 
 const subscriptionRow = (id: string) =>
   env.t.db.selectFrom('subscriptions').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
@@ -133,7 +141,7 @@ async function nextAttempt(subscriptionId: string) {
   const due = before.next_attempt_at!
   expect(due).not.toBeNull()
   await advanceTo(due)
-  await chargeDueLiveSubscriptions(env.t.db, env.t.app.config, { until: env.t.app.now() })
+  await chargeDue()
   const deadline = Date.now() + 20_000
   for (;;) {
     const row = await subscriptionRow(subscriptionId)
@@ -312,7 +320,7 @@ describe('a live monthly EVM subscription', () => {
     expect(res.json).toMatchObject({ status: 'cancelled', cancelReason: 'cancelled_by_merchant' })
     const before = await env.balance(buyer.address)
     await advanceTo(new Date(env.t.app.now().getTime() + 32 * 86_400_000))
-    expect(await chargeDueLiveSubscriptions(env.t.db, env.t.app.config, { until: env.t.app.now() })).toBe(0)
+    expect(await chargeDue()).toBe(0)
     expect(await env.balance(buyer.address)).toBe(before)
     expect(await periodPayments(subscriptionId)).toHaveLength(1)
   }, 120_000)
@@ -342,7 +350,7 @@ describe('a live monthly EVM subscription', () => {
     const [beforeA, beforeB] = [await env.balance(unsigned.address), await env.balance(signed.address)]
     await advanceTo((await subscriptionRow(a)).next_attempt_at!)
     await rpc('evm_setAutomine', [false])
-    await chargeDueLiveSubscriptions(env.t.db, env.t.app.config, { until: env.t.app.now() })
+    await chargeDue()
     const [, periodA] = await periodPayments(a)
     const [, periodB] = await periodPayments(b)
     // A: cancelled with its charge armed and nothing signed; the cancel leaves the payment to the job.
@@ -377,7 +385,7 @@ describe('a live monthly EVM subscription', () => {
     await advanceTo(due)
     // Automine off keeps the charge in flight while its worker goes away.
     await rpc('evm_setAutomine', [false])
-    await chargeDueLiveSubscriptions(env.t.db, env.t.app.config, { until: env.t.app.now() })
+    await chargeDue()
     const [, period] = await periodPayments(subscriptionId)
     expect(period).toBeDefined()
     const first = startRunner()

@@ -75,6 +75,11 @@ export interface LiteSvmRpc {
   expireBlockhash(): void
   /** Advances the slot (and block height) without a transaction. */
   advanceSlots(count?: number): void
+  /**
+   * Moves the clock sysvar's unix timestamp to `unixSeconds` (and keeps it that far ahead of wall-clock
+   * time from then on): a test's clock, e.g. a subscription's year in a few seconds.
+   */
+  setClock(unixSeconds: number): void
   stop(): Promise<void>
 }
 
@@ -143,6 +148,8 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
   // litesvm boots at an arbitrary slot with unix time 0; start at slot 1 and wall-clock time so
   // programs that read the Clock sysvar see sane values.
   let slot = 1
+  // How far the clock sysvar runs ahead of wall-clock time (setClock).
+  let clockAheadSeconds = 0
   svm.warpToSlot(BigInt(slot))
   syncClock()
   const clockedSlots = options.slotMs ? setInterval(() => advanceSlots(1), options.slotMs) : undefined
@@ -150,7 +157,7 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
 
   function syncClock(): void {
     const clock = svm.getClock()
-    clock.unixTimestamp = BigInt(Math.floor(Date.now() / 1000))
+    clock.unixTimestamp = BigInt(Math.floor(Date.now() / 1000) + clockAheadSeconds)
     svm.setClock(clock)
   }
 
@@ -796,6 +803,10 @@ export async function startLiteSvmRpc(options: LiteSvmRpcOptions = {}): Promise<
       advanceSlots(blockhashValidBlocks + 1)
     },
     advanceSlots,
+    setClock: (unixSeconds) => {
+      clockAheadSeconds = unixSeconds - Math.floor(Date.now() / 1000)
+      syncClock()
+    },
     stop: () => {
       stopped ??= (async () => {
         clearInterval(clockedSlots)

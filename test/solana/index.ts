@@ -44,6 +44,8 @@ export interface SolanaValidator {
    * (about a minute).
    */
   expireBlockhash(): Promise<void>
+  /** litesvm only: sets the clock sysvar's unix time (a test clock); undefined for a real validator. */
+  readonly setClock: ((unixSeconds: number) => void) | undefined
   stop(): Promise<void>
 }
 
@@ -72,6 +74,7 @@ export async function startSolanaValidator(
       caip2: solanaCaip2(rpc.genesisHash),
       connection,
       svm: rpc.svm,
+      setClock: rpc.setClock,
       expireBlockhash: async () => {
         rpc.expireBlockhash()
         forgetCachedBlockhash(connection)
@@ -98,6 +101,7 @@ export async function startSolanaValidator(
       caip2: solanaCaip2(genesisHash),
       connection,
       svm: undefined,
+      setClock: undefined,
       expireBlockhash: () => waitForBlockhashExpiry(connection),
       stop: async () => {
         await disposeSubscriptions(connection)

@@ -98,6 +98,17 @@ export interface MandateDraft extends OptionDraft {
   spender: string
 }
 
+/** A live subscription's period to charge under its mandate (subscriptions/lifecycle.ts, attemptCharge). */
+export interface MandateCharge {
+  subscriptionId: string
+  /** The period's payment (`source: mandate`, processing). */
+  paymentId: string
+  /** 0 is the first period. */
+  period: number
+  /** When the attempt is scheduled: the subscription's time for what it decides. */
+  at: Date
+}
+
 export interface OptionDraft {
   /**
    * Tells apart several options for one (account, asset), e.g. `eip3009`, `transfer`, `mixed`.
@@ -195,6 +206,12 @@ export interface ChainDriver {
    * nothing for a subscription.
    */
   quoteMandate?(ctx: MandateQuoteContext): Promise<MandateDraft[]>
+  /**
+   * Live subscriptions: starts charging one period under the mandate the first period granted, as a job
+   * enqueued on `db` (the transaction that created the period's payment), which reports the chain's
+   * verdict with `finishLiveCharge`. A driver without it charges no live subscription.
+   */
+  startMandateCharge?(db: Db, charge: MandateCharge): Promise<void>
   /** Resolves an option's `build` actions (fetch). Required when `quote` emits `build` actions. */
   build?(ctx: BuildContext, data: string): Promise<BuildResult>
   /**

@@ -79,6 +79,7 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
       db: app.db,
       config: app.config,
       now: () => app.now(),
+      drivers: app.chainDrivers,
       onError: (error) => app.log.error({ err: error }, 'subscription sweep failed'),
     })
   })

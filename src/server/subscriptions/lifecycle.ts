@@ -1,6 +1,6 @@
 import { sql } from 'kysely'
 import type { Subscription, subscriptionSimulations } from '../../contract/subscription.js'
-import type { JsonValue } from '../chains/types.js'
+import type { ChainDriver, JsonValue } from '../chains/types.js'
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import { toAmount } from '../payments/assets.js'
@@ -37,11 +37,11 @@ export function totalPeriods(row: SubscriptionRow): number {
   return row.periods ?? periodsBefore(scheduleOf(row), row.end_at, maxPeriods)
 }
 
-export async function lockSubscription(db: Db, id: string): Promise<SubscriptionRow | undefined> {
+async function lockSubscription(db: Db, id: string): Promise<SubscriptionRow | undefined> {
   return db.selectFrom('subscriptions').selectAll().where('id', '=', id).forUpdate().executeTakeFirst()
 }
 
-export async function updateSubscription(
+async function updateSubscription(
   db: Db,
   id: string,
   set: Partial<Omit<SubscriptionRow, 'id' | 'mandate'>> & { mandate?: string | null },
@@ -146,9 +146,17 @@ async function currentPeriodPayment(db: Db, subscriptionId: string): Promise<str
 export type CancelReason = NonNullable<Subscription['cancelReason']>
 
 /**
+ * A live period whose charge job is armed (the first period's confirm, or attemptCharge) and has not
+ * reported yet: a transfer may be on its way, so that job decides the period (it sees the subscription
+ * cancelled and fails the payment unless the money already moved).
+ */
+function liveChargeInFlight(row: SubscriptionRow): boolean {
+  return row.mode === 'live' && (row.status === 'incomplete' || row.next_attempt_at === null)
+}
+
+/**
  * Stops a subscription (`subscription.cancelled`): nothing more is charged. A first payment still waiting
- * is cancelled with it; a period being retried fails (`subscription_cancelled`, or `failureCode`), but
- * one whose live charge job is at work is left to that job (chargeAtWork).
+ * is cancelled with it; a period being retried fails (`subscription_cancelled`, or `failureCode`).
  * `409 invalid_state` once it is cancelled or ended.
  */
 export async function cancelSubscription(
@@ -174,7 +182,7 @@ export async function cancelSubscription(
       .executeTakeFirstOrThrow()
     if (payment.status === 'requires_action') {
       await markCancelled(trx, { paymentId, reason: 'cancelled_by_merchant', now })
-    } else if (payment.status === 'processing' && !(await chargeAtWork(trx, row, paymentId))) {
+    } else if (payment.status === 'processing' && !liveChargeInFlight(row)) {
       await failPayment(trx, {
         paymentId,
         failureCode: params.failureCode ?? 'subscription_cancelled',
@@ -198,23 +206,6 @@ export async function cancelSubscription(
   })
 }
 
-/**
- * Whether a live period's charge job is armed (pending, or claimed by a worker): then the job, not the
- * cancel, ends the period's payment. It may have recorded its transaction already, and only it knows: it
- * either finds the subscription cancelled before it signs (and fails the payment under its fence) or
- * finishes what it sent and books it. Failing the payment here could leave money moved and unbooked.
- */
-async function chargeAtWork(trx: Db, row: SubscriptionRow, paymentId: string): Promise<boolean> {
-  if (row.mode !== 'live') return false
-  const armed = await trx
-    .selectFrom('jobs')
-    .select('id')
-    .where('payment_id', '=', paymentId)
-    .where('state', 'in', ['pending', 'running'])
-    .executeTakeFirst()
-  return armed !== undefined
-}
-
 /** What a charge attempt found: the money moved, the buyer could not pay, or the mandate is gone. */
 export type ChargeOutcome =
   | { status: 'succeeded'; txId: string }
@@ -226,8 +217,11 @@ export type ChargeOutcome =
  * (created once: `subscription_periods`' key), then, by what `charge` found, `succeeded` and the next
  * period scheduled (`subscription.renewed`, or `.ended` after the last), a retry scheduled (`past_due`),
  * or the subscription cancelled (the last retry failed, or the mandate was revoked). Test mode charges
- * with `sandboxCharge`; live mode charges through its chain's job (liveCharges.ts), never here. Returns
- * false when the subscription was not due (another worker took it).
+ * with `sandboxCharge`. Live mode hands the period to the driver of the mandate's chain
+ * (`startMandateCharge`: a job that records its transaction before sending it) and marks the attempt in
+ * flight (`next_attempt_at` null) until the job reports with `finishLiveCharge`; without such a driver
+ * it throws (a period must never count as charged without its money moving). Returns false when the
+ * subscription was not due (another worker took it).
  */
 export async function attemptCharge(
   db: Db,
@@ -235,43 +229,81 @@ export async function attemptCharge(
   subscriptionId: string,
   at: Date,
   charge: (row: SubscriptionRow) => Promise<ChargeOutcome> | ChargeOutcome,
+  drivers: readonly ChainDriver[] = [],
 ): Promise<boolean> {
   return inTransaction(db, async (trx) => {
     const row = await lockSubscription(trx, subscriptionId)
     if (!row || (row.status !== 'active' && row.status !== 'past_due')) return false
-    // A live period counts as charged only once its chain transaction landed (liveCharges.ts).
-    if (row.mode !== 'test') throw new Error(`Subscription ${row.id}: live periods are charged by jobs.`)
+    const driver = row.mode === 'test' ? undefined : drivers.find((d) => row.asset?.startsWith(`${d.caip2}/`))
+    if (row.mode !== 'test' && !driver?.startMandateCharge)
+      throw new Error(`Subscription ${row.id}: no live driver charges ${row.asset}.`)
     if (row.next_attempt_at === null || row.next_attempt_at.getTime() > at.getTime()) return false
-    const paymentId = await periodPayment(trx, config, row, row.periods_charged, at)
-    const outcome = await charge(row)
-    if (outcome.status === 'succeeded') {
-      await succeedTestPayment(trx, {
+    const period = row.periods_charged
+    const paymentId = await periodPayment(trx, config, row, period, at)
+    if (driver?.startMandateCharge) {
+      await driver.startMandateCharge(trx, { subscriptionId: row.id, paymentId, period, at })
+      await updateSubscription(trx, row.id, { next_attempt_at: null }, at)
+      return true
+    }
+    await applyChargeOutcome(trx, row, paymentId, await charge(row), at, (txId) =>
+      succeedTestPayment(trx, {
         payment: { id: paymentId, merchant_id: row.merchant_id, capture_method: 'automatic' },
         asset: row.asset ?? undefined,
         value: row.amount_per_period ?? '0',
-        txId: outcome.txId,
+        txId,
         now: at,
-      })
-    }
-    await applyChargeOutcome(trx, row, paymentId, outcome.status, at)
+      }),
+    )
     return true
   })
 }
 
 /**
- * What a charge attempt of the period `row` is at means for the subscription (its row locked, the
- * period's payment already succeeded when the money moved): the next period scheduled
- * (`subscription.renewed`, `.ended` after the last), a retry (`past_due`), or the end (`cancelled`:
- * revoked, or the last retry failed, with the period's payment failed).
+ * A live charge's job reports what the chain decided for `period` (attemptCharge started it): applied as
+ * a test-mode outcome is, the payment's success written by `succeed` (its ledger entries) in the same
+ * transaction. A subscription cancelled meanwhile keeps its status: money that moved still succeeds the
+ * payment, else the payment fails (`subscription_cancelled`). Returns the subscription as it now is.
  */
-export async function applyChargeOutcome(
+export async function finishLiveCharge(
+  db: Db,
+  params: {
+    subscriptionId: string
+    period: number
+    paymentId: string
+    outcome: ChargeOutcome
+    at: Date
+    succeed: (trx: Db) => Promise<unknown>
+  },
+): Promise<SubscriptionRow | undefined> {
+  const { paymentId, outcome, at } = params
+  return inTransaction(db, async (trx) => {
+    const row = await lockSubscription(trx, params.subscriptionId)
+    if (!row) return undefined
+    const inFlight =
+      (row.status === 'active' || row.status === 'past_due') &&
+      row.periods_charged === params.period &&
+      row.next_attempt_at === null
+    if (inFlight) {
+      await applyChargeOutcome(trx, row, paymentId, outcome, at, () => params.succeed(trx))
+    } else if (outcome.status === 'succeeded') {
+      await params.succeed(trx)
+    } else {
+      await failPayment(trx, { paymentId, failureCode: 'subscription_cancelled', now: at })
+    }
+    return lockSubscription(trx, row.id)
+  })
+}
+
+async function applyChargeOutcome(
   trx: Db,
   row: SubscriptionRow,
   paymentId: string,
-  outcome: ChargeOutcome['status'],
+  outcome: ChargeOutcome,
   at: Date,
-): Promise<SubscriptionRow> {
-  if (outcome === 'revoked') {
+  succeed: (txId: string) => Promise<unknown>,
+): Promise<void> {
+  const period = row.periods_charged
+  if (outcome.status === 'revoked') {
     await failPayment(trx, { paymentId, failureCode: 'mandate_revoked', now: at })
     const cancelled = await updateSubscription(
       trx,
@@ -286,9 +318,9 @@ export async function applyChargeOutcome(
       at,
     )
     await recordSubscriptionEvent(trx, cancelled, 'subscription.cancelled', paymentId, at)
-    return cancelled
+    return
   }
-  if (outcome === 'insufficient') {
+  if (outcome.status === 'insufficient') {
     const failed = row.failed_attempts + 1
     const delay = retryDelaysDays[failed - 1]
     if (delay === undefined) {
@@ -307,7 +339,7 @@ export async function applyChargeOutcome(
         at,
       )
       await recordSubscriptionEvent(trx, cancelled, 'subscription.cancelled', paymentId, at)
-      return cancelled
+      return
     }
     const pastDue = await updateSubscription(
       trx,
@@ -321,9 +353,10 @@ export async function applyChargeOutcome(
     )
     if (row.status === 'active')
       await recordSubscriptionEvent(trx, pastDue, 'subscription.past_due', paymentId, at)
-    return pastDue
+    return
   }
-  const charged = row.periods_charged + 1
+  await succeed(outcome.txId)
+  const charged = period + 1
   const next = charged < totalPeriods(row) ? dueAt(scheduleOf(row), charged) : null
   const renewed = await updateSubscription(
     trx,
@@ -338,8 +371,7 @@ export async function applyChargeOutcome(
     at,
   )
   await recordSubscriptionEvent(trx, renewed, 'subscription.renewed', paymentId, at)
-  if (next === null) return endSubscription(trx, renewed, paymentId, at)
-  return renewed
+  if (next === null) await endSubscription(trx, renewed, paymentId, at)
 }
 
 /**
@@ -347,7 +379,7 @@ export async function applyChargeOutcome(
  * it): `source: mandate`, moved to `processing` at once with the mandate's buyer and amount (the service
  * charges; no wallet is asked).
  */
-export async function periodPayment(
+async function periodPayment(
   db: Db,
   config: ServerConfig,
   row: SubscriptionRow,
@@ -400,12 +432,13 @@ export function sandboxCharge(row: SubscriptionRow): ChargeOutcome {
 /**
  * Charges every test-mode subscription due by `until` on one clock (`clockId`), or on real time (null),
  * earliest first, each attempt at its own scheduled time, so a clock advanced by a year charges its twelve
- * months in order, with the retries between. Returns the number of attempts made.
+ * months in order, with the retries between. With the live `drivers`, live subscriptions (on real time)
+ * too: each due one's charge is started (attemptCharge). Returns the number of attempts made.
  */
 export async function chargeDueSubscriptions(
   db: Db,
   config: ServerConfig,
-  params: { clockId: string | null; until: Date; limit?: number },
+  params: { clockId: string | null; until: Date; limit?: number; drivers?: readonly ChainDriver[] },
 ): Promise<number> {
   let attempts = 0
   const limit = params.limit ?? 100_000
@@ -414,7 +447,7 @@ export async function chargeDueSubscriptions(
       .selectFrom('subscriptions')
       .select(['id', 'next_attempt_at'])
       .where('status', 'in', ['active', 'past_due'])
-      .where('mode', '=', 'test')
+      .where('mode', 'in', params.drivers ? ['test', 'live'] : ['test'])
       .where('next_attempt_at', '<=', params.until)
       .orderBy('next_attempt_at')
       .limit(1)
@@ -426,7 +459,7 @@ export async function chargeDueSubscriptions(
     if (!due?.next_attempt_at) return attempts
     // On real time the attempt is now; on a test clock, the moment it fell due.
     const at = params.clockId === null ? params.until : due.next_attempt_at
-    if (!(await attemptCharge(db, config, due.id, at, sandboxCharge))) return attempts
+    if (!(await attemptCharge(db, config, due.id, at, sandboxCharge, params.drivers))) return attempts
     attempts++
   }
   return attempts

@@ -1,7 +1,7 @@
+import type { ChainDriver } from '../chains/types.js'
 import type { ServerConfig } from '../config.js'
 import type { Db } from '../store/db.js'
 import { cancelUnactivated, chargeDueSubscriptions } from './lifecycle.js'
-import { chargeDueLiveSubscriptions } from './liveCharges.js'
 
 export interface SubscriptionSweep {
   /** Runs one sweep now (also what the timer calls): the attempts made and the subscriptions given up. */
@@ -10,14 +10,15 @@ export interface SubscriptionSweep {
 }
 
 /**
- * Every `intervalMs`: charges the periods (and retries) due on real time (a live one: starts its chain's
- * charge job), and cancels the subscriptions whose first payment ended unpaid. Subscriptions on a test
- * clock wait for their clock to advance.
+ * Every `intervalMs`: charges the periods (and retries) due on real time, and cancels the subscriptions
+ * whose first payment ended unpaid. Subscriptions on a test clock wait for their clock to advance.
  */
 export function startSubscriptionSweep(options: {
   db: Db
   config: ServerConfig
   now: () => Date
+  /** Live mode's drivers: their live subscriptions are charged too (attemptCharge). */
+  drivers?: readonly ChainDriver[]
   intervalMs?: number
   onError?: (error: unknown) => void
 }): SubscriptionSweep {
@@ -26,9 +27,11 @@ export function startSubscriptionSweep(options: {
   const sweep = () => {
     running ??= (async () => {
       const now = options.now()
-      const attempts =
-        (await chargeDueSubscriptions(options.db, options.config, { clockId: null, until: now })) +
-        (await chargeDueLiveSubscriptions(options.db, options.config, { until: now }))
+      const attempts = await chargeDueSubscriptions(options.db, options.config, {
+        clockId: null,
+        until: now,
+        ...(options.drivers ? { drivers: options.drivers } : {}),
+      })
       const unactivated = await cancelUnactivated(options.db, now)
       return { attempts, unactivated }
     })().finally(() => {

@@ -3,6 +3,7 @@ import { decodePermit2TypedData, permit2Hash } from '../../../../protocol/evm/in
 import { paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
 import { assertRelayable, type RelayGuardSettings } from '../../payments/relayGuards.js'
+import { armChargeJob } from '../../subscriptions/liveCharges.js'
 import type { ChainDriver, ConfirmContext, ConfirmOutcome } from '../types.js'
 import {
   type Authorization,
@@ -12,7 +13,7 @@ import {
 } from './authorization.js'
 import type { EvmChain } from './chain.js'
 import { type Permit2Collection, permit2ToJson } from './collection.js'
-import { confirmMandate, mandateKind, quoteEvmMandate, verifyMandate } from './mandate.js'
+import { confirmMandate, mandateChargeKind, mandateKind, quoteEvmMandate, verifyMandate } from './mandate.js'
 import { evmJobKinds, type RelayPayload, type VerifyTransferPayload } from './outcome.js'
 import { payerSubjects } from './payerCooldown.js'
 import { classifyPayerSignature, verifyPayerSignature } from './payerSignature.js'
@@ -41,6 +42,7 @@ export function createEvmDriver(
     assets: chain.assets,
     quote: (ctx) => quoteEvm(chain, settings, ctx),
     quoteMandate: (ctx) => quoteEvmMandate(chain, settings, ctx),
+    startMandateCharge: (db, charge) => armChargeJob(db, mandateChargeKind, charge),
 
     async verify(ctx) {
       if (ctx.option.kind === mandateKind) return verifyMandate(chain, ctx)

@@ -10,7 +10,7 @@ import { loadPaymentAndSettlement } from '../../payments/settlements.js'
 import { inTransaction } from '../../store/db.js'
 import type { JobRow } from '../../store/schema.js'
 import type { ChargeOutcome } from '../../subscriptions/lifecycle.js'
-import { finishLiveCharge, type MandateChargePayload } from '../../subscriptions/liveCharges.js'
+import { type MandateChargePayload, reportLiveCharge } from '../../subscriptions/liveCharges.js'
 import type { SubscriptionRow } from '../../subscriptions/schema.js'
 import { eip3009Abi } from './abi.js'
 import type { EvmChain } from './chain.js'
@@ -153,10 +153,10 @@ export function mandateChargeJob(settings: JobSettings): JobHandler {
             now: ctx.now(),
           })
         else
-          await finishLiveCharge(trx, {
+          await reportLiveCharge(trx, {
             paymentId: job.payment_id,
             payload,
-            outcome: 'insufficient',
+            outcome: { status: 'insufficient' },
             at: ctx.now(),
           })
       })
@@ -353,7 +353,13 @@ async function report(charge: Charge, outcome: Exclude<ChargeOutcome['status'], 
     if (payload.period === 0) {
       const failureCode = outcome === 'revoked' ? 'mandate_revoked' : 'insufficient_funds'
       await failPayment(trx, { paymentId: job.payment_id, failureCode, now: ctx.now() })
-    } else await finishLiveCharge(trx, { paymentId: job.payment_id, payload, outcome, at: ctx.now() })
+    } else
+      await reportLiveCharge(trx, {
+        paymentId: job.payment_id,
+        payload,
+        outcome: { status: outcome },
+        at: ctx.now(),
+      })
   })
   charge.ctx.log.warn({ paymentId: job.payment_id, outcome, hash }, 'Mandate period not charged')
   return { outcome, ...(hash ? { hash } : {}) }
@@ -392,6 +398,7 @@ async function succeed(settings: JobSettings, charge: Charge, hash: Hash): Promi
       [{ paymentId: job.payment_id, txId: hash, settlement: batched, unsettled }],
       ctx.now(),
     )
-    await finishLiveCharge(trx, { paymentId: job.payment_id, payload, outcome: 'succeeded', at: ctx.now() })
+    const outcome = { status: 'succeeded', txId: hash } as const
+    await reportLiveCharge(trx, { paymentId: job.payment_id, payload, outcome, at: ctx.now() })
   })
 }

@@ -5,6 +5,7 @@ import { fail, paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
 import { inSpan } from '../../metrics/tracing.js'
 import { assertRelayable, type RelayGuardSettings } from '../../payments/relayGuards.js'
+import { optionTerms } from '../../subscriptions/mandates.js'
 import type {
   AssetConfig,
   BuildContext,
@@ -13,6 +14,8 @@ import type {
   ConfirmContext,
   ConfirmOutcome,
   JsonValue,
+  MandateDraft,
+  MandateQuoteContext,
   OptionDraft,
   QuoteContext,
 } from '../types.js'
@@ -22,6 +25,7 @@ import type { SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
 import type { BroadcastPayload } from './jobs.js'
 import { encodeBase58 } from './keys.js'
+import { armMandateCharge, buildApproval, type MandateChargePayload, mandateDraft } from './mandates.js'
 import { createPushQuoter } from './push.js'
 import { recordTransaction } from './store.js'
 import { buildTransfer, ed25519Key, validSignature } from './transaction.js'
@@ -39,6 +43,8 @@ const blockhashMarginBlocks = 10
 interface SolanaOptionState {
   attestation?: AttestationState
   built?: BuiltEntry[]
+  /** A subscription's mandate option: what the buyer's `ApproveChecked` delegates in all (mandates.ts). */
+  total?: string
 }
 
 export interface SolanaDriverOptions {
@@ -78,19 +84,28 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
     }
   }
 
-  async function quote(ctx: QuoteContext): Promise<OptionDraft[]> {
+  /** Whether the quoted account holds the first payment's amount (RPC trouble: no, and it is reported). */
+  async function canPay(ctx: QuoteContext): Promise<boolean> {
     let owner: PublicKey
     try {
       owner = new PublicKey(ctx.account.address)
     } catch {
-      return []
+      return false
     }
     try {
-      if ((await buyerBalance(ctx.asset, owner)) < ctx.tokenAmount) return []
+      return (await buyerBalance(ctx.asset, owner)) >= ctx.tokenAmount
     } catch (error) {
       options.onQuoteError?.(error, { account: ctx.account.id, asset: ctx.asset.id })
-      return []
+      return false
     }
+  }
+
+  async function quoteMandate(ctx: MandateQuoteContext): Promise<MandateDraft[]> {
+    return (await canPay(ctx)) ? [mandateDraft(chain, ctx, etaS)] : []
+  }
+
+  async function quote(ctx: QuoteContext): Promise<OptionDraft[]> {
+    if (!(await canPay(ctx))) return []
     const drafts: OptionDraft[] = [{ kind: 'transfer', actions: [buildAction()], etaS }]
     const evm = ctx.accounts.find((a) => a.namespace === 'eip155')
     if (evm) {
@@ -114,6 +129,11 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
       data,
       chainId: chain.caip2,
       transfer: async () => {
+        if (previous.total !== undefined) {
+          const approval = await buildApproval({ chain, mint, owner, total: BigInt(previous.total) })
+          const { blockhash, lastValidBlockHeight } = approval
+          return { transaction: approval.transaction, details: { blockhash, lastValidBlockHeight } }
+        }
         const transfer = await buildTransfer({
           chain,
           mint,
@@ -129,6 +149,7 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
     // Build replaces the option's state: carry the attestation over.
     const state: SolanaOptionState = {
       ...(previous.attestation && { attestation: previous.attestation }),
+      ...(previous.total !== undefined && { total: previous.total }),
       built,
     }
     return { actions, state: state as unknown as JsonValue }
@@ -200,6 +221,7 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
 
   async function confirm(ctx: ConfirmContext): Promise<ConfirmOutcome> {
     const now = new Date()
+    const { total } = optionState(ctx.option.state)
     for (const entry of optionState(ctx.option.state).built ?? []) {
       const raw = ctx.results[entry.index]!
       const signature = encodeBase58(signedTransaction(raw, entry.index).signatures[0]!)
@@ -208,7 +230,7 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
         {
           signature,
           paymentId: ctx.payment.id,
-          purpose: 'payment',
+          purpose: total === undefined ? 'payment' : 'mandate',
           chainId: chain.caip2,
           raw,
           blockhash: entry.blockhash,
@@ -216,17 +238,38 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
         },
         now,
       )
-      await enqueueJob(ctx.db, {
-        kind: solanaJobKinds.broadcast,
-        paymentId: ctx.payment.id,
-        payload: {
-          signature,
-          asset: ctx.option.asset,
-          amount: ctx.option.tokenAmount.toString(),
-          credentialId: ctx.credentialId,
-        } satisfies BroadcastPayload,
-        now,
-      })
+      const terms = optionTerms(ctx.option.state)
+      await enqueueJob(
+        ctx.db,
+        total !== undefined && terms
+          ? {
+              // The first period: the delegation lands, then the service charges the period under it.
+              kind: solanaJobKinds.mandateCharge,
+              paymentId: ctx.payment.id,
+              payload: {
+                subscriptionId: terms.subscriptionId,
+                period: 0,
+                at: new Date(ctx.now * 1000).toISOString(),
+                owner: ctx.option.account.slice(ctx.option.account.lastIndexOf(':') + 1),
+                asset: ctx.option.asset,
+                amount: ctx.option.tokenAmount.toString(),
+                approval: signature,
+                total,
+              } satisfies MandateChargePayload,
+              now,
+            }
+          : {
+              kind: solanaJobKinds.broadcast,
+              paymentId: ctx.payment.id,
+              payload: {
+                signature,
+                asset: ctx.option.asset,
+                amount: ctx.option.tokenAmount.toString(),
+                credentialId: ctx.credentialId,
+              } satisfies BroadcastPayload,
+              now,
+            },
+      )
       // Sent as soon as it is committed, not when its job starts: the job then finds it sent and waits
       // (the watcher sends only what is recorded, so a rolled-back confirm sends nothing; a crash before
       // this leaves the send to the job).
@@ -243,7 +286,7 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
         const attributes = {
           'caipay.payment_id': ctx.payment.id,
           'caipay.chain': chain.caip2,
-          'caipay.purpose': 'payment',
+          'caipay.purpose': total === undefined ? 'payment' : 'mandate',
         }
         ctx.afterCommit(
           () => void inSpan('solana.send', attributes, () => watcher.send(inFlight)).catch(() => {}),
@@ -260,6 +303,8 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
     newPushReference: () => Keypair.generate().publicKey.toBase58(),
     pushRequest: createPushQuoter(chain),
     quote,
+    quoteMandate,
+    startMandateCharge: armMandateCharge,
     build,
     builtUsable,
     verify,

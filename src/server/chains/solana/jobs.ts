@@ -22,6 +22,7 @@ import type { SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
 import { landTransaction } from './land.js'
 import { scanSolanaTopUps } from './ledger.js'
+import { mandateChargeHandler } from './mandates.js'
 import type { SolanaTransactionRow } from './schema.js'
 import {
   countTransactions,
@@ -119,6 +120,7 @@ export function solanaJobHandlers(
         ctx.log.error({ paymentId: job.payment_id, error: String(error) }, 'Solana deposit refund abandoned')
       },
     },
+    [solanaJobKinds.mandateCharge]: mandateChargeHandler(chainOf, settlementIntervalMs),
     [solanaJobKinds.settle]: {
       maxAttempts: 10,
       run: (job, ctx) => settle(job, ctx, chainOf),

@@ -46,6 +46,7 @@ describe('Solana service key', () => {
     expect(Object.keys(runtime.jobHandlers).sort()).toEqual([
       'solana.broadcast',
       'solana.deposit_refund',
+      'solana.mandate_charge',
       'solana.refund',
       'solana.settle',
     ])

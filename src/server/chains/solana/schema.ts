@@ -2,7 +2,7 @@
 import type { ColumnType, Selectable } from 'kysely'
 import type { Timestamp } from '../../store/schema.js'
 
-export type SolanaTxPurpose = 'payment' | 'settlement' | 'refund' | 'deposit'
+export type SolanaTxPurpose = 'payment' | 'settlement' | 'refund' | 'deposit' | 'mandate' | 'charge'
 /** `dropped`: never landed and never can (its blockhash expired); `failed`: landed with an error or was refused. */
 export type SolanaTxState = 'pending' | 'landed' | 'failed' | 'dropped'
 

@@ -38,6 +38,11 @@ export async function buildTransfer(input: {
   amount: bigint
   memo: string
   signers?: readonly Keypair[]
+  /**
+   * Who moves `owner`'s tokens: `owner` itself (default), or the delegate the owner approved (a
+   * subscription's charge: the service, which signs anyway as the fee payer).
+   */
+  authority?: PublicKey
 }): Promise<BuiltTransfer> {
   const { chain, mint, owner, recipient, amount } = input
   const { connection, service } = chain
@@ -68,7 +73,7 @@ export async function buildTransfer(input: {
       source,
       mint.mint,
       destination,
-      owner,
+      input.authority ?? owner,
       amount,
       mint.decimals,
       [],

@@ -1,0 +1,405 @@
+import {
+  createApproveCheckedInstruction,
+  getAssociatedTokenAddressSync,
+  unpackAccount,
+} from '@solana/spl-token'
+import { PublicKey, Transaction } from '@solana/web3.js'
+import { sql } from 'kysely'
+import { formatAccountId, sameCaip } from '../../../caip/caip.js'
+import { jobsChannel } from '../../jobs/notify.js'
+import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
+import { holderOf } from '../../ledger/entries.js'
+import { failPayment, loadPayment, succeedPayments } from '../../payments/lifecycle.js'
+import { loadPaymentAndSettlement } from '../../payments/settlements.js'
+import { type Db, inTransaction } from '../../store/db.js'
+import type { JobRow } from '../../store/schema.js'
+import { activateSubscription, type ChargeOutcome, finishLiveCharge } from '../../subscriptions/lifecycle.js'
+import type { MandateCharge, MandateDraft, MandateQuoteContext } from '../types.js'
+import { buildAction } from './build.js'
+import type { MintInfo, SolanaChain } from './chain.js'
+import { solanaJobKinds } from './jobKinds.js'
+import { solanaFailureCode } from './jobs.js'
+import { landTransaction } from './land.js'
+import { findTransaction, latestTransaction, markState, recordTransaction } from './store.js'
+import { buildTransfer, serializeSigned } from './transaction.js'
+import type { SolanaWatcher } from './watcher.js'
+
+/**
+ * Live Solana subscriptions (docs/subscriptions.md). The mandate is an SPL `ApproveChecked` of at most
+ * price x periods of the buyer's token account to the service key (the charging key the terms name);
+ * each period is a `transferChecked` the service signs as that delegate, recorded before it is sent
+ * under the period's job fence and booked in the ledger like any payment's transfer. What the chain
+ * says at each charge decides the outcome: the delegation gone or below the price is a revoke, a
+ * balance below it is an unpaid period (dunning).
+ */
+
+export const mandateOptionKind = 'splDelegation'
+
+/** The option state of a mandate: what the delegation grants in all (price x periods). */
+export interface MandateOptionState {
+  total?: string
+}
+
+export interface MandateChargePayload {
+  subscriptionId: string
+  period: number
+  /** ISO time of the attempt (its schedule): the subscription's time for what the chain decides. */
+  at: string
+  /** Base58 owner of the charged token account. */
+  owner: string
+  /** CAIP-19 of the mandate's asset. */
+  asset: string
+  /** The period's price, token minor units. */
+  amount: string
+  /** The first period: the buyer's signed `ApproveChecked`, recorded at confirm, lands first. */
+  approval?: string
+  /** The first period: what that approval delegates in all (checked on chain before the first charge). */
+  total?: string
+}
+
+/** The first period's option: one `build` action, the approval fetch builds (buildApproval). */
+export function mandateDraft(chain: SolanaChain, ctx: MandateQuoteContext, etaS: number): MandateDraft {
+  const total = ctx.tokenAmount * BigInt(ctx.mandate.totalPeriods)
+  return {
+    kind: mandateOptionKind,
+    actions: [buildAction()],
+    etaS,
+    state: { total: total.toString() } satisfies MandateOptionState,
+    spender: formatAccountId(chain.caip2, chain.service.publicKey.toBase58()),
+  }
+}
+
+/**
+ * The buyer's `ApproveChecked` of `total` to the service key, alone in its transaction (the wallet's
+ * guard signs nothing else beside a delegation), the service paying the fee and signing first. No memo:
+ * the same grant twice under one blockhash is the same delegation.
+ */
+export async function buildApproval(input: {
+  chain: SolanaChain
+  mint: MintInfo
+  owner: PublicKey
+  total: bigint
+}): Promise<{ transaction: Transaction; blockhash: string; lastValidBlockHeight: number }> {
+  const { chain, mint, owner } = input
+  const latest = await chain.latestBlockhash()
+  const transaction = new Transaction({
+    feePayer: chain.service.publicKey,
+    blockhash: latest.blockhash,
+    lastValidBlockHeight: latest.lastValidBlockHeight,
+  })
+  transaction.add(
+    createApproveCheckedInstruction(
+      getAssociatedTokenAddressSync(mint.mint, owner, true, mint.programId),
+      mint.mint,
+      chain.service.publicKey,
+      owner,
+      input.total,
+      mint.decimals,
+      [],
+      mint.programId,
+    ),
+  )
+  transaction.partialSign(chain.service)
+  return { transaction, blockhash: latest.blockhash, lastValidBlockHeight: latest.lastValidBlockHeight }
+}
+
+/** What the owner's token account allows the service, read at the newest slot this service has seen. */
+export interface Delegation {
+  exists: boolean
+  mint: string | null
+  delegate: string | null
+  delegatedAmount: bigint
+  balance: bigint
+  /** A frozen account pays nothing until its mint's freeze authority thaws it. */
+  frozen: boolean
+}
+
+export async function readDelegation(
+  chain: SolanaChain,
+  mint: MintInfo,
+  owner: PublicKey,
+): Promise<Delegation> {
+  const address = getAssociatedTokenAddressSync(mint.mint, owner, true, mint.programId)
+  // Pinned: a node behind the newest slot seen cannot answer with an older state (a revoke, a top-up).
+  const minContextSlot = chain.highestSlot()
+  const { context, value } = await chain.connection.getAccountInfoAndContext(address, {
+    commitment: chain.commitment,
+    ...(minContextSlot > 0 ? { minContextSlot } : {}),
+  })
+  chain.observeSlot(context.slot)
+  if (!value)
+    return { exists: false, mint: null, delegate: null, delegatedAmount: 0n, balance: 0n, frozen: false }
+  const account = unpackAccount(address, value, mint.programId)
+  return {
+    exists: true,
+    mint: account.mint.toBase58(),
+    delegate: account.delegate?.toBase58() ?? null,
+    delegatedAmount: account.delegatedAmount,
+    balance: account.amount,
+    frozen: account.isFrozen,
+  }
+}
+
+/** What a charge of `amount` would meet: the mandate gone (or too small to pay it), no money, or go. */
+export function chargeVerdict(
+  delegation: Delegation,
+  expected: { mint: PublicKey; delegate: PublicKey; amount: bigint },
+): 'revoked' | 'insufficient' | 'ready' {
+  if (
+    !delegation.exists ||
+    delegation.mint !== expected.mint.toBase58() ||
+    delegation.delegate !== expected.delegate.toBase58() ||
+    delegation.delegatedAmount < expected.amount
+  )
+    return 'revoked'
+  return delegation.balance < expected.amount || delegation.frozen ? 'insufficient' : 'ready'
+}
+
+/**
+ * attemptCharge's live hook (ChainDriver.startMandateCharge): arms the period's job, in the transaction
+ * that created its payment. A retry of the period (dunning) arms the same job again: one job per period's
+ * payment, its claims (fences) counting on.
+ */
+export async function armMandateCharge(db: Db, charge: MandateCharge): Promise<void> {
+  const row = await db
+    .selectFrom('subscriptions')
+    .select(['buyer', 'asset', 'amount_per_period'])
+    .where('id', '=', charge.subscriptionId)
+    .executeTakeFirstOrThrow()
+  if (!row.buyer || !row.asset || !row.amount_per_period)
+    throw new Error(`Subscription ${charge.subscriptionId} has no mandate to charge.`)
+  const payload: MandateChargePayload = {
+    subscriptionId: charge.subscriptionId,
+    period: charge.period,
+    at: charge.at.toISOString(),
+    owner: row.buyer.slice(row.buyer.lastIndexOf(':') + 1),
+    asset: row.asset,
+    amount: row.amount_per_period,
+  }
+  const now = new Date()
+  await db
+    .insertInto('jobs')
+    .values({
+      kind: solanaJobKinds.mandateCharge,
+      payment_id: charge.paymentId,
+      run_at: now,
+      payload: JSON.stringify(payload),
+      created_at: now,
+      updated_at: now,
+    } as never)
+    .onConflict((oc) =>
+      oc
+        .columns(['kind', 'payment_id'])
+        .where('delivery_id', 'is', null)
+        .where('refund_id', 'is', null)
+        .doUpdateSet({
+          state: 'pending',
+          run_at: now,
+          payload: JSON.stringify(payload),
+          locked_until: null,
+          last_error: null,
+          result: null,
+          updated_at: now,
+        } as never)
+        .where('jobs.state', 'in', ['succeeded', 'failed']),
+    )
+    .execute()
+  // Delivered at commit: listening runners start the period at once (jobs/notify.ts).
+  await sql`SELECT pg_notify(${jobsChannel}, ${solanaJobKinds.mandateCharge})`.execute(db)
+}
+
+type ChainOf = (caip2: string) => { chain: SolanaChain; watcher: SolanaWatcher }
+
+/** The job of `solanaJobKinds.mandateCharge`: one period's charge, exactly once whatever crashes. */
+export function mandateChargeHandler(chainOf: ChainOf, settlementIntervalMs: number): JobHandler {
+  return {
+    maxAttempts: 50,
+    run: (job, ctx) => chargePeriod(job, ctx, chainOf, settlementIntervalMs),
+    async onGiveUp(job, error, ctx) {
+      // The payment stays processing and the subscription's attempt in flight, for an operator.
+      ctx.log.error({ paymentId: job.payment_id, error: String(error) }, 'Solana mandate charge abandoned')
+    },
+  }
+}
+
+async function chargePeriod(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, settlementIntervalMs: number) {
+  const { db } = ctx
+  const payload = job.payload as MandateChargePayload
+  const payment = await loadPayment(db, job.payment_id)
+  if (payment.status !== 'processing') return { skipped: payment.status }
+  const caip2 = payload.asset.slice(0, payload.asset.indexOf('/'))
+  const { chain, watcher } = chainOf(caip2)
+  const asset = chain.assets.find((a) => sameCaip(a.id, payload.asset))
+  if (!asset) throw new Error(`${payload.asset} is not configured on ${caip2}.`)
+  const mint = await chain.mintInfo(asset)
+  const owner = new PublicKey(payload.owner)
+  const amount = BigInt(payload.amount)
+  const at = new Date(payload.at)
+  const delegate = chain.service.publicKey
+  const finish = (outcome: ChargeOutcome) =>
+    finishPeriod({ db, chain, payload, paymentId: payment.id, outcome, at, settlementIntervalMs })
+
+  if (payload.approval) {
+    const approval = await findTransaction(db, payload.approval)
+    if (!approval) throw new Error(`No recorded Solana transaction ${payload.approval}.`)
+    const landed = await landTransaction({ chain, watcher, tx: approval, ctx })
+    if (landed.kind !== 'landed') {
+      await failPayment(db, {
+        paymentId: payment.id,
+        failureCode: solanaFailureCode,
+        now: at,
+        fence: ctx.fence,
+      })
+      return { approval: approval.signature, outcome: landed.kind, error: landed.error }
+    }
+  }
+
+  let tx = await latestTransaction(db, payment.id, 'charge')
+  if (!tx || tx.state === 'failed' || tx.state === 'dropped') {
+    // Nothing in flight for this period: the chain decides whether a charge can go.
+    const delegation = await readDelegation(chain, mint, owner)
+    let verdict = chargeVerdict(delegation, { mint: mint.mint, delegate, amount })
+    // The first charge also proves the approval landed as granted (no other amount, delegate or mint).
+    if (verdict !== 'revoked' && !tx && payload.total !== undefined) {
+      if (delegation.delegatedAmount !== BigInt(payload.total)) verdict = 'revoked'
+    }
+    if (verdict !== 'ready') {
+      await finish({ status: verdict })
+      return { outcome: verdict }
+    }
+    const attempt = await db
+      .selectFrom('solana_transactions')
+      .select((eb) => eb.fn.countAll<string>().as('count'))
+      .where('payment_id', '=', payment.id)
+      .where('purpose', '=', 'charge')
+      .executeTakeFirstOrThrow()
+    const transfer = await buildTransfer({
+      chain,
+      mint,
+      owner,
+      recipient: delegate,
+      authority: delegate,
+      amount,
+      memo: `caipay:charge:${payment.id}:${Number(attempt.count) + 1}`,
+    })
+    const recorded = await inTransaction(db, async (trx) => {
+      // A subscription cancelled since the read is charged no more (cancel leaves a live period to us).
+      const subscription = await trx
+        .selectFrom('subscriptions')
+        .select('status')
+        .where('id', '=', payload.subscriptionId)
+        .forUpdate()
+        .executeTakeFirstOrThrow()
+      if (subscription.status === 'cancelled' || subscription.status === 'ended') return false
+      await recordTransaction(
+        trx,
+        {
+          signature: transfer.signature,
+          paymentId: payment.id,
+          purpose: 'charge',
+          chainId: chain.caip2,
+          raw: serializeSigned(transfer.transaction).toString('base64'),
+          blockhash: transfer.blockhash,
+          lastValidBlockHeight: transfer.lastValidBlockHeight,
+        },
+        new Date(),
+        ctx.fence,
+      )
+      return true
+    })
+    if (!recorded) {
+      await failPayment(db, { paymentId: payment.id, failureCode: 'subscription_cancelled', now: at })
+      return { outcome: 'cancelled' }
+    }
+    tx = (await findTransaction(db, transfer.signature))!
+  }
+  const outcome = await landTransaction({ chain, watcher, tx, ctx })
+  // It moved nothing: the next run reads the chain again and builds a new one if it still can go. One
+  // that never landed costs nothing; one that failed on chain cost its fee, so those count to giving up.
+  if (outcome.kind === 'dropped') throw new RetryLater(`Charge ${tx.signature} dropped: ${outcome.error}`)
+  if (outcome.kind === 'failed') throw new Error(`Charge ${tx.signature} failed on chain: ${outcome.error}`)
+  await finish({ status: 'succeeded', txId: tx.signature })
+  return { signature: tx.signature, outcome: 'landed' }
+}
+
+/**
+ * Books the period's verdict: the charge's payment succeeded with its ledger entries (and settlement
+ * item) and the subscription moved on, in one transaction; or the failure applied. The first period
+ * activates the subscription with the mandate it proved on chain, or fails its payment (the sweep then
+ * cancels the subscription, `not_activated`).
+ */
+async function finishPeriod(input: {
+  db: Db
+  chain: SolanaChain
+  payload: MandateChargePayload
+  paymentId: string
+  outcome: ChargeOutcome
+  at: Date
+  settlementIntervalMs: number
+}): Promise<void> {
+  const { db, chain, payload, paymentId, outcome, at } = input
+  const succeed = async (trx: Db) => {
+    if (outcome.status !== 'succeeded') return
+    const { settlementDestination } = await loadPaymentAndSettlement(trx, paymentId, payload.asset)
+    const holder = holderOf(chain.caip2, chain.service.publicKey.toBase58())
+    const amount = BigInt(payload.amount)
+    await markState(trx, outcome.txId, 'landed', null, new Date())
+    await succeedPayments(
+      trx,
+      [
+        {
+          paymentId,
+          txId: outcome.txId,
+          settlement:
+            settlementDestination === undefined
+              ? undefined
+              : {
+                  chain: chain.caip2,
+                  asset: payload.asset,
+                  destination: settlementDestination,
+                  amount,
+                  intervalMs: input.settlementIntervalMs,
+                  jobKind: solanaJobKinds.settle,
+                  holder,
+                },
+          unsettled: settlementDestination ? undefined : { asset: payload.asset, holder, value: amount },
+        },
+      ],
+      new Date(),
+    )
+  }
+  if (payload.period > 0) {
+    await finishLiveCharge(db, {
+      subscriptionId: payload.subscriptionId,
+      period: payload.period,
+      paymentId,
+      outcome,
+      at,
+      succeed,
+    })
+    return
+  }
+  if (outcome.status !== 'succeeded') {
+    const failureCode = outcome.status === 'revoked' ? 'mandate_revoked' : 'insufficient_funds'
+    await failPayment(db, { paymentId, failureCode, now: at })
+    return
+  }
+  await inTransaction(db, async (trx) => {
+    await succeed(trx)
+    await activateSubscription(trx, {
+      paymentId,
+      mandate: {
+        buyer: formatAccountId(chain.caip2, payload.owner),
+        asset: payload.asset,
+        amountPerPeriod: BigInt(payload.amount),
+        spender: formatAccountId(chain.caip2, chain.service.publicKey.toBase58()),
+        state: {
+          kind: mandateOptionKind,
+          approval: payload.approval ?? null,
+          delegatedAmount: payload.total ?? null,
+        },
+      },
+      now: at,
+    })
+  })
+}
