@@ -84,6 +84,7 @@ async function pushOptions(input: OptionsInput): Promise<PaymentOption[]> {
         expiresAt,
         reference,
         label: payment.merchant_name,
+        publicBaseUrl: config.publicBaseUrl,
       }).catch(() => undefined)
       if (!request) continue
       out.push({

@@ -7,7 +7,7 @@ import { gatewayUrl, paymentAmount, statusJson, unixSeconds } from '../payments/
 import { renderCheckoutPage } from './checkout.js'
 import { renderCollectPage } from './collect.js'
 import { amountText } from './format.js'
-import { type Page, renderPage } from './html.js'
+import { escapeHtml, type Page, renderPage } from './html.js'
 import { parsePrefill, parseTheme, parseThemeVariables } from './params.js'
 
 const paymentIdPattern = /^pay_[A-Za-z0-9]{1,60}$/
@@ -32,6 +32,11 @@ function notFound(reply: FastifyReply) {
     frameAncestors: "'self'",
   })
   return sendPage(reply, page, 404)
+}
+
+function initialIcon(name: string): string {
+  const initial = escapeHtml(name.slice(0, 1).toUpperCase())
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="96" height="96" viewBox="0 0 96 96"><rect width="96" height="96" rx="20" fill="#1f4fd1"/><text x="48" y="64" font-family="sans-serif" font-size="48" font-weight="700" fill="#fff" text-anchor="middle">${initial}</text></svg>`
 }
 
 /**
@@ -67,6 +72,17 @@ export async function pageRoutes(app: FastifyInstance): Promise<void> {
       checkout: row.checkout,
     })
     return sendPage(reply, page)
+  })
+
+  // The icon a Solana Pay wallet shows next to the merchant's name when the merchant has none of its own.
+  app.get<{ Params: { id: string } }>('/pay/:id/icon.svg', async (request, reply) => {
+    const row = await load(request.params.id)
+    if (!row) return reply.code(404).send({ code: 'payment_not_found', message: 'Payment not found.' })
+    return reply
+      .header('content-type', 'image/svg+xml')
+      .header('cache-control', 'public, max-age=300')
+      .header('x-content-type-options', 'nosniff')
+      .send(initialIcon(row.merchant_name))
   })
 
   app.get<{ Params: { id: string } }>('/pay/:id/status', async (request, reply) => {

@@ -22,7 +22,7 @@ import type { SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
 import type { BroadcastPayload } from './jobs.js'
 import { encodeBase58 } from './keys.js'
-import { createPushQuoter } from './push.js'
+import { createPushQuoter, transactionRequestTransaction } from './push.js'
 import { recordTransaction } from './store.js'
 import { buildTransfer, ed25519Key, validSignature } from './transaction.js'
 import type { SolanaWatcher } from './watcher.js'
@@ -259,6 +259,7 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
     assets: chain.assets,
     newPushReference: () => Keypair.generate().publicKey.toBase58(),
     pushRequest: createPushQuoter(chain),
+    transactionRequest: (ctx) => transactionRequestTransaction(chain, ctx),
     quote,
     build,
     builtUsable,

@@ -17,6 +17,7 @@ import type { Db } from '../../store/db.js'
 import type { AssetConfig, PushContext } from '../types.js'
 import type { MintInfo, SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
+import { buildTransfer } from './transaction.js'
 
 /**
  * Solana Pay push payments (docs/push-payments.md): the transfer request a buyer's wallet pays, and the
@@ -54,6 +55,20 @@ function wholeTokens(amount: bigint, decimals: number): string {
   const whole = digits.slice(0, -decimals)
   const fraction = digits.slice(-decimals).replace(/0+$/, '')
   return fraction ? `${whole}.${fraction}` : whole
+}
+
+/**
+ * A push option's Solana Pay transaction request link (`solana:https://...`), or undefined when the server
+ * is not reached over https: wallets (and @solana/pay's parseURL) refuse any other link, and TLS is the
+ * job of the proxy in front of the server. The route is routes/solanaPay.ts.
+ */
+export function transactionRequestUrl(
+  publicBaseUrl: string | undefined,
+  paymentId: string,
+  mint: string,
+): string | undefined {
+  if (!publicBaseUrl?.startsWith('https://')) return undefined
+  return `solana:${publicBaseUrl.replace(/\/+$/, '')}/v1/solana-pay/${paymentId}/${mint}`
 }
 
 /** The service's token account of `mint`: where every push transfer of that asset must arrive. */
@@ -110,6 +125,7 @@ export function createPushQuoter(chain: SolanaChain) {
     }
     await created
     const recipient = chain.service.publicKey.toBase58()
+    const transactionUrl = transactionRequestUrl(ctx.publicBaseUrl, ctx.payment.id, mint.mint.toBase58())
     return {
       url: transferRequestUrl({
         recipient,
@@ -119,8 +135,9 @@ export function createPushQuoter(chain: SolanaChain) {
         reference: ctx.reference,
         ...(ctx.label ? { label: ctx.label } : {}),
         message: `Payment ${ctx.payment.id}`,
-        memo: `caipay:${ctx.payment.id}`,
+        memo: pushMemo(ctx.payment.id),
       }),
+      ...(transactionUrl ? { transactionUrl } : {}),
       reference: ctx.reference,
       recipient,
       asset: ctx.asset.id,
@@ -128,6 +145,36 @@ export function createPushQuoter(chain: SolanaChain) {
       expiresAt: ctx.expiresAt,
     }
   }
+}
+
+/** The memo of a payment's push transfers: the transfer request's `memo` and the transaction request's. */
+export function pushMemo(paymentId: string): string {
+  return `caipay:${paymentId}`
+}
+
+/**
+ * The transaction a transaction request answers (docs/push-payments.md): the gateway's own Solana
+ * transfer (transaction.ts buildTransfer: the service as fee payer and signer, the exact amount to the
+ * collection account), from `account`, carrying the payment's reference key so the push scan finds it.
+ * Base64 wire bytes with the buyer's signature missing.
+ */
+export async function transactionRequestTransaction(
+  chain: SolanaChain,
+  ctx: PushContext & { account: string },
+): Promise<string> {
+  const mint = await chain.mintInfo(ctx.asset)
+  const built = await buildTransfer({
+    chain,
+    mint,
+    owner: new PublicKey(ctx.account),
+    recipient: chain.service.publicKey,
+    amount: ctx.tokenAmount,
+    memo: pushMemo(ctx.payment.id),
+    references: [new PublicKey(ctx.reference)],
+  })
+  return built.transaction
+    .serialize({ requireAllSignatures: false, verifySignatures: false })
+    .toString('base64')
 }
 
 /** How long after its expiry a payment's reference is still watched for late and duplicate transfers. */

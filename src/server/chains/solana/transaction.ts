@@ -38,6 +38,11 @@ export async function buildTransfer(input: {
   amount: bigint
   memo: string
   signers?: readonly Keypair[]
+  /**
+   * Solana Pay reference keys (docs/push-payments.md): read-only, non-signer keys of the transfer
+   * instruction, as @solana/pay's createTransfer adds them, so the transaction is found by each.
+   */
+  references?: readonly PublicKey[]
 }): Promise<BuiltTransfer> {
   const { chain, mint, owner, recipient, amount } = input
   const { connection, service } = chain
@@ -63,18 +68,19 @@ export async function buildTransfer(input: {
       ),
     )
   }
-  transaction.add(
-    createTransferCheckedInstruction(
-      source,
-      mint.mint,
-      destination,
-      owner,
-      amount,
-      mint.decimals,
-      [],
-      mint.programId,
-    ),
+  const transfer = createTransferCheckedInstruction(
+    source,
+    mint.mint,
+    destination,
+    owner,
+    amount,
+    mint.decimals,
+    [],
+    mint.programId,
   )
+  for (const reference of input.references ?? [])
+    transfer.keys.push({ pubkey: reference, isSigner: false, isWritable: false })
+  transaction.add(transfer)
   transaction.add(
     new TransactionInstruction({ programId: memoProgramId, keys: [], data: Buffer.from(input.memo) }),
   )
