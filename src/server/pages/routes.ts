@@ -1,10 +1,12 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { isFinalStatus } from '../../contract/common.js'
 import { isPayError } from '../../errors/PayError.js'
+import { createDriverRegistry } from '../gateway/drivers.js'
+import { pushOptions } from '../gateway/options.js'
 import { findGatewayPayment, type GatewayPaymentRow } from '../gateway/payment.js'
 import { findOption } from '../gateway/store.js'
 import { gatewayUrl, paymentAmount, statusJson, unixSeconds } from '../payments/views.js'
-import { renderCheckoutPage } from './checkout.js'
+import { type PushLink, renderCheckoutPage } from './checkout.js'
 import { renderCollectPage } from './collect.js'
 import { amountText } from './format.js'
 import { escapeHtml, type Page, renderPage } from './html.js'
@@ -54,10 +56,32 @@ export async function pageRoutes(app: FastifyInstance): Promise<void> {
     }
   }
 
+  const registry = createDriverRegistry(app.config, app.chainDrivers ?? [])
+  /** What a buyer who can only send scans: each push option's links (none in test mode, none on errors). */
+  async function pushLinks(row: GatewayPaymentRow): Promise<PushLink[]> {
+    const options = await pushOptions({
+      db: app.db,
+      config: app.config,
+      registry,
+      payment: row,
+      now: app.now(),
+    })
+    return options.flatMap((option) => {
+      const push = option.push
+      if (!push) return []
+      const name = `${option.amount.display.assetSymbol} on ${option.amount.display.networkName ?? push.asset.split(':')[0]}`
+      return [
+        ...(push.transactionUrl ? [{ label: `${name}: Solana Pay`, url: push.transactionUrl }] : []),
+        { label: push.transactionUrl ? `${name}: transfer request` : name, url: push.url },
+      ]
+    })
+  }
+
   app.get<{ Params: { id: string } }>('/pay/:id', async (request, reply) => {
     const row = await load(request.params.id)
     if (!row) return notFound(reply)
     const page = renderCheckoutPage({
+      pushLinks: isFinalStatus(row.status) ? [] : await pushLinks(row),
       paymentId: row.id,
       merchantName: row.merchant_name,
       merchantIconUrl: row.merchant_icon_url,
