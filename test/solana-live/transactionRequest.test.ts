@@ -5,6 +5,7 @@ import {
   TOKEN_PROGRAM_ID,
 } from '@solana/spl-token'
 import { Keypair, LAMPORTS_PER_SOL } from '@solana/web3.js'
+import { Ajv } from 'ajv'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { SolanaChain } from '../../src/server/chains/solana/chain.js'
 import { scanPushPayments } from '../../src/server/chains/solana/push.js'
@@ -71,6 +72,19 @@ describe('Solana Pay transaction requests', () => {
 
     const buyer = await live.newBuyer(100_000_000n)
     await airdrop(live.validator.connection, buyer.publicKey, LAMPORTS_PER_SOL)
+    // Both answers are what the published document says (its schemas, compiled by Ajv).
+    const doc = (await live.t.request({ method: 'GET', url: '/openapi.json' })).json
+    const operations = doc.paths['/v1/solana-pay/{id}/{token}']
+    const schemaOf = (op: Json) => op.responses['200'].content['application/json'].schema
+    const ajv = new Ajv({ strict: false })
+    expect(ajv.validate(schemaOf(operations.get), labelJson), ajv.errorsText()).toBe(true)
+    const posted = await postAccount(paymentId, { account: buyer.publicKey.toBase58() })
+    expect(posted.statusCode, posted.body).toBe(200)
+    expect(ajv.validate(schemaOf(operations.post), posted.json), ajv.errorsText()).toBe(true)
+    expect(
+      ajv.validate(operations.post.requestBody.content['application/json'].schema, { account: 'x' }),
+    ).toBe(false)
+
     const { connection } = live.validator
     const transaction = await fetchTransaction(connection, buyer.publicKey, reachable(link))
 
