@@ -18,7 +18,8 @@ import type { ServerConfig } from './config.js'
 
 type Surface = 'gateway' | 'merchant'
 
-const gatewayPrefixes = ['/v1/gateway/', '/wcp/v1/gateway/']
+// Solana Pay transaction requests are fetched by wallets, some of them in a browser (routes/solanaPay.ts).
+const gatewayPrefixes = ['/v1/gateway/', '/wcp/v1/gateway/', '/v1/solana-pay/']
 
 /** The request headers the API reads; a preflight asking for others is still answered with this list. */
 const allowHeaders: Record<Surface, string> = {

@@ -11,6 +11,14 @@ import {
 import { CryptoSettlementInput, MerchantUpdateBody } from '../contract/merchant.js'
 import { PaymentCreateBodyPreview } from '../contract/payment.js'
 import { databaseRetryAfterSeconds } from './errors.js'
+import {
+  SolanaPayBody,
+  SolanaPayLabel,
+  SolanaPayParams,
+  SolanaPayTransaction,
+  solanaPayErrors,
+  solanaPayPostErrors,
+} from './routes/solanaPay.js'
 import { wcpWireStatus } from './wcp/routes.js'
 import { wcpEndpoints } from './wcp/wire.js'
 
@@ -159,8 +167,12 @@ interface Mount {
 }
 
 function errorResponses(endpoint: Endpoint, mount: Mount): Record<string, JsonSchema> {
+  return errorResponsesOf(operationErrorCodes(endpoint), mount)
+}
+
+function errorResponsesOf(codes: readonly ServiceErrorCode[], mount: Mount): Record<string, JsonSchema> {
   const byStatus = new Map<number, Set<ServiceErrorCode>>()
-  for (const code of operationErrorCodes(endpoint)) {
+  for (const code of codes) {
     const status = mount.wireStatus(serviceErrorStatus[code])
     if (!byStatus.has(status)) byStatus.set(status, new Set())
     byStatus.get(status)!.add(code)
@@ -650,6 +662,7 @@ export function openApiDocument(publicBaseUrl: string): JsonSchema {
       },
     },
   }
+  paths['/v1/solana-pay/{id}/{token}'] = solanaPayOperations()
   return document({
     title: 'caipay payments service',
     description:
@@ -661,6 +674,58 @@ export function openApiDocument(publicBaseUrl: string): JsonSchema {
     tags: ['Merchants', 'Payments', 'Subscriptions', 'Balances', 'Gateway', 'Webhooks', 'Sandbox', 'System'],
     paths,
   })
+}
+
+/**
+ * The Solana Pay transaction request (routes/solanaPay.ts): public, outside the contract registry (no
+ * credentials, no API version: a wallet that scanned a QR code speaks only the Solana Pay spec).
+ */
+function solanaPayOperations(): Record<string, JsonSchema> {
+  // What any plain route of the app can answer: a malformed request, the rate limit, the database down.
+  const pipeline: ServiceErrorCode[] = ['invalid_params', 'rate_limited', 'internal_error']
+  const parameters = Object.entries(
+    (toJsonSchema(SolanaPayParams, 'input').properties as Record<string, JsonSchema>) ?? {},
+  ).map(([name, schema]) => ({ name, in: 'path', required: true, schema }))
+  const success = (schema: JsonSchema) => ({
+    '200': {
+      description: 'Success',
+      headers: requestIdHeader,
+      content: { 'application/json': { schema } },
+    },
+  })
+  return {
+    get: {
+      operationId: 'solanaPayLabel',
+      summary: "A Solana Pay transaction request's label and icon (docs/push-payments.md)",
+      tags: ['Gateway'],
+      security: [],
+      parameters,
+      responses: {
+        ...success(toJsonSchema(SolanaPayLabel, 'output')),
+        ...errorResponsesOf([...pipeline, ...solanaPayErrors], native),
+      },
+    },
+    post: {
+      operationId: 'solanaPayTransaction',
+      summary:
+        "A Solana Pay transaction request's transaction for `account`: the gateway's own Solana transfer " +
+        "with the payment's reference key, fee paid and signed by the service; the wallet signs and sends it",
+      description:
+        '`token` is the mint of a live Solana asset the payment can be pushed in, and the payment is ' +
+        'waiting for payment (`409 invalid_state` once paid or cancelled, `410 payment_expired`).',
+      tags: ['Gateway'],
+      security: [],
+      parameters,
+      requestBody: {
+        required: true,
+        content: { 'application/json': { schema: toJsonSchema(SolanaPayBody, 'input') } },
+      },
+      responses: {
+        ...success(toJsonSchema(SolanaPayTransaction, 'output')),
+        ...errorResponsesOf([...pipeline, ...solanaPayPostErrors], native),
+      },
+    },
+  }
 }
 
 /** The OpenAPI 3.1 document of the `/wcp` mount (the gateway in the WalletConnect Pay SDK's wire format). */

@@ -76,6 +76,14 @@ export interface PushContext {
   reference: string
   /** Shown by the buyer's wallet (the merchant's name). */
   label?: string
+  /** The server's public URL (`config.publicBaseUrl`): links back to it (a Solana Pay transaction request). */
+  publicBaseUrl?: string
+}
+
+/** A Solana Pay transaction request's POST (docs/push-payments.md): the push context and the payer. */
+export interface TransactionRequestContext extends PushContext {
+  /** The paying wallet's account (checked: a base58 public key). */
+  account: string
 }
 
 /** A subscription's first period: the option grants a mandate bounded by these terms. */
@@ -230,4 +238,9 @@ export interface ChainDriver {
   newPushReference?(): string
   /** The push request of one asset (a transfer any wallet can send); undefined: none for this asset. */
   pushRequest?(ctx: PushContext): Promise<PushRequest | undefined>
+  /**
+   * The transaction a push option's transaction request answers for `ctx.account`: base64, partly signed
+   * (the service's fee-payer signature), the buyer's signature missing.
+   */
+  transactionRequest?(ctx: TransactionRequestContext): Promise<string>
 }

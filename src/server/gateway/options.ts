@@ -65,7 +65,7 @@ export async function paymentOptions(input: OptionsInput): Promise<OptionsRespon
  * They carry no actions and are not stored: nothing of them is fetched or confirmed; the chain's scan
  * finds the transfer by its reference. A chain that cannot quote one now (its RPC down) offers none.
  */
-async function pushOptions(input: OptionsInput): Promise<PaymentOption[]> {
+export async function pushOptions(input: Omit<OptionsInput, 'body'>): Promise<PaymentOption[]> {
   const { registry, payment, config, now } = input
   const drivers = registry.drivers(payment.mode).filter((d) => d.pushRequest && d.newPushReference)
   if (drivers.length === 0) return []
@@ -84,6 +84,7 @@ async function pushOptions(input: OptionsInput): Promise<PaymentOption[]> {
         expiresAt,
         reference,
         label: payment.merchant_name,
+        publicBaseUrl: config.publicBaseUrl,
       }).catch(() => undefined)
       if (!request) continue
       out.push({

@@ -25,6 +25,17 @@ export interface CheckoutPageInput {
   testMode: boolean
   /** Preview API: where to send the buyer once the payment is final. */
   checkout: { successUrl: string; errorUrl: string } | null
+  /**
+   * The push options' links (docs/push-payments.md), each shown as its own QR code for a wallet that can
+   * only send: any link a wallet's camera opens (a Solana Pay request, an EIP-681 transfer).
+   */
+  pushLinks?: readonly PushLink[]
+}
+
+export interface PushLink {
+  /** What the buyer reads above the code, e.g. "USDC on Solana: Solana Pay". */
+  label: string
+  url: string
 }
 
 /** What the buyer reads once the payment is final, instead of the QR code. */
@@ -57,7 +68,7 @@ ${input.testMode ? '<p class="test">Test mode: no funds move.</p>' : ''}
 <p class="amount" id="amount">${escapeHtml(input.amountText)}</p>
 <p class="status" id="status" data-status="${input.status}" role="status" aria-live="polite">${escapeHtml(statusLabels[input.status])}</p>
 <p class="muted" id="tx"${input.txId ? '' : ' hidden'}>Transaction: <code id="txid">${escapeHtml(input.txId ?? '')}</code></p>
-${input.isFinal ? '' : pendingSection(input.link)}
+${input.isFinal ? '' : pendingSection(input.link, input.pushLinks ?? [])}
 <div class="done" id="done" data-status="${input.status}"${input.isFinal ? '' : ' hidden'}>
 <p id="done-text">${escapeHtml(finalTexts[input.status])}</p>
 </div>
@@ -84,14 +95,32 @@ ${input.isFinal ? '' : pendingSection(input.link)}
   })
 }
 
-function pendingSection(link: string): string {
+function pendingSection(link: string, pushLinks: readonly PushLink[]): string {
   return `<div id="pending">
 <div class="qr" id="qr" aria-label="QR code of the payment link">${qrSvg(link)}</div>
 <p class="muted center">Scan with a compatible wallet, or open this link in it:</p>
 <p class="link"><code id="link">${escapeHtml(link)}</code></p>
 <button type="button" id="copy">Copy payment link</button>
+${pushLinks.length > 0 ? pushSection(pushLinks) : ''}
 <p class="muted center" id="expires"></p>
 </div>`
+}
+
+/** One QR code per push link: the link itself is the code's text, so any wallet's camera can open it. */
+function pushSection(pushLinks: readonly PushLink[]): string {
+  const codes = pushLinks
+    .map(
+      (push, i) => `<figure class="push" data-push-link="${escapeHtml(push.url)}">
+<figcaption>${escapeHtml(push.label)}</figcaption>
+<div class="qr" id="push-qr-${i}" aria-label="${escapeHtml(`QR code: ${push.label}`)}">${qrSvg(push.url)}</div>
+</figure>`,
+    )
+    .join('\n')
+  return `<section id="push" aria-labelledby="push-title">
+<h2 id="push-title">Or send it from any wallet</h2>
+<p class="muted small">Scan one of these codes: the exact amount and the payment's reference are in it.</p>
+${codes}
+</section>`
 }
 
 const style = `
@@ -113,6 +142,9 @@ code{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em}
 .done{text-align:center;font-weight:600;margin:12px 0 4px}
 .done[data-status=succeeded]::before{content:"\\2713";display:block;margin:0 auto 8px;width:56px;height:56px;line-height:56px;
 border-radius:50%;background:var(--ok);color:#fff;font-size:1.8rem}
+.push{margin:12px 0 0}
+.push figcaption{text-align:center;font-weight:600;font-size:.9rem;overflow-wrap:anywhere}
+#push h2{font-size:1rem;margin:18px 0 4px;text-align:center}
 .return{display:block;text-align:center;margin-top:12px;color:var(--accent);font-weight:600}
 `
 

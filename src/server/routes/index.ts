@@ -9,6 +9,7 @@ import { merchantRoutes } from './merchants.js'
 import { paymentRoutes } from './payments.js'
 import { refundRoutes } from './refunds.js'
 import { settlementRoutes } from './settlements.js'
+import { solanaPayRoutes } from './solanaPay.js'
 import { subscriptionRoutes } from './subscriptions.js'
 import { systemRoutes } from './system.js'
 import { testRoutes } from './test.js'
@@ -25,6 +26,7 @@ export const routeModules: ReadonlyArray<(app: FastifyInstance) => Promise<void>
   balanceRoutes,
   depositRoutes,
   gatewayRoutes,
+  solanaPayRoutes,
   wcpRoutes,
   x402Routes,
   testRoutes,

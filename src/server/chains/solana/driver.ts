@@ -26,7 +26,7 @@ import { solanaJobKinds } from './jobKinds.js'
 import type { BroadcastPayload } from './jobs.js'
 import { encodeBase58 } from './keys.js'
 import { armMandateCharge, buildApproval, type MandateChargePayload, mandateDraft } from './mandates.js'
-import { createPushQuoter } from './push.js'
+import { createPushQuoter, transactionRequestTransaction } from './push.js'
 import { recordTransaction } from './store.js'
 import { buildTransfer, ed25519Key, validSignature } from './transaction.js'
 import type { SolanaWatcher } from './watcher.js'
@@ -302,6 +302,7 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
     assets: chain.assets,
     newPushReference: () => Keypair.generate().publicKey.toBase58(),
     pushRequest: createPushQuoter(chain),
+    transactionRequest: (ctx) => transactionRequestTransaction(chain, ctx),
     quote,
     quoteMandate,
     startMandateCharge: armMandateCharge,

@@ -1,5 +1,6 @@
 import { getAssociatedTokenAddressSync, unpackAccount } from '@solana/spl-token'
 import type { ConfirmedSignatureInfo, MessageAccountKeys, PublicKey } from '@solana/web3.js'
+import { sql } from 'kysely'
 import { holderOf } from '../../ledger/entries.js'
 import { measureDifference, reconcile } from '../../ledger/reconcile.js'
 import { creditTopUps, scannedTo } from '../../ledger/topUps.js'
@@ -68,6 +69,81 @@ export async function scanSolanaTopUps(
   const mint = (await chain.mintInfo(asset)).mint.toBase58()
   const to = toSlot ?? (await chain.connection.getSlot(chain.commitment))
   const from = (await scannedTo(db, holder, asset.id)) ?? -1n
+  const signatures = await signaturesBetween(chain, account, from, to)
+  const ours = new Set<string>()
+  for (let i = 0; i < signatures.length; i += 1000) {
+    const rows = await db
+      .selectFrom('solana_transactions')
+      .select('signature')
+      .where('signature', 'in', signatures.slice(i, i + 1000))
+      .execute()
+    for (const row of rows) ours.add(row.signature)
+  }
+  const credits: { txId: string; value: bigint; keys: string[] }[] = []
+  for (const signature of signatures.filter((s) => !ours.has(s))) {
+    const tx = await chain.connection.getTransaction(signature, {
+      commitment: chain.commitment,
+      maxSupportedTransactionVersion: 0,
+    })
+    if (!tx?.meta)
+      throw new Error(`Transaction ${signature} is listed at ${account.toBase58()} but not found.`)
+    const keys = tx.transaction.message.getAccountKeys({
+      accountKeysFromLookups: tx.meta.loadedAddresses ?? null,
+    })
+    const amountIn = (balances: typeof tx.meta.preTokenBalances) =>
+      BigInt(
+        balances?.find((b) => b.mint === mint && keys.get(b.accountIndex)?.equals(account))?.uiTokenAmount
+          .amount ?? '0',
+      )
+    const added = amountIn(tx.meta.postTokenBalances) - amountIn(tx.meta.preTokenBalances)
+    if (added > 0n) credits.push({ txId: signature, value: added, keys: keyStrings(keys) })
+  }
+  // A transfer carrying a payment's reference key is a push payment's (push.ts), never a top-up: one
+  // read of the references among every credit's keys.
+  const references = await pushReferencesAmong(
+    db,
+    credits.flatMap((c) => c.keys),
+  )
+  const transfers = credits
+    .filter((c) => !c.keys.some((key) => references.has(key)))
+    .map(({ txId, value }) => ({ txId, value }))
+  await creditTopUps(db, {
+    mode: 'live',
+    holder,
+    asset: asset.id,
+    block: BigInt(to),
+    transfers,
+    now: new Date(),
+  })
+}
+
+function keyStrings(keys: MessageAccountKeys): string[] {
+  const all: string[] = []
+  for (let i = 0; i < keys.length; i++) all.push(keys.get(i)!.toBase58())
+  return all
+}
+
+/** Which of `keys` are payments' reference keys: one query, however many keys. */
+async function pushReferencesAmong(db: Db, keys: readonly string[]): Promise<Set<string>> {
+  if (keys.length === 0) return new Set()
+  const rows = await db
+    .selectFrom('push_references')
+    .select('reference')
+    .where('reference', '=', sql<string>`ANY(${sql.val([...new Set(keys)])}::text[])`)
+    .execute()
+  return new Set(rows.map((r) => r.reference))
+}
+
+/**
+ * The signatures of the successful transactions touching `account` in slots `from` (exclusive) to `to`
+ * (inclusive), oldest first, read at the chain's commitment from a node at or past `to`, page by page.
+ */
+export async function signaturesBetween(
+  chain: SolanaChain,
+  account: PublicKey,
+  from: bigint,
+  to: number,
+): Promise<string[]> {
   const found: ConfirmedSignatureInfo[] = []
   let before: string | undefined
   for (;;) {
@@ -85,56 +161,7 @@ export async function scanSolanaTopUps(
     if (!last || page.length < signaturePage || BigInt(last.slot) <= from) break
     before = last.signature
   }
-  const signatures = [...new Set(found.map((entry) => entry.signature))]
-  const ours = new Set<string>()
-  for (let i = 0; i < signatures.length; i += 1000) {
-    const rows = await db
-      .selectFrom('solana_transactions')
-      .select('signature')
-      .where('signature', 'in', signatures.slice(i, i + 1000))
-      .execute()
-    for (const row of rows) ours.add(row.signature)
-  }
-  const transfers: { txId: string; value: bigint }[] = []
-  for (const signature of signatures.filter((s) => !ours.has(s))) {
-    const tx = await chain.connection.getTransaction(signature, {
-      commitment: chain.commitment,
-      maxSupportedTransactionVersion: 0,
-    })
-    if (!tx?.meta)
-      throw new Error(`Transaction ${signature} is listed at ${account.toBase58()} but not found.`)
-    const keys = tx.transaction.message.getAccountKeys({
-      accountKeysFromLookups: tx.meta.loadedAddresses ?? null,
-    })
-    const amountIn = (balances: typeof tx.meta.preTokenBalances) =>
-      BigInt(
-        balances?.find((b) => b.mint === mint && keys.get(b.accountIndex)?.equals(account))?.uiTokenAmount
-          .amount ?? '0',
-      )
-    const added = amountIn(tx.meta.postTokenBalances) - amountIn(tx.meta.preTokenBalances)
-    // A transfer carrying a payment's reference key is a push payment's (push.ts), never a top-up.
-    if (added > 0n && !(await carriesPushReference(db, keys)))
-      transfers.push({ txId: signature, value: added })
-  }
-  await creditTopUps(db, {
-    mode: 'live',
-    holder,
-    asset: asset.id,
-    block: BigInt(to),
-    transfers,
-    now: new Date(),
-  })
-}
-
-async function carriesPushReference(db: Db, keys: MessageAccountKeys): Promise<boolean> {
-  const all: string[] = []
-  for (let i = 0; i < keys.length; i++) all.push(keys.get(i)!.toBase58())
-  const found = await db
-    .selectFrom('push_references')
-    .select('reference')
-    .where('reference', 'in', all)
-    .executeTakeFirst()
-  return found !== undefined
+  return [...new Set(found.map((entry) => entry.signature))].reverse()
 }
 
 /**

@@ -3,6 +3,7 @@ import {
   getAssociatedTokenAddressSync,
 } from '@solana/spl-token'
 import { PublicKey, Transaction, type VersionedTransactionResponse } from '@solana/web3.js'
+import { sql } from 'kysely'
 import { sameCaip } from '../../../caip/caip.js'
 import type { PushRequest } from '../../../contract/gateway.js'
 import type { ServerConfig } from '../../config.js'
@@ -17,6 +18,8 @@ import type { Db } from '../../store/db.js'
 import type { AssetConfig, PushContext } from '../types.js'
 import type { MintInfo, SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
+import { signaturesBetween } from './ledger.js'
+import { buildTransfer } from './transaction.js'
 
 /**
  * Solana Pay push payments (docs/push-payments.md): the transfer request a buyer's wallet pays, and the
@@ -54,6 +57,20 @@ function wholeTokens(amount: bigint, decimals: number): string {
   const whole = digits.slice(0, -decimals)
   const fraction = digits.slice(-decimals).replace(/0+$/, '')
   return fraction ? `${whole}.${fraction}` : whole
+}
+
+/**
+ * A push option's Solana Pay transaction request link (`solana:https://...`), or undefined when the server
+ * is not reached over https: wallets (and @solana/pay's parseURL) refuse any other link, and TLS is the
+ * job of the proxy in front of the server. The route is routes/solanaPay.ts.
+ */
+export function transactionRequestUrl(
+  publicBaseUrl: string | undefined,
+  paymentId: string,
+  mint: string,
+): string | undefined {
+  if (!publicBaseUrl?.startsWith('https://')) return undefined
+  return `solana:${publicBaseUrl.replace(/\/+$/, '')}/v1/solana-pay/${paymentId}/${mint}`
 }
 
 /** The service's token account of `mint`: where every push transfer of that asset must arrive. */
@@ -110,6 +127,7 @@ export function createPushQuoter(chain: SolanaChain) {
     }
     await created
     const recipient = chain.service.publicKey.toBase58()
+    const transactionUrl = transactionRequestUrl(ctx.publicBaseUrl, ctx.payment.id, mint.mint.toBase58())
     return {
       url: transferRequestUrl({
         recipient,
@@ -119,8 +137,9 @@ export function createPushQuoter(chain: SolanaChain) {
         reference: ctx.reference,
         ...(ctx.label ? { label: ctx.label } : {}),
         message: `Payment ${ctx.payment.id}`,
-        memo: `caipay:${ctx.payment.id}`,
+        memo: pushMemo(ctx.payment.id),
       }),
+      ...(transactionUrl ? { transactionUrl } : {}),
       reference: ctx.reference,
       recipient,
       asset: ctx.asset.id,
@@ -130,14 +149,50 @@ export function createPushQuoter(chain: SolanaChain) {
   }
 }
 
+/** The memo of a payment's push transfers: the transfer request's `memo` and the transaction request's. */
+export function pushMemo(paymentId: string): string {
+  return `caipay:${paymentId}`
+}
+
+/**
+ * The transaction a transaction request answers (docs/push-payments.md): the gateway's own Solana
+ * transfer (transaction.ts buildTransfer: the service as fee payer and signer, the exact amount to the
+ * collection account), from `account`, carrying the payment's reference key so the push scan finds it.
+ * Base64 wire bytes with the buyer's signature missing.
+ */
+export async function transactionRequestTransaction(
+  chain: SolanaChain,
+  ctx: PushContext & { account: string },
+): Promise<string> {
+  const mint = await chain.mintInfo(ctx.asset)
+  const built = await buildTransfer({
+    chain,
+    mint,
+    owner: new PublicKey(ctx.account),
+    recipient: chain.service.publicKey,
+    amount: ctx.tokenAmount,
+    memo: pushMemo(ctx.payment.id),
+    references: [new PublicKey(ctx.reference)],
+  })
+  return built.transaction
+    .serialize({ requireAllSignatures: false, verifySignatures: false })
+    .toString('base64')
+}
+
 /** How long after its expiry a payment's reference is still watched for late and duplicate transfers. */
 export const lateWatchMs = 24 * 60 * 60 * 1000
 
+/** Per chain and collection account: the slot this process's push scans have read it up to. */
+const scannedSlots = new WeakMap<SolanaChain, Map<string, number>>()
+
 /**
- * One pass over the live payments' references on this chain: every transfer not seen yet is read at the
- * chain's commitment, checked (the reference among its keys, the service's collection token account of a
- * configured mint credited) and applied (payments/push.ts). Then what arrived for payments that closed
- * underpaid becomes deposits. Returns what each new transfer did.
+ * One pass over the live payments' references on this chain. Each push asset's collection account is
+ * listed once, from the slot the last pass read it to (every push transfer credits it); each transaction
+ * not seen yet is read at the chain's commitment, and counts for the watched reference among its keys
+ * when it credits the collection account of a configured mint (`creditOf`), then is applied
+ * (payments/push.ts). A process's first pass has no slot to start from: it lists each watched reference
+ * instead, once. Then what arrived for payments that closed underpaid becomes deposits. Returns what each
+ * new transfer did.
  */
 export async function scanPushPayments(
   db: Db,
@@ -147,68 +202,116 @@ export async function scanPushPayments(
   price: (amount: { unit: string; value: string }, asset: AssetConfig) => bigint | null,
   now: Date = new Date(),
 ): Promise<PushOutcome[]> {
-  const watched = await db
-    .selectFrom('push_references as r')
-    .innerJoin('payments as p', 'p.id', 'r.payment_id')
-    .select(['r.reference', 'p.id', 'p.amount_unit', 'p.amount_value'])
-    .where('p.mode', '=', 'live')
-    .where('p.expires_at', '>', new Date(now.getTime() - lateWatchMs))
-    .execute()
-  const outcomes: PushOutcome[] = []
   const assets = chain.assets.filter((a) => a.push !== false)
-  for (const payment of watched) {
-    const signatures = await chain.connection.getSignaturesForAddress(
-      new PublicKey(payment.reference),
-      { limit: 1000 },
-      chain.commitment,
-    )
-    const fresh = signatures.filter((s) => !s.err).map((s) => s.signature)
-    if (fresh.length === 0) continue
-    const known = new Set(
-      (
-        await db.selectFrom('push_transfers').select('signature').where('signature', 'in', fresh).execute()
-      ).map((r) => r.signature),
-    )
-    for (const signature of fresh.filter((s) => !known.has(s)).reverse()) {
+  const outcomes: PushOutcome[] = []
+  if (assets.length > 0) {
+    // Read before the watched references: a reference made after that read is paid in a later slot, so
+    // the next pass, listing from this slot, still sees its transfer.
+    const to = await chain.connection.getSlot(chain.commitment)
+    const watched = await db
+      .selectFrom('push_references as r')
+      .innerJoin('payments as p', 'p.id', 'r.payment_id')
+      .select(['r.reference', 'p.id', 'p.amount_unit', 'p.amount_value'])
+      .where('p.mode', '=', 'live')
+      .where('p.expires_at', '>', new Date(now.getTime() - lateWatchMs))
+      .execute()
+    const byReference = new Map(watched.map((w) => [w.reference, w]))
+    const mints = await Promise.all(assets.map((asset) => chain.mintInfo(asset)))
+    const accounts = mints.map((mint) => collectionTokenAccount(chain, mint))
+    const slots = scannedSlots.get(chain) ?? new Map<string, number>()
+    scannedSlots.set(chain, slots)
+    const listed = new Set<string>()
+    const first = accounts.some((account) => slots.get(account.toBase58()) === undefined)
+    if (first) {
+      for (const payment of watched) {
+        const signatures = await chain.connection.getSignaturesForAddress(
+          new PublicKey(payment.reference),
+          { limit: 1000 },
+          chain.commitment,
+        )
+        for (const entry of [...signatures].reverse()) if (!entry.err) listed.add(entry.signature)
+      }
+    } else if (watched.length > 0) {
+      for (const account of accounts) {
+        const from = BigInt(slots.get(account.toBase58())!)
+        for (const signature of await signaturesBetween(chain, account, from, to)) listed.add(signature)
+      }
+    }
+    const known = await seenSignatures(db, [...listed])
+    for (const signature of [...listed].filter((s) => !known.has(s))) {
       const tx = await chain.connection.getTransaction(signature, {
         commitment: chain.commitment,
         maxSupportedTransactionVersion: 0,
       })
       if (!tx?.meta || tx.meta.err) continue
-      for (const asset of assets) {
-        const mint = await chain.mintInfo(asset)
-        const found = creditOf(tx, chain, mint, payment.reference)
-        if (!found) continue
-        const due = price({ unit: payment.amount_unit, value: payment.amount_value }, asset)
-        if (due === null) continue
-        const transfer: FoundPushTransfer = {
-          paymentId: payment.id,
-          signature,
-          chainId: chain.caip2,
-          asset: asset.id,
-          holder: holderOf(chain.caip2, chain.service.publicKey.toBase58()),
-          sender: found.sender ? `${chain.caip2}:${found.sender}` : null,
-          amount: found.amount,
-          slot: tx.slot,
+      for (const payment of watchedAmong(tx, byReference)) {
+        for (const [i, asset] of assets.entries()) {
+          const found = creditOf(tx, chain, mints[i]!, payment.reference)
+          if (!found) continue
+          const due = price({ unit: payment.amount_unit, value: payment.amount_value }, asset)
+          if (due === null) continue
+          const transfer: FoundPushTransfer = {
+            paymentId: payment.id,
+            signature,
+            chainId: chain.caip2,
+            asset: asset.id,
+            holder: holderOf(chain.caip2, chain.service.publicKey.toBase58()),
+            sender: found.sender ? `${chain.caip2}:${found.sender}` : null,
+            amount: found.amount,
+            slot: tx.slot,
+          }
+          outcomes.push(
+            await applyPushTransfer(db, {
+              config,
+              transfer,
+              due,
+              settlement: {
+                intervalMs: config.settlementIntervalMs,
+                jobKind: solanaJobKinds.settle,
+                depositRefundJobKind: solanaJobKinds.depositRefund,
+              },
+              now,
+            }),
+          )
         }
-        outcomes.push(
-          await applyPushTransfer(db, {
-            config,
-            transfer,
-            due,
-            settlement: {
-              intervalMs: config.settlementIntervalMs,
-              jobKind: solanaJobKinds.settle,
-              depositRefundJobKind: solanaJobKinds.depositRefund,
-            },
-            now,
-          }),
-        )
       }
     }
+    // Read up to `to`, all of them: the next pass starts there (a failed pass throws before this).
+    for (const account of accounts) slots.set(account.toBase58(), to)
   }
   await holdUnpaidPushes(db, now)
   return outcomes
+}
+
+/**
+ * Of `signatures`, those a push scan need not read again: transfers already applied, and the service's
+ * own transactions (payments, settlements, refunds: recorded before they are sent). One query per 1000.
+ */
+async function seenSignatures(db: Db, signatures: readonly string[]): Promise<Set<string>> {
+  const seen = new Set<string>()
+  for (let i = 0; i < signatures.length; i += 1000) {
+    const chunk = signatures.slice(i, i + 1000)
+    const { rows } = await sql<{ signature: string }>`
+      SELECT signature FROM push_transfers WHERE signature = ANY(${sql.val(chunk)}::text[])
+      UNION SELECT signature FROM solana_transactions WHERE signature = ANY(${sql.val(chunk)}::text[])`.execute(
+      db,
+    )
+    for (const row of rows) seen.add(row.signature)
+  }
+  return seen
+}
+
+/** The watched payments whose reference key is among `tx`'s account keys. */
+function watchedAmong<W>(tx: VersionedTransactionResponse, byReference: ReadonlyMap<string, W>): W[] {
+  const keys = tx.transaction.message.getAccountKeys({
+    accountKeysFromLookups: tx.meta?.loadedAddresses ?? null,
+  })
+  const out: W[] = []
+  for (let i = 0; i < keys.length; i++) {
+    const payment = byReference.get(keys.get(i)!.toBase58())
+    if (payment && !out.includes(payment)) out.push(payment)
+  }
+  return out
 }
 
 /**

@@ -43,6 +43,11 @@ export async function buildTransfer(input: {
    * subscription's charge: the service, which signs anyway as the fee payer).
    */
   authority?: PublicKey
+  /**
+   * Solana Pay reference keys (docs/push-payments.md): read-only, non-signer keys of the transfer
+   * instruction, as @solana/pay's createTransfer adds them, so the transaction is found by each.
+   */
+  references?: readonly PublicKey[]
 }): Promise<BuiltTransfer> {
   const { chain, mint, owner, recipient, amount } = input
   const { connection, service } = chain
@@ -68,18 +73,19 @@ export async function buildTransfer(input: {
       ),
     )
   }
-  transaction.add(
-    createTransferCheckedInstruction(
-      source,
-      mint.mint,
-      destination,
-      input.authority ?? owner,
-      amount,
-      mint.decimals,
-      [],
-      mint.programId,
-    ),
+  const transfer = createTransferCheckedInstruction(
+    source,
+    mint.mint,
+    destination,
+    input.authority ?? owner,
+    amount,
+    mint.decimals,
+    [],
+    mint.programId,
   )
+  for (const reference of input.references ?? [])
+    transfer.keys.push({ pubkey: reference, isSigner: false, isWritable: false })
+  transaction.add(transfer)
   transaction.add(
     new TransactionInstruction({ programId: memoProgramId, keys: [], data: Buffer.from(input.memo) }),
   )
