@@ -15,6 +15,7 @@ import { type Permit2Collection, permit2ToJson } from './collection.js'
 import { evmJobKinds, type RelayPayload, type VerifyTransferPayload } from './outcome.js'
 import { payerSubjects } from './payerCooldown.js'
 import { classifyPayerSignature, verifyPayerSignature } from './payerSignature.js'
+import { createEvmPushQuoter } from './push.js'
 import { type QuoteSettings, quoteEvm } from './quote.js'
 import { same } from './transfers.js'
 
@@ -39,6 +40,7 @@ export function createEvmDriver(
     namespace: 'eip155',
     assets: chain.assets,
     quote: (ctx) => quoteEvm(chain, settings, ctx),
+    pushRequest: createEvmPushQuoter(chain, settings.db),
 
     async verify(ctx) {
       if (ctx.option.kind === 'permit2') {

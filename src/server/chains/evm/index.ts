@@ -10,6 +10,7 @@ import type { ChainDriver } from '../types.js'
 import { createEvmChain, type EvmChain } from './chain.js'
 import { createEvmDriver } from './driver.js'
 import { evmJobKinds } from './outcome.js'
+import { depositRefundJob, pushSweepJob } from './push.js'
 import { refundJob } from './refund.js'
 import { relayJob } from './relay.js'
 import { createEvmSender } from './sender.js'
@@ -21,6 +22,7 @@ import './schema.js'
 
 export type { EvmChain } from './chain.js'
 export { evmJobKinds } from './outcome.js'
+export { scanEvmPushPayments } from './push.js'
 export { relayRefusal, submitRelay } from './relay.js'
 
 export interface EvmRuntimeOptions {
@@ -100,6 +102,8 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
         missingTransactionGraceMs: options.missingTransactionGraceMs ?? 10 * 60_000,
       }),
       [evmJobKinds.settle]: settleJob(jobSettings),
+      [evmJobKinds.pushSweep]: pushSweepJob(jobSettings, options.config),
+      [evmJobKinds.depositRefund]: depositRefundJob(jobSettings),
     },
   }
 }
