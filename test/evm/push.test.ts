@@ -4,10 +4,12 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { testUsdcAbi } from '../../fixtures/token/index.js'
 import type { EvmChain } from '../../src/server/chains/evm/chain.js'
+import { pushForwarderFactoryAbi } from '../../src/server/chains/evm/forwarder/artifact.js'
 import { reconcileEvmChain } from '../../src/server/chains/evm/ledger.js'
 import {
   create2Deployer,
   depositAddressOf,
+  depositSalt,
   eip681TransferUrl,
   pushFactoryAddress,
   scanEvmPushPayments,
@@ -241,6 +243,15 @@ describe('EVM push payments on Anvil', () => {
       .executeTakeFirstOrThrow()
     const deployGas = (await env.publicClient.getTransactionReceipt({ hash: factoryDeploy.hash as Hash }))
       .gasUsed
+    // The deposit addresses the links named are the ones the factory on the chain deploys and sweeps.
+    const onChain = await env.publicClient.readContract({
+      address: pushFactoryAddress(env.collection),
+      abi: pushForwarderFactoryAbi,
+      functionName: 'depositAddress',
+      args: [depositSalt(a.paymentId)],
+    })
+    expect(onChain).toBe(getAddress(linkA.recipient))
+    expect(await env.publicClient.getCode({ address: onChain })).toMatch(/^0x363d3d373d3d3d363d73/)
     const sweepBlock = (
       await env.publicClient.getTransactionReceipt({
         hash: (

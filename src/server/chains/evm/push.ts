@@ -28,11 +28,7 @@ import type { JobRow } from '../../store/schema.js'
 import type { PushContext } from '../types.js'
 import { eip3009Abi } from './abi.js'
 import type { EvmAsset, EvmChain } from './chain.js'
-import {
-  pushForwarderBytecode,
-  pushForwarderFactoryAbi,
-  pushForwarderFactoryBytecode,
-} from './forwarder/artifact.js'
+import { pushForwarderFactoryAbi, pushForwarderFactoryBytecode } from './forwarder/artifact.js'
 import { confirmedBlock } from './ledger.js'
 import { evmJobKinds } from './outcome.js'
 import type { EvmPushTransferRow } from './pushSchema.js'
@@ -79,13 +75,23 @@ export function depositSalt(paymentId: string): Hex {
   return keccak256(stringToHex(`caipay:push:${paymentId}`))
 }
 
-/** The payment's deposit address: what PushForwarderFactory.depositAddress(salt) answers on chain. */
+/** The forwarder every deposit address is a clone of: the factory's first contract (CREATE, nonce 1). */
+export function pushForwarderImplementation(factory: Address): Address {
+  return getContractAddress({ opcode: 'CREATE', from: factory, nonce: 1n })
+}
+
+/**
+ * The payment's deposit address: the CREATE2 address of an EIP-1167 minimal proxy of the forwarder, what
+ * PushForwarderFactory.depositAddress(salt) (OpenZeppelin's Clones) answers on chain.
+ */
 export function depositAddressOf(factory: Address, paymentId: string): Address {
+  const implementation = pushForwarderImplementation(factory).slice(2).toLowerCase()
+  const cloneCode: Hex = `0x3d602d80600a3d3981f3363d3d373d3d3d363d73${implementation}5af43d82803e903d91602b57fd5bf3`
   return getContractAddress({
     opcode: 'CREATE2',
     from: factory,
     salt: depositSalt(paymentId),
-    bytecodeHash: keccak256(pushForwarderBytecode),
+    bytecodeHash: keccak256(cloneCode),
   })
 }
 

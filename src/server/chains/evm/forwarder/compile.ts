@@ -1,5 +1,5 @@
 /**
- * Regenerates artifact.ts (ABI and creation code of the push forwarder and its factory) from
+ * Regenerates artifact.ts (ABI and creation code of the push forwarder factory, which deploys the forwarder itself) from
  * PushForwarder.sol. Run: `npx tsx src/server/chains/evm/forwarder/compile.ts`.
  */
 import { writeFileSync } from 'node:fs'
@@ -9,7 +9,6 @@ import { abiModule, compileSolidity } from '../../../../../fixtures/solc.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const generator = 'src/server/chains/evm/forwarder/compile.ts from PushForwarder.sol'
-const forwarder = compileSolidity(here, 'PushForwarder.sol', 'PushForwarder')
 const factory = compileSolidity(here, 'PushForwarder.sol', 'PushForwarderFactory')
 writeFileSync(
   join(here, 'artifact.ts'),
@@ -17,8 +16,6 @@ writeFileSync(
     abiModule('pushForwarderFactoryAbi', factory.abi, generator).trimEnd(),
     `/** Creation code of PushForwarderFactory (${factory.compiler}); its constructor takes the owner. */`,
     `export const pushForwarderFactoryBytecode = '${factory.bytecode}' as const`,
-    `/** Creation code of PushForwarder (${forwarder.compiler}): every deposit address is CREATE2 of it. */`,
-    `export const pushForwarderBytecode = '${forwarder.bytecode}' as const`,
     '',
   ].join('\n'),
 )
