@@ -14,6 +14,7 @@ import {
   pushFactoryAddress,
   scanEvmPushPayments,
 } from '../../src/server/chains/evm/push.js'
+import type { JobRunner } from '../../src/server/jobs/runner.js'
 import { holderOf } from '../../src/server/ledger/entries.js'
 import { listDifferences } from '../../src/server/ledger/reconcile.js'
 import { depositRefundJobKind, refundDeposit } from '../../src/server/payments/deposits.js'
@@ -34,12 +35,13 @@ type Json = any
 
 let env: EvmEnv
 let chain: EvmChain
+let runner: JobRunner
 const due = usdc(12.5)
 
 beforeAll(async () => {
   env = await createEvmEnv()
   chain = env.t.app.liveChains.evm[0]!
-  env.startRunner()
+  runner = env.startRunner()
 })
 afterAll(() => env?.close())
 
@@ -374,6 +376,49 @@ describe('EVM push payments on Anvil', () => {
       .where('payment_id', '=', paid.paymentId)
       .execute()
     expect(twice).toEqual([{ reason: 'duplicate', amount: due.toString() }])
+    await reconciled()
+  })
+
+  it('a kill between recording the sweep and sending it: the same bytes are sent once, applied once', async () => {
+    await runner.stop()
+    const exchange = await hotWallet(9)
+    const { paymentId } = await env.pay('1250')
+    const link = (await pushOption(paymentId)).push
+    await exchange.payLink(link.url)
+    expect(await scan()).toBe(1)
+    const sweepOnly = { 'evm.push_sweep': env.t.app.jobHandlers['evm.push_sweep']! }
+    // Automine off: the first runner records and broadcasts the sweep, then dies; the node then loses it
+    // (dropped from its pool), which is what a kill right after the record leaves.
+    await env.publicClient.request({ method: 'evm_setAutomine', params: [false] } as never)
+    const first = env.startRunner(sweepOnly)
+    const sweepRows = () =>
+      env.t.db
+        .selectFrom('evm_transactions')
+        .select(['hash', 'status'])
+        .where('payment_id', '=', paymentId)
+        .where('purpose', '=', 'sweep')
+        .execute()
+    const deadline = Date.now() + 10_000
+    while ((await sweepRows()).length === 0) {
+      if (Date.now() > deadline) throw new Error('no sweep was recorded')
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    await first.stop()
+    const [recorded] = await sweepRows()
+    await env.publicClient.request({ method: 'anvil_dropTransaction', params: [recorded!.hash] } as never)
+    await env.t.db
+      .updateTable('jobs')
+      .set({ state: 'running', locked_until: new Date(Date.now() - 1000) })
+      .where('payment_id', '=', paymentId)
+      .where('kind', '=', 'evm.push_sweep')
+      .execute()
+    await env.publicClient.request({ method: 'evm_setAutomine', params: [true] } as never)
+    runner = env.startRunner()
+    expect(await swept(paymentId)).toEqual({ applied: ['succeeded'] })
+    expect(await sweepRows()).toEqual([{ hash: recorded!.hash, status: 'succeeded' }])
+    expect(await row(paymentId)).toMatchObject({ status: 'succeeded', source: 'push' })
+    expect(await env.balance(getAddress(link.recipient))).toBe(0n)
+    await env.waitSettled(paymentId)
     await reconciled()
   })
 })

@@ -23,7 +23,7 @@ import { holderOf } from '../../ledger/entries.js'
 import { assertSendsAllowed } from '../../ledger/reconcile.js'
 import { depositsRefunding, finishDepositRefund } from '../../payments/deposits.js'
 import { applyPushTransfer, holdUnpaidPushes, type PushOutcome } from '../../payments/push.js'
-import type { Db } from '../../store/db.js'
+import { type Db, inTransaction } from '../../store/db.js'
 import type { JobRow } from '../../store/schema.js'
 import type { PushContext } from '../types.js'
 import { eip3009Abi } from './abi.js'
@@ -214,29 +214,34 @@ export async function scanEvmPushPayments(db: Db, chain: EvmChain, now: Date = n
       for (const log of logs) {
         const asset = assets.find((a) => same(a.token, log.address))
         const deposit = asset && byKey.get(`${log.args.to!.toLowerCase()}/${canonicalCaip(asset.id)}`)
-        if (!asset || !deposit || !log.args.value) continue
-        const inserted = await db
-          .insertInto('evm_push_transfers')
-          .values({
-            log_id: `${log.transactionHash}:${log.logIndex}`,
-            payment_id: deposit.payment_id,
-            chain_id: chain.caip2,
-            asset: deposit.asset,
-            deposit_address: deposit.address,
-            sender: log.args.from!.toLowerCase(),
-            amount: log.args.value.toString(),
-            block: log.blockNumber,
-            log_index: log.logIndex,
-            holder: holderOf(chain.caip2, chain.executor.address),
-            state: 'found',
-            found_at: now,
-          })
-          .onConflict((oc) => oc.column('log_id').doNothing())
-          .returning('log_id')
-          .executeTakeFirst()
-        if (!inserted) continue
-        found += 1
-        await queueSweep(db, deposit.payment_id, now)
+        const amount = log.args.value
+        if (!asset || !deposit || !amount) continue
+        // The transfer and its payment's sweep job together: a crash between them would leave a transfer
+        // no later pass queues again (it is known by then).
+        const inserted = await inTransaction(db, async (trx) => {
+          const row = await trx
+            .insertInto('evm_push_transfers')
+            .values({
+              log_id: `${log.transactionHash}:${log.logIndex}`,
+              payment_id: deposit.payment_id,
+              chain_id: chain.caip2,
+              asset: deposit.asset,
+              deposit_address: deposit.address,
+              sender: log.args.from!.toLowerCase(),
+              amount: amount.toString(),
+              block: log.blockNumber,
+              log_index: log.logIndex,
+              holder: holderOf(chain.caip2, chain.executor.address),
+              state: 'found',
+              found_at: now,
+            })
+            .onConflict((oc) => oc.column('log_id').doNothing())
+            .returning('log_id')
+            .executeTakeFirst()
+          if (row) await queueSweep(trx, deposit.payment_id, now)
+          return row !== undefined
+        })
+        if (inserted) found += 1
       }
     }
     await db
