@@ -17,7 +17,7 @@ import {
 import type { JobRunner } from '../../src/server/jobs/runner.js'
 import { holderOf } from '../../src/server/ledger/entries.js'
 import { listDifferences } from '../../src/server/ledger/reconcile.js'
-import { depositRefundJobKind, refundDeposit } from '../../src/server/payments/deposits.js'
+import { depositRefundJobKind } from '../../src/server/payments/deposits.js'
 import { anvilChain, anvilPrivateKeys, mintTestToken } from '../anvil.js'
 import { headers } from '../server/helpers.js'
 import { createEvmEnv, type EvmEnv, usdc } from './support.js'
@@ -310,7 +310,7 @@ describe('EVM push payments on Anvil', () => {
     await reconciled()
   })
 
-  it('late (after cancel) and paid twice: deposits, refunded to their sender through the ledger', async () => {
+  it('late (after cancel) and paid twice: deposits, sent back to their sender at once through the ledger', async () => {
     const exchange = await hotWallet(8)
     const start = await env.balance(exchange.address)
     const { paymentId } = await env.pay('1250', env.bareMerchantId)
@@ -331,19 +331,12 @@ describe('EVM push payments on Anvil', () => {
       .executeTakeFirstOrThrow()
     expect(deposit).toMatchObject({
       reason: 'late',
-      status: 'held',
       amount: due.toString(),
       sender: `${env.anvil.caip2}:${exchange.address}`,
       holder: holderOf(env.anvil.caip2, env.collection),
     })
-    expect(await env.balance(exchange.address)).toBe(start - due)
-    await reconciled()
-    // The operator's `caipay deposits refund`: sent back from the collection address, exactly once.
-    await refundDeposit(env.t.db, {
-      id: deposit.id,
-      jobKind: depositRefundJobKind(deposit.chain_id),
-      now: new Date(),
-    })
+    // Sent back from the collection address, exactly once, by the job `caipay deposits refund` queues too.
+    expect(depositRefundJobKind(deposit.chain_id)).toBe('evm.deposit_refund')
     await env.waitJob(paymentId, 'evm.deposit_refund')
     const refunded = await env.t.db
       .selectFrom('deposits')
@@ -367,15 +360,18 @@ describe('EVM push payments on Anvil', () => {
     await exchange.payLink(paidLink.url)
     await scan()
     await swept(paid.paymentId)
+    const beforeTwice = await env.balance(exchange.address)
     await exchange.payLink(paidLink.url)
     await scan()
     expect(await swept(paid.paymentId)).toEqual({ applied: ['deposit'] })
+    await env.waitJob(paid.paymentId, 'evm.deposit_refund')
     const twice = await env.t.db
       .selectFrom('deposits')
-      .select(['reason', 'amount'])
+      .select(['reason', 'amount', 'status'])
       .where('payment_id', '=', paid.paymentId)
       .execute()
-    expect(twice).toEqual([{ reason: 'duplicate', amount: due.toString() }])
+    expect(twice).toEqual([{ reason: 'duplicate', amount: due.toString(), status: 'refunded' }])
+    expect(await env.balance(exchange.address)).toBe(beforeTwice)
     await reconciled()
   })
 

@@ -21,7 +21,7 @@ import { enqueueJob } from '../../jobs/queue.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { holderOf } from '../../ledger/entries.js'
 import { assertSendsAllowed } from '../../ledger/reconcile.js'
-import { depositsRefunding, finishDepositRefund } from '../../payments/deposits.js'
+import { depositsRefunding, finishDepositRefund, refundDeposit } from '../../payments/deposits.js'
 import { applyPushTransfer, holdUnpaidPushes, type PushOutcome } from '../../payments/push.js'
 import { type Db, inTransaction } from '../../store/db.js'
 import type { JobRow } from '../../store/schema.js'
@@ -495,6 +495,9 @@ async function applySwept(
       },
       now: row.found_at,
     })
+    // Late or paid twice: the sender is known (the Transfer log names it), so it goes back at once.
+    if (outcome.kind === 'deposit' && (outcome.reason === 'late' || outcome.reason === 'duplicate'))
+      await refundDeposit(db, { id: outcome.depositId, jobKind: evmJobKinds.depositRefund, now: new Date() })
     await db
       .updateTable('evm_push_transfers')
       .set({ state: 'applied' })
