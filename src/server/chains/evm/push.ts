@@ -289,7 +289,6 @@ export function pushSweepJob(settings: JobSettings, config: ServerConfig): JobHa
         .execute()
       if (found.length === 0) return { swept: 'nothing found' }
       const outcomes: PushOutcome['kind'][] = []
-      let waiting = 0
       for (const assetId of [...new Set(found.map((t) => t.asset))]) {
         const rows = found.filter((t) => t.asset === assetId)
         const chain = chainOf(settings, rows[0]!.chain_id)
@@ -302,10 +301,17 @@ export function pushSweepJob(settings: JobSettings, config: ServerConfig): JobHa
             BigInt(t.block) < position.block ||
             (BigInt(t.block) === position.block && t.log_index < position.logIndex),
         )
-        waiting += rows.length - covered.length
         outcomes.push(...(await applySwept(ctx.db, config, chain, covered)))
       }
-      if (waiting > 0) throw new RetryLater(`${waiting} transfer(s) arrived after the sweep; sweeping again.`)
+      // Arrived after the sweep, or found while this run was under way (the scan's queueing found the
+      // job running and left it): another round.
+      const left = await ctx.db
+        .selectFrom('evm_push_transfers')
+        .select('log_id')
+        .where('payment_id', '=', job.payment_id)
+        .where('state', '=', 'found')
+        .execute()
+      if (left.length > 0) throw new RetryLater(`${left.length} transfer(s) still to sweep; sweeping again.`)
       return { applied: outcomes }
     },
     async onGiveUp(job, error, ctx) {
