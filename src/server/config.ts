@@ -26,7 +26,7 @@ const AssetConfigSchema = z.strictObject({
   transferMethod: z.optional(z.enum(['eip3009', 'permit2'])),
   /** Live EVM: share of each gasless payment kept at settlement, in basis points (default 0). */
   settlementFeeBps: z.optional(z.int().check(z.minimum(0), z.maximum(10_000))),
-  /** Live Solana: offer push options (Solana Pay) for this asset (default true; docs/push-payments.md). */
+  /** Live Solana and EVM: offer push options (Solana Pay, EIP-681) for this asset (default true; docs/push-payments.md). */
   push: z.optional(z.boolean()),
 })
 

@@ -5,6 +5,7 @@ import { createApiKey, createPartner } from './accounts/accounts.js'
 import { buildApp } from './app.js'
 import { listenForCredentialChanges } from './authCache.js'
 import { reconcileEvmChain } from './chains/evm/ledger.js'
+import { scanEvmPushPayments } from './chains/evm/push.js'
 import { reconcileSolanaChain } from './chains/solana/ledger.js'
 import { scanPushPayments } from './chains/solana/push.js'
 import { resolveConfig, type ServerConfig } from './config.js'
@@ -196,10 +197,16 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
       })
       // Push payments: each chain's open references are read every `push.pollMs` (docs/push-payments.md).
       pushScans = startReconciliation({
-        chains: app.liveChains.solana.map((chain) => ({
-          id: chain.caip2,
-          reconcile: async () => void (await scanPushPayments(db, chain, config, tokenAmountFor)),
-        })),
+        chains: [
+          ...app.liveChains.solana.map((chain) => ({
+            id: chain.caip2,
+            reconcile: async () => void (await scanPushPayments(db, chain, config, tokenAmountFor)),
+          })),
+          ...app.liveChains.evm.map((chain) => ({
+            id: chain.caip2,
+            reconcile: async () => void (await scanEvmPushPayments(db, chain)),
+          })),
+        ],
         intervalMs: config.push.pollMs,
         ...(log ? { log } : {}),
       })

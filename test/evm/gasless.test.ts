@@ -2,6 +2,7 @@ import { type Address, createWalletClient, type Hex, http, parseEventLogs } from
 import { privateKeyToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { testUsdcAbi } from '../../fixtures/token/index.js'
+import type { PaymentOption } from '../../src/contract/gateway.js'
 import { createPayClient } from '../../src/pay/createPayClient.js'
 import {
   anvilPrivateKeys,
@@ -131,8 +132,9 @@ describe('live EVM gasless payment (EIP-3009)', () => {
     const { paymentId } = await env.pay('500', env.bareMerchantId)
     const res = await env.gw('POST', paymentId, '/options', { accounts: [buyer.account] })
     // No destination: the direct transfer (which goes straight to it) is not offered.
-    expect(res.json.options.map(isKind('eip3009'))).toEqual([true])
-    const option = res.json.options[0]
+    const pulled = res.json.options.filter((o: PaymentOption) => o.source !== 'push')
+    expect(pulled.map(isKind('eip3009'))).toEqual([true])
+    const option = pulled[0]
     const before = await env.balance(env.collection)
     const confirm = await env.gw('POST', paymentId, '/confirm', {
       optionId: option.id,
@@ -269,10 +271,12 @@ describe('options follow the buyer balance', () => {
     const short = await env.buyer(9, usdc(5))
     const res = await env.gw('POST', paymentId, '/options', { accounts: [empty.account, short.account] })
     expect(res.statusCode, res.body).toBe(200)
-    expect(res.json.options).toEqual([])
+    // Only the push option (a transfer to the payment's deposit address), which needs no balance.
+    expect(res.json.options.map((o: PaymentOption) => o.source ?? 'pull')).toEqual(['push'])
     await mintTestToken(env.anvil.rpcUrl, env.token, short.address, usdc(10))
     const again = await env.gw('POST', paymentId, '/options', { accounts: [short.account] })
-    expect(again.json.options.map((o: any) => [o.account, o.amount.value])).toEqual([
+    const pulled = again.json.options.filter((o: PaymentOption) => o.source !== 'push')
+    expect(pulled.map((o: PaymentOption) => [o.account, o.amount.value])).toEqual([
       [short.account, '12500000'],
       [short.account, '12500000'],
     ])

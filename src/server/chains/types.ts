@@ -72,7 +72,10 @@ export interface PushContext {
   tokenAmount: bigint
   /** Unix seconds: the payment's own expiry (a push request is not re-quoted). */
   expiresAt: number
-  /** The payment's reference key (one per payment, stable across options calls). */
+  /**
+   * The payment's reference key (one per payment, stable across options calls); empty for a driver
+   * without `newPushReference` (EVM: the payment's deposit address identifies it).
+   */
   reference: string
   /** Shown by the buyer's wallet (the merchant's name). */
   label?: string
@@ -234,7 +237,7 @@ export interface ChainDriver {
   verify?(ctx: ConfirmContext): Promise<void>
   /** Executes the payment after the gateway won the move to `processing` (see ConfirmContext.db). */
   confirm(ctx: ConfirmContext): Promise<ConfirmOutcome>
-  /** A new reference key for a payment's push options; drivers without push options have none. */
+  /** A new reference key for a payment's push options; drivers that need no key (EVM) have none. */
   newPushReference?(): string
   /** The push request of one asset (a transfer any wallet can send); undefined: none for this asset. */
   pushRequest?(ctx: PushContext): Promise<PushRequest | undefined>

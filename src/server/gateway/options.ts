@@ -67,11 +67,14 @@ export async function paymentOptions(input: OptionsInput): Promise<OptionsRespon
  */
 export async function pushOptions(input: Omit<OptionsInput, 'body'>): Promise<PaymentOption[]> {
   const { registry, payment, config, now } = input
-  const drivers = registry.drivers(payment.mode).filter((d) => d.pushRequest && d.newPushReference)
+  const drivers = registry.drivers(payment.mode).filter((d) => d.pushRequest)
   if (drivers.length === 0) return []
   const out: PaymentOption[] = []
   for (const driver of drivers) {
-    const reference = await pushReference(input.db, payment.id, driver.newPushReference!, now)
+    // A driver with no reference key (EVM: the deposit address identifies the payment) gets none.
+    const reference = driver.newPushReference
+      ? await pushReference(input.db, payment.id, driver.newPushReference, now)
+      : ''
     for (const asset of driver.assets) {
       if (asset.push === false) continue
       const tokenAmount = tokenAmountFor({ unit: payment.amount_unit, value: payment.amount_value }, asset)
@@ -89,7 +92,7 @@ export async function pushOptions(input: Omit<OptionsInput, 'body'>): Promise<Pa
       if (!request) continue
       out.push({
         // Not stored: the reference and the asset name it (a wallet that fetches it gets no actions).
-        id: `push_${reference.slice(0, 16)}_${out.length}`,
+        id: `push_${request.reference.slice(0, 16)}_${out.length}`,
         account: `${driver.caip2}:${request.recipient}`,
         amount: toAmount(`caip19/${asset.id}`, tokenAmount.toString(), config),
         etaS: 0,

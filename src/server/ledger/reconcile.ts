@@ -67,7 +67,10 @@ export async function ledgerPosition(
         WHERE mode = ${params.mode} AND status = 'processing'
           AND lower(option_amount->>'unit') = lower(${`caip19/${asset}`}))
       + (SELECT coalesce(sum(amount), 0) FROM push_transfers
-        WHERE state = 'pending' AND asset = ${asset} AND holder = ${params.holder}) AS in,
+        WHERE state = 'pending' AND asset = ${asset} AND holder = ${params.holder})
+      -- EVM push transfers found at a deposit address: the sweep brings them here before they are applied.
+      + (SELECT coalesce(sum(amount), 0) FROM evm_push_transfers
+        WHERE state = 'found' AND asset = ${asset} AND holder = ${params.holder}) AS in,
       (SELECT coalesce(sum(difference), 0) FROM ledger_differences
         WHERE holder = ${params.holder} AND asset = ${asset} AND acknowledged_at IS NOT NULL) AS acknowledged`.execute(
     db,

@@ -115,12 +115,13 @@ export async function refundDeposit(
   return row
 }
 
-/** The job that sends a deposit back on its chain (only Solana takes push payments today). */
+/** The job that sends a deposit back on its chain. */
 export function depositRefundJobKind(chainId: string): string {
-  if (!chainId.startsWith('solana:'))
-    fail('invalid_state', `Deposits on ${chainId || 'this chain'} cannot be refunded by the service yet.`)
-  // The Solana job kind (chains/solana/jobKinds.ts), named here so the domain imports no chain code.
-  return 'solana.deposit_refund'
+  // The chains' job kinds (chains/solana/jobKinds.ts, chains/evm/outcome.ts), named here so the domain
+  // imports no chain code.
+  if (chainId.startsWith('solana:')) return 'solana.deposit_refund'
+  if (chainId.startsWith('eip155:')) return 'evm.deposit_refund'
+  fail('invalid_state', `Deposits on ${chainId || 'this chain'} cannot be refunded by the service yet.`)
 }
 
 /** The deposits of a payment waiting for their refund transfer. */

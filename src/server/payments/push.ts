@@ -70,6 +70,11 @@ export interface PushSettlement {
   jobKind: string
   /** The chain's job that sends deposits back (an overpayment's excess when `push.overpaid` is `refund`). */
   depositRefundJobKind: string
+  /**
+   * The merchant's settlement destination (CAIP-10) as the chain's settlement job reads it (EVM: the bare
+   * address); undefined: not one this chain can pay, so the partner's float holds the payment. Default: as is.
+   */
+  settlementDestination?: (destination: string) => string | undefined
 }
 
 export type PushOutcome =
@@ -192,7 +197,9 @@ async function succeedPushed(
   },
 ): Promise<void> {
   const { payment, transfer, collected, now } = params
-  const destination = await settlementFor(trx, payment.merchant_id, transfer.asset)
+  const registered = await settlementFor(trx, payment.merchant_id, transfer.asset)
+  const to = registered && (params.settlement.settlementDestination ?? ((d) => d))(registered.destination)
+  const destination = to === undefined ? undefined : { destination: to }
   await succeedPayments(
     trx,
     [

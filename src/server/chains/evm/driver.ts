@@ -17,6 +17,7 @@ import { confirmMandate, mandateChargeKind, mandateKind, quoteEvmMandate, verify
 import { evmJobKinds, type RelayPayload, type VerifyTransferPayload } from './outcome.js'
 import { payerSubjects } from './payerCooldown.js'
 import { classifyPayerSignature, verifyPayerSignature } from './payerSignature.js'
+import { createEvmPushQuoter } from './push.js'
 import { type QuoteSettings, quoteEvm } from './quote.js'
 import { same } from './transfers.js'
 
@@ -43,6 +44,7 @@ export function createEvmDriver(
     quote: (ctx) => quoteEvm(chain, settings, ctx),
     quoteMandate: (ctx) => quoteEvmMandate(chain, settings, ctx),
     startMandateCharge: (db, charge) => armChargeJob(db, mandateChargeKind, charge),
+    pushRequest: createEvmPushQuoter(chain, settings.db),
 
     async verify(ctx) {
       if (ctx.option.kind === mandateKind) return verifyMandate(chain, ctx)

@@ -12,6 +12,7 @@ import { createEvmDriver } from './driver.js'
 import { mandateChargeKind } from './mandate.js'
 import { mandateChargeJob } from './mandateCharge.js'
 import { evmJobKinds } from './outcome.js'
+import { depositRefundJob, pushSweepJob } from './push.js'
 import { refundJob } from './refund.js'
 import { relayJob } from './relay.js'
 import { createEvmSender } from './sender.js'
@@ -23,6 +24,7 @@ import './schema.js'
 
 export type { EvmChain } from './chain.js'
 export { evmJobKinds } from './outcome.js'
+export { scanEvmPushPayments } from './push.js'
 export { relayRefusal, submitRelay } from './relay.js'
 
 export interface EvmRuntimeOptions {
@@ -103,6 +105,8 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
       }),
       [evmJobKinds.settle]: settleJob(jobSettings),
       [mandateChargeKind]: mandateChargeJob(jobSettings),
+      [evmJobKinds.pushSweep]: pushSweepJob(jobSettings, options.config),
+      [evmJobKinds.depositRefund]: depositRefundJob(jobSettings),
     },
   }
 }

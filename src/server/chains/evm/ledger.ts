@@ -11,7 +11,7 @@ const transferEvent = parseAbiItem('event Transfer(address indexed from, address
 const logRange = 10_000n
 
 /** The newest block the chain's confirmations make final for the ledger. */
-async function confirmedBlock(chain: EvmChain): Promise<bigint> {
+export async function confirmedBlock(chain: EvmChain): Promise<bigint> {
   const latest = await chain.publicClient.getBlockNumber({ cacheTime: 0 })
   const confirmed = latest - BigInt(Math.max(0, chain.confirmations - 1))
   return confirmed < 0n ? 0n : confirmed

@@ -15,6 +15,10 @@ export const evmJobKinds = {
    * collected amounts of its payments to the merchant's destination in one transfer.
    */
   settle: 'evm.settle',
+  /** A push payment's deposit address swept into the collection address, then what arrived applied. */
+  pushSweep: 'evm.push_sweep',
+  /** A push payment's deposits being refunded, each sent back to its sender. */
+  depositRefund: 'evm.deposit_refund',
 } as const
 
 export interface RelayPayload {

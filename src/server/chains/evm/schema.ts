@@ -4,10 +4,11 @@ import type { Timestamp } from '../../store/schema.js'
 
 /**
  * `deploy`: an undeployed (ERC-6492) payer's account, through its factory, before the relay; `refund`:
- * the payment's asset sent back (refund_id says which refund); `permit`: a subscription's signed Permit2
- * grant, once (migration 027); `charge`: one period's Permit2 `transferFrom`.
+ * the payment's asset sent back (refund_id says which refund); `sweep`: a push payment's deposit address
+ * emptied into the collection address; `deposit`: a push deposit sent back (migration 026); `permit`: a
+ * subscription's signed Permit2 grant, once (migration 027); `charge`: one period's Permit2 `transferFrom`.
  */
-export type EvmTxPurpose = 'relay' | 'settle' | 'deploy' | 'refund' | 'permit' | 'charge'
+export type EvmTxPurpose = 'relay' | 'settle' | 'deploy' | 'refund' | 'sweep' | 'deposit' | 'permit' | 'charge'
 /** `sent`: signed, recorded, broadcast (maybe); `dropped`: its nonce went to another transaction. */
 export type EvmTxStatus = 'sent' | 'succeeded' | 'reverted' | 'dropped'
 
@@ -17,6 +18,11 @@ export interface EvmTransactionsTable {
   purpose: EvmTxPurpose
   /** The refund a `refund` transaction pays (migration 015); null for the other purposes. */
   refund_id: ColumnType<string | null, string | null | undefined, string | null>
+  /**
+   * Which of a payment's several steps of one purpose (migration 026): a `sweep` round, the deposit a
+   * `deposit` sends back, the forwarder factory a push payment's `deploy` creates; null for the others.
+   */
+  step: ColumnType<string | null, string | null | undefined, string | null>
   /** CAIP-2. */
   chain_id: string
   /** The executor address, lower case. */

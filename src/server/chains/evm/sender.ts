@@ -10,6 +10,8 @@ export interface NewTransaction {
   purpose: EvmTxPurpose
   /** The refund a `refund` transaction pays. */
   refundId?: string
+  /** Which step of several of one purpose (schema.ts `step`). */
+  step?: string
   to: Address
   data: Hex
   /** The gas limit to sign with (an estimate with headroom). */
@@ -163,6 +165,7 @@ export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
           payment_id: transaction.paymentId,
           purpose: transaction.purpose,
           refund_id: transaction.refundId ?? null,
+          step: transaction.step ?? null,
           chain_id: chain.caip2,
           sender,
           nonce,

@@ -27,6 +27,8 @@ export interface SendOnceParameters {
   purpose: EvmTxPurpose
   /** A `refund` step's refund: a payment has one step per other purpose, but one per refund. */
   refundId?: string
+  /** Which of a payment's several steps of one purpose (schema.ts `step`): sweeps, deposits sent back. */
+  step?: string
   to: Address
   data: Hex
   /**
@@ -53,6 +55,7 @@ export function recordedSteps(
   paymentId: string,
   purpose: EvmTxPurpose,
   refundId?: string,
+  step?: string,
 ): Promise<EvmTransactionRow[]> {
   let query = db
     .selectFrom('evm_transactions')
@@ -61,6 +64,7 @@ export function recordedSteps(
     .where('purpose', '=', purpose)
     .where('status', 'in', ['sent', 'succeeded'])
   if (refundId !== undefined) query = query.where('refund_id', '=', refundId)
+  query = step === undefined ? query.where('step', 'is', null) : query.where('step', '=', step)
   return query.orderBy('id', 'desc').execute()
 }
 
@@ -76,7 +80,7 @@ export function recordedSteps(
  */
 export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row: EvmTransactionRow }> {
   const { db, chain } = p
-  const prior = await recordedSteps(db, p.paymentId, p.purpose, p.refundId)
+  const prior = await recordedSteps(db, p.paymentId, p.purpose, p.refundId, p.step)
   // Landed and recorded, but the caller died before its own next write (the payment row): that
   // transaction is the step. Signing anew would pay twice (or, for a relay, fail a paid payment
   // because its authorization is already used).
@@ -100,6 +104,7 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
     paymentId: p.paymentId,
     purpose: p.purpose,
     ...(p.refundId !== undefined ? { refundId: p.refundId } : {}),
+    ...(p.step !== undefined ? { step: p.step } : {}),
     to: p.to,
     data: p.data,
     gas,
@@ -269,7 +274,7 @@ const min = (a: bigint, b: bigint) => (a < b ? a : b)
  */
 export async function sendAndWait(
   watcher: EvmWatcher,
-  step: { paymentId: string; purpose: EvmTxPurpose; refundId?: string },
+  step: { paymentId: string; purpose: EvmTxPurpose; refundId?: string; step?: string },
   send: () => Promise<Hash>,
   options: { timeoutMs: number; signal: AbortSignal; idle: JobRunContext['idle'] },
 ): Promise<{ hash: Hash; receipt: TransactionReceipt | undefined }> {
@@ -282,6 +287,7 @@ export async function sendAndWait(
         timeoutMs: Math.max(0, deadline - Date.now()),
         signal: options.signal,
         ...(step.refundId !== undefined ? { refundId: step.refundId } : {}),
+        ...(step.step !== undefined ? { step: step.step } : {}),
       }),
     )
     if (outcome.kind === 'receipt') return { hash: outcome.receipt.transactionHash, receipt: outcome.receipt }
@@ -300,6 +306,7 @@ export async function retryWhileInFlight(
   purpose: EvmTxPurpose,
   error: unknown,
   refundId?: string,
+  step?: string,
 ): Promise<unknown> {
   if (error instanceof RetryLater) return error
   let query = db
@@ -309,6 +316,7 @@ export async function retryWhileInFlight(
     .where('purpose', '=', purpose)
     .where('status', '=', 'sent')
   if (refundId !== undefined) query = query.where('refund_id', '=', refundId)
+  if (step !== undefined) query = query.where('step', '=', step)
   const row = await query.executeTakeFirst()
   return row === undefined ? error : new RetryLater(String(error))
 }

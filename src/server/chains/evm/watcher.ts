@@ -24,7 +24,7 @@ export interface EvmWatcher {
     paymentId: string,
     purpose: EvmTxPurpose,
     /** `refundId`: a `refund` step's refund (a payment has one such step per refund). */
-    options: { timeoutMs: number; signal: AbortSignal; refundId?: string },
+    options: { timeoutMs: number; signal: AbortSignal; refundId?: string; step?: string },
   ): Promise<WatchOutcome>
 }
 
@@ -32,6 +32,8 @@ interface Waiter {
   paymentId: string
   purpose: EvmTxPurpose
   refundId: string | null
+  /** Which step of several of one purpose (schema.ts `step`). */
+  step: string | null
   /**
    * The newest block seen when the step began waiting (right after its send): where send-to-final counts
    * from. Unknown (nothing read from the chain yet): the head of the watcher's first look.
@@ -108,7 +110,7 @@ export function createEvmWatcher(
       .execute()
     const byStep = new Map<string, EvmTransactionRow[]>()
     for (const row of rows) {
-      const key = stepKey(row.payment_id, row.purpose, row.refund_id)
+      const key = stepKey(row.payment_id, row.purpose, row.refund_id, row.step)
       byStep.set(key, [...(byStep.get(key) ?? []), row])
     }
     const receipts = await receiptsOf(
@@ -116,7 +118,7 @@ export function createEvmWatcher(
       rows.map((r) => r.hash as Hash),
     )
     for (const waiter of watching) {
-      const own = byStep.get(stepKey(waiter.paymentId, waiter.purpose, waiter.refundId)) ?? []
+      const own = byStep.get(stepKey(waiter.paymentId, waiter.purpose, waiter.refundId, waiter.step)) ?? []
       if (own.length === 0) {
         waiter.settle({ kind: 'gone' })
         continue
@@ -151,6 +153,7 @@ export function createEvmWatcher(
           paymentId,
           purpose,
           refundId: options.refundId ?? null,
+          step: options.step ?? null,
           since: chain.nodes.highest() || undefined,
           settle(outcome) {
             if (!waiters.delete(waiter)) return
@@ -172,8 +175,8 @@ export function createEvmWatcher(
   }
 }
 
-const stepKey = (paymentId: string, purpose: string, refundId: string | null) =>
-  `${paymentId}/${purpose}/${refundId ?? ''}`
+const stepKey = (paymentId: string, purpose: string, refundId: string | null, step: string | null) =>
+  `${paymentId}/${purpose}/${refundId ?? ''}/${step ?? ''}`
 
 /** Receipts by hash (lower case), read together (one JSON-RPC batch per `rpcBatchSize`); absent: none yet. */
 async function receiptsOf(

@@ -10,8 +10,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     ALTER TABLE evm_transactions DROP CONSTRAINT evm_transactions_purpose_check;
     ALTER TABLE evm_transactions ADD CONSTRAINT evm_transactions_purpose_check
-      CHECK (purpose IN ('relay', 'settle', 'deploy', 'refund', 'permit', 'charge')
-        AND (refund_id IS NOT NULL) = (purpose = 'refund'));
+      CHECK (purpose IN ('relay', 'settle', 'deploy', 'refund', 'sweep', 'deposit', 'permit', 'charge')
+        AND (refund_id IS NOT NULL) = (purpose = 'refund')
+        AND (step IS NOT NULL OR purpose NOT IN ('sweep', 'deposit')));
   `.execute(db)
 }
 
@@ -20,6 +21,8 @@ export async function down(db: Kysely<unknown>): Promise<void> {
     DELETE FROM evm_transactions WHERE purpose IN ('permit', 'charge');
     ALTER TABLE evm_transactions DROP CONSTRAINT evm_transactions_purpose_check;
     ALTER TABLE evm_transactions ADD CONSTRAINT evm_transactions_purpose_check
-      CHECK (purpose IN ('relay', 'settle', 'deploy', 'refund') AND (refund_id IS NOT NULL) = (purpose = 'refund'));
+      CHECK (purpose IN ('relay', 'settle', 'deploy', 'refund', 'sweep', 'deposit')
+        AND (refund_id IS NOT NULL) = (purpose = 'refund')
+        AND (step IS NOT NULL OR purpose NOT IN ('sweep', 'deposit')));
   `.execute(db)
 }
