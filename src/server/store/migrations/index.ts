@@ -22,6 +22,7 @@ import * as capture from './020_capture.js'
 import * as push from './021_push.js'
 import * as subscriptions from './022_subscriptions.js'
 import * as observability from './023_observability.js'
+import * as relayReservations from './024_relay_reservations.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -51,4 +52,5 @@ export const migrations: Record<string, Migration> = {
   '023_observability': observability,
   '021_push': push,
   '022_subscriptions': subscriptions,
+  '024_relay_reservations': relayReservations,
 }
