@@ -1,4 +1,12 @@
-import { type Address, encodeFunctionData, type Hash, type Hex, type TransactionReceipt } from 'viem'
+import {
+  type Address,
+  BaseError,
+  ExecutionRevertedError,
+  encodeFunctionData,
+  type Hash,
+  type Hex,
+  type TransactionReceipt,
+} from 'viem'
 import type { Fence } from '../../jobs/fence.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { holderOf } from '../../ledger/entries.js'
@@ -255,14 +263,17 @@ export function guardFeeBump(db: Db, chain: EvmChain, guards: RelayGuardSettings
   }
 }
 
-/** A call from the executor exactly as it will be signed (gas limit, fees, the pending block); throws `refused` on a revert. */
+/**
+ * A call from the executor exactly as it will be signed (gas limit, fees, the pending block); throws
+ * `refused` when it reverts (any other failure, the node unreachable, passes as is).
+ */
 async function simulateAsSent(
   chain: EvmChain,
   sent: { to: Address; data: Hex; gas: bigint } & EvmFees,
   refused: (reason: string) => Error,
 ): Promise<void> {
-  await refuseOnRevert(
-    chain.publicClient.call({
+  try {
+    await chain.publicClient.call({
       account: chain.executor.address,
       to: sent.to,
       data: sent.data,
@@ -270,9 +281,12 @@ async function simulateAsSent(
       maxFeePerGas: sent.maxFeePerGas,
       maxPriorityFeePerGas: sent.maxPriorityFeePerGas,
       blockTag: 'pending',
-    }),
-    refused,
-  )
+    })
+  } catch (error) {
+    const reverted = error instanceof BaseError && error.walk((e) => e instanceof ExecutionRevertedError)
+    if (reverted instanceof ExecutionRevertedError) throw refused(reverted.details || reverted.shortMessage)
+    throw error
+  }
 }
 
 /**
