@@ -81,7 +81,7 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
           sender: createEvmSender(options.db, chain),
           // A payer's send is bumped only as its relay is sent: simulated again, its reservation raised.
           watcher: createEvmWatcher(options.db, chain, (db, c) =>
-            sweepInFlight(db, c, guardFeeBump(db, c, guards)),
+            sweepInFlight(db, c, guardFeeBump(db, guards)),
           ),
           finisher: createPaymentFinisher(options.db, (trx, hashes) =>
             setTxStatuses(trx, hashes, 'succeeded'),

@@ -144,7 +144,7 @@ export function relayJob(settings: JobSettings): JobHandler {
       }
       const send = () =>
         submitCollection(ctx.db, chain, relayer.sender, job.payment_id, call, ctx.fence, beforeSign, {
-          beforeBump: guardFeeBump(ctx.db, chain, settings.guards),
+          beforeBump: guardFeeBump(ctx.db, settings.guards),
         })
       let sent: Awaited<ReturnType<typeof sendAndWait>>
       const release = await relayer.sender.slot()
@@ -242,20 +242,19 @@ function failing(
 }
 
 /**
- * Fee bumps of a payer's sends (the relay, an ERC-6492 deployment): the replacement is simulated as it
- * will be sent (its bumped fees, the pending block) and the payment's reservation raised to its new worst
- * case before it is signed; a refusal leaves the transaction at its own fees, covered by its reservation.
+ * Fee bumps of a payer's sends (the relay, an ERC-6492 deployment): the payment's one reservation is
+ * raised to the replacement's worst case (its gas limit x its bumped max fee) under the payer's and the
+ * caller's budgets before it is signed; past either, the transaction stays at its own fees, which its
+ * reservation covers. A replacement cannot be simulated again on the node: every state the node answers
+ * from holds the transaction it replaces (on Anvil even a block by number), so the replacement reads as
+ * its own duplicate (an authorization already used). Only one of the nonce's transactions can land, so
+ * a bump adds no revert, only fees, and those are what the reservation bounds.
  */
-export function guardFeeBump(db: Db, chain: EvmChain, guards: RelayGuardSettings): BumpGuard {
+export function guardFeeBump(db: Db, guards: RelayGuardSettings): BumpGuard {
   return async (row, sent) => {
     if (row.purpose !== 'relay' && row.purpose !== 'deploy') return
-    await simulateAsSent(
-      chain,
-      sent,
-      (reason) => new AuthorizationRefused(`The bumped send would revert: ${reason}`),
-    )
     await reserveExecutorFee(db, guards, {
-      chainId: chain.caip2,
+      chainId: row.chain_id,
       paymentId: row.payment_id,
       subjects: [],
       amount: sent.gas * sent.maxFeePerGas,
@@ -339,7 +338,7 @@ async function deployAccount(
           amount: sent.gas * sent.maxFeePerGas,
         })
       },
-      beforeBump: guardFeeBump(ctx.db, chain, settings.guards),
+      beforeBump: guardFeeBump(ctx.db, settings.guards),
     })
     return hash
   }

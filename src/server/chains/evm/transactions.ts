@@ -48,7 +48,7 @@ export interface SendOnceParameters {
 
 /**
  * Runs before a fee bump of `row` is signed, with exactly what the replacement will carry: throw to
- * leave the transaction at its own fees (a payer's send simulated again, its reservation raised).
+ * leave the transaction at its own fees (a payer's send: its reservation raised to the new worst case).
  */
 export type BumpGuard = (
   row: EvmTransactionRow,
