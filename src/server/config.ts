@@ -88,6 +88,8 @@ const ChainConfigSchema = z
      * overrides `relays.gasBudget.perCredential` (a sum in ether means little in SOL).
      */
     gasBudgetPerCredential: z.optional(Decimal),
+    /** This chain's executor fee budget per payer and window, in whole native units: overrides `relays.gasBudget.perPayer`. */
+    gasBudgetPerPayer: z.optional(Decimal),
   })
   .check(
     z.refine((chain) => chain.rpcUrl !== undefined || chain.rpcUrls !== undefined, {
@@ -162,6 +164,11 @@ const ConfigFileSchema = z.strictObject({
            * per window on reverted, failed and in-flight sends (default "0.1"; see `gasBudgetPerCredential`).
            */
           perCredential: z.optional(Decimal),
+          /**
+           * Whole native units one payer's failed and in-flight sends may cost the executor of a chain
+           * per window, checked before its credential's budget (default "0.01"; see `gasBudgetPerPayer`).
+           */
+          perPayer: z.optional(Decimal),
         }),
       ),
     }),
@@ -260,9 +267,13 @@ export interface ServerConfig {
   /**
    * Bounds on what the executors spend for hostile payers (payments/relayGuards.ts): a payer whose relay
    * failed on chain is refused for `payerCooldownSeconds`; a credential's reverted, failed and in-flight
-   * sends may cost at most `gasBudget.perCredential` native units per `gasBudget.windowSeconds` on a chain.
+   * sends may cost at most `gasBudget.perCredential` native units per `gasBudget.windowSeconds` on a chain,
+   * and one payer's at most `gasBudget.perPayer` (checked first).
    */
-  relays: { payerCooldownSeconds: number; gasBudget: { windowSeconds: number; perCredential: string } }
+  relays: {
+    payerCooldownSeconds: number
+    gasBudget: { windowSeconds: number; perCredential: string; perPayer: string }
+  }
   /** Jobs one process runs at once; the database pool is sized from it (see server.ts). */
   jobSlots: number
   /** The job runner's lease per claim, ms (`jobs.leaseMs`); the runner's default when undefined. */
@@ -321,7 +332,10 @@ export const defaultConfig: ServerConfig = {
   secretsKey: null,
   previousSecretsKeys: [],
   idempotencyTtlSeconds: 24 * 60 * 60,
-  relays: { payerCooldownSeconds: 900, gasBudget: { windowSeconds: 3600, perCredential: '0.1' } },
+  relays: {
+    payerCooldownSeconds: 900,
+    gasBudget: { windowSeconds: 3600, perCredential: '0.1', perPayer: '0.01' },
+  },
   jobSlots: 64,
   settlementIntervalMs: 5000,
   push: { overpaid: 'settle', pollMs: 1000 },
@@ -375,6 +389,7 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
       gasBudget: {
         windowSeconds: file.relays?.gasBudget?.windowSeconds ?? defaultConfig.relays.gasBudget.windowSeconds,
         perCredential: file.relays?.gasBudget?.perCredential ?? defaultConfig.relays.gasBudget.perCredential,
+        perPayer: file.relays?.gasBudget?.perPayer ?? defaultConfig.relays.gasBudget.perPayer,
       },
     },
     jobSlots: file.jobs?.slots ?? defaultConfig.jobSlots,

@@ -5,11 +5,14 @@
  * - a payer whose relay failed on chain after passing its simulation is cooled down: refused at verify,
  *   confirm and before any send until `relays.payerCooldownSeconds` have passed. A contract payer is
  *   cooled down by its code hash too: a fresh copy of the same account at a new address is no way round.
- * - each credential has an executor fee budget per chain and window (`relays.gasBudget`): a send is
- *   signed only when its worst-case cost (gas limit x max fee per gas; a Solana transaction's fee) fits
- *   in what the window's reverted and in-flight sends left. A send that succeeds gives its reservation
- *   back: a payment that moved the payer's money is the partner's business, priced by its fees; only
- *   sends that moved nothing are the executor's loss, and those are what the budget bounds.
+ * - each payer, then each credential, has an executor fee budget per chain and window
+ *   (`relays.gasBudget.perPayer`, `.perCredential`): a send is signed only when its worst-case cost (gas
+ *   limit x max fee per gas; a Solana transaction's fee) fits in what the window's failed and in-flight
+ *   sends left of both. The payer's budget is checked first, so one payer's failures lock out that payer
+ *   before they lock out the honest payers of the same merchant's public gateway.
+ * - a payment holds one reservation (migration 024): its ERC-6492 deployment, its relay, the relay's
+ *   re-sends and fee bumps raise it; its end settles it: deleted when the payer's money moved (a payment
+ *   that paid is the partner's business, priced by its fees), else turned into what its sends cost.
  */
 import { sql } from 'kysely'
 import type { ServerConfig } from '../config.js'
@@ -37,6 +40,8 @@ export interface RelayGuardSettings {
   windowMs: number
   /** A credential's budget on the chain per window, in the chain's smallest native unit. */
   budget(chainId: string): bigint
+  /** A payer's budget on the chain per window (smallest native unit), checked before its credential's. */
+  payerBudget(chainId: string): bigint
 }
 
 export function relayGuardSettings(config: ServerConfig): RelayGuardSettings {
@@ -47,6 +52,10 @@ export function relayGuardSettings(config: ServerConfig): RelayGuardSettings {
     budget(chainId) {
       const perChain = config.chains[chainId]?.gasBudgetPerCredential
       return nativeUnits(perChain ?? relays.gasBudget.perCredential, nativeDecimals(chainId))
+    },
+    payerBudget(chainId) {
+      const perChain = config.chains[chainId]?.gasBudgetPerPayer
+      return nativeUnits(perChain ?? relays.gasBudget.perPayer, nativeDecimals(chainId))
     },
   }
 }
@@ -59,29 +68,6 @@ function nativeDecimals(chainId: string): number {
 function nativeUnits(decimal: string, decimals: number): bigint {
   const [whole = '0', fraction = ''] = decimal.split('.')
   return BigInt(whole) * 10n ** BigInt(decimals) + BigInt(fraction.slice(0, decimals).padEnd(decimals, '0'))
-}
-
-/** The cool-down refusing any of `subjects` on the chain now, if one does. */
-export async function activeCooldown(
-  db: Db,
-  chainId: string,
-  subjects: readonly CooldownSubject[],
-  now: Date = new Date(),
-): Promise<ActiveCooldown | undefined> {
-  if (subjects.length === 0) return undefined
-  const row = await db
-    .selectFrom('payer_cooldowns')
-    .select(['subject', 'kind', 'until', 'reason'])
-    .where('chain_id', '=', chainId)
-    .where(
-      'subject',
-      'in',
-      subjects.map((s) => s.subject),
-    )
-    .where('until', '>', now)
-    .orderBy('until', 'desc')
-    .executeTakeFirst()
-  return row
 }
 
 /** Words for a refusal: who is cooled down, why, until when. */
@@ -128,140 +114,255 @@ export async function coolDownPayer(
     .execute()
 }
 
-/** Why a credential's budget is spent: the refusal settle and confirm answer, and a payment's failure. */
+/** Why a payer's or a credential's budget is spent: the refusal settle and confirm answer, and a payment's failure. */
 export class GasBudgetExhausted extends Error {
   constructor(
     readonly chainId: string,
     readonly used: bigint,
     readonly budget: bigint,
     windowMs: number,
+    /** Whose budget: the payer's (checked first) or the caller's credential's. */
+    readonly scope: 'payer' | 'credential' = 'credential',
   ) {
     super(
-      `This credential's executor fee budget on ${chainId} is spent: ${used} of ${budget} (smallest native units) in the last ${windowMs / 1000} s went to reverted, failed or in-flight sends. Sends resume as the window moves on.`,
+      `${scope === 'payer' ? "This payer's" : "This credential's"} executor fee budget on ${chainId} is spent: ${used} of ${budget} (smallest native units) in the last ${windowMs / 1000} s went to reverted, failed or in-flight sends. Sends resume as the window moves on.`,
     )
   }
 }
 
-/** What the credential's reverted, failed and in-flight sends on the chain took in the window. */
-async function usedInWindow(db: Db, chainId: string, credentialId: string, since: Date): Promise<bigint> {
-  const row = await db
-    .selectFrom('executor_gas_charges')
-    .select(sql<string | null>`sum(amount)`.as('used'))
-    .where('credential_id', '=', credentialId)
-    .where('chain_id', '=', chainId)
-    .where('created_at', '>', since)
-    .executeTakeFirst()
-  return BigInt(row?.used ?? 0)
+/** The payer is cooled down (a send for it failed on chain before): nothing is signed for it. */
+export class PayerCoolingDown extends Error {}
+
+/** A send of the payment reverted on chain already: nothing is sent for it again. */
+export class SendReverted extends Error {}
+
+/** The payer's address among its subjects: whose budget a send counts against. */
+function payerOf(subjects: readonly CooldownSubject[]): string | undefined {
+  return subjects.find((s) => s.kind === 'address')?.subject
 }
 
 /**
- * Throws GasBudgetExhausted when what the credential has left of its budget on the chain is not more
- * than `needed` (a send's worst-case cost, when known; else any send).
+ * Whether a payment for the payer may be taken on for the executor to pay fees for (x402 verify and
+ * settle, the gateway's confirm): refused when the payer is cooled down, or when what the payer's, then
+ * the credential's, failed and in-flight sends took in the window leaves no room for `needed` (a send's
+ * worst case, when known). One statement. Undefined: allowed.
  */
-export async function assertGasBudgetLeft(
+export async function guardRefusal(
   db: Db,
   settings: RelayGuardSettings,
-  chainId: string,
-  credentialId: string,
-  options: { needed?: bigint; now?: Date } = {},
-): Promise<void> {
-  const now = options.now ?? new Date()
-  const budget = settings.budget(chainId)
-  const used = await usedInWindow(db, chainId, credentialId, new Date(now.getTime() - settings.windowMs))
-  if (used >= budget || used + (options.needed ?? 0n) > budget)
-    throw new GasBudgetExhausted(chainId, used, budget, settings.windowMs)
+  input: {
+    chainId: string
+    subjects: readonly CooldownSubject[]
+    credentialId: string
+    needed?: bigint
+    now?: Date
+  },
+): Promise<PayerCoolingDown | GasBudgetExhausted | undefined> {
+  const now = input.now ?? new Date()
+  const since = new Date(now.getTime() - settings.windowMs)
+  const payer = payerOf(input.subjects) ?? null
+  const subjects = input.subjects.map((s) => s.subject)
+  const { rows } = await sql<{
+    subject: string | null
+    kind: 'address' | 'code_hash' | null
+    until: Date | null
+    reason: string | null
+    payer_used: string
+    credential_used: string
+  }>`
+    SELECT c.subject, c.kind, c.until, c.reason,
+      (SELECT coalesce(sum(amount), 0) FROM executor_gas_charges
+        WHERE ${payer}::text IS NOT NULL AND payer = ${payer} AND chain_id = ${input.chainId}
+          AND created_at > ${since}) AS payer_used,
+      (SELECT coalesce(sum(amount), 0) FROM executor_gas_charges
+        WHERE credential_id = ${input.credentialId} AND chain_id = ${input.chainId}
+          AND created_at > ${since}) AS credential_used
+    FROM (SELECT 1) one
+    LEFT JOIN LATERAL (
+      SELECT subject, kind, until, reason FROM payer_cooldowns
+      WHERE chain_id = ${input.chainId} AND subject = ANY(${subjects}::text[]) AND until > ${now}
+      ORDER BY until DESC LIMIT 1
+    ) c ON true`.execute(db)
+  const row = rows[0]!
+  if (row.subject !== null && row.kind !== null && row.until !== null && row.reason !== null)
+    return new PayerCoolingDown(
+      cooldownMessage({ subject: row.subject, kind: row.kind, until: row.until, reason: row.reason }),
+    )
+  const needed = input.needed ?? 0n
+  const exhausted = (used: bigint, budget: bigint) => used >= budget || used + needed > budget
+  const payerUsed = BigInt(row.payer_used)
+  if (payer !== null && exhausted(payerUsed, settings.payerBudget(input.chainId)))
+    return new GasBudgetExhausted(
+      input.chainId,
+      payerUsed,
+      settings.payerBudget(input.chainId),
+      settings.windowMs,
+      'payer',
+    )
+  const credentialUsed = BigInt(row.credential_used)
+  if (exhausted(credentialUsed, settings.budget(input.chainId)))
+    return new GasBudgetExhausted(
+      input.chainId,
+      credentialUsed,
+      settings.budget(input.chainId),
+      settings.windowMs,
+    )
+  return undefined
 }
 
 /**
  * A payment the executor would pay fees for, refused at confirm with `429 rate_limited` (before the
- * payment moves, before anything is sent) when its payer is cooled down or the caller's budget is spent.
+ * payment moves, before anything is sent) when its payer is cooled down or its payer's or the caller's
+ * budget is spent.
  */
 export async function assertRelayable(
   db: Db,
   settings: RelayGuardSettings,
   input: { chainId: string; subjects: readonly CooldownSubject[]; credentialId: string },
 ): Promise<void> {
-  const cooling = await activeCooldown(db, input.chainId, input.subjects)
-  if (cooling) fail('rate_limited', cooldownMessage(cooling))
-  try {
-    await assertGasBudgetLeft(db, settings, input.chainId, input.credentialId)
-  } catch (error) {
-    if (error instanceof GasBudgetExhausted) fail('rate_limited', error.message)
-    throw error
+  const refusal = await guardRefusal(db, settings, input)
+  if (refusal) fail('rate_limited', refusal.message)
+}
+
+/**
+ * The guard before the executor signs a send of the payment (an EVM relay or deployment, a fee bump of
+ * one, a Solana transaction): one round trip that refuses a payment whose send reverted on chain already
+ * (SendReverted), a cooled-down payer (PayerCoolingDown), a send whose worst case `amount` does not fit in
+ * the payer's, then the credential's, budget (GasBudgetExhausted); else raises the payment's one
+ * reservation to what its landed sends cost plus `amount`. Under a lock per (chain, payer) and per
+ * (chain, credential), so sends racing on several instances cannot together overshoot either budget.
+ * Without a credential (and no reservation to take it from), only the first two are checked.
+ */
+export async function reserveExecutorFee(
+  db: Db,
+  settings: RelayGuardSettings,
+  input: {
+    chainId: string
+    paymentId: string
+    credentialId?: string | undefined
+    subjects: readonly CooldownSubject[]
+    amount: bigint
+    now?: Date
+  },
+): Promise<void> {
+  const now = input.now ?? new Date()
+  const since = new Date(now.getTime() - settings.windowMs)
+  const { rows } = await sql<{
+    refusal: 'reverted' | 'cooling_down' | 'payer_budget' | 'credential_budget' | null
+    subject: string | null
+    reason: string | null
+    used: string | null
+    budget: string | null
+    until: Date | null
+  }>`
+    SELECT * FROM caipay_reserve_executor_fee(
+      ${input.chainId}, ${input.paymentId}, ${input.credentialId ?? null}::text,
+      ${payerOf(input.subjects) ?? null}::text, ${input.subjects.map((s) => s.subject)}::text[],
+      ${input.amount.toString()}::numeric, ${settings.budget(input.chainId).toString()}::numeric,
+      ${settings.payerBudget(input.chainId).toString()}::numeric, ${since}, ${now})`.execute(db)
+  const row = rows[0]!
+  switch (row.refusal) {
+    case null:
+      return
+    case 'reverted':
+      throw new SendReverted(`A send of payment ${input.paymentId} already reverted on chain.`)
+    case 'cooling_down': {
+      const subject = input.subjects.find((s) => s.subject === row.subject) ?? input.subjects[0]!
+      throw new PayerCoolingDown(
+        cooldownMessage({
+          subject: subject.subject,
+          kind: subject.kind,
+          until: row.until!,
+          reason: row.reason!,
+        }),
+      )
+    }
+    case 'payer_budget':
+    case 'credential_budget':
+      throw new GasBudgetExhausted(
+        input.chainId,
+        BigInt(row.used!),
+        BigInt(row.budget!),
+        settings.windowMs,
+        row.refusal === 'payer_budget' ? 'payer' : 'credential',
+      )
   }
 }
 
 /**
- * Reserves `amount` (a send's worst-case cost) of the credential's budget for the payment's send, or
- * throws GasBudgetExhausted when it does not fit. Under a lock per (chain, credential), so sends racing on
- * several instances cannot together overshoot it.
+ * A send of the payment landed ahead of the rest (an ERC-6492 deployment before its relay): what it
+ * cost stays in the reservation, charged with the rest if the payment fails.
  */
-export async function reserveGas(
+export async function recordLandedSend(
   db: Db,
-  settings: RelayGuardSettings,
-  input: { chainId: string; credentialId: string; paymentId: string; amount: bigint; now?: Date },
+  input: { chainId: string; paymentId: string; cost: bigint; now?: Date },
 ): Promise<void> {
-  const now = input.now ?? new Date()
-  const budget = settings.budget(input.chainId)
-  await db.transaction().execute(async (trx) => {
-    const lock = `caipay.gas:${input.chainId}:${input.credentialId}`
-    await sql`SELECT pg_advisory_xact_lock(hashtextextended(${lock}, 0))`.execute(trx)
-    const since = new Date(now.getTime() - settings.windowMs)
-    const used = await usedInWindow(trx, input.chainId, input.credentialId, since)
-    if (used + input.amount > budget)
-      throw new GasBudgetExhausted(input.chainId, used, budget, settings.windowMs)
-    await trx
-      .insertInto('executor_gas_charges')
-      .values({
-        chain_id: input.chainId,
-        credential_id: input.credentialId,
-        payment_id: input.paymentId,
-        state: 'reserved',
-        amount: input.amount,
-        created_at: now,
-        updated_at: now,
-      })
-      .execute()
-  })
+  await db
+    .updateTable('executor_gas_charges')
+    .set((eb) => ({
+      landed: input.cost.toString(),
+      amount: sql`greatest(${eb.ref('amount')}, ${input.cost.toString()}::numeric)`,
+      updated_at: input.now ?? new Date(),
+    }))
+    .where('payment_id', '=', input.paymentId)
+    .where('chain_id', '=', input.chainId)
+    .where('state', '=', 'reserved')
+    .execute()
 }
 
 /**
- * After the chain decided the payment's send: its reservation is given back, and what a send that
- * reverted or failed cost (`spent`) is charged to the credential instead.
+ * The payment is final: its reservation is given back when the payer's money moved (`spent` undefined),
+ * else turned into what its sends cost (`spent`, the last send's cost, plus what its landed sends cost;
+ * nothing at all: released). A payment without a reservation (none taken, or a run that charged it and
+ * stopped before finishing the payment) is charged once. One statement; answers what is charged.
  */
 export async function settleGasCharge(
   db: Db,
-  input: { chainId: string; credentialId: string | undefined; paymentId: string; spent?: bigint; now?: Date },
-): Promise<void> {
+  input: {
+    chainId: string
+    credentialId: string | undefined
+    paymentId: string
+    spent?: bigint
+    payer?: string | undefined
+    now?: Date
+  },
+): Promise<bigint> {
   const now = input.now ?? new Date()
-  await db.transaction().execute(async (trx) => {
-    await trx
+  if (input.spent === undefined) {
+    await db
       .deleteFrom('executor_gas_charges')
       .where('payment_id', '=', input.paymentId)
       .where('chain_id', '=', input.chainId)
       .where('state', '=', 'reserved')
       .execute()
-    if (input.spent === undefined || input.credentialId === undefined) return
-    // A run that charged it and stopped before finishing the payment: charged once.
-    const charged = await trx
-      .selectFrom('executor_gas_charges')
-      .select('id')
-      .where('payment_id', '=', input.paymentId)
-      .where('chain_id', '=', input.chainId)
-      .where('state', '=', 'spent')
-      .executeTakeFirst()
-    if (charged) return
-    await trx
-      .insertInto('executor_gas_charges')
-      .values({
-        chain_id: input.chainId,
-        credential_id: input.credentialId,
-        payment_id: input.paymentId,
-        state: 'spent',
-        amount: input.spent,
-        created_at: now,
-        updated_at: now,
-      })
-      .execute()
-  })
+    return 0n
+  }
+  const spent = input.spent.toString()
+  const { rows } = await sql<{ charged: string }>`
+    WITH settled AS (
+      UPDATE executor_gas_charges SET state = 'spent', amount = landed + ${spent}::numeric, updated_at = ${now}
+      WHERE payment_id = ${input.paymentId} AND chain_id = ${input.chainId} AND state = 'reserved'
+        AND landed + ${spent}::numeric > 0
+      RETURNING amount
+    ), released AS (
+      DELETE FROM executor_gas_charges
+      WHERE payment_id = ${input.paymentId} AND chain_id = ${input.chainId} AND state = 'reserved'
+        AND landed + ${spent}::numeric = 0
+      RETURNING id
+    ), earlier AS (
+      SELECT amount FROM executor_gas_charges
+      WHERE payment_id = ${input.paymentId} AND chain_id = ${input.chainId} AND state = 'spent'
+    ), inserted AS (
+      INSERT INTO executor_gas_charges
+        (chain_id, credential_id, payer, payment_id, state, amount, created_at, updated_at)
+      SELECT ${input.chainId}, ${input.credentialId ?? null}::text, ${input.payer ?? null}::text,
+        ${input.paymentId}, 'spent', ${spent}::numeric, ${now}, ${now}
+      WHERE ${spent}::numeric > 0 AND ${input.credentialId ?? null}::text IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM settled) AND NOT EXISTS (SELECT 1 FROM released)
+        AND NOT EXISTS (SELECT 1 FROM earlier)
+      RETURNING amount
+    )
+    SELECT coalesce((SELECT amount FROM settled), (SELECT amount FROM inserted),
+      (SELECT max(amount) FROM earlier), 0)::text AS charged`.execute(db)
+  return BigInt(rows[0]?.charged ?? 0)
 }

@@ -1,5 +1,5 @@
-/** Row types of migration 019_relay_guards, merged into the server's Database interface. */
-import type { Generated } from 'kysely'
+/** Row types of migrations 019_relay_guards and 024_relay_reservations, merged into the server's Database interface. */
+import type { ColumnType, Generated } from 'kysely'
 import type { Numeric, Timestamp } from '../store/schema.js'
 
 export interface PayerCooldownsTable {
@@ -20,11 +20,15 @@ export interface ExecutorGasChargesTable {
   chain_id: string
   /** The API key id or app id whose callers' payment the send was for. */
   credential_id: string
+  /** The payer whose payment it was (an EVM address lowercased, a Solana address): the per-payer budget. */
+  payer: string | null
   payment_id: string
   /** `reserved`: a send's worst case while it is in flight; `spent`: what a reverted or failed send cost. */
   state: 'reserved' | 'spent'
   /** The chain's smallest native unit (wei, lamports). */
   amount: Numeric
+  /** In a reservation: what the payment's sends that already landed cost (an ERC-6492 deployment). */
+  landed: ColumnType<string, string | bigint | undefined, string | bigint>
   created_at: Timestamp
   updated_at: Timestamp
 }

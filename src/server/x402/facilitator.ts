@@ -14,11 +14,12 @@ import { toAmount } from '../payments/assets.js'
 import { createPayment } from '../payments/create.js'
 import { loadPayment, transitionPayment } from '../payments/lifecycle.js'
 import {
-  activeCooldown,
-  assertGasBudgetLeft,
-  cooldownMessage,
   GasBudgetExhausted,
+  guardRefusal,
+  PayerCoolingDown,
   relayGuardSettings,
+  reserveExecutorFee,
+  SendReverted,
 } from '../payments/relayGuards.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { PaymentRow } from '../store/schema.js'
@@ -89,18 +90,14 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
     const verdict = await scheme.verify(request.paymentPayload, request.paymentRequirements, context.now)
     if (!verdict.valid) return verdict
     // What the executor would pay for: refused before anything is recorded or sent.
-    const cooling = await activeCooldown(db, scheme.network, verdict.cooldownSubjects, context.now)
-    if (cooling)
-      return { reason: reasons.payerCoolingDown, payer: verdict.payer, message: cooldownMessage(cooling) }
-    try {
-      await assertGasBudgetLeft(db, guards, scheme.network, auth.credentialId, {
-        needed: verdict.worstCaseFee,
-        now: context.now,
-      })
-    } catch (error) {
-      if (!(error instanceof GasBudgetExhausted)) throw error
-      return { reason: reasons.gasBudgetExhausted, payer: verdict.payer, message: error.message }
-    }
+    const refused = await guardRefusal(db, guards, {
+      chainId: scheme.network,
+      subjects: verdict.cooldownSubjects,
+      credentialId: auth.credentialId,
+      needed: verdict.worstCaseFee,
+      now: context.now,
+    })
+    if (refused) return { reason: guardReason(refused), payer: verdict.payer, message: refused.message }
     const merchants = await boundMerchants(db, auth, scheme.network, verdict, context.merchantId)
     if (merchants.length !== 1) {
       return {
@@ -148,9 +145,11 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
     const refusedBeforeSending =
       payment.failure_code === 'gas_budget_exhausted'
         ? reasons.gasBudgetExhausted
-        : payment.failure_code === 'payer_cooling_down'
-          ? reasons.payerCoolingDown
-          : undefined
+        : payment.failure_code === 'payer_gas_budget_exhausted'
+          ? reasons.payerGasBudgetExhausted
+          : payment.failure_code === 'payer_cooling_down'
+            ? reasons.payerCoolingDown
+            : undefined
     return {
       success: false,
       errorReason:
@@ -269,14 +268,59 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
           created_at: context.now,
         }
         await trx.insertInto('x402_payments').values(row).execute()
+        if (payment.signsAtSettle) {
+          try {
+            await reserveExecutorFee(trx, guards, {
+              chainId: network,
+              paymentId,
+              credentialId: auth.credentialId,
+              subjects: payment.cooldownSubjects,
+              amount: payment.worstCaseFee,
+              now: context.now,
+            })
+          } catch (error) {
+            if (!isGuardRefusal(error)) throw error
+            // Nothing recorded, nothing signed: the whole settle rolls back.
+            throw new RefusedInTransaction({
+              reason: guardReason(error),
+              payer: payment.payer,
+              message: error.message,
+            })
+          }
+        }
         await payment.enqueue(trx, paymentId, context.now, auth.credentialId)
         return row
+      }).catch((error) => {
+        if (error instanceof RefusedInTransaction) return error.refusal
+        throw error
       })
       for (const fn of committed) fn()
       if ('reason' in recorded) return refused(recorded)
       return outcome(scheme, recorded.payment_id, recorded.payer, waitMs, context.signal)
     },
   }
+}
+
+/** A refusal found inside the settle's database transaction: thrown to roll it back, then answered. */
+class RefusedInTransaction extends Error {
+  constructor(readonly refusal: Refusal) {
+    super(refusal.message ?? refusal.reason)
+  }
+}
+
+type GuardRefusal = PayerCoolingDown | GasBudgetExhausted | SendReverted
+
+function isGuardRefusal(error: unknown): error is GuardRefusal {
+  return (
+    error instanceof PayerCoolingDown || error instanceof GasBudgetExhausted || error instanceof SendReverted
+  )
+}
+
+/** The x402 reason for a relay guard's refusal. */
+function guardReason(refusal: GuardRefusal): string {
+  if (refusal instanceof GasBudgetExhausted)
+    return refusal.scope === 'payer' ? reasons.payerGasBudgetExhausted : reasons.gasBudgetExhausted
+  return refusal instanceof PayerCoolingDown ? reasons.payerCoolingDown : reasons.evmFailed
 }
 
 /**

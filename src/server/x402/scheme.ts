@@ -41,9 +41,15 @@ export interface ValidPayment {
   cooldownSubjects: readonly CooldownSubject[]
   /**
    * The most the executor's send may cost (smallest native unit): settle refuses it when the caller's
-   * budget has less left. 0 where the send's fee is too small to matter (a Solana signature).
+   * budget has less left.
    */
   worstCaseFee: bigint
+  /**
+   * Set when `enqueue` signs the executor's transaction itself (Solana: the fee payer's signature): its
+   * worst-case fee is reserved from the payer's and the caller's budgets in the settle's transaction,
+   * before it is signed. (An EVM relay reserves when its job signs it, at that moment's fees.)
+   */
+  signsAtSettle?: boolean
   /**
    * Records what lands the payment and queues its chain job (in the transaction that records the
    * payment); `credentialId`, the caller's, is charged for the executor's fees a failed send costs.

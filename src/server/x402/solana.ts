@@ -105,7 +105,8 @@ export function solanaExactScheme(chain: SolanaChain): X402Scheme {
         payTo: requirements.payTo,
         key: messageKey(chain, decoded),
         cooldownSubjects: [{ subject: payer, kind: 'address' }],
-        worstCaseFee: 0n,
+        worstCaseFee: maxFeeLamports(decoded),
+        signsAtSettle: true,
         async enqueue(db, paymentId, now, credentialId) {
           // Signed, recorded and committed before the broadcast job ever sends it (exactly once).
           const tx = VersionedTransaction.deserialize(decoded.bytes)

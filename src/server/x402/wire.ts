@@ -114,5 +114,7 @@ export const invalidReasons = {
   payerCoolingDown: 'payer_cooling_down',
   /** The caller's credential has spent its executor fee budget for the window (failed sends). */
   gasBudgetExhausted: 'executor_gas_budget_exhausted',
+  /** The payer's own executor fee budget for the window is spent (checked before the credential's). */
+  payerGasBudgetExhausted: 'payer_gas_budget_exhausted',
   pending: 'settlement_pending',
 } as const

@@ -14,7 +14,7 @@ import { mandateChargeJob } from './mandateCharge.js'
 import { evmJobKinds } from './outcome.js'
 import { depositRefundJob, pushSweepJob } from './push.js'
 import { refundJob } from './refund.js'
-import { relayJob } from './relay.js'
+import { guardFeeBump, relayJob } from './relay.js'
 import { createEvmSender } from './sender.js'
 import { settleJob } from './settle.js'
 import { setTxStatuses, sweepInFlight } from './transactions.js'
@@ -75,6 +75,7 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
     relayWindowS: options.relayWindowS ?? 600,
     clockSkewS: 120,
   }
+  const guards = relayGuardSettings(options.config)
   const jobSettings = {
     chains: new Map(chains.map((c) => [c.caip2, c])),
     relayers: new Map(
@@ -82,7 +83,10 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
         chain.caip2,
         {
           sender: createEvmSender(options.db, chain),
-          watcher: createEvmWatcher(options.db, chain, sweepInFlight),
+          // A payer's send is bumped only as its relay is sent: simulated again, its reservation raised.
+          watcher: createEvmWatcher(options.db, chain, (db, c) =>
+            sweepInFlight(db, c, guardFeeBump(db, guards)),
+          ),
           finisher: createPaymentFinisher(options.db, (trx, hashes) =>
             setTxStatuses(trx, hashes, 'succeeded'),
           ),
@@ -91,7 +95,7 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
     ),
     receiptTimeoutMs: options.receiptTimeoutMs ?? 30_000,
     settlementIntervalMs: options.config.settlementIntervalMs,
-    guards: relayGuardSettings(options.config),
+    guards,
   }
   return {
     chains,

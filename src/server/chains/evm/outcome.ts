@@ -73,6 +73,7 @@ export type EvmFailureCode =
   | 'relay_reverted'
   | 'payer_cooling_down'
   | 'gas_budget_exhausted'
+  | 'payer_gas_budget_exhausted'
   | 'transfer_missing'
   | 'transaction_not_found'
   | 'transaction_reverted'

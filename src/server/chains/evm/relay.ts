@@ -1,15 +1,24 @@
-import { encodeFunctionData, type Hash, type TransactionReceipt } from 'viem'
+import {
+  type Address,
+  BaseError,
+  ExecutionRevertedError,
+  encodeFunctionData,
+  type Hash,
+  type Hex,
+  type TransactionReceipt,
+} from 'viem'
 import type { Fence } from '../../jobs/fence.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { holderOf } from '../../ledger/entries.js'
 import type { PaymentFinisher } from '../../payments/finisher.js'
 import {
-  activeCooldown,
   coolDownPayer,
-  cooldownMessage,
   GasBudgetExhausted,
+  PayerCoolingDown,
   type RelayGuardSettings,
-  reserveGas,
+  recordLandedSend,
+  reserveExecutorFee,
+  SendReverted,
   settleGasCharge,
 } from '../../payments/relayGuards.js'
 import type { BatchedSettlement } from '../../payments/settlementItems.js'
@@ -19,12 +28,13 @@ import type { JobRow } from '../../store/schema.js'
 import { type Authorization, authorizationFromJson } from './authorization.js'
 import type { EvmChain } from './chain.js'
 import { type Collection, type CollectionCall, collectionOf, relayCall } from './collection.js'
-import { evmJobKinds, failPayment, type RelayPayload } from './outcome.js'
+import { type EvmFailureCode, evmJobKinds, failPayment, type RelayPayload } from './outcome.js'
 import { payerSubjects } from './payerCooldown.js'
 import { classifyPayerSignature, factoryRefusal, type PayerSignature } from './payerSignature.js'
 import { settlementAddress } from './quote.js'
 import type { EvmFees, EvmSender } from './sender.js'
 import {
+  type BumpGuard,
   recordedSteps,
   retryWhileInFlight,
   sendAndWait,
@@ -37,12 +47,6 @@ import type { EvmWatcher } from './watcher.js'
 
 /** The token refused the authorization (used nonce, expired, bad signature, balance short): final. */
 class AuthorizationRefused extends Error {}
-
-/** The payer is cooled down (its relay reverted on chain before): nothing is sent for it. */
-class PayerCoolingDown extends Error {}
-
-/** The payment's relay reverted on chain already: it is never relayed again. */
-class RelayReverted extends Error {}
 
 /** An undeployed account cannot be deployed as its ERC-6492 wrapper says (factory refused or reverting): final. */
 class DeploymentRefused extends Error {}
@@ -96,15 +100,22 @@ export function relayJob(settings: JobSettings): JobHandler {
       )
       if (payment.status !== 'processing') return { skipped: payment.status }
       const collection = collectionOf(chain, payload)
+      const fail = failing(settings, ctx, chain, job.payment_id, payload, collection.from)
       // By the payer's code now, not at confirm: an account deployed since (by this job's own earlier
       // run, or by its owner) is relayed with its inner signature and no deployment.
       const signed = await classifyPayerSignature(chain, collection.from, payload.signature)
       if (signed.kind === 'undeployed') {
-        if (!payload.authorization) {
-          return failPayment(ctx, job.payment_id, 'deployment_refused', permit2CannotDeploy)
-        }
+        if (!payload.authorization) return fail('deployment_refused', permit2CannotDeploy)
         const authorization = authorizationFromJson(payload.authorization)
-        const deployed = await deployAccount(settings, ctx, chain, job.payment_id, authorization, signed)
+        const deployed = await deployAccount(
+          settings,
+          ctx,
+          chain,
+          job.payment_id,
+          payload,
+          authorization,
+          signed,
+        )
         if (deployed) return deployed
       }
       // Readiness is a question before the first send only: once a relay is recorded in flight, its own
@@ -114,28 +125,27 @@ export function relayJob(settings: JobSettings): JobHandler {
         collection.ready && (await recordedSteps(ctx.db, job.payment_id, 'relay')).length === 0
           ? await collection.ready()
           : undefined
-      if (waiting?.final) return failPayment(ctx, job.payment_id, waiting.code, waiting.reason)
+      if (waiting?.final) return fail(waiting.code, waiting.reason)
       if (waiting) throw new RetryLater(waiting.reason)
       const call = collection.call(signed.signature)
       const relayer = relayerOf(settings, chain)
-      // What a new relay must pass once its gas limit and fees are fixed, before it is signed.
+      // What a new relay must pass once its gas limit and fees are fixed, before it is signed: simulated
+      // as sent, then (one round trip) no earlier revert of the payment, no cool-down of the payer, room
+      // in the payer's and the caller's budgets, the payment's one reservation raised to its worst case.
       const beforeSign = async (sent: { gas: bigint } & EvmFees) => {
-        // One revert ends the payment (finishRelay), even when the run that saw it stopped before failing it.
-        if (await hasRevertedRelay(ctx.db, job.payment_id))
-          throw new RelayReverted(`A relay of payment ${job.payment_id} already reverted on chain.`)
-        const cooling = await activeCooldown(ctx.db, chain.caip2, await payerSubjects(chain, collection.from))
-        if (cooling) throw new PayerCoolingDown(cooldownMessage(cooling))
         await simulateCollection(chain, call, sent)
-        if (payload.credentialId === undefined) return
-        await reserveGas(ctx.db, settings.guards, {
+        await reserveExecutorFee(ctx.db, settings.guards, {
           chainId: chain.caip2,
-          credentialId: payload.credentialId,
           paymentId: job.payment_id,
+          credentialId: payload.credentialId,
+          subjects: await payerSubjects(chain, collection.from),
           amount: sent.gas * sent.maxFeePerGas,
         })
       }
       const send = () =>
-        submitCollection(ctx.db, chain, relayer.sender, job.payment_id, call, ctx.fence, beforeSign)
+        submitCollection(ctx.db, chain, relayer.sender, job.payment_id, call, ctx.fence, beforeSign, {
+          beforeBump: guardFeeBump(ctx.db, settings.guards),
+        })
       let sent: Awaited<ReturnType<typeof sendAndWait>>
       const release = await relayer.sender.slot()
       try {
@@ -145,14 +155,8 @@ export function relayJob(settings: JobSettings): JobHandler {
           idle: ctx.idle,
         })
       } catch (error) {
-        if (error instanceof AuthorizationRefused)
-          return failPayment(ctx, job.payment_id, 'authorization_rejected', error.message)
-        if (error instanceof PayerCoolingDown)
-          return failPayment(ctx, job.payment_id, 'payer_cooling_down', error.message)
-        if (error instanceof RelayReverted)
-          return failPayment(ctx, job.payment_id, 'relay_reverted', error.message)
-        if (error instanceof GasBudgetExhausted)
-          return failPayment(ctx, job.payment_id, 'gas_budget_exhausted', error.message)
+        const refused = refusalBeforeSigning(error)
+        if (refused) return fail(refused, (error as Error).message)
         throw await retryWhileInFlight(ctx.db, job.payment_id, 'relay', error)
       } finally {
         release()
@@ -166,15 +170,131 @@ export function relayJob(settings: JobSettings): JobHandler {
       return finishRelay(settings, ctx, chain, job, payload, collection, receipt, settlementDestination)
     },
     async onGiveUp(job, error, ctx) {
-      await failPayment(ctx, job.payment_id, 'chain_unavailable', `Relay did not land: ${String(error)}`)
+      const payload = job.payload as RelayPayload
+      const chain = settings.chains.get(payload.chain)
+      if (!chain) {
+        await failPayment(ctx, job.payment_id, 'chain_unavailable', `Relay did not land: ${String(error)}`)
+        return
+      }
+      const from = collectionOf(chain, payload).from
+      await failing(
+        settings,
+        ctx,
+        chain,
+        job.payment_id,
+        payload,
+        from,
+      )('chain_unavailable', `Relay did not land: ${String(error)}`)
     },
+  }
+}
+
+/** The payment's failure for a refusal thrown before anything was signed, if `error` is one. */
+function refusalBeforeSigning(error: unknown): EvmFailureCode | undefined {
+  if (error instanceof AuthorizationRefused) return 'authorization_rejected'
+  if (error instanceof DeploymentRefused) return 'deployment_refused'
+  if (error instanceof PayerCoolingDown) return 'payer_cooling_down'
+  if (error instanceof SendReverted) return 'relay_reverted'
+  if (error instanceof GasBudgetExhausted)
+    return error.scope === 'payer' ? 'payer_gas_budget_exhausted' : 'gas_budget_exhausted'
+  return undefined
+}
+
+/**
+ * How the relay job fails a payment: its one reservation settled first (released when its sends cost
+ * nothing; else charged what they cost: `spent`, the last send's, plus any that landed ahead of it), and
+ * a payer whose payment cost the executor anything without paying is cooled down.
+ */
+function failing(
+  settings: JobSettings,
+  ctx: JobRunContext,
+  chain: EvmChain,
+  paymentId: string,
+  payload: RelayPayload,
+  payer: Address,
+) {
+  return async (
+    code: EvmFailureCode,
+    reason: string,
+    sent: { spent?: bigint; cooldownReason?: string; reverted?: Hash } = {},
+  ) => {
+    const charged = await settleGasCharge(ctx.db, {
+      chainId: chain.caip2,
+      credentialId: payload.credentialId,
+      paymentId,
+      payer: payer.toLowerCase(),
+      spent: sent.spent ?? 0n,
+    })
+    if (charged > 0n)
+      await coolDownPayer(ctx.db, {
+        chainId: chain.caip2,
+        subjects: await payerSubjects(chain, payer),
+        settings: settings.guards,
+        reason:
+          sent.cooldownReason ??
+          `its payment ${paymentId} cost the executor ${charged} wei and paid nothing (${code})`,
+        paymentId,
+      })
+    // Marked reverted only once charged: a run that stops in between finds the revert, not a free retry.
+    if (sent.reverted) await setTxStatus(ctx.db, sent.reverted, 'reverted')
+    return failPayment(ctx, paymentId, code, reason)
+  }
+}
+
+/**
+ * Fee bumps of a payer's sends (the relay, an ERC-6492 deployment): the payment's one reservation is
+ * raised to the replacement's worst case (its gas limit x its bumped max fee) under the payer's and the
+ * caller's budgets before it is signed; past either, the transaction stays at its own fees, which its
+ * reservation covers. A replacement cannot be simulated again on the node: every state the node answers
+ * from holds the transaction it replaces (on Anvil even a block by number), so the replacement reads as
+ * its own duplicate (an authorization already used). Only one of the nonce's transactions can land, so
+ * a bump adds no revert, only fees, and those are what the reservation bounds.
+ */
+export function guardFeeBump(db: Db, guards: RelayGuardSettings): BumpGuard {
+  return async (row, sent) => {
+    if (row.purpose !== 'relay' && row.purpose !== 'deploy') return
+    await reserveExecutorFee(db, guards, {
+      chainId: row.chain_id,
+      paymentId: row.payment_id,
+      subjects: [],
+      amount: sent.gas * sent.maxFeePerGas,
+    })
+  }
+}
+
+/**
+ * A call from the executor exactly as it will be signed (gas limit, fees, the pending block); throws
+ * `refused` when it reverts (any other failure, the node unreachable, passes as is).
+ */
+async function simulateAsSent(
+  chain: EvmChain,
+  sent: { to: Address; data: Hex; gas: bigint } & EvmFees,
+  refused: (reason: string) => Error,
+): Promise<void> {
+  try {
+    await chain.publicClient.call({
+      account: chain.executor.address,
+      to: sent.to,
+      data: sent.data,
+      gas: sent.gas,
+      maxFeePerGas: sent.maxFeePerGas,
+      maxPriorityFeePerGas: sent.maxPriorityFeePerGas,
+      blockTag: 'pending',
+    })
+  } catch (error) {
+    const reverted = error instanceof BaseError && error.walk((e) => e instanceof ExecutionRevertedError)
+    if (reverted instanceof ExecutionRevertedError) throw refused(reverted.details || reverted.shortMessage)
+    throw error
   }
 }
 
 /**
  * The ERC-6492 step: the executor deploys the payer's account through its (allow-listed) factory, as a
  * recorded transaction of its own (purpose `deploy`, exactly once like the relay). Before it is signed, the
- * deployment and the relay are simulated together, so an account that would not pay is never deployed.
+ * deployment and the relay are simulated together (so an account that would not pay is never deployed),
+ * then the deployment alone exactly as it will be sent, and it passes the relay's guard (reservation,
+ * budgets, cool-down). A deployment that reverts on chain anyway fails the payment, is charged and cools
+ * the payer down; one that lands stays in the payment's reservation until the relay decides.
  * Returns the payment's failure when the deployment is refused; undefined once the account is there.
  */
 async function deployAccount(
@@ -182,13 +302,15 @@ async function deployAccount(
   ctx: JobRunContext,
   chain: EvmChain,
   paymentId: string,
+  payload: RelayPayload,
   authorization: Authorization,
   signed: Extract<PayerSignature, { kind: 'undeployed' }>,
 ) {
+  const fail = failing(settings, ctx, chain, paymentId, payload, authorization.from)
   const refused = factoryRefusal(chain, signed.factory)
-  if (refused && !refused.valid)
-    return failPayment(ctx, paymentId, 'deployment_refused', `The account ${refused.reason}.`)
+  if (refused && !refused.valid) return fail('deployment_refused', `The account ${refused.reason}.`)
   const relayer = relayerOf(settings, chain)
+  const deployment = { to: signed.factory, data: signed.factoryData }
   const send = async () => {
     const { hash } = await sendOnce({
       db: ctx.db,
@@ -197,17 +319,26 @@ async function deployAccount(
       paymentId,
       purpose: 'deploy',
       fence: ctx.fence,
-      to: signed.factory,
-      data: signed.factoryData,
+      ...deployment,
       estimateGas: async () => {
         await simulateDeployAndRelay(chain, authorization, signed)
-        return chain.publicClient.estimateGas({
-          account: chain.executor,
-          to: signed.factory,
-          data: signed.factoryData,
-          prepare: false,
+        return chain.publicClient.estimateGas({ account: chain.executor, ...deployment, prepare: false })
+      },
+      beforeSign: async (sent) => {
+        await simulateAsSent(
+          chain,
+          { ...deployment, ...sent },
+          (reason) => new DeploymentRefused(`The factory ${signed.factory} would revert as sent: ${reason}`),
+        )
+        await reserveExecutorFee(ctx.db, settings.guards, {
+          chainId: chain.caip2,
+          paymentId,
+          credentialId: payload.credentialId,
+          subjects: await payerSubjects(chain, authorization.from),
+          amount: sent.gas * sent.maxFeePerGas,
         })
       },
+      beforeBump: guardFeeBump(ctx.db, settings.guards),
     })
     return hash
   }
@@ -219,21 +350,32 @@ async function deployAccount(
       idle: ctx.idle,
     })
   } catch (error) {
-    if (error instanceof DeploymentRefused)
-      return failPayment(ctx, paymentId, 'deployment_refused', error.message)
+    const refusal = refusalBeforeSigning(error)
+    if (refusal)
+      return fail(refusal === 'relay_reverted' ? 'deployment_refused' : refusal, (error as Error).message)
     throw await retryWhileInFlight(ctx.db, paymentId, 'deploy', error)
   }
   if (!sent.receipt) throw new RetryLater(`Deployment ${sent.hash} has no receipt yet.`)
-  await setTxStatus(ctx.db, sent.hash, sent.receipt.status === 'success' ? 'succeeded' : 'reverted')
+  const cost = sent.receipt.gasUsed * sent.receipt.effectiveGasPrice
+  if (sent.receipt.status !== 'success') {
+    // It passed a simulation of exactly what was sent: what made it revert is nothing a simulation here
+    // reproduces. Deploying again would let the payer repeat that at the executor's cost.
+    return fail(
+      'deployment_refused',
+      `Deployment ${sent.hash} reverted on chain after passing its simulation; ${cost} wei of gas spent; the payer is cooled down.`,
+      {
+        spent: cost,
+        cooldownReason: `its deployment ${sent.hash} reverted on chain after passing its simulation`,
+        reverted: sent.hash,
+      },
+    )
+  }
+  await setTxStatus(ctx.db, sent.hash, 'succeeded')
+  await recordLandedSend(ctx.db, { chainId: chain.caip2, paymentId, cost })
   ctx.log.info({ paymentId, hash: sent.hash, account: authorization.from }, 'Deployed an ERC-6492 account')
   const code = await chain.publicClient.getCode({ address: authorization.from })
   if (code === undefined || code === '0x') {
-    return failPayment(
-      ctx,
-      paymentId,
-      'deployment_refused',
-      `Deployment ${sent.hash} left no code at ${authorization.from}.`,
-    )
+    return fail('deployment_refused', `Deployment ${sent.hash} left no code at ${authorization.from}.`)
   }
   return undefined
 }
@@ -258,17 +400,6 @@ async function simulateDeployAndRelay(
     throw new DeploymentRefused(
       `The token would refuse the authorization once the account is deployed: ${String(relay?.error)}`,
     )
-}
-
-async function hasRevertedRelay(db: Db, paymentId: string): Promise<boolean> {
-  const row = await db
-    .selectFrom('evm_transactions')
-    .select('id')
-    .where('payment_id', '=', paymentId)
-    .where('purpose', '=', 'relay')
-    .where('status', '=', 'reverted')
-    .executeTakeFirst()
-  return row !== undefined
 }
 
 const permit2CannotDeploy =
@@ -297,6 +428,7 @@ async function submitCollection(
   call: CollectionCall,
   fence?: Fence,
   beforeSign?: (sent: { gas: bigint } & EvmFees) => Promise<void>,
+  options: { beforeBump?: BumpGuard } = {},
 ): Promise<Hash> {
   const { hash } = await sendOnce({
     db,
@@ -313,6 +445,7 @@ async function submitCollection(
     // Exactly what is signed, where it will run: a payer whose signature is valid only at gas price 0
     // (a plain eth_call) or only in the latest block is refused here, before any gas is spent.
     beforeSign: beforeSign ?? ((sent) => simulateCollection(chain, call, sent)),
+    ...options,
   })
   return hash
 }
@@ -437,28 +570,21 @@ async function finishRelay(
 ) {
   const hash = receipt.transactionHash
   const spent = receipt.gasUsed * receipt.effectiveGasPrice
-  const charge = { chainId: chain.caip2, credentialId: payload.credentialId, paymentId: job.payment_id }
+  const fail = failing(settings, ctx, chain, job.payment_id, payload, collection.from)
   if (receipt.status !== 'success') {
     // It passed a simulation of exactly what was sent, so what made it revert is something no
     // simulation here reproduces (state changed in its block ahead of it: an allowance withdrawn, an
     // account's answer flipped; out of gas by the same means). Relaying again would let the payer
-    // repeat that at the executor's cost: one revert fails the payment, charges its gas to the caller's
-    // credential and cools the payer down.
-    const reason = `its relay ${hash} reverted on chain after passing its simulation`
-    await settleGasCharge(ctx.db, { ...charge, spent })
-    await coolDownPayer(ctx.db, {
-      chainId: chain.caip2,
-      subjects: await payerSubjects(chain, collection.from),
-      settings: settings.guards,
-      reason,
-      paymentId: job.payment_id,
-    })
-    await setTxStatus(ctx.db, hash, 'reverted')
-    return failPayment(
-      ctx,
-      job.payment_id,
+    // repeat that at the executor's cost: one revert fails the payment, charges its gas (and a
+    // deployment's ahead of it) to the payer and the caller's credential and cools the payer down.
+    return fail(
       'relay_reverted',
       `Relay transaction ${hash} reverted on chain after passing its simulation; ${spent} wei of gas spent; the payer is cooled down.`,
+      {
+        spent,
+        cooldownReason: `its relay ${hash} reverted on chain after passing its simulation`,
+        reverted: hash,
+      },
     )
   }
   const expected = {
@@ -468,11 +594,14 @@ async function finishRelay(
     value: collection.value,
   }
   if (!hasTransfer(receipt, expected)) {
-    await settleGasCharge(ctx.db, { ...charge, spent })
     await setTxStatus(ctx.db, hash, 'succeeded')
-    return failPayment(ctx, job.payment_id, 'transfer_missing', `Relay ${hash} moved no matching Transfer.`)
+    return fail('transfer_missing', `Relay ${hash} moved no matching Transfer.`, { spent })
   }
-  await settleGasCharge(ctx.db, charge)
+  await settleGasCharge(ctx.db, {
+    chainId: chain.caip2,
+    credentialId: payload.credentialId,
+    paymentId: job.payment_id,
+  })
   const asset = payload.direct ? undefined : chain.asset(payload.asset)
   const destination = asset && settlementAddress(chain, settlementDestination)
   const fee = asset ? (collection.value * BigInt(asset.settlementFeeBps)) / 10_000n : 0n

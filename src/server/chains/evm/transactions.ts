@@ -42,9 +42,20 @@ export interface SendOnceParameters {
    * reservation). Throw to refuse; the transaction is then signed with exactly these fees.
    */
   beforeSign?: (sent: { gas: bigint } & EvmFees) => Promise<void>
+  /** What a replacement of the step's transaction at higher fees must pass before it is signed. */
+  beforeBump?: BumpGuard
   /** The job step's claim: a new transaction is recorded (and so sent) only while it holds. */
   fence?: Fence
 }
+
+/**
+ * Runs before a fee bump of `row` is signed, with exactly what the replacement will carry: throw to
+ * leave the transaction at its own fees (a payer's send: its reservation raised to the new worst case).
+ */
+export type BumpGuard = (
+  row: EvmTransactionRow,
+  sent: { to: Address; data: Hex; gas: bigint } & EvmFees,
+) => Promise<void>
 
 /**
  * A step's transactions recorded sent or landed, newest first (a reverted one moved nothing and is not
@@ -93,7 +104,7 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
     const fate = await chain.nodes.fateOf(chain.executor.address, BigInt(nonce), rows.map(hashOf))
     if (fate.kind === 'landed' || fate.kind === 'pending')
       return { hash: fate.hash, row: rows.find((row) => row.hash === fate.hash)! }
-    if (fate.kind === 'unused') return rebroadcast(db, chain, rows[0]!)
+    if (fate.kind === 'unused') return rebroadcast(db, chain, rows[0]!, p.beforeBump)
     for (const row of rows) await setTxStatus(db, row.hash, 'dropped')
   }
 
@@ -130,12 +141,13 @@ async function rebroadcast(
   db: Db,
   chain: EvmChain,
   row: EvmTransactionRow,
+  guard: BumpGuard | undefined,
 ): Promise<{ hash: Hash; row: EvmTransactionRow }> {
   try {
     await broadcast(chain, row.raw as Hex)
   } catch (error) {
     if (!feesTooLow(error)) throw error
-    const replacement = await replaceWithHigherFees(db, chain, row)
+    const replacement = await replaceWithHigherFees(db, chain, row, guard)
     if (!replacement) throw error
     return replacement
   }
@@ -148,7 +160,7 @@ async function rebroadcast(
  * again, byte for byte; one pending past `feeBumpAfterMs` is replaced with higher fees; a nonce the
  * chain has used for none of its recorded transactions is marked dropped (the step then sends anew).
  */
-export async function sweepInFlight(db: Db, chain: EvmChain): Promise<void> {
+export async function sweepInFlight(db: Db, chain: EvmChain, guard?: BumpGuard): Promise<void> {
   const rows = await db
     .selectFrom('evm_transactions')
     .selectAll()
@@ -171,13 +183,13 @@ export async function sweepInFlight(db: Db, chain: EvmChain): Promise<void> {
     // Just recorded: its own step is broadcasting it right now.
     if (age < resendAfterMs) continue
     if (BigInt(nonce) >= BigInt(pending)) {
-      await rebroadcast(db, chain, newest).catch(() => {})
+      await rebroadcast(db, chain, newest, guard).catch(() => {})
     } else if (BigInt(nonce) < BigInt(latest)) {
       // The counts above may come from any node; "dropped" only from one at or past the newest block.
       const fate = await chain.nodes.fateOf(address, BigInt(nonce), all.map(hashOf)).catch(() => undefined)
       if (fate?.kind === 'taken') for (const row of all) await setTxStatus(db, row.hash, 'dropped')
     } else if (age >= chain.feeBump.afterMs) {
-      await replaceWithHigherFees(db, chain, newest).catch(() => {})
+      await replaceWithHigherFees(db, chain, newest, guard).catch(() => {})
     }
   }
 }
@@ -213,11 +225,13 @@ const bump = (fee: bigint) => (fee * 1125n) / 1000n + 1n
  * Signs, records and broadcasts a replacement of `row` (same nonce, same call, higher fees: the bumped
  * old fees or today's estimate, whichever is higher, up to `chain.feeBump.maxFeePerGas`). Every hash
  * stays recorded, so whichever one is mined is found. Undefined when the cap leaves no room to bump.
+ * `guard` runs on exactly what the replacement will carry before it is signed; its refusal is thrown.
  */
 async function replaceWithHigherFees(
   db: Db,
   chain: EvmChain,
   row: EvmTransactionRow,
+  guard: BumpGuard | undefined,
 ): Promise<{ hash: Hash; row: EvmTransactionRow } | undefined> {
   const old = parseTransaction(row.raw as Hex)
   if (old.type !== 'eip1559' || old.maxFeePerGas === undefined || old.maxPriorityFeePerGas === undefined)
@@ -231,6 +245,8 @@ async function replaceWithHigherFees(
   )
   if (maxFeePerGas < bump(old.maxFeePerGas) || maxPriorityFeePerGas < bump(old.maxPriorityFeePerGas))
     return undefined
+  if (guard && old.to && old.gas !== undefined)
+    await guard(row, { to: old.to, data: old.data ?? '0x', gas: old.gas, maxFeePerGas, maxPriorityFeePerGas })
   const raw = await signTransaction(chain, {
     type: 'eip1559',
     chainId: chain.chainId,

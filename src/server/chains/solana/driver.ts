@@ -1,10 +1,23 @@
 import { getAccount, getAssociatedTokenAddressSync, TokenAccountNotFoundError } from '@solana/spl-token'
 import { Keypair, PublicKey } from '@solana/web3.js'
-import { bytesEqual, messageSigners, splitSolanaTransaction } from '../../../../protocol/solana/index.js'
+import {
+  bytesEqual,
+  decodeSolanaTransaction,
+  maxFeeLamports,
+  messageSigners,
+  splitSolanaTransaction,
+} from '../../../../protocol/solana/index.js'
 import { fail, paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
 import { inSpan } from '../../metrics/tracing.js'
-import { assertRelayable, type RelayGuardSettings } from '../../payments/relayGuards.js'
+import {
+  assertRelayable,
+  type CooldownSubject,
+  GasBudgetExhausted,
+  PayerCoolingDown,
+  type RelayGuardSettings,
+  reserveExecutorFee,
+} from '../../payments/relayGuards.js'
 import { optionTerms } from '../../subscriptions/mandates.js'
 import type {
   AssetConfig,
@@ -169,10 +182,9 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
   async function verify(ctx: ConfirmContext): Promise<void> {
     // The service pays the transaction's fee: not for a cooled-down payer, nor past the caller's budget.
     if (options.guards) {
-      const payer = ctx.option.account.slice(ctx.option.account.lastIndexOf(':') + 1)
       await assertRelayable(ctx.db, options.guards, {
         chainId: chain.caip2,
-        subjects: [{ subject: payer, kind: 'address' }],
+        subjects: payerSubjects(ctx.option.account),
         credentialId: ctx.credentialId,
       })
     }
@@ -225,6 +237,24 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
     for (const entry of optionState(ctx.option.state).built ?? []) {
       const raw = ctx.results[entry.index]!
       const signature = encodeBase58(signedTransaction(raw, entry.index).signatures[0]!)
+      // Its fee is the service's until it lands: reserved from the payer's and the caller's budgets (under
+      // their locks, so confirms racing on several instances cannot overshoot them) before it is recorded.
+      if (options.guards) {
+        try {
+          await reserveExecutorFee(ctx.db, options.guards, {
+            chainId: chain.caip2,
+            paymentId: ctx.payment.id,
+            credentialId: ctx.credentialId,
+            subjects: payerSubjects(ctx.option.account),
+            amount: maxFeeLamports(decodeSolanaTransaction(raw)),
+            now,
+          })
+        } catch (error) {
+          if (error instanceof GasBudgetExhausted || error instanceof PayerCoolingDown)
+            fail('rate_limited', error.message)
+          throw error
+        }
+      }
       await recordTransaction(
         ctx.db,
         {
@@ -315,6 +345,11 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
 
 function optionState(state: unknown): SolanaOptionState {
   return state && typeof state === 'object' && !Array.isArray(state) ? (state as SolanaOptionState) : {}
+}
+
+/** A Solana payer is cooled down and budgeted by its address (the option's CAIP-10 account). */
+function payerSubjects(account: string): CooldownSubject[] {
+  return [{ subject: account.slice(account.lastIndexOf(':') + 1), kind: 'address' }]
 }
 
 function signedTransaction(result: string, index: number) {

@@ -164,23 +164,23 @@ async function broadcast(
     // Failed after its preflight: the fee payer paid for nothing. Its bytes are signed once and never
     // again (one signature, one attempt), so no loop sends it twice; the fee goes to the caller's
     // budget and the payer is cooled down, as for an EVM relay that reverted.
-    if (outcome.kind === 'failed' && guards) {
-      await settleGasCharge(db, {
+    const payer = payment.buyer?.slice(payment.buyer.lastIndexOf(':') + 1)
+    // Its reservation is settled: charged the fee when it failed on chain, released when it never landed.
+    const charged = await settleGasCharge(db, {
+      chainId: tx.chain_id,
+      credentialId: payload.credentialId,
+      paymentId: payment.id,
+      payer,
+      spent: outcome.kind === 'failed' ? await feePaid(chain, tx) : 0n,
+    })
+    if (charged > 0n && guards && payer)
+      await coolDownPayer(db, {
         chainId: tx.chain_id,
-        credentialId: payload.credentialId,
+        subjects: [{ subject: payer, kind: 'address' }],
+        settings: guards,
+        reason: `its transaction ${tx.signature} failed on chain after preflight (${outcome.error})`,
         paymentId: payment.id,
-        spent: await feePaid(chain, tx),
       })
-      const payer = payment.buyer?.slice(payment.buyer.lastIndexOf(':') + 1)
-      if (payer)
-        await coolDownPayer(db, {
-          chainId: tx.chain_id,
-          subjects: [{ subject: payer, kind: 'address' }],
-          settings: guards,
-          reason: `its transaction ${tx.signature} failed on chain after preflight (${outcome.error})`,
-          paymentId: payment.id,
-        })
-    }
     await failPayment(db, {
       paymentId: payment.id,
       failureCode: solanaFailureCode,
@@ -189,6 +189,12 @@ async function broadcast(
     })
     return { signature: tx.signature, outcome: outcome.kind, error: outcome.error }
   }
+  // The payer's money moved: the fee is the partner's business, priced by its fees.
+  await settleGasCharge(db, {
+    chainId: tx.chain_id,
+    credentialId: payload.credentialId,
+    paymentId: payment.id,
+  })
   // The service's token account received it (not a direct x402 transfer): the ledger accounts for it.
   const holder = payload.direct ? undefined : holderOf(tx.chain_id, chain.service.publicKey.toBase58())
   await finisher.succeed({

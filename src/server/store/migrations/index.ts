@@ -22,6 +22,7 @@ import * as capture from './020_capture.js'
 import * as push from './021_push.js'
 import * as subscriptions from './022_subscriptions.js'
 import * as observability from './023_observability.js'
+import * as relayReservations from './024_relay_reservations.js'
 import * as evmPush from './026_evm_push.js'
 import * as evmMandates from './027_evm_mandates.js'
 import * as solanaMandates from './028_solana_mandates.js'
@@ -55,6 +56,7 @@ export const migrations: Record<string, Migration> = {
   '023_observability': observability,
   '021_push': push,
   '022_subscriptions': subscriptions,
+  '024_relay_reservations': relayReservations,
   '026_evm_push': evmPush,
   '027_evm_mandates': evmMandates,
   '028_solana_mandates': solanaMandates,

@@ -1,0 +1,153 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { statementsOf } from '../../../test/gateway/support.js'
+import { createTestDatabase, type TestDatabase } from '../../../test/postgres.js'
+import {
+  coolDownPayer,
+  GasBudgetExhausted,
+  guardRefusal,
+  PayerCoolingDown,
+  type RelayGuardSettings,
+  recordLandedSend,
+  reserveExecutorFee,
+  settleGasCharge,
+} from './relayGuards.js'
+
+let pg: TestDatabase
+const chainId = 'eip155:31337'
+const settings: RelayGuardSettings = {
+  cooldownMs: 600_000,
+  windowMs: 3_600_000,
+  budget: () => 1_000n,
+  payerBudget: () => 300n,
+}
+const payer = (name: string) => [{ subject: name, kind: 'address' as const }]
+const reserve = (paymentId: string, amount: bigint, who = 'payer-a', credentialId = 'key-1') =>
+  reserveExecutorFee(pg.db, settings, { chainId, paymentId, credentialId, subjects: payer(who), amount })
+
+function charges() {
+  return pg.db
+    .selectFrom('executor_gas_charges')
+    .select(['payment_id', 'state', 'amount', 'payer'])
+    .orderBy('id')
+    .execute()
+    .then((rows) => rows.map((r) => ({ ...r, amount: BigInt(r.amount) })))
+}
+
+beforeAll(async () => {
+  pg = await createTestDatabase()
+})
+
+afterAll(async () => {
+  await pg?.drop()
+})
+
+beforeEach(async () => {
+  await pg.db.deleteFrom('executor_gas_charges').execute()
+  await pg.db.deleteFrom('payer_cooldowns').execute()
+})
+
+describe('executor fee reservations', () => {
+  it('a payment holds one reservation: re-sends keep it, a fee bump raises it, a landed deployment stays in it, the end settles it to what the sends cost', async () => {
+    await reserve('p1', 100n)
+    await reserve('p1', 100n)
+    await reserve('p1', 80n)
+    expect(await charges()).toEqual([{ payment_id: 'p1', state: 'reserved', amount: 100n, payer: 'payer-a' }])
+    await reserve('p1', 150n)
+    expect((await charges()).map((c) => c.amount)).toEqual([150n])
+    // A deployment that landed for 60, then its relay's worst case of 100: 160 held.
+    await recordLandedSend(pg.db, { chainId, paymentId: 'p1', cost: 60n })
+    await reserve('p1', 100n)
+    expect((await charges()).map((c) => c.amount)).toEqual([160n])
+    const charged = await settleGasCharge(pg.db, {
+      chainId,
+      credentialId: 'key-1',
+      paymentId: 'p1',
+      spent: 40n,
+    })
+    expect(charged).toBe(100n)
+    expect(await charges()).toEqual([{ payment_id: 'p1', state: 'spent', amount: 100n, payer: 'payer-a' }])
+    // Settled again (a run that stopped before failing the payment): charged once.
+    expect(
+      await settleGasCharge(pg.db, { chainId, credentialId: 'key-1', paymentId: 'p1', spent: 40n }),
+    ).toBe(100n)
+    expect(await charges()).toHaveLength(1)
+  })
+
+  it('a payment that paid gives its reservation back; one that failed without costing anything too', async () => {
+    await reserve('paid', 100n)
+    await reserve('refused', 100n)
+    await settleGasCharge(pg.db, { chainId, credentialId: 'key-1', paymentId: 'paid' })
+    expect(
+      await settleGasCharge(pg.db, { chainId, credentialId: 'key-1', paymentId: 'refused', spent: 0n }),
+    ).toBe(0n)
+    expect(await charges()).toEqual([])
+  })
+
+  it('a fee bump past the budget is refused and leaves the reservation as it was', async () => {
+    await reserve('p1', 250n)
+    await expect(reserve('p1', 350n)).rejects.toBeInstanceOf(GasBudgetExhausted)
+    expect((await charges()).map((c) => c.amount)).toEqual([250n])
+  })
+
+  it("one payer's failures lock out that payer first: the credential's other payers still send", async () => {
+    await reserve('a1', 200n)
+    await settleGasCharge(pg.db, { chainId, credentialId: 'key-1', paymentId: 'a1', spent: 200n })
+    const refused = await reserve('a2', 150n).catch((error) => error)
+    expect(refused).toBeInstanceOf(GasBudgetExhausted)
+    expect(refused.scope).toBe('payer')
+    expect(refused.message).toMatch(/This payer's executor fee budget/)
+    const verdict = await guardRefusal(pg.db, settings, {
+      chainId,
+      subjects: payer('payer-a'),
+      credentialId: 'key-1',
+      needed: 150n,
+    })
+    expect(verdict).toMatchObject({ scope: 'payer' })
+    await reserve('b1', 150n, 'payer-b')
+    expect(
+      await guardRefusal(pg.db, settings, { chainId, subjects: payer('payer-b'), credentialId: 'key-1' }),
+    ).toBe(undefined)
+  })
+
+  it('a cooled-down payer is refused before any reservation', async () => {
+    await coolDownPayer(pg.db, {
+      chainId,
+      subjects: payer('payer-a'),
+      settings,
+      reason: 'its relay reverted',
+      paymentId: 'earlier',
+    })
+    await expect(reserve('p1', 10n)).rejects.toBeInstanceOf(PayerCoolingDown)
+    expect(await charges()).toEqual([])
+  })
+
+  it('sends racing on many connections never reserve past either budget', async () => {
+    // 20 payers under one credential (budget 1000): 10 reservations of 100 fit.
+    const byCredential = await Promise.allSettled(
+      Array.from({ length: 20 }, (_, i) => reserve(`c${i}`, 100n, `payer-${i}`)),
+    )
+    expect(byCredential.filter((r) => r.status === 'fulfilled')).toHaveLength(10)
+    expect((await charges()).reduce((sum, c) => sum + c.amount, 0n)).toBe(1_000n)
+    await pg.db.deleteFrom('executor_gas_charges').execute()
+    // One payer under 20 credentials (payer budget 300): 3 fit.
+    const byPayer = await Promise.allSettled(
+      Array.from({ length: 20 }, (_, i) => reserve(`p${i}`, 100n, 'payer-x', `key-${i}`)),
+    )
+    expect(byPayer.filter((r) => r.status === 'fulfilled')).toHaveLength(3)
+    for (const r of byPayer) if (r.status === 'rejected') expect(r.reason).toMatchObject({ scope: 'payer' })
+    expect((await charges()).reduce((sum, c) => sum + c.amount, 0n)).toBe(300n)
+  })
+
+  it('each check is one statement: the guard before a signature, the refusal at verify and confirm, the settlement', async () => {
+    const guard = await statementsOf(() => reserve('p1', 100n))
+    expect(guard.statements).toHaveLength(1)
+    const verdict = await statementsOf(() =>
+      guardRefusal(pg.db, settings, { chainId, subjects: payer('payer-a'), credentialId: 'key-1' }),
+    )
+    expect(verdict.statements).toHaveLength(1)
+    const settled = await statementsOf(() =>
+      settleGasCharge(pg.db, { chainId, credentialId: 'key-1', paymentId: 'p1', spent: 5n }),
+    )
+    expect(settled.statements).toHaveLength(1)
+  })
+})
