@@ -12,6 +12,7 @@ import type {
   ChainDriver,
   ConfirmContext,
   ConfirmOutcome,
+  ConfirmPlan,
   JsonValue,
   OptionDraft,
   QuoteContext,
@@ -23,7 +24,7 @@ import { solanaJobKinds } from './jobKinds.js'
 import type { BroadcastPayload } from './jobs.js'
 import { encodeBase58 } from './keys.js'
 import { createPushQuoter } from './push.js'
-import { recordTransaction } from './store.js'
+import { type NewSolanaTransaction, recordAlong, recordTransaction } from './store.js'
 import { buildTransfer, ed25519Key, validSignature } from './transaction.js'
 import type { SolanaWatcher } from './watcher.js'
 
@@ -198,59 +199,71 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
     }
   }
 
+  /** What confirm records, enqueues and sends for one built transaction of the option. */
+  function confirmed(ctx: Omit<ConfirmContext, 'db' | 'afterCommit'>, entry: BuiltEntry) {
+    const raw = ctx.results[entry.index]!
+    const signature = encodeBase58(signedTransaction(raw, entry.index).signatures[0]!)
+    const record: NewSolanaTransaction = {
+      signature,
+      paymentId: ctx.payment.id,
+      purpose: 'payment',
+      chainId: chain.caip2,
+      raw,
+      blockhash: entry.blockhash,
+      lastValidBlockHeight: entry.lastValidBlockHeight,
+    }
+    const job = {
+      kind: solanaJobKinds.broadcast,
+      payload: {
+        signature,
+        asset: ctx.option.asset,
+        amount: ctx.option.tokenAmount.toString(),
+        credentialId: ctx.credentialId,
+      } satisfies BroadcastPayload,
+    }
+    // Sent as soon as it is committed, not when its job starts: the job then finds it sent and waits
+    // (the watcher sends only what is recorded, so a rolled-back confirm sends nothing; a crash before
+    // this leaves the send to the job).
+    const { watcher } = options
+    const send = watcher
+      ? () => {
+          const inFlight = {
+            signature,
+            raw,
+            blockhash: entry.blockhash,
+            lastValidBlockHeight: entry.lastValidBlockHeight,
+            sentAt: undefined,
+            error: null,
+          }
+          const attributes = {
+            'caipay.payment_id': ctx.payment.id,
+            'caipay.chain': chain.caip2,
+            'caipay.purpose': 'payment',
+          }
+          void inSpan('solana.send', attributes, () => watcher.send(inFlight)).catch(() => {})
+        }
+      : undefined
+    return { record, job, send }
+  }
+
   async function confirm(ctx: ConfirmContext): Promise<ConfirmOutcome> {
     const now = new Date()
     for (const entry of optionState(ctx.option.state).built ?? []) {
-      const raw = ctx.results[entry.index]!
-      const signature = encodeBase58(signedTransaction(raw, entry.index).signatures[0]!)
-      await recordTransaction(
-        ctx.db,
-        {
-          signature,
-          paymentId: ctx.payment.id,
-          purpose: 'payment',
-          chainId: chain.caip2,
-          raw,
-          blockhash: entry.blockhash,
-          lastValidBlockHeight: entry.lastValidBlockHeight,
-        },
-        now,
-      )
-      await enqueueJob(ctx.db, {
-        kind: solanaJobKinds.broadcast,
-        paymentId: ctx.payment.id,
-        payload: {
-          signature,
-          asset: ctx.option.asset,
-          amount: ctx.option.tokenAmount.toString(),
-          credentialId: ctx.credentialId,
-        } satisfies BroadcastPayload,
-        now,
-      })
-      // Sent as soon as it is committed, not when its job starts: the job then finds it sent and waits
-      // (the watcher sends only what is recorded, so a rolled-back confirm sends nothing; a crash before
-      // this leaves the send to the job).
-      const { watcher } = options
-      if (watcher && ctx.afterCommit) {
-        const inFlight = {
-          signature,
-          raw,
-          blockhash: entry.blockhash,
-          lastValidBlockHeight: entry.lastValidBlockHeight,
-          sentAt: undefined,
-          error: null,
-        }
-        const attributes = {
-          'caipay.payment_id': ctx.payment.id,
-          'caipay.chain': chain.caip2,
-          'caipay.purpose': 'payment',
-        }
-        ctx.afterCommit(
-          () => void inSpan('solana.send', attributes, () => watcher.send(inFlight)).catch(() => {}),
-        )
-      }
+      const { record, job, send } = confirmed(ctx, entry)
+      await recordTransaction(ctx.db, record, now)
+      await enqueueJob(ctx.db, { ...job, paymentId: ctx.payment.id, now })
+      if (send && ctx.afterCommit) ctx.afterCommit(send)
     }
     return { status: 'processing' }
+  }
+
+  /** One built transaction: its record, job and wake-up ride in the payment's move (gateway/confirm.ts). */
+  function planConfirm(ctx: Omit<ConfirmContext, 'db' | 'afterCommit'>): ConfirmPlan | undefined {
+    const built = optionState(ctx.option.state).built ?? []
+    if (built.length !== 1) return undefined
+    const now = new Date()
+    const { record, job, send } = confirmed(ctx, built[0]!)
+    return { job, inserts: [recordAlong(record, now)], ...(send ? { afterCommit: send } : {}) }
   }
 
   return {
@@ -264,6 +277,7 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
     builtUsable,
     verify,
     confirm,
+    planConfirm,
   }
 }
 
