@@ -88,6 +88,7 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
     receiptTimeoutMs: options.receiptTimeoutMs ?? 30_000,
     settlementIntervalMs: options.config.settlementIntervalMs,
     guards: relayGuardSettings(options.config),
+    fastPaths: options.config.fastPaths,
   }
   return {
     chains,

@@ -66,6 +66,8 @@ export interface JobSettings {
   settlementIntervalMs: number
   /** Payer cool-downs and per-credential gas budgets (payments/relayGuards.ts). */
   guards: RelayGuardSettings
+  /** config.fastPaths (fastPath.ts): a relay job's first send skips the lookup of earlier records. */
+  fastPaths: boolean
 }
 
 export function chainOf(settings: JobSettings, caip2: string): EvmChain {
@@ -134,8 +136,17 @@ export function relayJob(settings: JobSettings): JobHandler {
           amount: sent.gas * sent.maxFeePerGas,
         })
       }
-      const send = () =>
-        submitCollection(ctx.db, chain, relayer.sender, job.payment_id, call, ctx.fence, beforeSign)
+      // The first claim's first send: no record of this step can exist yet (SendOnceParameters.noPriorRecord).
+      let first = settings.fastPaths && job.attempts === 1
+      const send = () => {
+        const noPriorRecord = first
+        first = false
+        return submitCollection(ctx.db, chain, relayer.sender, job.payment_id, call, {
+          fence: ctx.fence,
+          beforeSign,
+          noPriorRecord,
+        })
+      }
       let sent: Awaited<ReturnType<typeof sendAndWait>>
       const release = await relayer.sender.slot()
       try {
@@ -295,9 +306,13 @@ async function submitCollection(
   sender: EvmSender,
   paymentId: string,
   call: CollectionCall,
-  fence?: Fence,
-  beforeSign?: (sent: { gas: bigint } & EvmFees) => Promise<void>,
+  options: {
+    fence?: Fence | undefined
+    beforeSign?: ((sent: { gas: bigint } & EvmFees) => Promise<void>) | undefined
+    noPriorRecord?: boolean
+  } = {},
 ): Promise<Hash> {
+  const { fence, beforeSign } = options
   const { hash } = await sendOnce({
     db,
     chain,
@@ -305,6 +320,7 @@ async function submitCollection(
     paymentId,
     purpose: 'relay',
     ...(fence ? { fence } : {}),
+    ...(options.noPriorRecord ? { noPriorRecord: true } : {}),
     to: call.to,
     data: encodeFunctionData(call as Parameters<typeof encodeFunctionData>[0]),
     // The estimate is the contract's verdict before gas is spent: a used or expired signature is refused
