@@ -7,6 +7,8 @@ import { insertMerchant, insertPayment } from '../../../test/rows.js'
 import { type PaymentStatus, paymentStatuses } from '../../contract/common.js'
 import { isPayError } from '../../errors/PayError.js'
 import { jobsChannel } from '../jobs/notify.js'
+import { FinalStatuses } from './finalStatuses.js'
+import { createPaymentFinisher } from './finisher.js'
 import {
   canTransition,
   changePaymentInSteps,
@@ -19,6 +21,7 @@ import {
   transitionPayment,
   withExpiryApplied,
 } from './lifecycle.js'
+import { findPaymentStatus } from './views.js'
 
 let pg: TestDatabase
 let owner: { partnerId: string; merchantId: string }
@@ -420,5 +423,32 @@ describe('writes along a state change (a live confirm in one statement)', () => 
     } finally {
       await listener.end()
     }
+  })
+})
+
+describe('the finisher keeps what it wrote (FastPath finalStatuses)', () => {
+  it('answers the status of the payments it succeeded once committed, with their tx ids; a limit of 0 keeps nothing', async () => {
+    const kept = new FinalStatuses(10)
+    const off = new FinalStatuses(0)
+    const [a, b] = [await payment('processing'), await payment('processing')]
+    const gone = await payment('failed')
+    const finisher = createPaymentFinisher(pg.db, async () => {}, kept)
+    const plain = createPaymentFinisher(pg.db, async () => {}, off)
+    const rows = await Promise.all([
+      finisher.succeed({ paymentId: a, txId: 'tx-kept-a' }),
+      finisher.succeed({ paymentId: gone, txId: 'tx-gone' }),
+      plain.succeed({ paymentId: b, txId: 'tx-plain-b' }),
+    ])
+    expect(rows.map((r) => r?.status)).toEqual(['succeeded', undefined, 'succeeded'])
+    expect(kept.get(a)).toEqual({
+      merchantId: owner.merchantId,
+      mode: 'test',
+      answer: { status: 'succeeded', isFinal: true, pollInMs: null, txId: 'tx-kept-a' },
+    })
+    // The answer kept is the one a status read makes of the row.
+    const read = await findPaymentStatus(pg.db, a, { merchantId: owner.merchantId }, now)
+    expect(kept.get(a)?.answer).toEqual(read)
+    expect(kept.get(gone)).toBeUndefined()
+    expect(off.get(b)).toBeUndefined()
   })
 })

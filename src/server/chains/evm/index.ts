@@ -1,6 +1,7 @@
 /** Live payments on EVM chains: drivers for the gateway and the jobs that execute them. */
 import type { ServerConfig } from '../../config.js'
 import type { JobHandler, JobLogger } from '../../jobs/runner.js'
+import type { FinalStatuses } from '../../payments/finalStatuses.js'
 import { createPaymentFinisher } from '../../payments/finisher.js'
 import { relayGuardSettings } from '../../payments/relayGuards.js'
 import { refundJobKinds } from '../../refunds/jobs.js'
@@ -37,6 +38,8 @@ export interface EvmRuntimeOptions {
   missingTransactionGraceMs?: number
   /** Expected seconds from confirm to a final status, shown to buyers (default 10). */
   etaS?: number
+  /** The app's final status answers (FastPath): the finisher keeps what it wrote. */
+  finals?: FinalStatuses
 }
 
 export interface EvmRuntime {
@@ -79,8 +82,10 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
         {
           sender: createEvmSender(options.db, chain),
           watcher: createEvmWatcher(options.db, chain, sweepInFlight),
-          finisher: createPaymentFinisher(options.db, (trx, hashes) =>
-            setTxStatuses(trx, hashes, 'succeeded'),
+          finisher: createPaymentFinisher(
+            options.db,
+            (trx, hashes) => setTxStatuses(trx, hashes, 'succeeded'),
+            options.finals,
           ),
         },
       ]),
