@@ -12,6 +12,7 @@ import { tokenAmountFor } from './gateway/quote.js'
 import { sweepIdempotencyKeys } from './idempotency.js'
 import type { JobListener } from './jobs/notify.js'
 import { type JobRunner, startJobRunner } from './jobs/runner.js'
+import { startSweep } from './jobs/sweep.js'
 import { startReconciliation } from './ledger/reconcile.js'
 import { type MetricsServer, startMetricsServer } from './metrics/server.js'
 import { flushTracing, startTracing } from './metrics/tracing.js'
@@ -195,14 +196,17 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
         ...(log ? { log } : {}),
       })
       // Push payments: each chain's open references are read every `push.pollMs` (docs/push-payments.md).
-      pushScans = startReconciliation({
-        chains: app.liveChains.solana.map((chain) => ({
-          id: chain.caip2,
-          reconcile: async () => void (await scanPushPayments(db, chain, config, tokenAmountFor)),
-        })),
-        intervalMs: config.push.pollMs,
-        ...(log ? { log } : {}),
-      })
+      const pushChains = app.liveChains.solana
+      if (pushChains.length > 0)
+        pushScans = startSweep({
+          async run() {
+            for (const chain of pushChains)
+              await scanPushPayments(db, chain, config, tokenAmountFor).catch((error: unknown) =>
+                log?.warn({ chain: chain.caip2, error: String(error) }, 'Push payment scan could not read'),
+              )
+          },
+          intervalMs: config.push.pollMs,
+        })
     }
     sweeper = setInterval(
       () => void sweepIdempotencyKeys(database.db, new Date()).catch(() => {}),
