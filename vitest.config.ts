@@ -14,6 +14,8 @@ const fastPathSuites = [
   // Solana live confirm: the blockhash validity read shared per slot (chains/solana/chain.ts) against
   // asking the node every time, quote_expired included.
   'test/solana-live/payment.test.ts',
+  // A live gasless confirm as one statement (gateway/confirm.ts) against the transaction of several.
+  'test/evm/confirmStatement.test.ts',
 ]
 
 export default defineConfig({

@@ -91,7 +91,12 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   app.addHook('preClose', async () => statusChanges.close())
   const live =
     options.live ??
-    createLiveRuntime({ config, db: options.db, ...(options.logger ? { log: options.logger } : {}) })
+    createLiveRuntime({
+      config,
+      db: options.db,
+      finals: fastPath.finalStatuses,
+      ...(options.logger ? { log: options.logger } : {}),
+    })
   app.decorate('chainDrivers', live.drivers)
   app.decorate('liveChains', live.chains ?? { evm: [], solana: [] })
   app.decorate('x402Options', options.x402 ?? {})

@@ -13,6 +13,7 @@ import { tokenAmountFor } from './gateway/quote.js'
 import { sweepIdempotencyKeys } from './idempotency.js'
 import type { JobListener } from './jobs/notify.js'
 import { type JobRunner, startJobRunner } from './jobs/runner.js'
+import { startSweep } from './jobs/sweep.js'
 import { startReconciliation } from './ledger/reconcile.js'
 import { type MetricsServer, startMetricsServer } from './metrics/server.js'
 import { flushTracing, startTracing } from './metrics/tracing.js'
@@ -196,20 +197,25 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
         ...(log ? { log } : {}),
       })
       // Push payments: each chain's open references are read every `push.pollMs` (docs/push-payments.md).
-      pushScans = startReconciliation({
-        chains: [
-          ...app.liveChains.solana.map((chain) => ({
-            id: chain.caip2,
-            reconcile: async () => void (await scanPushPayments(db, chain, config, tokenAmountFor)),
-          })),
-          ...app.liveChains.evm.map((chain) => ({
-            id: chain.caip2,
-            reconcile: async () => void (await scanEvmPushPayments(db, chain)),
-          })),
-        ],
-        intervalMs: config.push.pollMs,
-        ...(log ? { log } : {}),
-      })
+      const solanaPush = app.liveChains.solana
+      const evmPush = app.liveChains.evm
+      if (solanaPush.length + evmPush.length > 0)
+        pushScans = startSweep({
+          async run() {
+            const scans = [
+              ...solanaPush.map((chain) => ({
+                chain,
+                scan: () => scanPushPayments(db, chain, config, tokenAmountFor),
+              })),
+              ...evmPush.map((chain) => ({ chain, scan: () => scanEvmPushPayments(db, chain) })),
+            ]
+            for (const { chain, scan } of scans)
+              await scan().catch((error: unknown) =>
+                log?.warn({ chain: chain.caip2, error: String(error) }, 'Push payment scan could not read'),
+              )
+          },
+          intervalMs: config.push.pollMs,
+        })
     }
     sweeper = setInterval(
       () => void sweepIdempotencyKeys(database.db, new Date()).catch(() => {}),

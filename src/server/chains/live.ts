@@ -1,5 +1,6 @@
 import type { ServerConfig } from '../config.js'
 import type { JobHandler, JobLogger } from '../jobs/runner.js'
+import type { FinalStatuses } from '../payments/finalStatuses.js'
 import type { Db } from '../store/db.js'
 import { createEvmRuntime, type EvmChain } from './evm/index.js'
 import { createSolanaRuntime, type SolanaChain } from './solana/index.js'
@@ -17,6 +18,8 @@ export interface LiveRuntimeOptions {
   config: ServerConfig
   db: Db
   log?: JobLogger
+  /** The app's final status answers (FastPath): the chains' finishers keep what they wrote. */
+  finals?: FinalStatuses
 }
 
 /** Every namespace's chains of `config.chains`, in one runtime. Add a namespace with one line. */

@@ -7,6 +7,8 @@
  * executing what the wallet signed. One driver serves one CAIP-2 chain; test mode uses the simulated
  * driver (`simulated.ts`) for every chain, live mode the drivers handed to the gateway plugin.
  */
+
+import type { RawBuilder } from 'kysely'
 import type { AccountId } from '../../caip/caip.js'
 import type { Action, PushRequest, SubscriptionTerms, WalletRpcAction } from '../../contract/gateway.js'
 import type { Db } from '../store/db.js'
@@ -200,6 +202,19 @@ export type ConfirmOutcome =
   /** Work continues in a job the driver enqueued on `ctx.db`; the job finishes the payment. */
   | { status: 'processing' }
 
+/**
+ * A confirm whose writes all ride in the payment's move to `processing` (one statement, no transaction
+ * of several; a FastPath, gateway/confirm.ts): what `confirm` would write on `ctx.db`, as data.
+ */
+export interface ConfirmPlan {
+  /** The job that finishes the payment (as `confirm` would enqueue it). */
+  job: { kind: string; payload: JsonValue }
+  /** Rows the chain records with the move, each an INSERT ... SELECT from the changed payment's CTE. */
+  inserts?: readonly ((changed: string) => RawBuilder<unknown>)[]
+  /** Once the statement committed (as ConfirmContext.afterCommit): e.g. send the recorded transaction. */
+  afterCommit?: () => void
+}
+
 export interface ChainDriver {
   /** CAIP-2 chain id this driver serves. */
   readonly caip2: string
@@ -237,7 +252,12 @@ export interface ChainDriver {
   verify?(ctx: ConfirmContext): Promise<void>
   /** Executes the payment after the gateway won the move to `processing` (see ConfirmContext.db). */
   confirm(ctx: ConfirmContext): Promise<ConfirmOutcome>
-  /** A new reference key for a payment's push options; drivers that need no key (EVM) have none. */
+  /**
+   * `confirm` as data, when all it would do is enqueue a job (and record rows, and start something
+   * after commit) and answer `processing`; undefined: run `confirm`. Writes nothing itself.
+   */
+  planConfirm?(ctx: Omit<ConfirmContext, 'db' | 'afterCommit'>): ConfirmPlan | undefined
+  /** A new reference key for a payment's push options; drivers without push options have none. */
   newPushReference?(): string
   /** The push request of one asset (a transfer any wallet can send); undefined: none for this asset. */
   pushRequest?(ctx: PushContext): Promise<PushRequest | undefined>

@@ -32,6 +32,11 @@ export interface ConfirmInput {
   afterCommit?: (fn: () => void) => void
   /** The caller's credential (API key id or app id): what the executor's failed sends are charged to. */
   credentialId: string
+  /**
+   * A FastPath (fastPath.ts): a live confirm its driver plans (ChainDriver.planConfirm) is one statement,
+   * the move to processing carrying its event, job, wake-up and records, instead of a transaction.
+   */
+  oneStatement?: boolean
 }
 
 /**
@@ -82,6 +87,20 @@ async function confirm(input: ConfirmInput): Promise<ConfirmResponse> {
     option_amount: JSON.stringify(optionAmount),
   }
   const decided = payment.mode === 'test' ? await driver.confirm({ ...base, db }) : undefined
+  const plan = input.oneStatement && !decided && !input.onProcessing ? driver.planConfirm?.(base) : undefined
+  if (plan) {
+    const processing = await transitionPayment(db, {
+      paymentId: payment.id,
+      from: 'requires_action',
+      to: 'processing',
+      set: confirmed,
+      notExpiredAt: now,
+      now,
+      along: { job: { ...plan.job, now }, inserts: plan.inserts },
+    })
+    if (plan.afterCommit) input.afterCommit?.(plan.afterCommit)
+    return answer(processing)
+  }
   const final = await inTransaction(db, async (trx) => {
     if (decided?.status === 'succeeded') {
       const steps = await testConfirmSteps(trx, {

@@ -1,12 +1,9 @@
 import { expireDuePayments } from '../payments/lifecycle.js'
 import type { Db } from '../store/db.js'
+import { type Sweep, startSweep } from './sweep.js'
 
-export interface ExpiryJob {
-  /** Runs one sweep now (also what the timer calls). Returns the ids it expired. */
-  sweep(): Promise<string[]>
-  /** Stops the timer and waits for a sweep in progress. */
-  stop(): Promise<void>
-}
+/** `sweep()` returns the ids it expired. */
+export type ExpiryJob = Sweep<string[]>
 
 /**
  * Marks payments still waiting past their expiry as expired, every `intervalMs`. Reads apply expiry
@@ -21,25 +18,9 @@ export function startExpiryJob(options: {
   onError?: (error: unknown) => void
 }): ExpiryJob {
   const now = options.now ?? (() => new Date())
-  let running: Promise<string[]> | undefined
-  let stopped = false
-  const sweep = () => {
-    running ??= expireDuePayments(options.db, { now: now() }).finally(() => {
-      running = undefined
-    })
-    return running
-  }
-  const timer = setInterval(() => {
-    if (!stopped) sweep().catch((error) => options.onError?.(error))
-  }, options.intervalMs ?? 5000)
-  // A sweep timer alone must not keep a CLI or test process alive.
-  timer.unref()
-  return {
-    sweep,
-    async stop() {
-      stopped = true
-      clearInterval(timer)
-      await running?.catch(() => {})
-    },
-  }
+  return startSweep({
+    run: () => expireDuePayments(options.db, { now: now() }),
+    intervalMs: options.intervalMs ?? 5000,
+    onError: options.onError,
+  })
 }

@@ -1,4 +1,4 @@
-import { sql } from 'kysely'
+import { type RawBuilder, sql } from 'kysely'
 import { currentTraceparent } from '../metrics/tracing.js'
 import type { Db } from '../store/db.js'
 import { namedStatement } from '../store/prepared.js'
@@ -43,6 +43,34 @@ const insertAndNotify = namedStatement(
   )
   SELECT pg_notify($6, $1)`,
 )
+
+/** A job to enqueue as part of another statement (enqueueAlong). */
+export interface NewJob {
+  kind: string
+  payload?: unknown
+  now: Date
+}
+
+/**
+ * enqueueJob inside another statement: `insert` is a data-modifying CTE adding the job of every row of
+ * the CTE `source` (its `id` the payment's; no row, no job), and `wake` a select-list item to read from
+ * `source` so the runners are woken at commit exactly when a row was there. As enqueueJob: an existing
+ * job stays, and the wake-up is sent all the same.
+ */
+export function enqueueAlong(
+  source: string,
+  job: NewJob,
+): { insert: RawBuilder<unknown>; wake: RawBuilder<unknown> } {
+  const from = sql.table(source)
+  return {
+    insert: sql`INSERT INTO jobs (kind, payment_id, run_at, locked_until, payload, result, last_error, trace_parent, created_at, updated_at)
+      SELECT ${job.kind}, ${from}.id, ${job.now}::timestamptz, NULL, ${JSON.stringify(job.payload ?? {})}::jsonb, NULL, NULL,
+        ${currentTraceparent()}::text, ${job.now}::timestamptz, ${job.now}::timestamptz
+      FROM ${from}
+      ON CONFLICT (kind, payment_id) WHERE delivery_id IS NULL AND refund_id IS NULL DO NOTHING`,
+    wake: sql`pg_notify(${jobsChannel}, ${job.kind})`,
+  }
+}
 
 /** Takes up to `limit` due jobs of the given kinds for `leaseMs`; attempts count up on each claim. */
 export async function claimJobs(

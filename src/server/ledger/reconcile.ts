@@ -1,6 +1,7 @@
 import { sql } from 'kysely'
 import { canonicalCaip } from '../../caip/caip.js'
 import { RetryLater } from '../jobs/runner.js'
+import { startSweep } from '../jobs/sweep.js'
 import type { Db } from '../store/db.js'
 import type { Mode } from '../store/schema.js'
 import './schema.js'
@@ -245,9 +246,9 @@ export function startReconciliation(options: {
   intervalMs?: number
   log?: { warn(obj: object, msg: string): void }
 }): { stop(): Promise<void> } {
-  let running: Promise<void> | undefined
-  const tick = () => {
-    running ??= (async () => {
+  if (options.chains.length === 0) return { stop: async () => {} }
+  return startSweep({
+    async run() {
       for (const chain of options.chains)
         await chain
           .reconcile()
@@ -257,16 +258,7 @@ export function startReconciliation(options: {
               'Ledger reconciliation could not read',
             ),
           )
-    })().finally(() => {
-      running = undefined
-    })
-  }
-  const timer = options.chains.length > 0 ? setInterval(tick, options.intervalMs ?? 60_000) : undefined
-  timer?.unref()
-  return {
-    async stop() {
-      if (timer) clearInterval(timer)
-      await running
     },
-  }
+    intervalMs: options.intervalMs ?? 60_000,
+  })
 }

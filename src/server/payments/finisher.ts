@@ -2,8 +2,10 @@ import type { Transaction } from 'kysely'
 import type { UnsettledCollection } from '../ledger/entries.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { Database, PaymentRow } from '../store/schema.js'
+import type { FinalStatuses } from './finalStatuses.js'
 import { succeedPayments } from './lifecycle.js'
 import type { BatchedSettlement } from './settlementItems.js'
+import { statusJson } from './views.js'
 
 export interface SucceededPayment {
   paymentId: string
@@ -38,12 +40,17 @@ const maxGroup = 500
 export function createPaymentFinisher(
   db: Db,
   record: (trx: Transaction<Database>, txIds: readonly string[]) => Promise<void>,
+  /**
+   * The app's final answers (FastPath, fastPath.ts): what the group's statement returned is kept once
+   * committed, so the held status reads its notification wakes answer without reading the payment again.
+   */
+  finals?: FinalStatuses,
 ): PaymentFinisher {
   const queue: Queued[] = []
   let scheduled = false
 
-  const write = (group: readonly Queued[]) =>
-    inTransaction(db, async (trx) => {
+  const write = async (group: readonly Queued[]) => {
+    const rows = await inTransaction(db, async (trx) => {
       await record(
         trx,
         group.map((q) => q.payment.txId),
@@ -54,6 +61,10 @@ export function createPaymentFinisher(
         new Date(),
       )
     })
+    for (const row of rows)
+      finals?.remember(row.id, { merchantId: row.merchant_id, mode: row.mode, answer: statusJson(row) })
+    return rows
+  }
 
   async function flush(): Promise<void> {
     try {

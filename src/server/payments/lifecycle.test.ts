@@ -1,8 +1,14 @@
+import { sql } from 'kysely'
+import pgDriver from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { statementsOf } from '../../../test/gateway/support.js'
 import { createTestDatabase, type TestDatabase } from '../../../test/postgres.js'
 import { insertMerchant, insertPayment } from '../../../test/rows.js'
 import { type PaymentStatus, paymentStatuses } from '../../contract/common.js'
 import { isPayError } from '../../errors/PayError.js'
+import { jobsChannel } from '../jobs/notify.js'
+import { FinalStatuses } from './finalStatuses.js'
+import { createPaymentFinisher } from './finisher.js'
 import {
   canTransition,
   changePaymentInSteps,
@@ -15,6 +21,7 @@ import {
   transitionPayment,
   withExpiryApplied,
 } from './lifecycle.js'
+import { findPaymentStatus } from './views.js'
 
 let pg: TestDatabase
 let owner: { partnerId: string; merchantId: string }
@@ -334,5 +341,114 @@ describe('succeedPayments (a block of payments at once)', () => {
       .where('kind', '=', 'test.settle_batch')
       .execute()
     expect(jobs.map((j) => j.payment_id)).toEqual([oneByOne[0]])
+  })
+})
+
+describe('writes along a state change (a live confirm in one statement)', () => {
+  const along = (tag: string) => ({
+    job: { kind: `along-${tag}`, payload: { tag }, now },
+    inserts: [
+      (changed: string) =>
+        sql`INSERT INTO jobs (kind, payment_id, run_at, payload, created_at, updated_at)
+          SELECT ${`record-${tag}`}, ${sql.table(changed)}.id, ${now}, '{}', ${now}, ${now} FROM ${sql.table(changed)}`,
+    ],
+  })
+  const jobsOf = async (paymentId: string) =>
+    (
+      await pg.db
+        .selectFrom('jobs')
+        .select('kind')
+        .where('payment_id', '=', paymentId)
+        .orderBy('kind')
+        .execute()
+    ).map((j) => j.kind)
+
+  it('makes the move, its event, the job, the inserts and the wake-up in one statement', async () => {
+    const id = await payment('requires_action')
+    const listener = new pgDriver.Client({ connectionString: pg.url })
+    await listener.connect()
+    const heard: string[] = []
+    listener.on('notification', (n) => heard.push(`${n.channel}:${n.payload}`))
+    await listener.query(`LISTEN ${jobsChannel}`)
+    try {
+      const { result: row, statements } = await statementsOf(() =>
+        transitionPayment(pg.db, {
+          paymentId: id,
+          from: 'requires_action',
+          to: 'processing',
+          notExpiredAt: now,
+          now,
+          along: along('a'),
+        }),
+      )
+      expect(statements).toHaveLength(1)
+      expect(row.status).toBe('processing')
+      expect(row).not.toHaveProperty('woke')
+      expect(await jobsOf(id)).toEqual(['along-a', 'record-a'])
+      const events = await pg.db
+        .selectFrom('payment_events')
+        .select('type')
+        .where('payment_id', '=', id)
+        .execute()
+      expect(events.map((e) => e.type)).toEqual(['payment.processing'])
+      await expect.poll(() => heard).toEqual([`${jobsChannel}:along-a`])
+    } finally {
+      await listener.end()
+    }
+  })
+
+  it('writes nothing along a move that is refused, and wakes nobody', async () => {
+    const id = await payment('cancelled')
+    const expired = await payment('requires_action', new Date(now.getTime() - 1))
+    const listener = new pgDriver.Client({ connectionString: pg.url })
+    await listener.connect()
+    const heard: string[] = []
+    listener.on('notification', (n) => heard.push(n.payload ?? ''))
+    await listener.query(`LISTEN ${jobsChannel}`)
+    try {
+      for (const paymentId of [id, expired]) {
+        const move = transitionPayment(pg.db, {
+          paymentId,
+          from: 'requires_action',
+          to: 'processing',
+          notExpiredAt: now,
+          now,
+          along: along('refused'),
+        })
+        await expect(move).rejects.toMatchObject({ code: 'invalid_state' })
+        expect(await jobsOf(paymentId)).toEqual([])
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      expect(heard).toEqual([])
+    } finally {
+      await listener.end()
+    }
+  })
+})
+
+describe('the finisher keeps what it wrote (FastPath finalStatuses)', () => {
+  it('answers the status of the payments it succeeded once committed, with their tx ids; a limit of 0 keeps nothing', async () => {
+    const kept = new FinalStatuses(10)
+    const off = new FinalStatuses(0)
+    const [a, b] = [await payment('processing'), await payment('processing')]
+    const gone = await payment('failed')
+    const finisher = createPaymentFinisher(pg.db, async () => {}, kept)
+    const plain = createPaymentFinisher(pg.db, async () => {}, off)
+    const rows = await Promise.all([
+      finisher.succeed({ paymentId: a, txId: 'tx-kept-a' }),
+      finisher.succeed({ paymentId: gone, txId: 'tx-gone' }),
+      plain.succeed({ paymentId: b, txId: 'tx-plain-b' }),
+    ])
+    expect(rows.map((r) => r?.status)).toEqual(['succeeded', undefined, 'succeeded'])
+    expect(kept.get(a)).toEqual({
+      merchantId: owner.merchantId,
+      mode: 'test',
+      answer: { status: 'succeeded', isFinal: true, pollInMs: null, txId: 'tx-kept-a' },
+    })
+    // The answer kept is the one a status read makes of the row.
+    const read = await findPaymentStatus(pg.db, a, { merchantId: owner.merchantId }, now)
+    expect(kept.get(a)?.answer).toEqual(read)
+    expect(kept.get(gone)).toBeUndefined()
+    expect(off.get(b)).toBeUndefined()
   })
 })

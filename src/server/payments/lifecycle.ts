@@ -1,10 +1,10 @@
-import { sql } from 'kysely'
+import { type RawBuilder, sql } from 'kysely'
 import { canonicalCaip } from '../../caip/caip.js'
 import type { PaymentStatus } from '../../contract/common.js'
 import type { WebhookEventType } from '../../contract/webhooks.js'
 import { fail } from '../errors.js'
 import { type Fence, fenceHolds } from '../jobs/fence.js'
-import { enqueueJob } from '../jobs/queue.js'
+import { enqueueAlong, enqueueJob, type NewJob } from '../jobs/queue.js'
 import { bookUnsettledCollections, type UnsettledCollection } from '../ledger/entries.js'
 import { countPaymentChanges } from '../metrics/counters.js'
 import { type Db, inTransaction } from '../store/db.js'
@@ -69,9 +69,21 @@ type Condition = readonly [
 ]
 
 /**
+ * Writes a state change carries in its own statement, made only when the change is: a live confirm's
+ * job and what its chain records (gateway/confirm.ts), so the confirm is one round trip, not a
+ * transaction of several.
+ */
+export interface AlongWrites {
+  /** Enqueued, and its runners woken at commit, with the change (jobs/queue.ts enqueueAlong). */
+  job?: NewJob | undefined
+  /** Inserts from the changed rows (the CTE named by the argument): no change, no row. */
+  inserts?: readonly ((changed: string) => RawBuilder<unknown>)[] | undefined
+}
+
+/**
  * One state change in one statement: `UPDATE payments ... RETURNING` as a CTE, the event row inserted
  * from it, the changed rows returned. `where` narrows the rows (the state they must be in); nobody
- * matched -> no row, no event.
+ * matched -> no row, no event (and none of `along`'s writes).
  */
 async function changePayments(
   db: Db,
@@ -82,11 +94,14 @@ async function changePayments(
     now: Date
     /** A job step's claim: the change is made only while it holds (jobs/fence.ts). */
     fence?: Fence | undefined
+    along?: AlongWrites | undefined
   },
 ): Promise<PaymentRow[]> {
-  const { type, where, now, fence } = change
+  const { type, where, now, fence, along } = change
   const set: PaymentUpdate = { ...change.set, updated_at: now }
-  const rows = await db
+  const job = along?.job && enqueueAlong('changed', along.job)
+  const inserts = along?.inserts ?? []
+  let creator = db
     .with('changed', (qb) => {
       let update = qb
         .updateTable('payments')
@@ -112,9 +127,16 @@ async function changePayments(
             ]),
         ),
     )
+  // The writes along (none on most changes) as more CTEs; their names are never read, only run.
+  const alongCtes = [...(job ? [job.insert] : []), ...inserts.map((insert) => insert('changed'))]
+  for (const [k, cte] of alongCtes.entries())
+    creator = creator.with(`along_${k}`, () => sql`(${cte})` as never) as unknown as typeof creator
+  const rows = await creator
     .selectFrom('changed')
     .selectAll()
+    .$if(job !== undefined, (qb) => qb.select(job!.wake.as('woke')))
     .execute()
+  if (job) for (const row of rows) delete (row as { woke?: unknown }).woke
   countPaymentChanges(type, rows as PaymentRow[])
   return rows as PaymentRow[]
 }
@@ -129,6 +151,8 @@ export interface TransitionPaymentParameters {
   /** Only for a payment still unexpired at this time (e.g. a buyer confirming). */
   notExpiredAt?: Date
   now?: Date
+  /** Writes made in the same statement, only if the move is. */
+  along?: AlongWrites
 }
 
 /**
@@ -154,6 +178,7 @@ export async function transitionPayment(db: Db, params: TransitionPaymentParamet
       ...(params.notExpiredAt ? [['expires_at', '>', params.notExpiredAt] as const] : []),
     ],
     now,
+    along: params.along,
   })
   if (row) return row
   return refuseTransition(db, params.paymentId, params.to)

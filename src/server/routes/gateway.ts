@@ -68,10 +68,13 @@ export async function gatewayRoutes(app: FastifyInstance): Promise<void> {
   })
 
   defineRoute(app, endpoints.gatewayConfirm, async (ctx) => {
-    const { db, body, config, now, afterCommit, auth } = ctx
+    const { db, body, config, now, afterCommit, auth, fastPath } = ctx
     const { payment, option } = await paymentAndOption(ctx)
     const credentialId = auth.credentialId
-    return confirmPayment({ db, config, registry, payment, option, body, now, afterCommit, credentialId })
+    return confirmPayment({
+      ...{ db, config, registry, payment, option, body, now, afterCommit, credentialId },
+      oneStatement: fastPath.enabled,
+    })
   })
 
   // The hosted form posts here from the buyer's browser, which holds no gateway credentials: the option id

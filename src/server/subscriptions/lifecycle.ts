@@ -9,6 +9,7 @@ import { insertPaymentRow } from '../payments/create.js'
 import { failPayment, transitionPayment } from '../payments/lifecycle.js'
 import { succeedTestPayment } from '../payments/settlements.js'
 import { type Db, inTransaction } from '../store/db.js'
+import type { PaymentRow } from '../store/schema.js'
 import { maxPeriods } from './create.js'
 import { recordSubscriptionEvent } from './events.js'
 import { dueAt, periodsBefore, type Schedule } from './periods.js'
@@ -239,7 +240,8 @@ export async function attemptCharge(
       throw new Error(`Subscription ${row.id}: no live driver charges ${row.asset}.`)
     if (row.next_attempt_at === null || row.next_attempt_at.getTime() > at.getTime()) return false
     const period = row.periods_charged
-    const paymentId = await periodPayment(trx, config, row, period, at)
+    const payment = await periodPayment(trx, config, row, period, at)
+    const paymentId = payment.id
     if (driver?.startMandateCharge) {
       await driver.startMandateCharge(trx, { subscriptionId: row.id, paymentId, period, at })
       await updateSubscription(trx, row.id, { next_attempt_at: null }, at)
@@ -247,7 +249,7 @@ export async function attemptCharge(
     }
     await applyChargeOutcome(trx, row, paymentId, await charge(row), at, (txId) =>
       succeedTestPayment(trx, {
-        payment: { id: paymentId, merchant_id: row.merchant_id, capture_method: 'automatic' },
+        payment,
         asset: row.asset ?? undefined,
         value: row.amount_per_period ?? '0',
         txId,
@@ -385,14 +387,15 @@ async function periodPayment(
   row: SubscriptionRow,
   period: number,
   at: Date,
-): Promise<string> {
+): Promise<Pick<PaymentRow, 'id' | 'merchant_id' | 'capture_method'>> {
   const existing = await db
     .selectFrom('subscription_periods')
-    .select('payment_id')
-    .where('subscription_id', '=', row.id)
-    .where('period', '=', period)
+    .innerJoin('payments', 'payments.id', 'subscription_periods.payment_id')
+    .select(['payments.id', 'payments.merchant_id', 'payments.capture_method'])
+    .where('subscription_periods.subscription_id', '=', row.id)
+    .where('subscription_periods.period', '=', period)
     .executeTakeFirst()
-  if (existing) return existing.payment_id
+  if (existing) return existing
   const due = dueAt(scheduleOf(row), period)
   const paymentId = await insertPaymentRow(db, {
     auth: { partnerId: row.partner_id, mode: row.mode },
@@ -409,7 +412,8 @@ async function periodPayment(
     .insertInto('subscription_periods')
     .values({ subscription_id: row.id, period, payment_id: paymentId, due_at: due, created_at: at })
     .execute()
-  await transitionPayment(db, {
+  // The payment as made (its capture method the payment's own, not assumed), for the charge's success.
+  return transitionPayment(db, {
     paymentId,
     from: 'requires_action',
     to: 'processing',
@@ -419,7 +423,6 @@ async function periodPayment(
     },
     now: at,
   })
-  return paymentId
 }
 
 /** Test mode's charge: what the sandbox buyer's chain would decide (`POST /v1/test/subscriptions/:id/simulate`). */

@@ -1,13 +1,11 @@
 import type { ChainDriver } from '../chains/types.js'
 import type { ServerConfig } from '../config.js'
+import { type Sweep, startSweep } from '../jobs/sweep.js'
 import type { Db } from '../store/db.js'
 import { cancelUnactivated, chargeDueSubscriptions } from './lifecycle.js'
 
-export interface SubscriptionSweep {
-  /** Runs one sweep now (also what the timer calls): the attempts made and the subscriptions given up. */
-  sweep(): Promise<{ attempts: number; unactivated: number }>
-  stop(): Promise<void>
-}
+/** `sweep()` returns the attempts made and the subscriptions given up. */
+export type SubscriptionSweep = Sweep<{ attempts: number; unactivated: number }>
 
 /**
  * Every `intervalMs`: charges the periods (and retries) due on real time, and cancels the subscriptions
@@ -22,10 +20,8 @@ export function startSubscriptionSweep(options: {
   intervalMs?: number
   onError?: (error: unknown) => void
 }): SubscriptionSweep {
-  let running: Promise<{ attempts: number; unactivated: number }> | undefined
-  let stopped = false
-  const sweep = () => {
-    running ??= (async () => {
+  return startSweep({
+    async run() {
       const now = options.now()
       const attempts = await chargeDueSubscriptions(options.db, options.config, {
         clockId: null,
@@ -34,21 +30,8 @@ export function startSubscriptionSweep(options: {
       })
       const unactivated = await cancelUnactivated(options.db, now)
       return { attempts, unactivated }
-    })().finally(() => {
-      running = undefined
-    })
-    return running
-  }
-  const timer = setInterval(() => {
-    if (!stopped) sweep().catch((error) => options.onError?.(error))
-  }, options.intervalMs ?? 30_000)
-  timer.unref()
-  return {
-    sweep,
-    async stop() {
-      stopped = true
-      clearInterval(timer)
-      await running?.catch(() => {})
     },
-  }
+    intervalMs: options.intervalMs ?? 30_000,
+    onError: options.onError,
+  })
 }

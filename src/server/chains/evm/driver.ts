@@ -4,7 +4,7 @@ import { paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
 import { assertRelayable, type RelayGuardSettings } from '../../payments/relayGuards.js'
 import { armChargeJob } from '../../subscriptions/liveCharges.js'
-import type { ChainDriver, ConfirmContext, ConfirmOutcome } from '../types.js'
+import type { ChainDriver, ConfirmContext, ConfirmOutcome, JsonValue } from '../types.js'
 import {
   type Authorization,
   authorizationFromParams,
@@ -98,21 +98,7 @@ export function createEvmDriver(
     async confirm(ctx): Promise<ConfirmOutcome> {
       if (ctx.option.kind === mandateKind) return confirmMandate(chain, ctx)
       if (ctx.option.kind === 'permit2' || ctx.option.kind === 'eip3009') {
-        // What the relay job collects: the permit or the authorization offered, with the wallet's signature.
-        const collection =
-          ctx.option.kind === 'permit2'
-            ? (({ index, permit }) => ({ index, permit2: permit2ToJson(permit) }))(offeredPermit(chain, ctx))
-            : (({ index, authorization }) => ({ index, authorization: authorizationToJson(authorization) }))(
-                offeredAuthorization(chain, ctx),
-              )
-        const { index, ...offered } = collection
-        const payload: RelayPayload = {
-          chain: chain.caip2,
-          asset: ctx.asset.id,
-          ...offered,
-          signature: ctx.results[index] as Hex,
-          credentialId: ctx.credentialId,
-        }
+        const payload = relayPayload(chain, ctx)
         await enqueueJob(ctx.db, { kind: evmJobKinds.relay, paymentId: ctx.payment.id, payload })
         return { status: 'processing' }
       }
@@ -138,13 +124,37 @@ export function createEvmDriver(
       await enqueueJob(ctx.db, { kind: evmJobKinds.verifyTransfer, paymentId: ctx.payment.id, payload })
       return { status: 'processing' }
     },
+
+    // A gasless confirm only enqueues its relay; a direct one also claims its hash (its own statement).
+    planConfirm(ctx) {
+      if (ctx.option.kind !== 'permit2' && ctx.option.kind !== 'eip3009') return undefined
+      return { job: { kind: evmJobKinds.relay, payload: relayPayload(chain, ctx) as unknown as JsonValue } }
+    },
+  }
+}
+
+/** What the relay job collects: the permit or the authorization offered, with the wallet's signature. */
+function relayPayload(chain: EvmChain, ctx: Omit<ConfirmContext, 'db'>): RelayPayload {
+  const collection =
+    ctx.option.kind === 'permit2'
+      ? (({ index, permit }) => ({ index, permit2: permit2ToJson(permit) }))(offeredPermit(chain, ctx))
+      : (({ index, authorization }) => ({ index, authorization: authorizationToJson(authorization) }))(
+          offeredAuthorization(chain, ctx),
+        )
+  const { index, ...offered } = collection
+  return {
+    chain: chain.caip2,
+    asset: ctx.asset.id,
+    ...offered,
+    signature: ctx.results[index] as Hex,
+    credentialId: ctx.credentialId,
   }
 }
 
 /** The authorization as offered (stored by the gateway with the option) and the index of its action. */
 function offeredAuthorization(
   chain: EvmChain,
-  ctx: ConfirmContext,
+  ctx: Omit<ConfirmContext, 'db'>,
 ): { index: number; authorization: Authorization } {
   const index = ctx.option.actions.findIndex(
     (a) => a.type === 'walletRpc' && a.walletRpc.method === 'eth_signTypedData_v4',
@@ -166,7 +176,7 @@ function offeredAuthorization(
 /** The Permit2 transfer as offered (the option's typed-data action), its payer, and the hash it signs. */
 function offeredPermit(
   chain: EvmChain,
-  ctx: ConfirmContext,
+  ctx: Omit<ConfirmContext, 'db'>,
 ): { index: number; permit: Permit2Collection; hash: Hex } {
   const index = ctx.option.actions.findIndex(
     (a) => a.type === 'walletRpc' && a.walletRpc.method === 'eth_signTypedData_v4',

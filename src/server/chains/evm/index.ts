@@ -1,6 +1,7 @@
 /** Live payments on EVM chains: drivers for the gateway and the jobs that execute them. */
 import type { ServerConfig } from '../../config.js'
 import type { JobHandler, JobLogger } from '../../jobs/runner.js'
+import type { FinalStatuses } from '../../payments/finalStatuses.js'
 import { createPaymentFinisher } from '../../payments/finisher.js'
 import { relayGuardSettings } from '../../payments/relayGuards.js'
 import { refundJobKinds } from '../../refunds/jobs.js'
@@ -41,6 +42,8 @@ export interface EvmRuntimeOptions {
   missingTransactionGraceMs?: number
   /** Expected seconds from confirm to a final status, shown to buyers (default 10). */
   etaS?: number
+  /** The app's final status answers (FastPath): the finisher keeps what it wrote. */
+  finals?: FinalStatuses
 }
 
 export interface EvmRuntime {
@@ -87,8 +90,10 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
           watcher: createEvmWatcher(options.db, chain, (db, c) =>
             sweepInFlight(db, c, guardFeeBump(db, guards)),
           ),
-          finisher: createPaymentFinisher(options.db, (trx, hashes) =>
-            setTxStatuses(trx, hashes, 'succeeded'),
+          finisher: createPaymentFinisher(
+            options.db,
+            (trx, hashes) => setTxStatuses(trx, hashes, 'succeeded'),
+            options.finals,
           ),
         },
       ]),
@@ -96,6 +101,7 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
     receiptTimeoutMs: options.receiptTimeoutMs ?? 30_000,
     settlementIntervalMs: options.config.settlementIntervalMs,
     guards,
+    fastPaths: options.config.fastPaths,
   }
   return {
     chains,

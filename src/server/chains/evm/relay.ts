@@ -70,6 +70,8 @@ export interface JobSettings {
   settlementIntervalMs: number
   /** Payer cool-downs and per-credential gas budgets (payments/relayGuards.ts). */
   guards: RelayGuardSettings
+  /** config.fastPaths (fastPath.ts): a relay job's first send skips the lookup of earlier records. */
+  fastPaths: boolean
 }
 
 export function chainOf(settings: JobSettings, caip2: string): EvmChain {
@@ -142,10 +144,18 @@ export function relayJob(settings: JobSettings): JobHandler {
           amount: sent.gas * sent.maxFeePerGas,
         })
       }
-      const send = () =>
-        submitCollection(ctx.db, chain, relayer.sender, job.payment_id, call, ctx.fence, beforeSign, {
+      // The first claim's first send: no record of this step can exist yet (SendOnceParameters.noPriorRecord).
+      let first = settings.fastPaths && job.attempts === 1
+      const send = () => {
+        const noPriorRecord = first
+        first = false
+        return submitCollection(ctx.db, chain, relayer.sender, job.payment_id, call, {
+          fence: ctx.fence,
+          beforeSign,
           beforeBump: guardFeeBump(ctx.db, settings.guards),
+          noPriorRecord,
         })
+      }
       let sent: Awaited<ReturnType<typeof sendAndWait>>
       const release = await relayer.sender.slot()
       try {
@@ -426,10 +436,14 @@ async function submitCollection(
   sender: EvmSender,
   paymentId: string,
   call: CollectionCall,
-  fence?: Fence,
-  beforeSign?: (sent: { gas: bigint } & EvmFees) => Promise<void>,
-  options: { beforeBump?: BumpGuard } = {},
+  options: {
+    fence?: Fence | undefined
+    beforeSign?: ((sent: { gas: bigint } & EvmFees) => Promise<void>) | undefined
+    beforeBump?: BumpGuard
+    noPriorRecord?: boolean
+  } = {},
 ): Promise<Hash> {
+  const { fence, beforeSign } = options
   const { hash } = await sendOnce({
     db,
     chain,
@@ -437,6 +451,7 @@ async function submitCollection(
     paymentId,
     purpose: 'relay',
     ...(fence ? { fence } : {}),
+    ...(options.noPriorRecord ? { noPriorRecord: true } : {}),
     to: call.to,
     data: encodeFunctionData(call as Parameters<typeof encodeFunctionData>[0]),
     // The estimate is the contract's verdict before gas is spent: a used or expired signature is refused
@@ -445,7 +460,7 @@ async function submitCollection(
     // Exactly what is signed, where it will run: a payer whose signature is valid only at gas price 0
     // (a plain eth_call) or only in the latest block is refused here, before any gas is spent.
     beforeSign: beforeSign ?? ((sent) => simulateCollection(chain, call, sent)),
-    ...options,
+    ...(options.beforeBump ? { beforeBump: options.beforeBump } : {}),
   })
   return hash
 }

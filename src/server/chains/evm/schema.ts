@@ -8,7 +8,15 @@ import type { Timestamp } from '../../store/schema.js'
  * emptied into the collection address; `deposit`: a push deposit sent back (migration 026); `permit`: a
  * subscription's signed Permit2 grant, once (migration 027); `charge`: one period's Permit2 `transferFrom`.
  */
-export type EvmTxPurpose = 'relay' | 'settle' | 'deploy' | 'refund' | 'sweep' | 'deposit' | 'permit' | 'charge'
+export type EvmTxPurpose =
+  | 'relay'
+  | 'settle'
+  | 'deploy'
+  | 'refund'
+  | 'sweep'
+  | 'deposit'
+  | 'permit'
+  | 'charge'
 /** `sent`: signed, recorded, broadcast (maybe); `dropped`: its nonce went to another transaction. */
 export type EvmTxStatus = 'sent' | 'succeeded' | 'reverted' | 'dropped'
 

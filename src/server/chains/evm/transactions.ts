@@ -46,6 +46,12 @@ export interface SendOnceParameters {
   beforeBump?: BumpGuard
   /** The job step's claim: a new transaction is recorded (and so sent) only while it holds. */
   fence?: Fence
+  /**
+   * The caller knows no transaction of this step was ever recorded, so the lookup is skipped (a FastPath,
+   * fastPath.ts): a relay job's first claim, at its first send. Every record of the step is made under a
+   * fenced claim of its job, so none can exist before the first; a claim taken over records nothing.
+   */
+  noPriorRecord?: boolean
 }
 
 /**
@@ -91,7 +97,7 @@ export function recordedSteps(
  */
 export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row: EvmTransactionRow }> {
   const { db, chain } = p
-  const prior = await recordedSteps(db, p.paymentId, p.purpose, p.refundId, p.step)
+  const prior = p.noPriorRecord ? [] : await recordedSteps(db, p.paymentId, p.purpose, p.refundId, p.step)
   // Landed and recorded, but the caller died before its own next write (the payment row): that
   // transaction is the step. Signing anew would pay twice (or, for a relay, fail a paid payment
   // because its authorization is already used).

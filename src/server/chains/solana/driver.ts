@@ -26,6 +26,7 @@ import type {
   ChainDriver,
   ConfirmContext,
   ConfirmOutcome,
+  ConfirmPlan,
   JsonValue,
   MandateDraft,
   MandateQuoteContext,
@@ -40,7 +41,7 @@ import type { BroadcastPayload } from './jobs.js'
 import { encodeBase58 } from './keys.js'
 import { armMandateCharge, buildApproval, type MandateChargePayload, mandateDraft } from './mandates.js'
 import { createPushQuoter, transactionRequestTransaction } from './push.js'
-import { recordTransaction } from './store.js'
+import { type NewSolanaTransaction, recordAlong, recordTransaction } from './store.js'
 import { buildTransfer, ed25519Key, validSignature } from './transaction.js'
 import type { SolanaWatcher } from './watcher.js'
 
@@ -231,12 +232,64 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
     }
   }
 
+  /** What confirm records, enqueues and sends for one built transaction of the option. */
+  function confirmed(
+    ctx: Omit<ConfirmContext, 'db' | 'afterCommit'>,
+    entry: BuiltEntry,
+    purpose: 'payment' | 'mandate' = 'payment',
+  ) {
+    const raw = ctx.results[entry.index]!
+    const signature = encodeBase58(signedTransaction(raw, entry.index).signatures[0]!)
+    const record: NewSolanaTransaction = {
+      signature,
+      paymentId: ctx.payment.id,
+      purpose,
+      chainId: chain.caip2,
+      raw,
+      blockhash: entry.blockhash,
+      lastValidBlockHeight: entry.lastValidBlockHeight,
+    }
+    const job = {
+      kind: solanaJobKinds.broadcast,
+      payload: {
+        signature,
+        asset: ctx.option.asset,
+        amount: ctx.option.tokenAmount.toString(),
+        credentialId: ctx.credentialId,
+      } satisfies BroadcastPayload,
+    }
+    // Sent as soon as it is committed, not when its job starts: the job then finds it sent and waits
+    // (the watcher sends only what is recorded, so a rolled-back confirm sends nothing; a crash before
+    // this leaves the send to the job).
+    const { watcher } = options
+    const send = watcher
+      ? () => {
+          const inFlight = {
+            signature,
+            raw,
+            blockhash: entry.blockhash,
+            lastValidBlockHeight: entry.lastValidBlockHeight,
+            sentAt: undefined,
+            error: null,
+          }
+          const attributes = {
+            'caipay.payment_id': ctx.payment.id,
+            'caipay.chain': chain.caip2,
+            'caipay.purpose': purpose,
+          }
+          void inSpan('solana.send', attributes, () => watcher.send(inFlight)).catch(() => {})
+        }
+      : undefined
+    return { record, job, send }
+  }
+
   async function confirm(ctx: ConfirmContext): Promise<ConfirmOutcome> {
     const now = new Date()
     const { total } = optionState(ctx.option.state)
     for (const entry of optionState(ctx.option.state).built ?? []) {
-      const raw = ctx.results[entry.index]!
-      const signature = encodeBase58(signedTransaction(raw, entry.index).signatures[0]!)
+      const terms = optionTerms(ctx.option.state)
+      const mandate = total !== undefined && terms !== undefined
+      const { record, job, send } = confirmed(ctx, entry, mandate ? 'mandate' : 'payment')
       // Its fee is the service's until it lands: reserved from the payer's and the caller's budgets (under
       // their locks, so confirms racing on several instances cannot overshoot them) before it is recorded.
       if (options.guards) {
@@ -246,7 +299,7 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
             paymentId: ctx.payment.id,
             credentialId: ctx.credentialId,
             subjects: payerSubjects(ctx.option.account),
-            amount: maxFeeLamports(decodeSolanaTransaction(raw)),
+            amount: maxFeeLamports(decodeSolanaTransaction(record.raw)),
             now,
           })
         } catch (error) {
@@ -255,23 +308,10 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
           throw error
         }
       }
-      await recordTransaction(
-        ctx.db,
-        {
-          signature,
-          paymentId: ctx.payment.id,
-          purpose: total === undefined ? 'payment' : 'mandate',
-          chainId: chain.caip2,
-          raw,
-          blockhash: entry.blockhash,
-          lastValidBlockHeight: entry.lastValidBlockHeight,
-        },
-        now,
-      )
-      const terms = optionTerms(ctx.option.state)
+      await recordTransaction(ctx.db, record, now)
       await enqueueJob(
         ctx.db,
-        total !== undefined && terms
+        mandate
           ? {
               // The first period: the delegation lands, then the service charges the period under it.
               kind: solanaJobKinds.mandateCharge,
@@ -283,47 +323,29 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
                 owner: ctx.option.account.slice(ctx.option.account.lastIndexOf(':') + 1),
                 asset: ctx.option.asset,
                 amount: ctx.option.tokenAmount.toString(),
-                approval: signature,
+                approval: record.signature,
                 total,
               } satisfies MandateChargePayload,
               now,
             }
-          : {
-              kind: solanaJobKinds.broadcast,
-              paymentId: ctx.payment.id,
-              payload: {
-                signature,
-                asset: ctx.option.asset,
-                amount: ctx.option.tokenAmount.toString(),
-                credentialId: ctx.credentialId,
-              } satisfies BroadcastPayload,
-              now,
-            },
+          : { ...job, paymentId: ctx.payment.id, now },
       )
-      // Sent as soon as it is committed, not when its job starts: the job then finds it sent and waits
-      // (the watcher sends only what is recorded, so a rolled-back confirm sends nothing; a crash before
-      // this leaves the send to the job).
-      const { watcher } = options
-      if (watcher && ctx.afterCommit) {
-        const inFlight = {
-          signature,
-          raw,
-          blockhash: entry.blockhash,
-          lastValidBlockHeight: entry.lastValidBlockHeight,
-          sentAt: undefined,
-          error: null,
-        }
-        const attributes = {
-          'caipay.payment_id': ctx.payment.id,
-          'caipay.chain': chain.caip2,
-          'caipay.purpose': total === undefined ? 'payment' : 'mandate',
-        }
-        ctx.afterCommit(
-          () => void inSpan('solana.send', attributes, () => watcher.send(inFlight)).catch(() => {}),
-        )
-      }
+      if (send && ctx.afterCommit) ctx.afterCommit(send)
     }
     return { status: 'processing' }
+  }
+
+  /**
+   * One built transaction: its record, job and wake-up ride in the payment's move (gateway/confirm.ts).
+   * Not for a mandate (its own job), nor while fees are reserved before the record (relay guards: a
+   * reservation that can refuse is its own statement, under its locks): `confirm` does those.
+   */
+  function planConfirm(ctx: Omit<ConfirmContext, 'db' | 'afterCommit'>): ConfirmPlan | undefined {
+    const { built = [], total } = optionState(ctx.option.state)
+    if (built.length !== 1 || total !== undefined || options.guards) return undefined
+    const now = new Date()
+    const { record, job, send } = confirmed(ctx, built[0]!)
+    return { job, inserts: [recordAlong(record, now)], ...(send ? { afterCommit: send } : {}) }
   }
 
   return {
@@ -340,6 +362,7 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
     builtUsable,
     verify,
     confirm,
+    planConfirm,
   }
 }
 

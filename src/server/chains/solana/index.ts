@@ -2,6 +2,7 @@
 
 import type { ServerConfig } from '../../config.js'
 import type { JobHandler, JobLogger } from '../../jobs/runner.js'
+import type { FinalStatuses } from '../../payments/finalStatuses.js'
 import { relayGuardSettings } from '../../payments/relayGuards.js'
 import type { Db } from '../../store/db.js'
 import { configuredAssets, rpcUrlsOf } from '../configured.js'
@@ -29,6 +30,8 @@ export interface SolanaRuntimeOptions {
   confirmTimeoutMs?: number
   /** Expected seconds from confirm to a final status, shown to buyers (default 2). */
   etaS?: number
+  /** The app's final status answers (FastPath): the finisher keeps what it wrote. */
+  finals?: FinalStatuses
 }
 
 export interface SolanaRuntime {
@@ -88,6 +91,7 @@ export function createSolanaRuntime(options: SolanaRuntimeOptions): SolanaRuntim
       options.config.settlementIntervalMs,
       watchers,
       relayGuardSettings(options.config),
+      options.finals,
     ),
   }
 }

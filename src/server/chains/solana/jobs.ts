@@ -5,6 +5,7 @@ import { holderOf } from '../../ledger/entries.js'
 import { assertSendsAllowed } from '../../ledger/reconcile.js'
 import { reserveRefund } from '../../ledger/refunds.js'
 import { depositsRefunding, finishDepositRefund } from '../../payments/deposits.js'
+import type { FinalStatuses } from '../../payments/finalStatuses.js'
 import { createPaymentFinisher, type PaymentFinisher } from '../../payments/finisher.js'
 import { failPayment, loadPayment, settlePayment } from '../../payments/lifecycle.js'
 import { coolDownPayer, type RelayGuardSettings, settleGasCharge } from '../../payments/relayGuards.js'
@@ -68,6 +69,8 @@ export function solanaJobHandlers(
   watchers: ReadonlyMap<string, SolanaWatcher> = new Map(),
   /** Payer cool-downs and per-credential fee budgets (payments/relayGuards.ts); none when omitted. */
   guards?: RelayGuardSettings,
+  /** The app's final status answers (FastPath): the finisher keeps what it wrote. */
+  finals?: FinalStatuses,
 ): Record<string, JobHandler> {
   const watched = new Map(
     chains.map((chain) => [
@@ -76,7 +79,7 @@ export function solanaJobHandlers(
         chain,
         watcher: watchers.get(chain.caip2) ?? createSolanaWatcher(db, chain),
         // The watcher marked their transactions landed already, in one statement for the poll.
-        finisher: createPaymentFinisher(db, async () => {}),
+        finisher: createPaymentFinisher(db, async () => {}, finals),
       },
     ]),
   )

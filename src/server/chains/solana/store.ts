@@ -1,4 +1,4 @@
-import { sql } from 'kysely'
+import { type RawBuilder, sql } from 'kysely'
 import { type Fence, FenceLost, fenceHolds } from '../../jobs/fence.js'
 import type { Db } from '../../store/db.js'
 import type { SolanaTransactionRow, SolanaTxPurpose, SolanaTxState } from './schema.js'
@@ -16,6 +16,19 @@ export interface NewSolanaTransaction {
   raw: string
   blockhash: string
   lastValidBlockHeight: number
+}
+
+/**
+ * recordTransaction inside a payment's state change (payments/lifecycle.ts AlongWrites): inserted only
+ * when the CTE `changed` holds a row, in the statement that makes the change.
+ */
+export function recordAlong(tx: NewSolanaTransaction, now: Date): (changed: string) => RawBuilder<unknown> {
+  return (changed) => sql`
+    INSERT INTO solana_transactions (signature, payment_id, purpose, refund_id, deposit_id, chain_id, raw,
+      blockhash, last_valid_block_height, state, error, first_sent_at, created_at, updated_at)
+    SELECT ${tx.signature}, ${tx.paymentId}, ${tx.purpose}, ${tx.refundId ?? null}, ${tx.depositId ?? null},
+      ${tx.chainId}, ${tx.raw}, ${tx.blockhash}, ${tx.lastValidBlockHeight}, 'pending', NULL, NULL, ${now}, ${now}
+    FROM ${sql.table(changed)}`
 }
 
 /**

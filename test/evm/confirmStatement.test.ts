@@ -1,0 +1,117 @@
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { statementsOf } from '../gateway/support.js'
+import { type Buyer, createEvmEnv, type EvmEnv, isKind } from './support.js'
+
+/**
+ * A live gasless confirm writes the payment's move to processing, its event, the relay job and the
+ * runners' wake-up. With fast paths on (fastPath.ts) that is one statement (gateway/confirm.ts,
+ * ChainDriver.planConfirm); off, a transaction of several. Both must leave the same rows and pay once.
+ * In the fast-path suites (vitest.config.ts), so CI runs it both ways.
+ */
+let env: EvmEnv
+let buyer: Buyer
+beforeAll(async () => {
+  env = await createEvmEnv()
+  buyer = await env.buyer(2)
+  env.startRunner()
+})
+afterAll(() => env?.close())
+
+/** Every query any pooled client sends while `run` runs, with its parameters (the runner's jobs too). */
+async function queriesDuring<T>(
+  run: () => Promise<T>,
+): Promise<{ result: T; queries: { text: string; values: unknown[] }[] }> {
+  const queries: { text: string; values: unknown[] }[] = []
+  const original = pg.Client.prototype.query
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const first = args[0] as string | { text?: string; values?: unknown[] }
+    const text = typeof first === 'string' ? first : String(first.text)
+    const values = (typeof first === 'string' ? args[1] : first.values) as unknown[] | undefined
+    queries.push({ text, values: values ?? [] })
+    return (original as (...a: unknown[]) => unknown).apply(this, args)
+  } as typeof original
+  try {
+    return { result: await run(), queries }
+  } finally {
+    pg.Client.prototype.query = original
+  }
+}
+
+describe('live gasless confirm', () => {
+  it('is one statement with fast paths on, a transaction off; the relay pays exactly once either way', async () => {
+    const { paymentId } = await env.pay('250')
+    const options = await env.gw('POST', paymentId, '/options', { accounts: [buyer.account] })
+    const option = options.json.options.find(isKind('eip3009'))
+    const results = [await buyer.sign(option.actions[0])]
+    // Every query from the confirm to the payment final: the runner's relay job starts at the confirm's commit.
+    let final: { status?: string } = {}
+    const { result: confirmed, queries } = await queriesDuring(async () => {
+      const confirming = await statementsOf(() =>
+        env.gw('POST', paymentId, '/confirm', { optionId: option.id, results }),
+      )
+      final = await env.waitFinal(paymentId)
+      return confirming
+    })
+    const { result: confirm, statements } = confirmed
+    expect(confirm.statusCode, confirm.body).toBe(200)
+    expect(confirm.json).toEqual({ status: 'processing', isFinal: false, pollInMs: expect.any(Number) })
+    const texts = statements.map((s) => s.toLowerCase())
+    const move = texts.filter((s) => s.includes('update "payments"'))
+    expect(move).toHaveLength(1)
+    const transaction = texts.filter((s) => /^\s*(begin|commit)\b/.test(s))
+    if (env.t.app.fastPath.enabled) {
+      // The move carries the job and the wake-up; nothing else is written, and no transaction is opened.
+      expect(move[0]).toContain('insert into jobs')
+      expect(move[0]).toContain('pg_notify')
+      expect(transaction).toEqual([])
+    } else {
+      expect(move[0]).not.toContain('insert into jobs')
+      expect(transaction).toEqual(['begin', 'commit'])
+    }
+    const jobs = await env.t.db
+      .selectFrom('jobs')
+      .select(['kind', 'payload'])
+      .where('payment_id', '=', paymentId)
+      .where('kind', 'like', 'evm.relay%')
+      .execute()
+    expect(jobs.map((j) => j.kind)).toEqual(['evm.relay'])
+    expect(jobs[0]!.payload).toMatchObject({
+      chain: env.anvil.caip2,
+      asset: env.asset,
+      signature: results[0],
+    })
+
+    expect(final.status).toBe('succeeded')
+    // The relay job's first claim, first send: no record of its step can exist yet, so with fast paths on
+    // it does not look for one (transactions.ts noPriorRecord); off, it does, once.
+    const priorRecordReads = queries.filter(
+      (q) =>
+        /select \* from "evm_transactions" .*order by "id" desc/i.test(q.text) &&
+        q.values.includes(paymentId) &&
+        q.values.includes('relay'),
+    )
+    expect(priorRecordReads).toHaveLength(env.t.app.fastPath.enabled ? 0 : 1)
+    // A second confirm loses the move: 409, and no second job or event.
+    const again = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })
+    expect([again.statusCode, again.json.code]).toEqual([409, 'invalid_state'])
+    const events = await env.t.db
+      .selectFrom('payment_events')
+      .select('type')
+      .where('payment_id', '=', paymentId)
+      .orderBy('payment_state_version')
+      .execute()
+    expect(events.map((e) => e.type).slice(0, 3)).toEqual([
+      'payment.created',
+      'payment.processing',
+      'payment.succeeded',
+    ])
+    const relays = await env.t.db
+      .selectFrom('evm_transactions')
+      .select('purpose')
+      .where('payment_id', '=', paymentId)
+      .where('purpose', '=', 'relay')
+      .execute()
+    expect(relays).toHaveLength(1)
+  })
+})
