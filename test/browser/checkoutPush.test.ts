@@ -1,27 +1,33 @@
 import { createRequire } from 'node:module'
 import { parseURL, type TransactionRequestURL, type TransferRequestURL } from '@solana/pay'
+import { parse as parseEip681 } from 'eth-url-parser'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createEvmEnv, type EvmEnv } from '../evm/support.js'
 import { type SolanaLive, startSolanaLive } from '../solana-live/live.js'
 import { launchChromium } from './support.js'
 
 /**
  * The checkout page shows each push option's links as QR codes (docs/push-payments.md). Chromium renders
  * the page; jsQR reads the codes from Chromium's own screenshot pixels, and the text it reads must be a
- * link @solana/pay's parseURL takes, for the transfer request and the transaction request alike.
+ * link @solana/pay's parseURL takes, for the transfer request and the transaction request alike, and on
+ * EVM an EIP-681 link the published eth-url-parser reads as the token's transfer to the deposit address.
  */
 let live: SolanaLive
+let evm: EvmEnv
 let browser: Browser
 let listening: string
+let evmListening: string
 beforeAll(async () => {
-  ;[live, browser] = await Promise.all([startSolanaLive(), launchChromium()])
+  ;[live, evm, browser] = await Promise.all([startSolanaLive(), createEvmEnv(), launchChromium()])
   listening = await live.t.app.listen({ host: '127.0.0.1', port: 0 })
+  evmListening = await evm.t.app.listen({ host: '127.0.0.1', port: 0 })
   // Buyers reach the server over https (TLS is the proxy's job); the browser here reads it over loopback.
   live.t.app.config.publicBaseUrl = listening.replace('http://', 'https://')
 })
 afterAll(async () => {
   await browser?.close()
-  await live?.close()
+  await Promise.all([live?.close(), evm?.close()])
 })
 
 const jsQrSource = createRequire(import.meta.url).resolve('jsqr/dist/jsQR.js')
@@ -115,6 +121,25 @@ describe('checkout page push QR codes in real Chromium', () => {
     await page.goto(`${listening}/pay/${created.json.paymentId}`)
     expect(await page.locator('#qr svg').isVisible()).toBe(true)
     expect(await page.locator('#push').count()).toBe(0)
+    await page.close()
+  })
+
+  it('decode on EVM to the EIP-681 link eth-url-parser reads as the transfer to the deposit address', async () => {
+    const { paymentId } = await evm.pay('1250')
+    const options = await evm.gw('POST', paymentId, '/options', { accounts: [] })
+    expect(options.statusCode, options.body).toBe(200)
+    const [push] = options.json.options.filter((o: { source?: string }) => o.source === 'push')
+    const page = await browser.newPage({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2 })
+    await page.goto(`${evmListening}/pay/${paymentId}`)
+    expect(await page.locator('#push figure').count()).toBe(1)
+    const link = await decodeQr(page, '#push-qr-0')
+    expect(link).toBe(push.push.url)
+    const parsed = parseEip681(link!)
+    expect(parsed.target_address.toLowerCase()).toBe(evm.token.toLowerCase())
+    expect(`eip155:${parsed.chain_id}`).toBe(evm.asset.slice(0, evm.asset.indexOf('/')))
+    expect(parsed.function_name).toBe('transfer')
+    expect(parsed.parameters?.address?.toLowerCase()).toBe(push.push.recipient.toLowerCase())
+    expect(BigInt(Number(parsed.parameters?.uint256))).toBe(12_500_000n)
     await page.close()
   })
 })

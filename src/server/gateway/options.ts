@@ -67,6 +67,8 @@ export async function paymentOptions(input: OptionsInput): Promise<OptionsRespon
  */
 export async function pushOptions(input: Omit<OptionsInput, 'body'>): Promise<PaymentOption[]> {
   const { registry, payment, config, now } = input
+  // A subscription's period is paid under its mandate: a pushed transfer grants none.
+  if (payment.source === 'mandate') return []
   const drivers = registry.drivers(payment.mode).filter((d) => d.pushRequest)
   if (drivers.length === 0) return []
   const out: PaymentOption[] = []

@@ -11,9 +11,8 @@ import type { SubscriptionRow } from './schema.js'
  * and moves the money under its fence.
  */
 
-/** What a chain's driver stores as a live mandate: the job kind that charges its periods, and its own keys. */
+/** What a chain's driver stores as a live mandate: its own keys (the subscription keeps it as JSON). */
 export interface LiveMandateState {
-  chargeJob: string
   [key: string]: JsonValue
 }
 
@@ -32,12 +31,6 @@ export interface GrantedMandateJson {
   amountPerPeriod: string
   spender: string
   state: LiveMandateState
-}
-
-export function chargeJobOf(row: Pick<SubscriptionRow, 'id' | 'mandate'>): string {
-  const job = (row.mandate as { chargeJob?: unknown } | null)?.chargeJob
-  if (typeof job !== 'string') throw new Error(`Subscription ${row.id} holds no live mandate.`)
-  return job
 }
 
 /**

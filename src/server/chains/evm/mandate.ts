@@ -198,7 +198,6 @@ export async function confirmMandate(chain: EvmChain, ctx: ConfirmContext): Prom
   if (!terms) throw new Error(`Option ${ctx.option.id} is a mandate without subscription terms.`)
   const { index, owner, allowance } = offeredGrant(chain, ctx)
   const state: EvmMandateState = {
-    chargeJob: mandateChargeKind,
     kind: mandateKind,
     chain: chain.caip2,
     owner,
