@@ -460,6 +460,9 @@ const operationRules: Record<string, string> = {
     "periods, before the year 10000). `startAt` (default now, or the test clock's time) is at most 5 minutes " +
     'past and one year ahead. `testClock` is a test clock of this partner (test keys only).',
   advanceTestClock: "`frozenTime` is not before the clock's current time: a test clock only moves forward.",
+  simulatePush:
+    "`asset` (default: the first that can price the payment) is one of the sandbox's test assets (CAIP-19) " +
+    "that can price this payment's amount (`400 params_validation` otherwise).",
   createCryptoSettlements:
     'Each `destination` is an account on the chain of its `asset` (the CAIP-2 prefix of both).',
   updateCryptoSettlement: "`destination` is an account on the chain of the settlement's asset.",
