@@ -34,7 +34,7 @@ import { evmJobKinds } from './outcome.js'
 import type { EvmPushTransferRow } from './pushSchema.js'
 import { settlementAddress } from './quote.js'
 import { chainOf, type JobSettings, relayerOf } from './relay.js'
-import { retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
+import { sendOnce, sendStepAndWait, setTxStatus } from './transactions.js'
 import { estimateExecutorTransfer, hasTransfer, refuseOnRevert, same } from './transfers.js'
 import './pushSchema.js'
 
@@ -447,17 +447,11 @@ async function sendStep(
     })
     return hash
   }
-  const release = await relayer.sender.slot()
-  const { hash, receipt } = await sendAndWait(relayer.watcher, step, send, {
+  const { receipt } = await sendStepAndWait(ctx.db, relayer.sender, relayer.watcher, step, send, {
     timeoutMs: settings.receiptTimeoutMs,
     signal: ctx.signal,
     idle: ctx.idle,
   })
-    .catch(async (error: unknown) => {
-      throw await retryWhileInFlight(ctx.db, step.paymentId, step.purpose, error, undefined, step.step)
-    })
-    .finally(release)
-  if (!receipt) throw new RetryLater(`Transaction ${hash} (${step.purpose} ${step.step}) has no receipt yet.`)
   return receipt
 }
 

@@ -8,7 +8,7 @@ import { failRefund, loadRefund, noteRefundShortfall, succeedRefund } from '../.
 import { eip3009Abi } from './abi.js'
 import { scanEvmTopUps } from './ledger.js'
 import { chainOf, type JobSettings, relayerOf } from './relay.js'
-import { retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
+import { sendOnce, sendStepAndWait, setTxStatus } from './transactions.js'
 import { estimateExecutorTransfer, hasTransfer } from './transfers.js'
 
 /** The ledger holds less for the refund than it sends: wait for the float. */
@@ -79,17 +79,11 @@ export function refundJob(settings: JobSettings): JobHandler {
         })
         return hash
       }
-      const release = await relayer.sender.slot()
-      const { hash, receipt } = await sendAndWait(relayer.watcher, step, send, {
+      const { hash, receipt } = await sendStepAndWait(ctx.db, relayer.sender, relayer.watcher, step, send, {
         timeoutMs: settings.receiptTimeoutMs,
         signal: ctx.signal,
         idle: ctx.idle,
       })
-        .catch(async (error: unknown) => {
-          throw await retryWhileInFlight(ctx.db, refund.payment_id, 'refund', error, refund.id)
-        })
-        .finally(release)
-      if (!receipt) throw new RetryLater(`Refund transaction ${hash} has no receipt yet.`)
       const expected = { token: asset.token, from: chain.executor.address, to: args[0], value: args[1] }
       if (!hasTransfer(receipt, expected)) {
         await setTxStatus(ctx.db, hash, 'reverted')

@@ -318,6 +318,29 @@ export async function sendAndWait(
 }
 
 /**
+ * A job's executor step: sent by `send` (sendOnce: recorded under the job's fence before it is broadcast)
+ * under one of the key's send slots, then waited for. A failure while its transaction may be out there,
+ * and a receipt not seen in time, are RetryLater: the job comes back to the same transaction.
+ */
+export async function sendStepAndWait(
+  db: Db,
+  sender: EvmSender,
+  watcher: EvmWatcher,
+  step: { paymentId: string; purpose: EvmTxPurpose; refundId?: string; step?: string },
+  send: () => Promise<Hash>,
+  options: { timeoutMs: number; signal: AbortSignal; idle: JobRunContext['idle'] },
+): Promise<{ hash: Hash; receipt: TransactionReceipt }> {
+  const release = await sender.slot()
+  const { hash, receipt } = await sendAndWait(watcher, step, send, options)
+    .catch(async (error: unknown) => {
+      throw await retryWhileInFlight(db, step.paymentId, step.purpose, error, step.refundId, step.step)
+    })
+    .finally(release)
+  if (!receipt) throw new RetryLater(`The ${step.purpose} transaction ${hash} has no receipt yet.`)
+  return { hash, receipt }
+}
+
+/**
  * What to throw for `error` from sending or watching (payment, purpose)'s transaction: once one may be out
  * there (a row still `sent`), any failure (a lost send answer, receipts unreadable: timeouts, 429s,
  * malformed answers) is `RetryLater`, so the job never gives up on a transaction that may land.
