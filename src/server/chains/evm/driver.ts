@@ -44,7 +44,7 @@ export function createEvmDriver(
     quote: (ctx) => quoteEvm(chain, settings, ctx),
     quoteMandate: (ctx) => quoteEvmMandate(chain, settings, ctx),
     startMandateCharge: (db, charge) => armChargeJob(db, mandateChargeKind, charge),
-    pushRequest: createEvmPushQuoter(chain, settings.db),
+    pushRequest: createEvmPushQuoter(chain, settings.db, settings.log),
 
     async verify(ctx) {
       if (ctx.option.kind === mandateKind) return verifyMandate(chain, ctx)

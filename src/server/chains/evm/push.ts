@@ -18,7 +18,7 @@ import { canonicalCaip } from '../../../caip/caip.js'
 import type { PushRequest } from '../../../contract/gateway.js'
 import type { ServerConfig } from '../../config.js'
 import { enqueueJob } from '../../jobs/queue.js'
-import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
+import { type JobHandler, type JobLogger, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { holderOf } from '../../ledger/entries.js'
 import { assertSendsAllowed } from '../../ledger/reconcile.js'
 import { depositsRefunding, finishDepositRefund, refundDeposit } from '../../payments/deposits.js'
@@ -111,31 +111,45 @@ export function eip681TransferUrl(params: {
 /**
  * The push request of one asset for the gateway's options: the payment's deposit address, recorded with
  * the amount its link asks (what the scan watches; the first record stays). The chain's scan cursor
- * starts at the head the first time a chain offers one.
+ * starts at the head the first time a chain offers one. A chain without the deterministic deployment
+ * proxy (and no factory already there) offers none: its forwarders could never be swept, so a buyer's
+ * transfer would be stuck (docs/push-payments.md, "Not yet"). That is read once per process.
  */
-export function createEvmPushQuoter(chain: EvmChain, db: Db) {
+export function createEvmPushQuoter(chain: EvmChain, db: Db, log: JobLogger) {
   const factory = pushFactoryAddress(chain.executor.address)
-  let cursorReady: Promise<void> | undefined
+  let ready: Promise<boolean> | undefined
 
-  async function startCursor(): Promise<void> {
-    const head = await chain.publicClient.getBlockNumber({ cacheTime: 0 })
+  async function prepare(): Promise<boolean> {
+    const [head, deployerCode, factoryCode] = await Promise.all([
+      chain.publicClient.getBlockNumber({ cacheTime: 0 }),
+      chain.publicClient.getCode({ address: create2Deployer }),
+      chain.publicClient.getCode({ address: factory }),
+    ])
+    if (!hasCode(deployerCode) && !hasCode(factoryCode)) {
+      log.warn(
+        { chain: chain.caip2, deployer: create2Deployer },
+        'No push options on this chain: the deterministic deployment proxy is not deployed, so deposit addresses could not be swept',
+      )
+      return false
+    }
     await db
       .insertInto('evm_push_scans')
       .values({ chain_id: chain.caip2, scanned_to: head })
       .onConflict((oc) => oc.column('chain_id').doNothing())
       .execute()
+    return true
   }
 
   return async function pushRequest(ctx: PushContext): Promise<PushRequest | undefined> {
     const asset = chain.asset(ctx.asset.id)
     if (!asset || asset.push === false) return undefined
-    if (!cursorReady) {
-      cursorReady = startCursor()
-      cursorReady.catch(() => {
-        cursorReady = undefined
+    if (!ready) {
+      ready = prepare()
+      ready.catch(() => {
+        ready = undefined
       })
     }
-    await cursorReady
+    if (!(await ready)) return undefined
     const address = depositAddressOf(factory, ctx.payment.id)
     await db
       .insertInto('evm_push_deposits')
@@ -163,6 +177,10 @@ export function createEvmPushQuoter(chain: EvmChain, db: Db) {
       expiresAt: ctx.expiresAt,
     }
   }
+}
+
+function hasCode(code: Hex | undefined): boolean {
+  return code !== undefined && code !== '0x'
 }
 
 /** How long after its expiry a payment's deposit address is still watched (late and duplicate transfers). */
