@@ -34,7 +34,7 @@ export async function scanEvmTopUps(
   let from = ((await scannedTo(db, holder, asset.id)) ?? -1n) + 1n
   while (from <= to) {
     const end = from + logRange - 1n < to ? from + logRange - 1n : to
-    const logs = await chain.publicClient.getLogs({
+    const logs = await chain.nodes.getLogs({
       address: asset.token,
       event: transferEvent,
       args: { to: chain.executor.address },
