@@ -20,9 +20,10 @@ export async function confirmedBlock(chain: EvmChain): Promise<bigint> {
 /**
  * Reads the ERC-20 Transfer logs into the collection address from where the last scan stopped up to
  * `toBlock` (a confirmed block), each range from a node that has its last block (a node behind would
- * answer it short and the cursor would pass the rest), and credits those no transaction of the service explains (every relay,
- * settlement and refund is recorded in evm_transactions before it is sent) as top-ups. The first scan
- * of an address starts at block 0: docs/live-mode.md says how an operator starts later.
+ * answer it short and the cursor would pass the rest), and credits those no transaction of the service
+ * explains (every relay, settlement and refund is recorded in evm_transactions before it is sent) as
+ * top-ups. The first scan of an address starts at block 0: docs/live-mode.md says how an operator starts
+ * later.
  */
 export async function scanEvmTopUps(
   db: Db,

@@ -191,8 +191,8 @@ const scannedSlots = new WeakMap<SolanaChain, Map<string, number>>()
  * not seen yet is read at the chain's commitment, and counts for the watched reference among its keys
  * when it credits the collection account of a configured mint (`creditOf`), then is applied
  * (payments/push.ts). A process's first pass has no slot to start from: it lists each watched reference
- * instead, once. Every listing is read from a node at or past the pass's slot. Then what arrived for payments that closed underpaid becomes deposits. Returns what each
- * new transfer did.
+ * instead, once. Every listing is read from a node at or past the pass's slot. Then what arrived for
+ * payments that closed underpaid becomes deposits. Returns what each new transfer did.
  */
 export async function scanPushPayments(
   db: Db,
