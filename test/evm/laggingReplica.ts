@@ -9,17 +9,21 @@ import type { AddressInfo } from 'node:net'
  *
  * `lookupsToReplica`: requests that look a transaction up (receipt, transaction by hash) go to the
  * replica, the rest to the primary: the worst split for a reader that asks "is it mined?" and "is its
- * nonce used?" in separate requests.
+ * nonce used?" in separate requests. `logsToReplica`: requests that read logs go to the replica (a range
+ * that ends past its head is answered without the logs of the blocks it does not have): the worst split for a scan that reads the
+ * head from one backend and the logs from another.
  */
 export interface LoadBalancer {
   readonly url: string
   lookupsToReplica: boolean
+  logsToReplica: boolean
   /** Requests the replica answered. */
   replicaRequests: number
   stop(): Promise<void>
 }
 
 const lookups = /eth_getTransactionReceipt|eth_getTransactionByHash/
+const logReads = /eth_getLogs/
 
 export async function startLoadBalancer(
   primary: string,
@@ -28,6 +32,7 @@ export async function startLoadBalancer(
   const balancer: LoadBalancer = {
     url: '',
     lookupsToReplica: false,
+    logsToReplica: false,
     replicaRequests: 0,
     stop: async () => {},
   }
@@ -35,7 +40,9 @@ export async function startLoadBalancer(
     void (async () => {
       const body = await read(req)
       const lagging = replica()
-      const toReplica = balancer.lookupsToReplica && lagging !== undefined && lookups.test(body)
+      const toReplica =
+        lagging !== undefined &&
+        ((balancer.lookupsToReplica && lookups.test(body)) || (balancer.logsToReplica && logReads.test(body)))
       if (toReplica) balancer.replicaRequests += 1
       try {
         const answer = await fetch(toReplica ? lagging : primary, {

@@ -19,9 +19,11 @@ export async function confirmedBlock(chain: EvmChain): Promise<bigint> {
 
 /**
  * Reads the ERC-20 Transfer logs into the collection address from where the last scan stopped up to
- * `toBlock` (a confirmed block) and credits those no transaction of the service explains (every relay,
- * settlement and refund is recorded in evm_transactions before it is sent) as top-ups. The first scan
- * of an address starts at block 0: docs/live-mode.md says how an operator starts later.
+ * `toBlock` (a confirmed block), each range from a node that has its last block (a node behind would
+ * answer it short and the cursor would pass the rest), and credits those no transaction of the service
+ * explains (every relay, settlement and refund is recorded in evm_transactions before it is sent) as
+ * top-ups. The first scan of an address starts at block 0: docs/live-mode.md says how an operator starts
+ * later.
  */
 export async function scanEvmTopUps(
   db: Db,
@@ -34,7 +36,7 @@ export async function scanEvmTopUps(
   let from = ((await scannedTo(db, holder, asset.id)) ?? -1n) + 1n
   while (from <= to) {
     const end = from + logRange - 1n < to ? from + logRange - 1n : to
-    const logs = await chain.publicClient.getLogs({
+    const logs = await chain.nodes.getLogs({
       address: asset.token,
       event: transferEvent,
       args: { to: chain.executor.address },

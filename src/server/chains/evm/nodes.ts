@@ -1,4 +1,19 @@
-import { type Address, fallback, type Hash, type Hex, http, numberToHex, type Transport } from 'viem'
+import {
+  type AbiEvent,
+  type Address,
+  encodeEventTopics,
+  fallback,
+  formatLog,
+  type GetLogsReturnType,
+  type Hash,
+  type Hex,
+  http,
+  type MaybeExtractEventArgsFromAbi,
+  numberToHex,
+  parseEventLogs,
+  type RpcLog,
+  type Transport,
+} from 'viem'
 import { RetryLater } from '../../jobs/runner.js'
 
 /**
@@ -8,8 +23,10 @@ import { RetryLater } from '../../jobs/runner.js'
  * seen from any node.
  *
  * A node behind the others (a lagging replica behind a load balancer) answers "not found" for
- * transactions already mined and older nonce counts. That must never decide money: whether a recorded
- * transaction can still land is asked by `fateOf`, pinned at `highest` (docs/live-mode.md, "Chain reads").
+ * transactions already mined, older nonce counts, and fewer logs (none of the blocks it does not have).
+ * That must never decide money: whether a recorded transaction can still land is asked by `fateOf`, pinned
+ * at `highest`, and a scan's logs by `getLogs`, from a node that has every block asked (docs/live-mode.md,
+ * "Chain reads").
  */
 export interface EvmNodes {
   readonly urls: readonly string[]
@@ -22,6 +39,22 @@ export interface EvmNodes {
   fateOf(sender: Address, nonce: bigint, hashes: readonly Hash[]): Promise<NonceFate>
   /** Whether any of `hashes` is in a block or a pool, asked of a node at or past `highest`. */
   find(hashes: readonly Hash[]): Promise<{ kind: 'landed' | 'pending'; hash: Hash } | { kind: 'unknown' }>
+  /**
+   * viem's `getLogs` of one event over `fromBlock`..`toBlock`, answered by a node whose head is at or past
+   * `toBlock` (its head and the logs in one request): a node behind answers fewer logs or none for the
+   * blocks it does not have, and a scan that moved its cursor past them would never read them again.
+   */
+  getLogs<const event extends AbiEvent>(
+    params: PinnedLogsParameters<event>,
+  ): Promise<GetLogsReturnType<event>>
+}
+
+export interface PinnedLogsParameters<event extends AbiEvent> {
+  address: Address | Address[]
+  event: event
+  args?: MaybeExtractEventArgsFromAbi<[event], event['name']>
+  fromBlock: bigint
+  toBlock: bigint
 }
 
 /**
@@ -118,17 +151,37 @@ export function createEvmNodes(options: EvmNodesOptions): EvmNodes {
     async find(hashes) {
       return seenIn(await askFresh(lookups(hashes)), hashes) ?? { kind: 'unknown' }
     },
+    async getLogs<const event extends AbiEvent>({
+      address,
+      event,
+      args,
+      fromBlock,
+      toBlock,
+    }: PinnedLogsParameters<event>): Promise<GetLogsReturnType<event>> {
+      const topics = encodeEventTopics({ abi: [event], eventName: event.name, args } as Parameters<
+        typeof encodeEventTopics
+      >[0])
+      const filter = { address, topics, fromBlock: numberToHex(fromBlock), toBlock: numberToHex(toBlock) }
+      const [logs] = await askFresh([{ method: 'eth_getLogs', params: [filter] }], toBlock)
+      return parseEventLogs({
+        abi: [event] as AbiEvent[],
+        args: args as never,
+        logs: (logs as RpcLog[]).map((log) => formatLog(log)),
+        strict: false,
+      }) as unknown as GetLogsReturnType<event>
+    },
   }
 
   /**
-   * `calls` in one HTTP request, after `eth_blockNumber`, to the first node whose head is at or past the
-   * newest block seen: behind a load balancer one backend answers the whole request, so its "not found"
-   * means not in any block up to that head. Their results, in order; NodesBehind when no node can.
+   * `calls` in one HTTP request, after `eth_blockNumber`, to the first node whose head is at or past
+   * `atLeast` (by default the newest block seen): behind a load balancer one backend answers the whole
+   * request, so its "not found" means not in any block up to that head. Their results, in order;
+   * NodesBehind when no node can.
    */
-  async function askFresh(calls: readonly RpcCall[]): Promise<unknown[]> {
+  async function askFresh(calls: readonly RpcCall[], atLeast?: bigint): Promise<unknown[]> {
     const reasons: string[] = []
     for (const url of urls) {
-      const pinned = highest
+      const pinned = atLeast ?? highest
       let answers: RpcAnswer[]
       try {
         answers = await askOne(url, [{ method: 'eth_blockNumber', params: [] }, ...calls])
@@ -140,14 +193,16 @@ export function createEvmNodes(options: EvmNodesOptions): EvmNodes {
       const headBlock = typeof head?.result === 'string' ? BigInt(head.result) : undefined
       const failed = rest.find((a) => a.error !== undefined)
       if (headBlock === undefined || headBlock < pinned || failed) {
-        reasons.push(`${hostOf(url)}: ${failed?.error?.message ?? 'behind'} (block ${pinned} seen)`)
+        reasons.push(
+          `${hostOf(url)}: ${failed?.error?.message ?? `head ${headBlock ?? '?'}`} (block ${pinned} needed)`,
+        )
         continue
       }
       observe(headBlock)
       return rest.map((a) => a.result)
     }
     throw new NodesBehind(
-      `No node answered at or past block ${highest} (${reasons.join('; ')}); nothing is decided until one does.`,
+      `No node answered at or past block ${atLeast ?? highest} (${reasons.join('; ')}); nothing is decided until one does.`,
     )
   }
 

@@ -222,7 +222,7 @@ export async function scanEvmPushPayments(db: Db, chain: EvmChain, now: Date = n
     const byKey = new Map(watched.map((d) => [`${d.address}/${d.asset}`, d]))
     const addresses = [...new Set(watched.map((d) => getAddress(d.address)))]
     for (let i = 0; i < addresses.length && assets.length > 0; i += addressesPerCall) {
-      const logs = await chain.publicClient.getLogs({
+      const logs = await chain.nodes.getLogs({
         address: assets.map((a) => a.token),
         event: transferEvent,
         args: { to: addresses.slice(i, i + addressesPerCall) },

@@ -191,8 +191,8 @@ const scannedSlots = new WeakMap<SolanaChain, Map<string, number>>()
  * not seen yet is read at the chain's commitment, and counts for the watched reference among its keys
  * when it credits the collection account of a configured mint (`creditOf`), then is applied
  * (payments/push.ts). A process's first pass has no slot to start from: it lists each watched reference
- * instead, once. Then what arrived for payments that closed underpaid becomes deposits. Returns what each
- * new transfer did.
+ * instead, once. Every listing is read from a node at or past the pass's slot. Then what arrived for
+ * payments that closed underpaid becomes deposits. Returns what each new transfer did.
  */
 export async function scanPushPayments(
   db: Db,
@@ -206,8 +206,11 @@ export async function scanPushPayments(
   const outcomes: PushOutcome[] = []
   if (assets.length > 0) {
     // Read before the watched references: a reference made after that read is paid in a later slot, so
-    // the next pass, listing from this slot, still sees its transfer.
+    // the next pass, listing from this slot, still sees its transfer. Every listing is asked at or past it
+    // (minContextSlot): a node behind it answers an error, not a shorter list this pass would take for all
+    // there is up to it (docs/live-mode.md, "Chain reads").
     const to = await chain.connection.getSlot(chain.commitment)
+    chain.observeSlot(to)
     const watched = await db
       .selectFrom('push_references as r')
       .innerJoin('payments as p', 'p.id', 'r.payment_id')
@@ -223,14 +226,9 @@ export async function scanPushPayments(
     const listed = new Set<string>()
     const first = accounts.some((account) => slots.get(account.toBase58()) === undefined)
     if (first) {
-      for (const payment of watched) {
-        const signatures = await chain.connection.getSignaturesForAddress(
-          new PublicKey(payment.reference),
-          { limit: 1000 },
-          chain.commitment,
-        )
-        for (const entry of [...signatures].reverse()) if (!entry.err) listed.add(entry.signature)
-      }
+      for (const payment of watched)
+        for (const signature of await signaturesBetween(chain, new PublicKey(payment.reference), -1n, to))
+          listed.add(signature)
     } else if (watched.length > 0) {
       for (const account of accounts) {
         const from = BigInt(slots.get(account.toBase58())!)
@@ -243,7 +241,10 @@ export async function scanPushPayments(
         commitment: chain.commitment,
         maxSupportedTransactionVersion: 0,
       })
-      if (!tx?.meta || tx.meta.err) continue
+      // Listed but not found: the node that answered is behind the one that listed it. Passing it would
+      // lose it (the next pass lists from `to`); this pass stops and the next reads it again.
+      if (!tx?.meta) throw new Error(`Transaction ${signature} is listed but not found yet.`)
+      if (tx.meta.err) continue
       for (const payment of watchedAmong(tx, byReference)) {
         for (const [i, asset] of assets.entries()) {
           const found = creditOf(tx, chain, mints[i]!, payment.reference)

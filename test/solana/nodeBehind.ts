@@ -1,0 +1,47 @@
+import type { Fault, JsonRpcResponse } from '../rpcFaults.js'
+
+/**
+ * A read answered as a node whose commitment stopped at `slot` answers it (an RPC node behind the
+ * others, e.g. one backend of a load balancer): a fault proxy rewrite (test/rpcFaults.ts) of the
+ * cluster's own answer, for `proxy.inject(method, nodeBehind(slot), { times })`.
+ *
+ * - getSignaturesForAddress: -32016 when `minContextSlot` is past `slot` (as a validator refuses it),
+ *   else the signatures of slots up to `slot` only: a shorter list, with no error.
+ * - getTransaction: null for a transaction of a later slot.
+ * - getSlot: `slot` at most.
+ *
+ * `onAnswer` runs for each answer it gives.
+ */
+export function nodeBehind(slot: number, onAnswer?: (answer: JsonRpcResponse) => void): Fault {
+  return {
+    kind: 'rewrite',
+    fn(answer, params) {
+      const behind = asBehind(answer, params, slot)
+      onAnswer?.(behind)
+      return behind
+    },
+  }
+}
+
+function asBehind(answer: JsonRpcResponse, params: unknown, slot: number): JsonRpcResponse {
+  if (answer.error) return answer
+  const result = answer.result
+  if (typeof result === 'number') return { ...answer, result: Math.min(result, slot) }
+  if (Array.isArray(result)) {
+    const config = (params as unknown[])[1] as { minContextSlot?: number } | undefined
+    if (config?.minContextSlot !== undefined && config.minContextSlot > slot)
+      return {
+        jsonrpc: '2.0',
+        id: answer.id,
+        error: {
+          code: -32016,
+          message: 'Minimum context slot has not been reached',
+          data: { contextSlot: slot },
+        },
+      }
+    return { ...answer, result: result.filter((entry: { slot: number }) => entry.slot <= slot) }
+  }
+  if (result && typeof result === 'object' && ((result as { slot?: number }).slot ?? 0) > slot)
+    return { ...answer, result: null }
+  return answer
+}
