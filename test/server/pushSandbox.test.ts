@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { testAssetIds } from '../../src/contract/payment.js'
 import { createTestServer, type TestServer } from './harness.js'
 import { createMerchant, createPayment, headers } from './helpers.js'
 
@@ -106,7 +107,34 @@ describe('POST /v1/test/payments/:id/push', () => {
     ])
   })
 
-  it('is refused with a live key and for an unknown asset', async () => {
+  it('pays in each listed test asset; an asset that cannot price the payment is 400 params_validation', async () => {
+    for (const asset of testAssetIds) {
+      const id = await createPayment(t, key, merchantId)
+      const paid = await push(id, { asset })
+      expect([asset, paid.statusCode, paid.json.outcome]).toEqual([asset, 200, 'succeeded'])
+    }
+    // A crypto amount is priced only by its own asset, another currency by none.
+    const [evm, , solana] = testAssetIds
+    const inSolana = await createPayment(t, key, merchantId, {
+      referenceId: 'order-sol',
+      amount: { unit: `caip19/${solana}`, value: '1000000' },
+    })
+    const euros = await createPayment(t, key, merchantId, {
+      referenceId: 'order-eur',
+      amount: { unit: 'iso4217/EUR', value: '1250' },
+    })
+    for (const [id, body] of [
+      [inSolana, { asset: evm }],
+      [euros, {}],
+      [euros, { asset: solana }],
+    ] as const) {
+      const refused = await push(id, body)
+      expect([refused.statusCode, refused.json.code]).toEqual([400, 'params_validation'])
+    }
+    expect((await push(inSolana, { asset: solana })).json).toMatchObject({ outcome: 'succeeded' })
+  })
+
+  it('is refused with a live key and for an unlisted asset', async () => {
     const id = await createPayment(t, key, merchantId)
     const unknown = await push(id, { asset: 'eip155:1/erc20:0x0000000000000000000000000000000000000001' })
     expect(unknown.statusCode).toBe(400)
