@@ -217,10 +217,23 @@ export type SimulateBody = z.infer<typeof SimulateBody>
  * `amount` in the asset's minor units (default: the exact price), so underpaid, overpaid, late and
  * paid-twice transfers can be tried without a chain.
  */
+/**
+ * The sandbox's test assets (CAIP-19): what test mode offers without a config file (the server's
+ * payments/assets.ts describes each) and what a simulated push pays in, published as an `enum`.
+ */
+export const testAssetIds = [
+  'eip155:1/erc20:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48',
+  'eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+  'solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp/token:EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v',
+] as const
+
 export const SimulatePushBody = z.strictObject({
   amount: z.optional(PositiveMinorUnits),
-  /** A test asset (CAIP-19); default the first that can price the payment. */
-  asset: z.optional(z.string().check(z.maxLength(256))),
+  /**
+   * A test asset that can price the payment (a USD amount: any; a `caip19/` amount: only that asset);
+   * default the first that can.
+   */
+  asset: z.optional(z.enum(testAssetIds)),
 })
 export type SimulatePushBody = z.infer<typeof SimulatePushBody>
 

@@ -88,6 +88,19 @@ describe('config', () => {
     ).toEqual(factories)
   })
 
+  it('push.underpaid: hold by default, refund when asked, anything else one line naming the key', () => {
+    expect(defaultConfig.push.underpaid).toBe('hold')
+    expect(resolveConfig({ push: { overpaid: 'refund' } }).push).toEqual({
+      overpaid: 'refund',
+      underpaid: 'hold',
+      pollMs: 1000,
+    })
+    expect(resolveConfig({ push: { underpaid: 'refund' } }).push.underpaid).toBe('refund')
+    expect(() => resolveConfig({ push: { underpaid: 'keep' } })).toThrow(
+      new Error('Invalid configuration:\n  push.underpaid: expected one of "hold", "refund"'),
+    )
+  })
+
   it('a chain commitment is confirmed or finalized; processed is refused with its path', () => {
     const finalized = resolveConfig(
       { chains: { 'eip155:31337': { ...chain, commitment: 'finalized' } } },

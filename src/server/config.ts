@@ -206,6 +206,11 @@ const ConfigFileSchema = z.strictObject({
     z.strictObject({
       /** What the excess of an overpaid push payment does: settles to the merchant (default) or is refunded. */
       overpaid: z.optional(z.enum(['settle', 'refund'])),
+      /**
+       * What arrived for a payment that closed underpaid (expired or cancelled): held for the operator
+       * (default) or sent back to its sender at once.
+       */
+      underpaid: z.optional(z.enum(['hold', 'refund'])),
       /** How often a worker looks for transfers by the open payments' references, ms (default 1000). */
       pollMs: z.optional(z.int().check(z.minimum(100), z.maximum(600_000))),
     }),
@@ -282,8 +287,11 @@ export interface ServerConfig {
   reconcileIntervalMs?: number | undefined
   /** How long a settlement batch collects payments before its transfer, ms (config `settlement.intervalMs`). */
   settlementIntervalMs: number
-  /** Push payments: what an overpayment's excess does, and how often references are scanned (ms). */
-  push: { overpaid: 'settle' | 'refund'; pollMs: number }
+  /**
+   * Push payments: what an overpayment's excess does, what arrived for a payment that closed underpaid
+   * does, and how often references are scanned (ms).
+   */
+  push: { overpaid: 'settle' | 'refund'; underpaid: 'hold' | 'refund'; pollMs: number }
   /** Payment expiry when the merchant gives none. */
   paymentTtlSeconds: number
   /** Manual capture's hold: `captureBy` by default and at most, seconds after creation (config `capture`). */
@@ -338,7 +346,7 @@ export const defaultConfig: ServerConfig = {
   },
   jobSlots: 64,
   settlementIntervalMs: 5000,
-  push: { overpaid: 'settle', pollMs: 1000 },
+  push: { overpaid: 'settle', underpaid: 'hold', pollMs: 1000 },
   paymentTtlSeconds: 15 * 60,
   capture: { defaultHoldSeconds: 7 * 24 * 60 * 60, maxHoldSeconds: 30 * 24 * 60 * 60 },
   bodyLimitBytes: 1024 * 1024,
@@ -400,6 +408,7 @@ export function resolveConfig(input: unknown = {}, env: NodeJS.ProcessEnv = proc
     settlementIntervalMs: file.settlement?.intervalMs ?? defaultConfig.settlementIntervalMs,
     push: {
       overpaid: file.push?.overpaid ?? defaultConfig.push.overpaid,
+      underpaid: file.push?.underpaid ?? defaultConfig.push.underpaid,
       pollMs: file.push?.pollMs ?? defaultConfig.push.pollMs,
     },
     paymentTtlSeconds: file.paymentTtlSeconds ?? defaultConfig.paymentTtlSeconds,

@@ -461,8 +461,8 @@ const operationRules: Record<string, string> = {
     'past and one year ahead. `testClock` is a test clock of this partner (test keys only).',
   advanceTestClock: "`frozenTime` is not before the clock's current time: a test clock only moves forward.",
   simulatePush:
-    "`asset` (default: the first that can price the payment) is one of the sandbox's test assets (CAIP-19) " +
-    "that can price this payment's amount (`400 params_validation` otherwise).",
+    "`asset` (default: the first that can) must price this payment's amount: a USD amount any test asset, " +
+    'a `caip19/` amount only that asset, an amount in another currency none (`400 params_validation`).',
   createCryptoSettlements:
     'Each `destination` is an account on the chain of its `asset` (the CAIP-2 prefix of both).',
   updateCryptoSettlement: "`destination` is an account on the chain of the settlement's asset.",

@@ -207,7 +207,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Run
                 chain,
                 scan: () => scanPushPayments(db, chain, config, tokenAmountFor),
               })),
-              ...evmPush.map((chain) => ({ chain, scan: () => scanEvmPushPayments(db, chain) })),
+              ...evmPush.map((chain) => ({ chain, scan: () => scanEvmPushPayments(db, chain, config) })),
             ]
             for (const { chain, scan } of scans)
               await scan().catch((error: unknown) =>

@@ -137,7 +137,26 @@ async function reconciled(): Promise<void> {
   expect(await listDifferences(env.t.db, { open: true })).toEqual([])
 }
 
-const scan = () => scanEvmPushPayments(env.t.db, chain)
+const scan = (config = env.t.app.config) => scanEvmPushPayments(env.t.db, chain, config)
+
+/** The payment's time runs out (the chain and the scan read the real clock; the refund job runs now). */
+async function expire(paymentId: string): Promise<void> {
+  await env.t.db
+    .updateTable('payments')
+    .set({ expires_at: new Date(Date.now() - 1000) })
+    .where('id', '=', paymentId)
+    .execute()
+}
+
+async function depositsOf(paymentId: string) {
+  return env.t.db
+    .selectFrom('deposits')
+    .selectAll()
+    .where('payment_id', '=', paymentId)
+    .orderBy('created_at')
+    .orderBy('id')
+    .execute()
+}
 
 describe('EIP-681 links', () => {
   it('agree with eth-url-parser, both ways, over generated cases', () => {
@@ -294,6 +313,103 @@ describe('EVM push payments on Anvil', () => {
     expect(await sweepGas(paymentId)).toHaveLength(2)
     expect(await env.balance(getAddress(link.recipient))).toBe(0n)
     // No settlement destination: the partner's float holds it, and the chain agrees.
+    await reconciled()
+  })
+
+  it('underpaid at expiry, push.underpaid "hold" (the default): a held deposit the partner lists', async () => {
+    expect(env.t.app.config.push.underpaid).toBe('hold')
+    const exchange = await hotWallet(6)
+    const { paymentId } = await env.pay('1250', env.bareMerchantId)
+    const link = (await pushOption(paymentId)).push
+    const start = await env.balance(exchange.address)
+    await exchange.payLink(link.url, usdc(5))
+    await scan()
+    expect(await swept(paymentId)).toEqual({ applied: ['pending'] })
+    await expire(paymentId)
+    await scan()
+    const [deposit, ...more] = await depositsOf(paymentId)
+    expect(more).toEqual([])
+    expect(deposit).toMatchObject({
+      reason: 'underpaid',
+      status: 'held',
+      amount: usdc(5).toString(),
+      sender: `${env.anvil.caip2}:${exchange.address}`,
+    })
+    const listed = await env.t.request({ method: 'GET', url: '/v1/deposits', headers: headers(env.liveKey) })
+    expect(listed.statusCode, listed.body).toBe(200)
+    expect(listed.json.deposits).toContainEqual(
+      expect.objectContaining({ depositId: deposit!.id, reason: 'underpaid', status: 'held' }),
+    )
+    expect(await env.balance(exchange.address)).toBe(start - usdc(5))
+    await reconciled()
+  })
+
+  it('underpaid at expiry, push.underpaid "refund": each sender gets its part back at once, through the ledger, exactly once', async () => {
+    const refunding = {
+      ...env.t.app.config,
+      push: { ...env.t.app.config.push, underpaid: 'refund' as const },
+    }
+    const first = await hotWallet(6)
+    const second = await hotWallet(7)
+    const { paymentId } = await env.pay('1250', env.bareMerchantId)
+    const link = (await pushOption(paymentId)).push
+    const startFirst = await env.balance(first.address)
+    const startSecond = await env.balance(second.address)
+    await first.payLink(link.url, usdc(3))
+    await second.payLink(link.url, usdc(4))
+    // Each at its confirmations: one or two scans (and sweep rounds) find both.
+    for (let pass = 0; pass < 2; pass++) {
+      await scan(refunding)
+      await swept(paymentId)
+    }
+    const open = await env.merchantView(paymentId, env.bareMerchantId)
+    expect(open).toMatchObject({ status: 'requires_action', received: [{ value: usdc(7).toString() }] })
+    // No worker: the scan's one transaction makes each deposit, books it and queues its refund, so a
+    // worker dying after it leaves nothing held; a second scan makes nothing more.
+    await runner.stop()
+    await expire(paymentId)
+    await scan(refunding)
+    await scan(refunding)
+    const made = await depositsOf(paymentId)
+    expect(made.map((d) => [d.reason, d.status, d.sender, d.amount]).sort()).toEqual(
+      [
+        ['underpaid', 'refunding', `${env.anvil.caip2}:${first.address}`, usdc(3).toString()],
+        ['underpaid', 'refunding', `${env.anvil.caip2}:${second.address}`, usdc(4).toString()],
+      ].sort(),
+    )
+    const job = await env.t.db
+      .selectFrom('jobs')
+      .select('state')
+      .where('payment_id', '=', paymentId)
+      .where('kind', '=', 'evm.deposit_refund')
+      .executeTakeFirstOrThrow()
+    expect(job.state).toBe('pending')
+    runner = env.startRunner()
+    await env.waitJob(paymentId, 'evm.deposit_refund')
+    expect((await depositsOf(paymentId)).map((d) => d.status)).toEqual(['refunded', 'refunded'])
+    // Balances read from the chain: each sender has its part back.
+    expect(await env.balance(first.address)).toBe(startFirst)
+    expect(await env.balance(second.address)).toBe(startSecond)
+    const sends = await env.t.db
+      .selectFrom('evm_transactions')
+      .select('step')
+      .where('payment_id', '=', paymentId)
+      .where('purpose', '=', 'deposit')
+      .execute()
+    expect(sends.map((s) => s.step).sort()).toEqual(made.map((d) => d.id).sort())
+    const flows = await env.t.db
+      .selectFrom('ledger_entries')
+      .select('flow')
+      .where('payment_id', '=', paymentId)
+      .execute()
+    expect(flows.map((f) => f.flow).sort()).toEqual([
+      'deposit.held',
+      'deposit.held',
+      'deposit.refunded',
+      'deposit.refunded',
+      'deposit.refunding',
+      'deposit.refunding',
+    ])
     await reconciled()
   })
 

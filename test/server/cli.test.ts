@@ -508,6 +508,18 @@ describe('caipay CLI', () => {
     expect(badConfig.stderr).toMatch(/Cannot read config file/)
   })
 
+  it('refuses a bad push.underpaid at startup with the line naming it', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-config-'))
+    cleanups.push(() => fs.rm(dir, { recursive: true, force: true }))
+    const file = path.join(dir, 'caipay.json')
+    await fs.writeFile(file, JSON.stringify({ push: { underpaid: 'keep' } }))
+    const refused = await runHere(['serve', '--config', file])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toBe(
+      'caipay: Invalid configuration: push.underpaid: expected one of "hold", "refund"\n',
+    )
+  })
+
   it('serve --data-dir runs embedded PostgreSQL, shares it with keys create, and stops it on SIGTERM', {
     timeout: 240_000,
   }, async () => {

@@ -218,6 +218,14 @@ describe('a CAIP-10 account as published', () => {
   })
 })
 
+describe("simulatePush's asset as published", () => {
+  it('is an enum of the test assets, the ones the route prices with', () => {
+    const body = doc.paths['/v1/test/payments/{id}/push'].post.requestBody.content['application/json'].schema
+    expect(body.properties.asset.enum).toEqual(defaultTestAssets.map((a) => a.asset))
+    expect(doc.paths['/v1/test/payments/{id}/push'].post.description).toContain('must price this payment')
+  })
+})
+
 describe('an amount unit as published', () => {
   const createBody = doc.paths['/v1/payments'].post.requestBody.content['application/json'].schema.anyOf[0]
   const published = createBody.properties.amount.properties.unit as { anyOf: Json[] }

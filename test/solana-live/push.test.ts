@@ -191,7 +191,8 @@ describe('what real senders get wrong', () => {
     expect(await listDifferences(live.t.db, { open: true })).toEqual([])
   })
 
-  it('underpaid at expiry: what arrived becomes a deposit the operator sees', async () => {
+  it('underpaid at expiry, push.underpaid "hold" (the default): what arrived becomes a deposit the operator sees', async () => {
+    expect(live.t.app.config.push.underpaid).toBe('hold')
     const merchantId = await live.createMerchant()
     const { paymentId } = await live.createPayment(merchantId)
     const option = await pushOption(paymentId)
@@ -214,6 +215,80 @@ describe('what real senders get wrong', () => {
       },
     ])
     expect(await ledgerBalance('deposits', live.t.partnerId)).toBeGreaterThanOrEqual(2_000_000n)
+    const listed = await live.t.request({
+      method: 'GET',
+      url: '/v1/deposits?status=held',
+      headers: { 'api-key': live.liveKey },
+    })
+    expect(listed.json.deposits).toContainEqual(
+      expect.objectContaining({ depositId: deposits[0]!.id, reason: 'underpaid', status: 'held' }),
+    )
+  })
+
+  it('underpaid at expiry, push.underpaid "refund": each sender gets its part back at once, through the ledger', async () => {
+    const refunding = {
+      ...live.t.app.config,
+      push: { ...live.t.app.config.push, underpaid: 'refund' as const },
+    }
+    const merchantId = await live.createMerchant()
+    const { paymentId } = await live.createPayment(merchantId)
+    const option = await pushOption(paymentId)
+    const first = await wallet()
+    const second = await wallet()
+    const startFirst = await live.balance(first.publicKey)
+    const startSecond = await live.balance(second.publicKey)
+    await payUrl(first, option.push.url, new BigNumber('2'))
+    await payUrl(second, option.push.url, new BigNumber('3'))
+    expect(await scanPushPayments(live.t.db, chain, refunding, tokenAmountFor)).toHaveLength(2)
+    // Its time runs out (the refund job runs on the real clock).
+    await live.t.db
+      .updateTable('payments')
+      .set({ expires_at: new Date(Date.now() - 1000) })
+      .where('id', '=', paymentId)
+      .execute()
+    // One transaction makes each deposit, books it and queues its refund: a second pass makes nothing.
+    await scanPushPayments(live.t.db, chain, refunding, tokenAmountFor)
+    await scanPushPayments(live.t.db, chain, refunding, tokenAmountFor)
+    const made = await live.t.db
+      .selectFrom('deposits')
+      .selectAll()
+      .where('payment_id', '=', paymentId)
+      .execute()
+    expect(made.map((d) => [d.reason, d.status, d.sender, d.amount]).sort()).toEqual(
+      [
+        ['underpaid', 'refunding', `${live.caip2}:${first.publicKey.toBase58()}`, '2000000'],
+        ['underpaid', 'refunding', `${live.caip2}:${second.publicKey.toBase58()}`, '3000000'],
+      ].sort(),
+    )
+    const runner = live.startRunner()
+    const deadline = Date.now() + 20_000
+    const statuses = async () =>
+      (
+        await live.t.db.selectFrom('deposits').select('status').where('payment_id', '=', paymentId).execute()
+      ).map((d) => d.status)
+    while ((await statuses()).some((status) => status !== 'refunded')) {
+      if (Date.now() > deadline) throw new Error('the underpaid deposits were not refunded')
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    await runner.stop()
+    // Balances read from the chain: each sender has its part back.
+    expect(await live.balance(first.publicKey)).toBe(startFirst)
+    expect(await live.balance(second.publicKey)).toBe(startSecond)
+    const flows = await live.t.db
+      .selectFrom('ledger_entries')
+      .select('flow')
+      .where('payment_id', '=', paymentId)
+      .execute()
+    expect(flows.map((f) => f.flow).sort()).toEqual([
+      'deposit.held',
+      'deposit.held',
+      'deposit.refunded',
+      'deposit.refunded',
+      'deposit.refunding',
+      'deposit.refunding',
+    ])
+    await reconcileSolanaChain(live.t.db, chain, undefined, { recheckMs: 10 })
+    expect(await listDifferences(live.t.db, { open: true })).toEqual([])
   })
 
   it('overpaid: succeeds, and by default the excess settles to the merchant', async () => {

@@ -11,7 +11,7 @@ import { newId } from '../ids.js'
 import { defaultTestAssets, toAmount } from '../payments/assets.js'
 import { markCancelled } from '../payments/cancel.js'
 import { transitionPayment } from '../payments/lifecycle.js'
-import { applyPushTransfer } from '../payments/push.js'
+import { applyPushTransfer, holdUnpaidPushes } from '../payments/push.js'
 import { succeedTestPayment } from '../payments/settlements.js'
 import { statusJson } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
@@ -54,7 +54,8 @@ function sandboxPayer(payment: PaymentRow, config: ServerConfig) {
 /**
  * The sandbox's forced outcomes. `succeeded` and `failed` pass through `processing` like a real payment
  * (from `requires_action` or `processing`); `expired` and `cancelled` only leave `requires_action`.
- * A final payment refuses with `409 invalid_state`.
+ * A final payment refuses with `409 invalid_state`. What pushed transfers brought to a payment that is
+ * now expired or cancelled becomes its `underpaid` deposits, as the live scan makes them.
  */
 export async function simulateOutcome(input: {
   db: Db
@@ -98,13 +99,17 @@ export async function simulateOutcome(input: {
         return markCancelled(trx, { paymentId: payment.id, reason: 'cancelled_by_merchant', now })
     }
   })
+  if (outcome === 'expired' || outcome === 'cancelled')
+    await holdUnpaidPushes(db, input.config, now, payment.id)
   return statusJson(row)
 }
 
 /**
  * The sandbox's pushed transfer (`POST /v1/test/payments/{id}/push`): a transfer of `amount` of a test
  * asset, as if found by the payment's reference, applied by the live path's own rules
- * (payments/push.ts): it counts toward the open payment, completes it, or is a deposit.
+ * (payments/push.ts): it counts toward the open payment, completes it, or is a deposit. On a payment no
+ * longer open, what earlier transfers brought becomes its `underpaid` deposits first (held, or refunded
+ * at once with `push.underpaid` `refund`), as the live scan would have made them.
  */
 export async function simulatePush(input: {
   db: Db
@@ -125,6 +130,8 @@ export async function simulatePush(input: {
   const { asset } = priced
   const due = priced.due!
   const buyer = sandboxBuyers[namespaceOf(asset.chainId)]
+  if (payment.status !== 'requires_action' || payment.expires_at.getTime() <= now.getTime())
+    await holdUnpaidPushes(db, config, now, payment.id)
   const outcome = await applyPushTransfer(db, {
     config,
     transfer: {

@@ -1,6 +1,7 @@
 import { canonicalCaip } from '../../caip/caip.js'
 import type { Amount, AmountDisplay } from '../../contract/common.js'
 import { fiatCurrency } from '../../contract/currencies.js'
+import { testAssetIds } from '../../contract/payment.js'
 import type { ServerConfig } from '../config.js'
 import type { PaymentRow } from '../store/schema.js'
 
@@ -30,15 +31,13 @@ export interface KnownAsset {
 }
 
 /** What test mode offers without a config file (docs/architecture.md, section 4). */
-export const defaultTestAssets: readonly KnownAsset[] = [
-  usdc('eip155:1', 'erc20:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48'),
-  usdc('eip155:8453', 'erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913'),
-  usdc('solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp', 'token:EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v'),
-]
+export const defaultTestAssets: readonly KnownAsset[] = testAssetIds.map(usdc)
 
-function usdc(chainId: string, asset: string): KnownAsset {
+/** Each test asset is a USDC at 1 USD. */
+function usdc(asset: string): KnownAsset {
+  const chainId = asset.slice(0, asset.indexOf('/'))
   return {
-    asset: `${chainId}/${asset}`,
+    asset,
     chainId,
     symbol: 'USDC',
     name: 'USD Coin',

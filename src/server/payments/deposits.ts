@@ -151,3 +151,14 @@ export async function finishDepositRefund(
       ${params.txId}, ${params.now}::timestamptz
     FROM changed WHERE mode = 'live'`.execute(db)
 }
+
+/** Test mode's deposit refund: nothing moves, so it is refunded at once with `test:<depositId>`. */
+export async function refundTestDeposit(db: Db, params: { id: string; now: Date }): Promise<void> {
+  await db
+    .updateTable('deposits')
+    .set({ status: 'refunded', refund_tx_id: `test:${params.id}`, updated_at: params.now })
+    .where('id', '=', params.id)
+    .where('mode', '=', 'test')
+    .where('status', '=', 'held')
+    .execute()
+}

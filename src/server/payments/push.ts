@@ -6,7 +6,7 @@ import { newId } from '../ids.js'
 import { type Db, inTransaction } from '../store/db.js'
 import type { PaymentRow } from '../store/schema.js'
 import { toAmount } from './assets.js'
-import { refundDeposit } from './deposits.js'
+import { depositRefundJobKind, refundDeposit, refundTestDeposit } from './deposits.js'
 import { succeedPayments, transitionPayment } from './lifecycle.js'
 import type { DepositReason, DepositRow } from './pushSchema.js'
 import { settlementFor, succeedTestPayment } from './settlements.js'
@@ -19,7 +19,8 @@ import './pushSchema.js'
  * the operator sees when no open payment explains it (late, paid twice, underpaid at expiry, the excess
  * of an overpayment when `push.overpaid` is `refund`). Every deposit is booked `world -> deposits(partner)`
  * in the statement that records it; what is still counting toward an open payment is money in flight
- * for reconciliation (ledger/reconcile.ts).
+ * for reconciliation (ledger/reconcile.ts). A deposit sent back at once (`sendBackAtOnce`) is asked for
+ * in the same database transaction that makes it, so no crash leaves it held instead.
  */
 
 /** The payment's reference key, made at its first options call and the same at every later one. */
@@ -70,6 +71,11 @@ export interface PushSettlement {
   jobKind: string
   /** The chain's job that sends deposits back (an overpayment's excess when `push.overpaid` is `refund`). */
   depositRefundJobKind: string
+  /**
+   * Late and duplicate transfers go back to their sender at once (EVM: the Transfer log names every
+   * sender); otherwise they are held for the operator.
+   */
+  refundsLate?: boolean
   /**
    * The merchant's settlement destination (CAIP-10) as the chain's settlement job reads it (EVM: the bare
    * address); undefined: not one this chain can pay, so the partner's float holds the payment. Default: as is.
@@ -138,6 +144,14 @@ export async function applyPushTransfer(
         signatures: [transfer.signature],
         now,
       })
+      if (params.settlement.refundsLate)
+        await sendBackAtOnce(trx, {
+          id: depositId,
+          mode: payment.mode,
+          sender: transfer.sender,
+          jobKind: params.settlement.depositRefundJobKind,
+          now,
+        })
       return { kind: 'deposit', depositId, reason }
     }
     const { rows } = await sql<{ received: string; sender: string | null }>`
@@ -178,9 +192,13 @@ export async function applyPushTransfer(
       signatures: [transfer.signature],
       now,
     })
-    // Test mode moves nothing: its deposit stays held for the sandbox to see.
-    if (payment.mode === 'live')
-      await refundDeposit(trx, { id: depositId, jobKind: params.settlement.depositRefundJobKind, now })
+    await sendBackAtOnce(trx, {
+      id: depositId,
+      mode: payment.mode,
+      sender: transfer.sender,
+      jobKind: params.settlement.depositRefundJobKind,
+      now,
+    })
     return { kind: 'succeeded', received, excess, depositId }
   })
 }
@@ -273,11 +291,33 @@ async function holdDeposit(
 }
 
 /**
- * What arrived for payments that are no longer open and never completed (expired or cancelled while
- * underpaid): one `underpaid` deposit per payment and asset. Returns the deposits made.
+ * Asks, in the caller's transaction (the one that made the deposit), for a held deposit to go back to
+ * its sender: live, through the chain's deposit-refund job (payments/deposits.ts refundDeposit, booked
+ * `deposits -> refunds(merchant)` now); test mode moves nothing and marks it refunded at once
+ * (`test:<depositId>`). A deposit whose sender is unknown stays held for the operator.
  */
-export async function holdUnpaidPushes(db: Db, now: Date): Promise<string[]> {
-  const groups = await db
+async function sendBackAtOnce(
+  trx: Db,
+  params: { id: string; mode: PaymentRow['mode']; sender: string | null; jobKind: string; now: Date },
+): Promise<void> {
+  if (!params.sender) return
+  if (params.mode === 'test') await refundTestDeposit(trx, { id: params.id, now: params.now })
+  else await refundDeposit(trx, { id: params.id, jobKind: params.jobKind, now: params.now })
+}
+
+/**
+ * What arrived for payments that are no longer open and never completed (expired or cancelled while
+ * underpaid): one `underpaid` deposit per payment, asset and sender (a refund goes back to whoever sent
+ * that part), held or, with `push.underpaid` `refund`, sent back at once in the same transaction.
+ * `paymentId` limits it to one payment. Returns the deposits made.
+ */
+export async function holdUnpaidPushes(
+  db: Db,
+  config: Pick<ServerConfig, 'push'>,
+  now: Date,
+  paymentId?: string,
+): Promise<string[]> {
+  let query = db
     .selectFrom('push_transfers as t')
     .innerJoin('payments as p', 'p.id', 't.payment_id')
     .select(['t.payment_id', 't.asset'])
@@ -285,11 +325,11 @@ export async function holdUnpaidPushes(db: Db, now: Date): Promise<string[]> {
     .where((eb) =>
       eb.or([eb('p.status', 'in', ['expired', 'cancelled', 'failed']), eb('p.expires_at', '<=', now)]),
     )
-    .groupBy(['t.payment_id', 't.asset'])
-    .execute()
+  if (paymentId) query = query.where('t.payment_id', '=', paymentId)
+  const groups = await query.groupBy(['t.payment_id', 't.asset']).execute()
   const made: string[] = []
   for (const group of groups) {
-    const id = await inTransaction(db, async (trx) => {
+    const ids = await inTransaction(db, async (trx) => {
       const payment = await trx
         .selectFrom('payments')
         .selectAll()
@@ -297,7 +337,7 @@ export async function holdUnpaidPushes(db: Db, now: Date): Promise<string[]> {
         .forUpdate()
         .executeTakeFirstOrThrow()
       // Still payable (a read raced its completion): leave it.
-      if (payment.status === 'requires_action' && payment.expires_at.getTime() > now.getTime()) return
+      if (payment.status === 'requires_action' && payment.expires_at.getTime() > now.getTime()) return []
       const transfers = await trx
         .selectFrom('push_transfers')
         .selectAll()
@@ -306,18 +346,32 @@ export async function holdUnpaidPushes(db: Db, now: Date): Promise<string[]> {
         .where('state', '=', 'pending')
         .orderBy('slot', 'desc')
         .execute()
-      const first = transfers[0]
-      if (!first) return
-      return holdDeposit(trx, {
-        payment,
-        transfer: { chainId: first.chain_id, asset: first.asset, holder: first.holder, sender: first.sender },
-        amount: transfers.reduce((sum, t) => sum + BigInt(t.amount), 0n),
-        reason: 'underpaid',
-        signatures: transfers.map((t) => t.signature),
-        now,
-      })
+      const bySender = new Map<string | null, typeof transfers>()
+      for (const t of transfers) bySender.set(t.sender, [...(bySender.get(t.sender) ?? []), t])
+      const ids: string[] = []
+      for (const [sender, sent] of bySender) {
+        const first = sent[0]!
+        const id = await holdDeposit(trx, {
+          payment,
+          transfer: { chainId: first.chain_id, asset: first.asset, holder: first.holder, sender },
+          amount: sent.reduce((sum, t) => sum + BigInt(t.amount), 0n),
+          reason: 'underpaid',
+          signatures: sent.map((t) => t.signature),
+          now,
+        })
+        if (config.push.underpaid === 'refund')
+          await sendBackAtOnce(trx, {
+            id,
+            mode: payment.mode,
+            sender,
+            jobKind: depositRefundJobKind(first.chain_id),
+            now,
+          })
+        ids.push(id)
+      }
+      return ids
     })
-    if (id) made.push(id)
+    made.push(...ids)
   }
   return made
 }

@@ -21,7 +21,7 @@ import { enqueueJob } from '../../jobs/queue.js'
 import { type JobHandler, type JobLogger, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { holderOf } from '../../ledger/entries.js'
 import { assertSendsAllowed } from '../../ledger/reconcile.js'
-import { depositsRefunding, finishDepositRefund, refundDeposit } from '../../payments/deposits.js'
+import { depositsRefunding, finishDepositRefund } from '../../payments/deposits.js'
 import { applyPushTransfer, holdUnpaidPushes, type PushOutcome } from '../../payments/push.js'
 import { type Db, inTransaction } from '../../store/db.js'
 import type { JobRow } from '../../store/schema.js'
@@ -198,7 +198,12 @@ const transferEvent = parseAbiItem('event Transfer(address indexed from, address
  * each recorded once (`evm_push_transfers`, state `found`) and its payment's sweep job queued. Then what
  * arrived for payments that closed underpaid becomes deposits. Returns the transfers found.
  */
-export async function scanEvmPushPayments(db: Db, chain: EvmChain, now: Date = new Date()): Promise<number> {
+export async function scanEvmPushPayments(
+  db: Db,
+  chain: EvmChain,
+  config: Pick<ServerConfig, 'push'>,
+  now: Date = new Date(),
+): Promise<number> {
   const cursor = await db
     .selectFrom('evm_push_scans')
     .select('scanned_to')
@@ -269,7 +274,7 @@ export async function scanEvmPushPayments(db: Db, chain: EvmChain, now: Date = n
       .execute()
     from = to + 1n
   }
-  await holdUnpaidPushes(db, now)
+  await holdUnpaidPushes(db, config, now)
   return found
 }
 
@@ -509,13 +514,12 @@ async function applySwept(
         intervalMs: config.settlementIntervalMs,
         jobKind: evmJobKinds.settle,
         depositRefundJobKind: evmJobKinds.depositRefund,
+        // Late or paid twice: the sender is known (the Transfer log names it), so it goes back at once.
+        refundsLate: true,
         settlementDestination: (destination) => settlementAddress(chain, destination),
       },
       now: row.found_at,
     })
-    // Late or paid twice: the sender is known (the Transfer log names it), so it goes back at once.
-    if (outcome.kind === 'deposit' && (outcome.reason === 'late' || outcome.reason === 'duplicate'))
-      await refundDeposit(db, { id: outcome.depositId, jobKind: evmJobKinds.depositRefund, now: new Date() })
     await db
       .updateTable('evm_push_transfers')
       .set({ state: 'applied' })

@@ -280,7 +280,7 @@ export async function scanPushPayments(
     // Read up to `to`, all of them: the next pass starts there (a failed pass throws before this).
     for (const account of accounts) slots.set(account.toBase58(), to)
   }
-  await holdUnpaidPushes(db, now)
+  await holdUnpaidPushes(db, config, now)
   return outcomes
 }
 
