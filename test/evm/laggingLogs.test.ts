@@ -153,18 +153,18 @@ describe('log scans with a node behind', () => {
             .executeTakeFirstOrThrow()
         ).scanned_to,
       )
-    await scanEvmPushPayments(env.t.db, twoNodes)
+    await scanEvmPushPayments(env.t.db, twoNodes, env.t.app.config)
     const scanned = await cursor()
     await replicaOfNow()
     const block = await transfer(5, deposit, usdc(12.5))
     expect(await unpinnedLogs(balancerOnly, deposit, scanned + 1n)).toEqual([])
 
     // Only the lagging backend answers logs: nothing is read, the cursor does not move past the transfer.
-    await expect(scanEvmPushPayments(env.t.db, balancerOnly)).rejects.toBeInstanceOf(NodesBehind)
+    await expect(scanEvmPushPayments(env.t.db, balancerOnly, env.t.app.config)).rejects.toBeInstanceOf(NodesBehind)
     expect(await cursor()).toBe(scanned)
     const requests = balancer.replicaRequests
     // The other node has the blocks: the transfer is found in this pass.
-    expect(await scanEvmPushPayments(env.t.db, twoNodes)).toBe(1)
+    expect(await scanEvmPushPayments(env.t.db, twoNodes, env.t.app.config)).toBe(1)
     expect(balancer.replicaRequests).toBeGreaterThan(requests)
     const found = await env.t.db
       .selectFrom('evm_push_transfers')
