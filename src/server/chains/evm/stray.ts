@@ -11,7 +11,7 @@ import {
 import { sameCaip } from '../../../caip/caip.js'
 import { newId } from '../../ids.js'
 import { enqueueJob } from '../../jobs/queue.js'
-import type { JobHandler } from '../../jobs/runner.js'
+import { type JobHandler, RetryLater } from '../../jobs/runner.js'
 import type { Db } from '../../store/db.js'
 import { eip3009Abi } from './abi.js'
 import type { EvmChain } from './chain.js'
@@ -414,6 +414,14 @@ export function strayRecoverJob(settings: JobSettings): JobHandler {
         )
         moved.push({ id: recovery.id, amount: amount.toString(), txHash: receipt.transactionHash })
       }
+      // Queued while this run was under way (the queueing found the job running and left it): again.
+      const left = await ctx.db
+        .selectFrom('evm_stray_recoveries')
+        .select('id')
+        .where('payment_id', '=', job.payment_id)
+        .where('status', '=', 'queued')
+        .execute()
+      if (left.length > 0) throw new RetryLater(`${left.length} recovery(ies) queued meanwhile; running again.`)
       return { moved }
     },
     async onGiveUp(job, error, ctx) {
