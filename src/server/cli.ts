@@ -161,7 +161,8 @@ ${databaseHelp}`,
 Shows what live payment PAYMENT_ID's EVM deposit address holds on every configured chain where it has
 that address: native ETH, each configured token and each --token, read from the chain at one block,
 with the senders of each token (its Transfer logs since the payment was made; native ETH leaves no log).
-A token the push scan watches for the payment there is marked "scan": its sweep moves it. Lists the
+HANDLED BY says what moves each: "scan", the push scan's sweep (the payment offered it there); "deposit",
+"deposits recover" books it as the payment's; "move", "deposits recover --to" moves it out. Lists the
 payment's recoveries after them (docs/push-payments.md, "Stray money").
 
 Options:
@@ -169,19 +170,23 @@ Options:
   --token ADDRESS      also read this ERC-20 (repeat for more)
   --json               print {"holdings": [...], "recoveries": [...]}
 ${databaseHelp}`,
-  'deposits recover': `Usage: caipay deposits recover PAYMENT_ID --config FILE --chain CAIP2 --asset native|ADDRESS --to ADDRESS [options]
+  'deposits recover': `Usage: caipay deposits recover PAYMENT_ID --config FILE --chain CAIP2 --asset native|ADDRESS [--to ADDRESS] [options]
 
-Moves the whole balance of ASSET (native ETH or an ERC-20 no push scan watches for the payment on that
-chain) out of live payment PAYMENT_ID's deposit address on CAIP2 to ADDRESS: the sender (see "caipay
-deposits stray") or an operator's address. Recorded, then sent once by a job of the running workers
-(the executor pays the gas); not booked in the ledger (the money was never at an address it carries).
+What ASSET at live payment PAYMENT_ID's deposit address on CAIP2 becomes (see "caipay deposits stray"):
+- native ETH, or a token not configured on CAIP2: its whole balance is moved to --to (the sender, or an
+  operator's address) by a job of the running workers (the executor pays the gas), once; recorded and
+  listed by "deposits stray", not booked in the ledger (never at an address the ledger carries).
+- a token configured on CAIP2 that the payment did not offer there (no --to): its transfers are recorded
+  for the payment's push sweep, which brings them to the collection address and books them like any push
+  transfer (toward an open payment; else a late or duplicate deposit sent back to its sender).
+A token the push scan already watches for the payment is refused: its sweep moves it.
 
 Options:
   --config FILE        the servers' config file (its chains and executor keys)
   --chain CAIP2        the chain, e.g. eip155:8453
   --asset native|ADDRESS  native ETH, or the token's address
-  --to ADDRESS         where the money goes
-  --json               print the recovery
+  --to ADDRESS         where native ETH or an unconfigured token goes
+  --json               print {"kind": "recovery", "recovery": {...}} or {"kind": "deposit", ...}
 ${databaseHelp}`,
   'ledger allocate': `Usage: caipay ledger allocate --partner ID --holder CAIP10 --asset CAIP19 --amount UNITS [options]
 
@@ -859,7 +864,6 @@ async function depositsStray(args: readonly string[]): Promise<number> {
     false,
     found.holdings.map((h) => ({
       ...h,
-      scan: h.watched ? 'scan' : '',
       balance: h.error ? `error: ${h.error}` : h.balance,
       senders: h.senders.map((s) => `${s.address}:${s.amount}`).join(' '),
     })),
@@ -868,7 +872,7 @@ async function depositsStray(args: readonly string[]): Promise<number> {
       ['depositAddress', 'ADDRESS'],
       ['asset', 'ASSET'],
       ['balance', 'BALANCE'],
-      ['scan', 'SWEPT BY'],
+      ['handledBy', 'HANDLED BY'],
       ['block', 'BLOCK'],
       ['senders', 'SENDERS'],
     ],
@@ -913,21 +917,27 @@ async function depositsRecover(args: readonly string[]): Promise<number> {
     throw new UsageError('--chain must be an EVM chain id (eip155:N)', { cause: command })
   const asset =
     values.asset === 'native' ? 'native' : await addressOf(values.asset, '--asset (or native)', command)
-  const to = await addressOf(values.to, '--to', command)
+  const to = values.to === undefined ? undefined : await addressOf(values.to, '--to', command)
   const { requestRecovery } = await import('./chains/evm/stray.js')
-  const row = await withDatabase(values, async (db) =>
+  const { tokenAmountFor } = await import('./gateway/quote.js')
+  const done = await withDatabase(values, async (db) =>
     requestRecovery(db, await evmChainsOf(configFile, db), {
       paymentId,
       chainId: values.chain!,
       asset,
       to,
+      tokenAmount: tokenAmountFor,
       now: new Date(),
     }),
   )
-  if (values.json) process.stdout.write(`${JSON.stringify(row)}\n`)
+  if (values.json) process.stdout.write(`${JSON.stringify(done)}\n`)
+  else if (done.kind === 'recovery')
+    process.stdout.write(
+      `Recovery ${done.recovery.id}: ${done.recovery.asset} at ${done.recovery.deposit_address} is being moved to ${done.recovery.to_address} (a job of the running workers sends it).\n`,
+    )
   else
     process.stdout.write(
-      `Recovery ${row.id}: ${row.asset} at ${row.deposit_address} is being moved to ${row.to_address} (a job of the running workers sends it).\n`,
+      `${done.transfers} transfer(s) of ${done.asset} into ${done.depositAddress} recorded for payment ${paymentId}: the push sweep brings them to the collection address and applies them (see "caipay deposits list").\n`,
     )
   return 0
 }

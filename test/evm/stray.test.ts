@@ -142,6 +142,11 @@ async function recoveries(paymentId: string) {
     .execute()
 }
 
+async function reconciled(): Promise<void> {
+  await reconcileEvmChain(env.t.db, chain)
+  expect(await listDifferences(env.t.db, { open: true })).toEqual([])
+}
+
 async function allMoved(paymentId: string, count: number) {
   const deadline = Date.now() + 30_000
   for (;;) {
@@ -153,14 +158,13 @@ async function allMoved(paymentId: string, count: number) {
 }
 
 describe('caipay deposits stray / recover', () => {
-  it('lists an unconfigured token, native ETH and an unwatched configured token at a deposit address, and moves each once', {
+  it('lists an unconfigured token and native ETH at a deposit address and moves each once to the address given', {
     timeout: 120_000,
   }, async () => {
     const { paymentId } = await env.pay('1250')
     const deposit = await depositAddress(paymentId)
     const other = await deployTestToken(env.anvil.rpcUrl)
     const tokenSender = await sendToken(6, other, deposit, 3_000_000n)
-    const unwatchedSender = await sendToken(7, unwatched, deposit, usdc(4))
     // Native ETH before the forwarder exists: nothing refuses it.
     const ethSender = wallet(8)
     await mined(await ethSender.sendTransaction({ to: deposit, value: parseEther('0.25') }))
@@ -185,32 +189,25 @@ describe('caipay deposits stray / recover', () => {
     expect(holding(`${caip2}/slip44:60`)).toMatchObject({
       depositAddress: deposit,
       balance: parseEther('0.25').toString(),
-      watched: false,
+      handledBy: 'move',
       senders: [],
     })
     expect(holding(`${caip2}/erc20:${other}`)).toMatchObject({
       balance: '3000000',
-      watched: false,
+      handledBy: 'move',
       senders: [{ address: tokenSender, amount: '3000000' }],
     })
-    expect(holding(`${caip2}/erc20:${unwatched}`)).toMatchObject({
-      balance: usdc(4).toString(),
-      watched: false,
-      senders: [{ address: unwatchedSender, amount: usdc(4).toString() }],
-    })
-    expect(holding(env.asset)).toMatchObject({ balance: '0', watched: true })
+    expect(holding(env.asset)).toMatchObject({ balance: '0', handledBy: 'scan' })
+    expect(holding(`${caip2}/erc20:${unwatched}`)).toMatchObject({ balance: '0', handledBy: 'deposit' })
     const table = await caipay(['deposits', 'stray', paymentId, '--config', configFile])
     expect(table.code, table.stderr).toBe(0)
     expect(table.stdout.split('\n')[0]).toMatch(
-      /^CHAIN\s+ADDRESS\s+ASSET\s+BALANCE\s+SWEPT BY\s+BLOCK\s+SENDERS/,
+      /^CHAIN\s+ADDRESS\s+ASSET\s+BALANCE\s+HANDLED BY\s+BLOCK\s+SENDERS/,
     )
 
-    // Moved: the token and the unwatched configured token back to their senders, the ETH to an operator.
+    // Moved: the token back to its sender, the ETH to an operator.
     const operator = privateKeyToAccount(generatePrivateKey()).address
-    const before = {
-      token: await env.balance(tokenSender, other),
-      unwatched: await env.balance(unwatchedSender, unwatched),
-    }
+    const before = await env.balance(tokenSender, other)
     const recover = (asset: string, to: Address) =>
       caipay([
         'deposits',
@@ -228,25 +225,17 @@ describe('caipay deposits stray / recover', () => {
     const first = await recover(other, tokenSender)
     expect(first.code, first.stderr).toBe(0)
     expect(first.stdout).toMatch(/^Recovery rcv_\w+: .* is being moved to /)
-    for (const [asset, to] of [
-      ['native', operator],
-      [unwatched, unwatchedSender],
-    ] as const) {
-      const queued = await recover(asset, to)
-      expect(queued.code, queued.stderr).toBe(0)
-    }
-    const rows = await allMoved(paymentId, 3)
+    const native = await recover('native', operator)
+    expect(native.code, native.stderr).toBe(0)
+    const rows = await allMoved(paymentId, 2)
     expect(rows.map((r) => [r.asset, r.to_address, r.status, String(r.amount)])).toEqual([
       [`${caip2}/erc20:${other}`, tokenSender.toLowerCase(), 'moved', '3000000'],
       [`${caip2}/slip44:60`, operator.toLowerCase(), 'moved', parseEther('0.25').toString()],
-      [`${caip2}/erc20:${unwatched}`, unwatchedSender.toLowerCase(), 'moved', usdc(4).toString()],
     ])
     // Read from the chain: each went where it was sent, and the deposit address holds nothing.
-    expect(await env.balance(tokenSender, other)).toBe(before.token + 3_000_000n)
-    expect(await env.balance(unwatchedSender, unwatched)).toBe(before.unwatched + usdc(4))
+    expect(await env.balance(tokenSender, other)).toBe(before + 3_000_000n)
     expect(await env.publicClient.getBalance({ address: operator })).toBe(parseEther('0.25'))
     expect(await env.balance(deposit, other)).toBe(0n)
-    expect(await env.balance(deposit, unwatched)).toBe(0n)
     expect(await env.publicClient.getBalance({ address: deposit })).toBe(0n)
     // Each by its own executor transaction, recorded with its step before it was sent.
     const sent = await env.t.db
@@ -261,9 +250,7 @@ describe('caipay deposits stray / recover', () => {
     const gas = await Promise.all(
       sent.map(async (t) => (await env.publicClient.getTransactionReceipt({ hash: t.hash as Hash })).gasUsed),
     )
-    console.info(
-      `EVM stray recovery gas: token (forwarder deployed with it) ${gas[0]}, native ${gas[1]}, configured token ${gas[2]}`,
-    )
+    console.info(`EVM stray recovery gas: token (the forwarder created with it) ${gas[0]}, native ${gas[1]}`)
 
     // Once: nothing is left, so a second run moves nothing and says so.
     const again = await recover(other, tokenSender)
@@ -273,18 +260,92 @@ describe('caipay deposits stray / recover', () => {
     )
     const nativeAgain = await recover('native', operator)
     expect(nativeAgain.code).toBe(1)
-    expect(await recoveries(paymentId)).toHaveLength(3)
-    expect(await env.balance(tokenSender, other)).toBe(before.token + 3_000_000n)
+    expect(await recoveries(paymentId)).toHaveLength(2)
+    expect(await env.balance(tokenSender, other)).toBe(before + 3_000_000n)
     const listedAfter = JSON.parse(
       (await caipay(['deposits', 'stray', paymentId, '--config', configFile, '--json'])).stdout,
     ) as Json
-    expect(listedAfter.recoveries.map((r: Json) => r.status)).toEqual(['moved', 'moved', 'moved'])
+    expect(listedAfter.recoveries.map((r: Json) => [r.id, r.status])).toEqual(
+      [...rows].reverse().map((r) => [r.id, 'moved']),
+    )
 
     // The forwarder exists now: native ETH sent to it is refused, the sender keeps it.
     await expect(ethSender.sendTransaction({ to: deposit, value: parseEther('0.1') })).rejects.toThrow()
     // None of it touched the collection address: the ledger still agrees with the chain.
-    await reconcileEvmChain(env.t.db, chain)
-    expect(await listDifferences(env.t.db, { open: true })).toEqual([])
+    await reconciled()
+  })
+
+  it('a configured token the payment did not offer there is booked as its deposit and sent back to its sender', {
+    timeout: 120_000,
+  }, async () => {
+    const { paymentId } = await env.pay('1250')
+    const deposit = await depositAddress(paymentId)
+    const cancelled = await env.t.request({
+      method: 'POST',
+      url: `/v1/payments/${paymentId}/cancel`,
+      headers: headers(env.liveKey, env.merchant.id),
+    })
+    expect(cancelled.statusCode, cancelled.body).toBe(200)
+    // EURC is configured on the chain but offers no push option (what a configured token on a chain the
+    // payment was not offered on is): no scan reads its transfers into this address.
+    const sender = await sendToken(7, unwatched, deposit, usdc(4))
+    const start = await env.balance(sender, unwatched)
+    const collected = await env.balance(env.collection, unwatched)
+    const listed = JSON.parse(
+      (await caipay(['deposits', 'stray', paymentId, '--config', configFile, '--json'])).stdout,
+    ) as Json
+    expect(
+      listed.holdings.find((h: Json) => h.asset === `${env.anvil.caip2}/erc20:${unwatched}`),
+    ).toMatchObject({
+      balance: usdc(4).toString(),
+      handledBy: 'deposit',
+      senders: [{ address: sender, amount: usdc(4).toString() }],
+    })
+    const args = ['deposits', 'recover', paymentId, '--config', configFile, '--chain', env.anvil.caip2]
+    const withTo = await caipay([...args, '--asset', unwatched, '--to', sender])
+    expect(withTo.code).toBe(1)
+    expect(withTo.stderr).toMatch(/is configured on .*omit --to/)
+    const adopted = await caipay([...args, '--asset', unwatched, '--json'])
+    expect(adopted.code, adopted.stderr).toBe(0)
+    expect(JSON.parse(adopted.stdout)).toEqual({
+      kind: 'deposit',
+      asset: `${env.anvil.caip2}/erc20:${unwatched}`,
+      depositAddress: deposit,
+      transfers: 1,
+    })
+    // The push sweep brings it to the collection address; the payment is cancelled, so it is a late
+    // deposit, sent back to its sender at once through the ledger.
+    await env.waitJob(paymentId, 'evm.push_sweep')
+    await env.waitJob(paymentId, 'evm.deposit_refund')
+    const held = await env.t.db
+      .selectFrom('deposits')
+      .selectAll()
+      .where('payment_id', '=', paymentId)
+      .executeTakeFirstOrThrow()
+    expect(held).toMatchObject({
+      reason: 'late',
+      status: 'refunded',
+      amount: usdc(4).toString(),
+      sender: `${env.anvil.caip2}:${sender}`,
+    })
+    const flows = await env.t.db
+      .selectFrom('ledger_entries')
+      .select('flow')
+      .where('payment_id', '=', paymentId)
+      .orderBy('id')
+      .execute()
+    expect(flows.map((f) => f.flow)).toEqual(['deposit.held', 'deposit.refunding', 'deposit.refunded'])
+    expect(await env.balance(sender, unwatched)).toBe(start + usdc(4))
+    expect(await env.balance(deposit, unwatched)).toBe(0n)
+    expect(await env.balance(env.collection, unwatched)).toBe(collected)
+    // Once: its transfer is recorded, so a second run books nothing.
+    const again = await caipay([...args, '--asset', unwatched])
+    expect(again.code).toBe(1)
+    expect(again.stderr).toMatch(/not recorded already; nothing to recover/)
+    expect(
+      await env.t.db.selectFrom('deposits').select('id').where('payment_id', '=', paymentId).execute(),
+    ).toHaveLength(1)
+    await reconciled()
   })
 
   it('refuses hostile input with one clear line and a non-zero exit', { timeout: 60_000 }, async () => {

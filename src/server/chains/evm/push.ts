@@ -256,7 +256,7 @@ export async function scanEvmPushPayments(db: Db, chain: EvmChain, now: Date = n
 }
 
 /** Queues the payment's sweep job, again when an earlier one has already run (its row is reused). */
-async function queueSweep(db: Db, paymentId: string, now: Date): Promise<void> {
+export async function queueSweep(db: Db, paymentId: string, now: Date): Promise<void> {
   await db
     .updateTable('jobs')
     .set({ state: 'pending', run_at: now, attempts: 0, updated_at: now })

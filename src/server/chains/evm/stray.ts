@@ -8,16 +8,25 @@ import {
   parseEventLogs,
   type TransactionReceipt,
 } from 'viem'
-import { sameCaip } from '../../../caip/caip.js'
+import { canonicalCaip, sameCaip } from '../../../caip/caip.js'
 import { newId } from '../../ids.js'
 import { enqueueJob } from '../../jobs/queue.js'
 import { type JobHandler, RetryLater } from '../../jobs/runner.js'
-import type { Db } from '../../store/db.js'
+import { holderOf } from '../../ledger/entries.js'
+import { type Db, inTransaction } from '../../store/db.js'
 import { eip3009Abi } from './abi.js'
-import type { EvmChain } from './chain.js'
+import type { EvmAsset, EvmChain } from './chain.js'
 import { pushForwarderFactoryAbi } from './forwarder/artifact.js'
+import { confirmedBlock } from './ledger.js'
 import { evmJobKinds } from './outcome.js'
-import { depositAddressOf, depositSalt, ensureFactory, pushFactoryAddress, sendStep } from './push.js'
+import {
+  depositAddressOf,
+  depositSalt,
+  ensureFactory,
+  pushFactoryAddress,
+  queueSweep,
+  sendStep,
+} from './push.js'
 import { chainOf, type JobSettings } from './relay.js'
 import type { EvmStrayRecoveryRow } from './straySchema.js'
 import { setTxStatus } from './transactions.js'
@@ -48,16 +57,27 @@ export function strayDepositAddress(chain: EvmChain, paymentId: string): Address
   return depositAddressOf(pushFactoryAddress(chain.executor.address), paymentId)
 }
 
-/** The assets the push scan of `chain` watches for the payment: its sweep, not a recovery, moves them. */
-export async function watchedAssets(db: Db, chainId: string, paymentId: string): Promise<string[]> {
+/**
+ * The push assets of `chain` whose Transfer logs into the payment's deposit address its scan reads (the
+ * payment offered them there): the scan's sweep, not a recovery, moves them.
+ */
+export async function watchedAssets(db: Db, chain: EvmChain, paymentId: string): Promise<string[]> {
   const rows = await db
     .selectFrom('evm_push_deposits')
     .select('asset')
     .where('payment_id', '=', paymentId)
-    .where('chain_id', '=', chainId)
+    .where('chain_id', '=', chain.caip2)
     .execute()
-  return rows.map((r) => r.asset)
+  return rows.map((r) => r.asset).filter((asset) => chain.asset(asset)?.push !== false)
 }
+
+/**
+ * Who moves an asset found at a deposit address: `scan`, the push scan's sweep (the payment offered it
+ * there); `deposit`, `caipay deposits recover` books it as the payment's (a configured token no scan
+ * watches for it: another chain's, or `push: false`); `move`, `caipay deposits recover --to` moves it out
+ * (native ETH, a token caipay does not configure on the chain).
+ */
+export type StrayHandling = 'scan' | 'deposit' | 'move'
 
 export interface StrayHolding {
   chainId: string
@@ -66,8 +86,7 @@ export interface StrayHolding {
   asset: string
   /** Smallest units, at `block`. */
   balance: string
-  /** The push scan watches this asset for the payment here: its sweep moves it, not a recovery. */
-  watched: boolean
+  handledBy: StrayHandling
   /** ERC-20 only: who sent it (Transfer logs into the address since the payment was made), with how much. */
   senders: { address: Address; amount: string }[]
   block: string
@@ -91,12 +110,13 @@ export async function strayHoldings(
   const address = strayDepositAddress(chain, params.paymentId)
   await chain.publicClient.getBlockNumber({ cacheTime: 0 })
   const block = chain.nodes.highest()
-  const watched = await watchedAssets(db, chain.caip2, params.paymentId)
-  const isWatched = (asset: string) => watched.some((w) => sameCaip(w, asset))
+  const watched = await watchedAssets(db, chain, params.paymentId)
+  const handledBy = (asset: string): StrayHandling =>
+    watched.some((w) => sameCaip(w, asset)) ? 'scan' : chain.asset(asset) ? 'deposit' : 'move'
   const base = { chainId: chain.caip2, depositAddress: address, block: block.toString() }
   const native = await chain.publicClient.getBalance({ address, blockNumber: block })
   const holdings: StrayHolding[] = [
-    { ...base, asset: nativeAsset(chain.caip2), balance: native.toString(), watched: false, senders: [] },
+    { ...base, asset: nativeAsset(chain.caip2), balance: native.toString(), handledBy: 'move', senders: [] },
   ]
   const tokens = [...chain.assets.map((a) => a.token), ...params.tokens].filter(
     (token, i, all) => all.findIndex((t) => same(t, token)) === i,
@@ -104,7 +124,7 @@ export async function strayHoldings(
   let fromBlock: bigint | undefined
   for (const token of tokens) {
     const asset = `${chain.caip2}/erc20:${token}`
-    const holding: StrayHolding = { ...base, asset, balance: '0', watched: isWatched(asset), senders: [] }
+    const holding: StrayHolding = { ...base, asset, balance: '0', handledBy: handledBy(asset), senders: [] }
     holdings.push(holding)
     try {
       const balance = await chain.publicClient.readContract({
@@ -125,7 +145,31 @@ export async function strayHoldings(
   return holdings
 }
 
-/** The Transfer logs of `token` into `to` over [from, to], summed by sender. */
+/** The Transfer logs of `token` into `to` over [fromBlock, toBlock], in ranges public nodes accept. */
+async function transfersInto(
+  chain: EvmChain,
+  token: Address,
+  to: Address,
+  fromBlock: bigint,
+  toBlock: bigint,
+) {
+  const found = []
+  for (let from = fromBlock; from <= toBlock; from += logRange) {
+    const end = from + logRange - 1n < toBlock ? from + logRange - 1n : toBlock
+    found.push(
+      ...(await chain.publicClient.getLogs({
+        address: token,
+        event: transferEvent,
+        args: { to },
+        fromBlock: from,
+        toBlock: end,
+      })),
+    )
+  }
+  return found
+}
+
+/** The Transfer logs of `token` into `to`, summed by sender. */
 async function sendersOf(
   chain: EvmChain,
   token: Address,
@@ -134,19 +178,9 @@ async function sendersOf(
   toBlock: bigint,
 ): Promise<{ address: Address; amount: string }[]> {
   const sums = new Map<Address, bigint>()
-  for (let from = fromBlock; from <= toBlock; from += logRange) {
-    const end = from + logRange - 1n < toBlock ? from + logRange - 1n : toBlock
-    const logs = await chain.publicClient.getLogs({
-      address: token,
-      event: transferEvent,
-      args: { to },
-      fromBlock: from,
-      toBlock: end,
-    })
-    for (const log of logs) {
-      const sender = getAddress(log.args.from!)
-      sums.set(sender, (sums.get(sender) ?? 0n) + (log.args.value ?? 0n))
-    }
+  for (const log of await transfersInto(chain, token, to, fromBlock, toBlock)) {
+    const sender = getAddress(log.args.from!)
+    sums.set(sender, (sums.get(sender) ?? 0n) + (log.args.value ?? 0n))
   }
   return [...sums].map(([address, amount]) => ({ address, amount: amount.toString() }))
 }
@@ -232,10 +266,10 @@ export async function strayChains(
   db: Db,
   chains: readonly EvmChain[],
   paymentId: string,
-): Promise<{ createdAt: Date; chains: EvmChain[] }> {
+): Promise<{ createdAt: Date; amount: { unit: string; value: string }; chains: EvmChain[] }> {
   const payment = await db
     .selectFrom('payments')
-    .select(['mode', 'created_at'])
+    .select(['mode', 'created_at', 'amount_unit', 'amount_value'])
     .where('id', '=', paymentId)
     .executeTakeFirst()
   if (!payment) throw new Error(`No payment ${paymentId}.`)
@@ -255,7 +289,11 @@ export async function strayChains(
     throw new Error(
       `No configured EVM chain has payment ${paymentId}'s deposit address (${offered.map((o) => o.address).join(', ')}); is its executor key configured?`,
     )
-  return { createdAt: payment.created_at, chains: matching }
+  return {
+    createdAt: payment.created_at,
+    amount: { unit: payment.amount_unit, value: String(payment.amount_value) },
+    chains: matching,
+  }
 }
 
 /** `caipay deposits stray`: what the payment's deposit address holds on each of its chains, and its recoveries. */
@@ -278,15 +316,28 @@ export async function inspectStray(
 }
 
 /**
- * `caipay deposits recover`: checks that `asset` (`native` or a token address) is at the payment's
- * deposit address on `chainId`, at the newest block the nodes show, and that no push scan sweeps it,
- * then records the recovery and queues its job. Throws a one-line Error when it cannot.
+ * `caipay deposits recover`: what `asset` (`native` or a token address) at the payment's deposit address
+ * on `chainId` becomes. A configured token no scan watches for the payment there is adopted
+ * (adoptStrayTransfers: the push sweep books it as the payment's); native ETH or an unconfigured token is
+ * moved to `to` (a recovery, when the address holds some at the newest block the nodes show). Throws a
+ * one-line Error when it cannot.
  */
 export async function requestRecovery(
   db: Db,
   chains: readonly EvmChain[],
-  params: { paymentId: string; chainId: string; asset: 'native' | Address; to: Address; now: Date },
-): Promise<EvmStrayRecoveryRow> {
+  params: {
+    paymentId: string
+    chainId: string
+    asset: 'native' | Address
+    to: Address | undefined
+    /** What an amount is in a configured token (gateway/quote.ts tokenAmountFor); null: not priceable in it. */
+    tokenAmount: (amount: { unit: string; value: string }, asset: EvmAsset) => bigint | null
+    now: Date
+  },
+): Promise<
+  | { kind: 'recovery'; recovery: EvmStrayRecoveryRow }
+  | { kind: 'deposit'; asset: string; depositAddress: Address; transfers: number }
+> {
   const found = await strayChains(db, chains, params.paymentId)
   const chain = found.chains.find((c) => sameCaip(c.caip2, params.chainId))
   if (!chain)
@@ -295,10 +346,29 @@ export async function requestRecovery(
     )
   const asset =
     params.asset === 'native' ? nativeAsset(chain.caip2) : `${chain.caip2}/erc20:${getAddress(params.asset)}`
-  if ((await watchedAssets(db, chain.caip2, params.paymentId)).some((w) => sameCaip(w, asset)))
+  if ((await watchedAssets(db, chain, params.paymentId)).some((w) => sameCaip(w, asset)))
     throw new Error(
       `${asset} is swept into the collection address by the push scan for payment ${params.paymentId}; what arrived is in "caipay deposits list".`,
     )
+  const configured = chain.asset(asset)
+  if (configured) {
+    if (params.to)
+      throw new Error(
+        `${asset} is configured on ${chain.caip2}: it is booked as payment ${params.paymentId}'s deposit and goes back to its sender by the deposit rules; omit --to.`,
+      )
+    const due = params.tokenAmount(found.amount, configured)
+    if (due === null || due <= 0n)
+      throw new Error(`Payment ${params.paymentId} is not priced in ${asset}; nothing was booked.`)
+    const transfers = await adoptStrayTransfers(db, chain, {
+      paymentId: params.paymentId,
+      asset: configured,
+      since: found.createdAt,
+      due,
+      now: params.now,
+    })
+    return { kind: 'deposit', asset, depositAddress: strayDepositAddress(chain, params.paymentId), transfers }
+  }
+  if (!params.to) throw new Error(`${asset} is not configured on ${chain.caip2}: give --to, where it goes.`)
   const holding = (
     await strayHoldings(db, chain, {
       paymentId: params.paymentId,
@@ -312,7 +382,7 @@ export async function requestRecovery(
     throw new Error(
       `${holding.depositAddress} holds no ${asset} at block ${holding.block}; nothing to recover.`,
     )
-  return queueRecovery(db, {
+  const recovery = await queueRecovery(db, {
     paymentId: params.paymentId,
     chainId: chain.caip2,
     depositAddress: holding.depositAddress,
@@ -320,6 +390,73 @@ export async function requestRecovery(
     to: params.to,
     now: params.now,
   })
+  return { kind: 'recovery', recovery }
+}
+
+/**
+ * A configured token at the payment's deposit address on a chain whose scan does not watch it for the
+ * payment: its Transfer logs since the payment was made, up to the chain's confirmed block, are recorded
+ * as the scan records a found transfer (once each, by log), with the payment's deposit record for the
+ * asset, and the payment's push sweep is queued. From there it is a push transfer like any: swept into
+ * the collection address, then applied (counted toward an open payment; a deposit, `late` or
+ * `duplicate`, sent back to its sender at once, for a closed one). Answers how many were new; none is
+ * an Error (nothing to recover).
+ */
+export async function adoptStrayTransfers(
+  db: Db,
+  chain: EvmChain,
+  params: { paymentId: string; asset: EvmAsset; since: Date; due: bigint; now: Date },
+): Promise<number> {
+  const address = strayDepositAddress(chain, params.paymentId)
+  const confirmed = await confirmedBlock(chain)
+  const from = await firstBlockAfter(chain, params.since, confirmed)
+  const logs = await transfersInto(chain, params.asset.token, address, from, confirmed)
+  const asset = canonicalCaip(params.asset.id)
+  const added = await inTransaction(db, async (trx) => {
+    await trx
+      .insertInto('evm_push_deposits')
+      .values({
+        payment_id: params.paymentId,
+        asset,
+        chain_id: chain.caip2,
+        address: address.toLowerCase(),
+        amount: params.due.toString(),
+        created_at: params.now,
+      })
+      .onConflict((oc) => oc.columns(['payment_id', 'asset']).doNothing())
+      .execute()
+    let inserted = 0
+    for (const log of logs) {
+      if (!log.args.value) continue
+      const row = await trx
+        .insertInto('evm_push_transfers')
+        .values({
+          log_id: `${log.transactionHash}:${log.logIndex}`,
+          payment_id: params.paymentId,
+          chain_id: chain.caip2,
+          asset,
+          deposit_address: address.toLowerCase(),
+          sender: log.args.from!.toLowerCase(),
+          amount: log.args.value.toString(),
+          block: log.blockNumber,
+          log_index: log.logIndex,
+          holder: holderOf(chain.caip2, chain.executor.address),
+          state: 'found',
+          found_at: params.now,
+        })
+        .onConflict((oc) => oc.column('log_id').doNothing())
+        .returning('log_id')
+        .executeTakeFirst()
+      if (row) inserted += 1
+    }
+    if (inserted > 0) await queueSweep(trx, params.paymentId, params.now)
+    return inserted
+  })
+  if (added === 0)
+    throw new Error(
+      `No transfer of ${asset} into ${address} up to block ${confirmed} that is not recorded already; nothing to recover.`,
+    )
+  return added
 }
 
 export function listRecoveries(db: Db, filter: { paymentId?: string }): Promise<EvmStrayRecoveryRow[]> {
@@ -350,9 +487,7 @@ export function strayRecoverJob(settings: JobSettings): JobHandler {
       for (const recovery of queued) {
         const chain = chainOf(settings, recovery.chain_id)
         // Since it was queued, the payment may have offered this token here: the scan's sweep has it now.
-        if (
-          (await watchedAssets(ctx.db, chain.caip2, job.payment_id)).some((w) => sameCaip(w, recovery.asset))
-        ) {
+        if ((await watchedAssets(ctx.db, chain, job.payment_id)).some((w) => sameCaip(w, recovery.asset))) {
           await finish(
             ctx.db,
             recovery.id,
@@ -421,7 +556,8 @@ export function strayRecoverJob(settings: JobSettings): JobHandler {
         .where('payment_id', '=', job.payment_id)
         .where('status', '=', 'queued')
         .execute()
-      if (left.length > 0) throw new RetryLater(`${left.length} recovery(ies) queued meanwhile; running again.`)
+      if (left.length > 0)
+        throw new RetryLater(`${left.length} recovery(ies) queued meanwhile; running again.`)
       return { moved }
     },
     async onGiveUp(job, error, ctx) {
