@@ -135,11 +135,16 @@ export async function strayHoldings(
         blockNumber: block,
       })
       holding.balance = balance.toString()
-      if (params.senders === false) continue
+    } catch (error) {
+      holding.error = `not readable as an ERC-20 at block ${block}: ${firstLine(error)}`
+      continue
+    }
+    if (params.senders === false) continue
+    try {
       fromBlock ??= await firstBlockAfter(chain, params.since, block)
       holding.senders = await sendersOf(chain, token, address, fromBlock, block)
     } catch (error) {
-      holding.error = `not readable as an ERC-20 at block ${block}: ${firstLine(error)}`
+      holding.error = `its Transfer logs could not be read up to block ${block}: ${firstLine(error)}`
     }
   }
   return holdings
