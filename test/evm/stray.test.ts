@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { testUsdcAbi } from '../../fixtures/token/index.js'
 import type { EvmChain } from '../../src/server/chains/evm/chain.js'
 import { reconcileEvmChain } from '../../src/server/chains/evm/ledger.js'
+import { scanEvmPushPayments } from '../../src/server/chains/evm/push.js'
 import { listDifferences } from '../../src/server/ledger/reconcile.js'
 import { anvilChain, anvilPrivateKeys, deployTestToken, mintTestToken } from '../anvil.js'
 import { createMerchant, headers } from '../server/helpers.js'
@@ -345,6 +346,48 @@ describe('caipay deposits stray / recover', () => {
     expect(
       await env.t.db.selectFrom('deposits').select('id').where('payment_id', '=', paymentId).execute(),
     ).toHaveLength(1)
+    await reconciled()
+  })
+
+  it('the offered token after the late watch window (24 h past expiry) is adopted the same way', {
+    timeout: 120_000,
+  }, async () => {
+    const { paymentId } = await env.pay('1250')
+    const deposit = await depositAddress(paymentId)
+    const args = ['deposits', 'recover', paymentId, '--config', configFile, '--chain', env.anvil.caip2]
+    const watched = await caipay([...args, '--asset', env.token])
+    expect(watched.code).toBe(1)
+    expect(watched.stderr).toMatch(/swept into the collection address by the push scan/)
+    // Expired two days ago: no scan reads this address any more.
+    await env.t.db
+      .updateTable('payments')
+      .set({ status: 'expired', expires_at: new Date(Date.now() - 2 * 86_400_000) })
+      .where('id', '=', paymentId)
+      .execute()
+    const sender = await sendToken(9, env.token, deposit, usdc(2))
+    const start = await env.balance(sender)
+    expect(await scanEvmPushPayments(env.t.db, chain)).toBe(0)
+    const listed = JSON.parse(
+      (await caipay(['deposits', 'stray', paymentId, '--config', configFile, '--json'])).stdout,
+    ) as Json
+    expect(listed.holdings.find((h: Json) => h.asset === env.asset)).toMatchObject({
+      balance: usdc(2).toString(),
+      handledBy: 'deposit',
+    })
+    const adopted = await caipay([...args, '--asset', env.token])
+    expect(adopted.code, adopted.stderr).toBe(0)
+    expect(adopted.stdout).toMatch(/^1 transfer\(s\) of .* recorded for payment/)
+    await env.waitJob(paymentId, 'evm.push_sweep')
+    await env.waitJob(paymentId, 'evm.deposit_refund')
+    expect(
+      await env.t.db
+        .selectFrom('deposits')
+        .select(['reason', 'status', 'amount'])
+        .where('payment_id', '=', paymentId)
+        .execute(),
+    ).toEqual([{ reason: 'late', status: 'refunded', amount: usdc(2).toString() }])
+    expect(await env.balance(sender)).toBe(start + usdc(2))
+    expect(await env.balance(deposit)).toBe(0n)
     await reconciled()
   })
 

@@ -23,6 +23,7 @@ import {
   depositAddressOf,
   depositSalt,
   ensureFactory,
+  lateWatchMs,
   pushFactoryAddress,
   queueSweep,
   sendStep,
@@ -36,11 +37,13 @@ import './straySchema.js'
 /**
  * Stray money at EVM deposit addresses (docs/push-payments.md, "Stray money"): what a payment's deposit
  * address holds that no push scan applies (native ETH, a token caipay does not configure, a configured
- * token on a chain whose scan does not watch the payment). `strayHoldings` reads it from the chain; an
- * operator moves it with a recovery (`caipay deposits recover`): a row recorded first, then job
- * `evm.stray_recover` sends `factory.sweep(salt, token, to)` or `factory.sweepNative(salt, to)` through
- * the fenced executor path (purpose `recover`, step the recovery id: recorded before it is sent, sent once).
- * None of it is in the ledger: it never reaches an address the ledger carries.
+ * token on a chain whose scan does not watch the payment). `strayHoldings` reads it from the chain. An
+ * operator moves native ETH or an unconfigured token with a recovery (`caipay deposits recover --to`): a
+ * row recorded first, then job `evm.stray_recover` sends `factory.sweep(salt, token, to)` or
+ * `factory.sweepNative(salt, to)` through the fenced executor path (purpose `recover`, step the recovery
+ * id: recorded before it is sent, sent once); none of it is in the ledger, as it never reaches an address
+ * the ledger carries. A configured token is adopted instead (adoptStrayTransfers): the payment's push
+ * sweep brings it to the collection address and the ledger books it like any push transfer.
  */
 
 /** `native` in the CLI; in rows, the chain's native asset as CAIP-19 (SLIP-44 60, ether). */
@@ -59,14 +62,22 @@ export function strayDepositAddress(chain: EvmChain, paymentId: string): Address
 
 /**
  * The push assets of `chain` whose Transfer logs into the payment's deposit address its scan reads (the
- * payment offered them there): the scan's sweep, not a recovery, moves them.
+ * payment offered them there, and it expired less than `lateWatchMs` ago): the scan's sweep, not a
+ * recovery, moves them. Past that window a recovery adopts them like a configured token never offered.
  */
-export async function watchedAssets(db: Db, chain: EvmChain, paymentId: string): Promise<string[]> {
+export async function watchedAssets(
+  db: Db,
+  chain: EvmChain,
+  paymentId: string,
+  now: Date = new Date(),
+): Promise<string[]> {
   const rows = await db
-    .selectFrom('evm_push_deposits')
-    .select('asset')
-    .where('payment_id', '=', paymentId)
-    .where('chain_id', '=', chain.caip2)
+    .selectFrom('evm_push_deposits as d')
+    .innerJoin('payments as p', 'p.id', 'd.payment_id')
+    .select('d.asset')
+    .where('d.payment_id', '=', paymentId)
+    .where('d.chain_id', '=', chain.caip2)
+    .where('p.expires_at', '>', new Date(now.getTime() - lateWatchMs))
     .execute()
   return rows.map((r) => r.asset).filter((asset) => chain.asset(asset)?.push !== false)
 }
