@@ -156,6 +156,38 @@ Keeps held deposit ID as its partner's float (what pays that partner's refunds a
 Options:
   --json               print the deposit
 ${databaseHelp}`,
+  'deposits stray': `Usage: caipay deposits stray PAYMENT_ID --config FILE [options]
+
+Shows what live payment PAYMENT_ID's EVM deposit address holds on every configured chain where it has
+that address: native ETH, each configured token and each --token, read from the chain at one block,
+with the senders of each token (its Transfer logs since the payment was made; native ETH leaves no log).
+HANDLED BY says what moves each: "scan", the push scan's sweep (the payment offered it there); "deposit",
+"deposits recover" books it as the payment's; "move", "deposits recover --to" moves it out. Lists the
+payment's recoveries after them (docs/push-payments.md, "Stray money").
+
+Options:
+  --config FILE        the servers' config file (its chains and executor keys)
+  --token ADDRESS      also read this ERC-20 (repeat for more)
+  --json               print {"holdings": [...], "recoveries": [...]}
+${databaseHelp}`,
+  'deposits recover': `Usage: caipay deposits recover PAYMENT_ID --config FILE --chain CAIP2 --asset native|ADDRESS [--to ADDRESS] [options]
+
+What ASSET at live payment PAYMENT_ID's deposit address on CAIP2 becomes (see "caipay deposits stray"):
+- native ETH, or a token not configured on CAIP2: its whole balance is moved to --to (the sender, or an
+  operator's address) by a job of the running workers (the executor pays the gas), once; recorded and
+  listed by "deposits stray", not booked in the ledger (never at an address the ledger carries).
+- a token configured on CAIP2 that the payment did not offer there (no --to): its transfers are recorded
+  for the payment's push sweep, which brings them to the collection address and books them like any push
+  transfer (toward an open payment; else a late or duplicate deposit sent back to its sender).
+A token the push scan already watches for the payment is refused: its sweep moves it.
+
+Options:
+  --config FILE        the servers' config file (its chains and executor keys)
+  --chain CAIP2        the chain, e.g. eip155:8453
+  --asset native|ADDRESS  native ETH, or the token's address
+  --to ADDRESS         where native ETH or an unconfigured token goes
+  --json               print {"kind": "recovery", "recovery": {...}} or {"kind": "deposit", ...}
+${databaseHelp}`,
   'ledger allocate': `Usage: caipay ledger allocate --partner ID --holder CAIP10 --asset CAIP19 --amount UNITS [options]
 
 Gives AMOUNT (token minor units) of the operator's unallocated top-ups at HOLDER to the partner's float.
@@ -199,6 +231,8 @@ Commands:
   deposits list    pushed money no open payment explains
   deposits refund  send a deposit back to its sender
   deposits assign  keep a deposit as its partner's float
+  deposits stray   what a payment's EVM deposit address holds beyond what caipay applied
+  deposits recover move stray money out of an EVM deposit address
 
 caipay <command> --help shows a command's options; caipay --version prints the version.`
 
@@ -768,6 +802,146 @@ async function depositResolve(args: readonly string[], how: 'refund' | 'assign')
   return 0
 }
 
+/** The EVM chains of the config file (none: a usage error), for commands that read them. */
+async function evmChainsOf(configFile: string, db: Db) {
+  const { readConfigFile, resolveConfig } = await import('./config.js')
+  const config = resolveConfig(await readConfigFile(configFile))
+  const { createEvmRuntime } = await import('./chains/evm/index.js')
+  const { chains } = createEvmRuntime({ config, db })
+  if (chains.length === 0) throw new Error(`${configFile} configures no EVM chain.`)
+  return chains
+}
+
+function requireConfig(file: string | undefined, command: keyof typeof commands): string {
+  if (!file)
+    throw new UsageError('--config is required (the chains and their executor keys)', { cause: command })
+  return file
+}
+
+function paymentIdOf(positionals: readonly string[], command: keyof typeof commands): string {
+  const [id, ...rest] = positionals
+  if (id === undefined || rest.length > 0 || !/^pay_[A-Za-z0-9]{1,64}$/.test(id))
+    throw new UsageError('Give exactly one payment id (pay_...)', { cause: command })
+  return id
+}
+
+async function addressOf(value: string | undefined, option: string, command: keyof typeof commands) {
+  const { getAddress, isAddress } = await import('viem')
+  if (value === undefined || !isAddress(value))
+    throw new UsageError(
+      `${option} must be an EVM address (0x and 40 hex characters, checksummed if mixed case)`,
+      {
+        cause: command,
+      },
+    )
+  return getAddress(value)
+}
+
+async function depositsStray(args: readonly string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: [...args],
+    options: {
+      ...databaseOptions,
+      config: { type: 'string' },
+      token: { type: 'string', multiple: true },
+      json: { type: 'boolean', default: false },
+    },
+    allowPositionals: true,
+    strict: true,
+  })
+  const paymentId = paymentIdOf(positionals, 'deposits stray')
+  const configFile = requireConfig(values.config, 'deposits stray')
+  const tokens = await Promise.all((values.token ?? []).map((t) => addressOf(t, '--token', 'deposits stray')))
+  const { inspectStray } = await import('./chains/evm/stray.js')
+  const found = await withDatabase(values, async (db) =>
+    inspectStray(db, await evmChainsOf(configFile, db), { paymentId, tokens }),
+  )
+  if (values.json) {
+    process.stdout.write(`${JSON.stringify(found)}\n`)
+    return 0
+  }
+  printRows(
+    false,
+    found.holdings.map((h) => ({
+      ...h,
+      balance: h.error ? `error: ${h.error}` : h.balance,
+      senders: h.senders.map((s) => `${s.address}:${s.amount}`).join(' '),
+    })),
+    [
+      ['chainId', 'CHAIN'],
+      ['depositAddress', 'ADDRESS'],
+      ['asset', 'ASSET'],
+      ['balance', 'BALANCE'],
+      ['handledBy', 'HANDLED BY'],
+      ['block', 'BLOCK'],
+      ['senders', 'SENDERS'],
+    ],
+  )
+  if (found.recoveries.length > 0) {
+    process.stdout.write('\nRecoveries\n')
+    printRows(
+      false,
+      found.recoveries.map((r) => ({ ...r, amount: r.amount === null ? null : String(r.amount) })),
+      [
+        ['id', 'RECOVERY'],
+        ['chain_id', 'CHAIN'],
+        ['asset', 'ASSET'],
+        ['to_address', 'TO'],
+        ['status', 'STATUS'],
+        ['amount', 'AMOUNT'],
+        ['tx_hash', 'TX'],
+      ],
+    )
+  }
+  return 0
+}
+
+async function depositsRecover(args: readonly string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: [...args],
+    options: {
+      ...databaseOptions,
+      config: { type: 'string' },
+      chain: { type: 'string' },
+      asset: { type: 'string' },
+      to: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+    allowPositionals: true,
+    strict: true,
+  })
+  const command = 'deposits recover'
+  const paymentId = paymentIdOf(positionals, command)
+  const configFile = requireConfig(values.config, command)
+  if (!values.chain || !/^eip155:[0-9]{1,32}$/.test(values.chain))
+    throw new UsageError('--chain must be an EVM chain id (eip155:N)', { cause: command })
+  const asset =
+    values.asset === 'native' ? 'native' : await addressOf(values.asset, '--asset (or native)', command)
+  const to = values.to === undefined ? undefined : await addressOf(values.to, '--to', command)
+  const { requestRecovery } = await import('./chains/evm/stray.js')
+  const { tokenAmountFor } = await import('./gateway/quote.js')
+  const done = await withDatabase(values, async (db) =>
+    requestRecovery(db, await evmChainsOf(configFile, db), {
+      paymentId,
+      chainId: values.chain!,
+      asset,
+      to,
+      tokenAmount: tokenAmountFor,
+      now: new Date(),
+    }),
+  )
+  if (values.json) process.stdout.write(`${JSON.stringify(done)}\n`)
+  else if (done.kind === 'recovery')
+    process.stdout.write(
+      `Recovery ${done.recovery.id}: ${done.recovery.asset} at ${done.recovery.deposit_address} is being moved to ${done.recovery.to_address} (a job of the running workers sends it).\n`,
+    )
+  else
+    process.stdout.write(
+      `${done.transfers} transfer(s) of ${done.asset} into ${done.depositAddress} recorded for payment ${paymentId}: the push sweep brings them to the collection address and applies them (see "caipay deposits list").\n`,
+    )
+  return 0
+}
+
 async function status(args: readonly string[]): Promise<number> {
   const { values } = parseArgs({
     args: [...args],
@@ -789,6 +963,8 @@ const runners: Record<keyof typeof commands, (args: readonly string[]) => Promis
   'deposits list': depositsList,
   'deposits refund': (args) => depositResolve(args, 'refund'),
   'deposits assign': (args) => depositResolve(args, 'assign'),
+  'deposits stray': depositsStray,
+  'deposits recover': depositsRecover,
   serve,
   status,
   'partners create': partnersCreate,

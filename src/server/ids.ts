@@ -43,6 +43,8 @@ const idPrefixes = {
   event: 'evt_',
   /** Pushed money no open payment explains (docs/push-payments.md). */
   deposit: 'dep_',
+  /** Money at a deposit address the ledger does not carry, moved by the operator (docs/push-payments.md). */
+  recovery: 'rcv_',
 } as const
 
 export function newId(kind: keyof typeof idPrefixes, length = 24): string {

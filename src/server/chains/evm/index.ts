@@ -18,6 +18,7 @@ import { refundJob } from './refund.js'
 import { guardFeeBump, relayJob } from './relay.js'
 import { createEvmSender } from './sender.js'
 import { settleJob } from './settle.js'
+import { strayRecoverJob } from './stray.js'
 import { setTxStatuses, sweepInFlight } from './transactions.js'
 import { verifyTransferJob } from './verifyTransfer.js'
 import { createEvmWatcher } from './watcher.js'
@@ -117,6 +118,7 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
       [mandateChargeKind]: mandateChargeJob(jobSettings),
       [evmJobKinds.pushSweep]: pushSweepJob(jobSettings, options.config),
       [evmJobKinds.depositRefund]: depositRefundJob(jobSettings),
+      [evmJobKinds.strayRecover]: strayRecoverJob(jobSettings),
     },
   }
 }

@@ -19,6 +19,8 @@ export const evmJobKinds = {
   pushSweep: 'evm.push_sweep',
   /** A push payment's deposits being refunded, each sent back to its sender. */
   depositRefund: 'evm.deposit_refund',
+  /** Stray money at a payment's deposit address moved out as an operator asked (`caipay deposits recover`). */
+  strayRecover: 'evm.stray_recover',
 } as const
 
 export interface RelayPayload {

@@ -279,7 +279,7 @@ export async function scanEvmPushPayments(
 }
 
 /** Queues the payment's sweep job, again when an earlier one has already run (its row is reused). */
-async function queueSweep(db: Db, paymentId: string, now: Date): Promise<void> {
+export async function queueSweep(db: Db, paymentId: string, now: Date): Promise<void> {
   await db
     .updateTable('jobs')
     .set({ state: 'pending', run_at: now, attempts: 0, updated_at: now })
@@ -424,7 +424,7 @@ async function sweepDeposit(
 }
 
 /** The chain's forwarder factory, deployed through the CREATE2 deployer when it has no code yet. */
-async function ensureFactory(settings: JobSettings, ctx: JobRunContext, job: JobRow, chain: EvmChain) {
+export async function ensureFactory(settings: JobSettings, ctx: JobRunContext, job: JobRow, chain: EvmChain) {
   const factory = pushFactoryAddress(chain.executor.address)
   const code = await chain.publicClient.getCode({ address: factory })
   if (code && code !== '0x') return
@@ -451,11 +451,11 @@ async function ensureFactory(settings: JobSettings, ctx: JobRunContext, job: Job
 }
 
 /** One executor step, sent once (recorded before it is sent, under the job's fence) and waited for. */
-async function sendStep(
+export async function sendStep(
   settings: JobSettings,
   ctx: JobRunContext,
   chain: EvmChain,
-  step: { paymentId: string; purpose: 'sweep' | 'deploy' | 'deposit'; step: string },
+  step: { paymentId: string; purpose: 'sweep' | 'deploy' | 'deposit' | 'recover'; step: string },
   tx: { to: Address; data: Hex; estimateGas: () => Promise<bigint> },
 ): Promise<TransactionReceipt> {
   const relayer = relayerOf(settings, chain)

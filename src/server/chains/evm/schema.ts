@@ -6,7 +6,8 @@ import type { Timestamp } from '../../store/schema.js'
  * `deploy`: an undeployed (ERC-6492) payer's account, through its factory, before the relay; `refund`:
  * the payment's asset sent back (refund_id says which refund); `sweep`: a push payment's deposit address
  * emptied into the collection address; `deposit`: a push deposit sent back (migration 026); `permit`: a
- * subscription's signed Permit2 grant, once (migration 027); `charge`: one period's Permit2 `transferFrom`.
+ * subscription's signed Permit2 grant, once (migration 027); `charge`: one period's Permit2 `transferFrom`;
+ * `recover`: stray money moved out of a deposit address by an operator (migration 030).
  */
 export type EvmTxPurpose =
   | 'relay'
@@ -17,6 +18,7 @@ export type EvmTxPurpose =
   | 'deposit'
   | 'permit'
   | 'charge'
+  | 'recover'
 /** `sent`: signed, recorded, broadcast (maybe); `dropped`: its nonce went to another transaction. */
 export type EvmTxStatus = 'sent' | 'succeeded' | 'reverted' | 'dropped'
 

@@ -27,6 +27,7 @@ import * as evmPush from './026_evm_push.js'
 import * as evmMandates from './027_evm_mandates.js'
 import * as solanaMandates from './028_solana_mandates.js'
 import * as captureReturns from './029_capture_returns.js'
+import * as evmStrayRecoveries from './030_evm_stray_recoveries.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -61,4 +62,5 @@ export const migrations: Record<string, Migration> = {
   '027_evm_mandates': evmMandates,
   '028_solana_mandates': solanaMandates,
   '029_capture_returns': captureReturns,
+  '030_evm_stray_recoveries': evmStrayRecoveries,
 }
