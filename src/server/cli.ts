@@ -786,12 +786,12 @@ async function depositResolve(args: readonly string[], how: 'refund' | 'assign')
     throw new UsageError('Give exactly one deposit id (see "caipay deposits list")', {
       cause: `deposits ${how}`,
     })
-  const { assignDeposit, refundDeposit, depositRefundJobKind } = await import('./payments/deposits.js')
-  const row = await withDatabase(values, async (db) => {
-    if (how === 'assign') return assignDeposit(db, { id, now: new Date() })
-    const chain = await db.selectFrom('deposits').select('chain_id').where('id', '=', id).executeTakeFirst()
-    return refundDeposit(db, { id, jobKind: depositRefundJobKind(chain?.chain_id ?? ''), now: new Date() })
-  })
+  const { assignDeposit, refundHeldDeposit } = await import('./payments/deposits.js')
+  const row = await withDatabase(values, (db) =>
+    how === 'assign'
+      ? assignDeposit(db, { id, now: new Date() })
+      : refundHeldDeposit(db, { id, now: new Date() }),
+  )
   if (values.json) process.stdout.write(`${JSON.stringify(row)}\n`)
   else
     process.stdout.write(

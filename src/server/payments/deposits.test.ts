@@ -3,7 +3,7 @@ import { createTestDatabase, type TestDatabase } from '../../../test/postgres.js
 import { insertMerchant, insertPayment } from '../../../test/rows.js'
 import { newId } from '../ids.js'
 import { claimJobs, completeJob } from '../jobs/queue.js'
-import { refundDeposit } from './deposits.js'
+import { refundDeposit, refundHeldDeposit } from './deposits.js'
 
 /**
  * A deposit asked back while its payment's deposit-refund job is running: that run may have listed the
@@ -82,4 +82,13 @@ it('queues a finished refund job again, from its first attempt', async () => {
   await completeJob(pg.db, run!, { sent: ['one'] }, now)
   await refundDeposit(pg.db, { id: await heldDeposit(paymentId), jobKind: kind, now })
   expect(await jobOf(paymentId)).toMatchObject({ state: 'pending', attempts: 0 })
+})
+
+it("an operator's refund of a test-mode deposit is done at once (no chain job that could never run)", async () => {
+  const paymentId = await insertPayment(pg.db, owner, now)
+  const id = await heldDeposit(paymentId)
+  const row = await refundHeldDeposit(pg.db, { id, now })
+  expect(row).toMatchObject({ status: 'refunded', refund_tx_id: `test:${id}` })
+  expect(await pg.db.selectFrom('jobs').selectAll().where('payment_id', '=', paymentId).execute()).toEqual([])
+  await expect(refundHeldDeposit(pg.db, { id, now })).rejects.toMatchObject({ code: 'invalid_state' })
 })

@@ -116,6 +116,18 @@ export async function refundDeposit(
   return row
 }
 
+/**
+ * An operator's refund of a held deposit (`caipay deposits refund`): a live one through its chain's
+ * deposit-refund job (refundDeposit), a test-mode one at once, as test mode refunds them (nothing moves).
+ */
+export async function refundHeldDeposit(db: Db, params: { id: string; now: Date }): Promise<DepositRow> {
+  const held = await heldDeposit(db, params.id)
+  if (held.mode === 'live')
+    return refundDeposit(db, { ...params, jobKind: depositRefundJobKind(held.chain_id) })
+  await refundTestDeposit(db, params)
+  return db.selectFrom('deposits').selectAll().where('id', '=', params.id).executeTakeFirstOrThrow()
+}
+
 /** The job that sends a deposit back on its chain. */
 export function depositRefundJobKind(chainId: string): string {
   // The chains' job kinds (chains/solana/jobKinds.ts, chains/evm/outcome.ts), named here so the domain
