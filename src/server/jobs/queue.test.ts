@@ -6,7 +6,7 @@ import { insertMerchant, insertPayment } from '../../../test/rows.js'
 import { inTransaction } from '../store/db.js'
 import { FenceLost, holdFences } from './fence.js'
 import { jobsChannel } from './notify.js'
-import { claimJobs, completeJob, enqueueJob, failJob } from './queue.js'
+import { claimJobs, completeJob, enqueueJob, failJob, rearmJob } from './queue.js'
 
 let pg: TestDatabase
 const now = new Date('2026-03-01T00:00:00Z')
@@ -152,5 +152,48 @@ describe('jobs queue', () => {
     })
     expect(claimedAgain).toEqual([])
     expect(await claimJobs(pg.db, { kinds: ['settle'], now: later })).toHaveLength(1)
+  })
+
+  it('rearmJob: a job queued again keeps its fence counting up and counts its retries afresh', async () => {
+    const paymentId = paymentIds[3]!
+    const kind = 'rearm'
+    await rearmJob(pg.db, { kind, paymentId, now })
+    // Three claims that all fail: with maxAttempts 3 the job gives up.
+    for (let i = 0; i < 3; i++) {
+      const [job] = await claimJobs(pg.db, {
+        kinds: [kind],
+        now: new Date(now.getTime() + 3_600_000 * (i + 1)),
+      })
+      await failJob(pg.db, job!, new Error('node down'), { maxAttempts: 3, now, backoffMs: 0 })
+    }
+    const gaveUp = await pg.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('kind', '=', kind)
+      .executeTakeFirstOrThrow()
+    expect(gaveUp).toMatchObject({ state: 'failed', attempts: 3 })
+
+    // New work: pending again, the generation not reused, the tries counted from here.
+    await rearmJob(pg.db, { kind, paymentId, now })
+    const [next] = await claimJobs(pg.db, { kinds: [kind], now })
+    expect(next).toMatchObject({ attempts: 4, armed_attempts: 3 })
+    await failJob(pg.db, next!, new Error('once more'), { maxAttempts: 3, now, backoffMs: 0 })
+    expect(
+      await pg.db.selectFrom('jobs').select('state').where('kind', '=', kind).executeTakeFirstOrThrow(),
+    ).toEqual({ state: 'pending' })
+
+    // Queued again while it runs: that run's claim is over (nothing it completes is recorded).
+    const [running] = await claimJobs(pg.db, { kinds: [kind], now })
+    await rearmJob(pg.db, { kind, paymentId, now })
+    await completeJob(pg.db, running!, { stale: true }, now)
+    const after = await pg.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('kind', '=', kind)
+      .executeTakeFirstOrThrow()
+    expect(after).toMatchObject({ state: 'pending', result: null, attempts: running!.attempts + 1 })
+    expect(await holdFences(pg.db, [{ jobId: running!.id, generation: running!.attempts }])).toEqual(
+      new Set(),
+    )
   })
 })

@@ -44,6 +44,33 @@ const insertAndNotify = namedStatement(
   SELECT pg_notify($6, $1)`,
 )
 
+/**
+ * Queues a payment's job of `kind` for new work (transfers found, a deposit to send back): inserted the
+ * first time; a finished one made pending again; a running one taken over, since its run may have read
+ * what it had to do before this work was written, and must then neither act nor record itself done (its
+ * fence no longer holds: `attempts` counts up); a pending one runs no later than `runAt`. `attempts` never
+ * goes back (a generation used again could match a paused runner's old claim); retries count from
+ * `armed_attempts`.
+ */
+export async function rearmJob(
+  db: Db,
+  job: { kind: string; paymentId: string; runAt?: Date; now: Date },
+): Promise<void> {
+  const runAt = job.runAt ?? job.now
+  await sql`
+    WITH rearmed AS (
+      INSERT INTO jobs (kind, payment_id, run_at, locked_until, payload, result, last_error, trace_parent, created_at, updated_at)
+      VALUES (${job.kind}, ${job.paymentId}, ${runAt}, NULL, '{}'::jsonb, NULL, NULL, ${currentTraceparent()}::text, ${job.now}, ${job.now})
+      ON CONFLICT (kind, payment_id) WHERE delivery_id IS NULL AND refund_id IS NULL DO UPDATE SET
+        run_at = CASE WHEN jobs.state = 'pending' THEN LEAST(jobs.run_at, EXCLUDED.run_at) ELSE EXCLUDED.run_at END,
+        attempts = jobs.attempts + (jobs.state = 'running')::int,
+        armed_attempts = CASE WHEN jobs.state = 'pending' THEN jobs.armed_attempts
+          ELSE jobs.attempts + (jobs.state = 'running')::int END,
+        state = 'pending', locked_until = NULL, last_error = NULL, result = NULL, updated_at = EXCLUDED.updated_at
+    )
+    SELECT pg_notify(${jobsChannel}, ${job.kind})`.execute(db)
+}
+
 /** A job to enqueue as part of another statement (enqueueAlong). */
 export interface NewJob {
   kind: string
@@ -123,13 +150,14 @@ export async function completeJobs(
 /** Retries later with exponential backoff, or gives up (`failed`) after `maxAttempts`. */
 export async function failJob(
   db: Db,
-  job: Pick<JobRow, 'id' | 'attempts'>,
+  job: Pick<JobRow, 'id' | 'attempts'> & Partial<Pick<JobRow, 'armed_attempts'>>,
   error: unknown,
   options: { maxAttempts?: number; now?: Date; backoffMs?: number } = {},
 ): Promise<void> {
   const now = options.now ?? new Date()
-  const giveUp = job.attempts >= (options.maxAttempts ?? 8)
-  const backoffMs = options.backoffMs ?? Math.min(60_000, 500 * 2 ** job.attempts)
+  const tries = job.attempts - (job.armed_attempts ?? 0)
+  const giveUp = tries >= (options.maxAttempts ?? 8)
+  const backoffMs = options.backoffMs ?? Math.min(60_000, 500 * 2 ** tries)
   await db
     .updateTable('jobs')
     .set({

@@ -205,7 +205,9 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
       const maxAttempts = forever ? Number.POSITIVE_INFINITY : (handler.maxAttempts ?? 8)
       const message = error instanceof Error ? error.message : String(error)
       const context = { jobId: job.id, kind: job.kind, paymentId: job.payment_id, attempts: job.attempts }
-      if (job.attempts >= maxAttempts) {
+      // Tries since the job was last queued for new work (rearmJob); `attempts` is its fence and never resets.
+      const tries = job.attempts - job.armed_attempts
+      if (tries >= maxAttempts) {
         log.error({ ...context, error: message }, 'Job failed for the last time')
         await handler
           .onGiveUp?.(job, error, ctx)
@@ -218,7 +220,7 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
       await failJob(db, job, error, {
         maxAttempts,
         now: now(),
-        ...(handler.retryDelayMs ? { backoffMs: handler.retryDelayMs(job.attempts) } : {}),
+        ...(handler.retryDelayMs ? { backoffMs: handler.retryDelayMs(tries) } : {}),
       })
     } finally {
       working -= 1

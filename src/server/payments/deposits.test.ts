@@ -75,13 +75,13 @@ it('takes over a running refund job, so its run cannot end it with the new depos
   expect(await jobOf(paymentId)).toMatchObject({ state: 'succeeded', result: { sent: ['both'] } })
 })
 
-it('queues a finished refund job again, from its first attempt', async () => {
+it('queues a finished refund job again: its retries counted afresh, its claims (the fence) never reused', async () => {
   const paymentId = await insertPayment(pg.db, owner, now)
   await refundDeposit(pg.db, { id: await heldDeposit(paymentId), jobKind: kind, now })
   const [run] = await claimJobs(pg.db, { kinds: [kind], now })
   await completeJob(pg.db, run!, { sent: ['one'] }, now)
   await refundDeposit(pg.db, { id: await heldDeposit(paymentId), jobKind: kind, now })
-  expect(await jobOf(paymentId)).toMatchObject({ state: 'pending', attempts: 0 })
+  expect(await jobOf(paymentId)).toMatchObject({ state: 'pending', attempts: 1, armed_attempts: 1 })
 })
 
 it("an operator's refund of a test-mode deposit is done at once (no chain job that could never run)", async () => {

@@ -2,7 +2,7 @@ import { sql } from 'kysely'
 import type { Deposit } from '../../contract/deposits.js'
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
-import { enqueueJob } from '../jobs/queue.js'
+import { rearmJob } from '../jobs/queue.js'
 import type { Db } from '../store/db.js'
 import type { Mode } from '../store/schema.js'
 import { toAmount } from './assets.js'
@@ -103,16 +103,9 @@ export async function refundDeposit(
     )
     SELECT * FROM changed`.execute(db)
   const row = rows[0] ?? (await heldDeposit(db, params.id))
-  // A job of this kind that already ran for the payment is queued again (its row is reused). One running
-  // now may have listed the payment's deposits before this one: its claim is taken over (attempts count
-  // up, the fence of docs/live-mode.md), so it can neither send nor record itself done, and the next claim
-  // lists this deposit too. Otherwise the running job could end `succeeded` with this deposit left behind.
-  await sql`
-    UPDATE jobs SET state = 'pending', run_at = ${params.now}, locked_until = NULL, updated_at = ${params.now},
-      attempts = CASE WHEN state = 'running' THEN attempts + 1 ELSE 0 END
-    WHERE kind = ${params.jobKind} AND payment_id = ${held.payment_id!}
-      AND state IN ('succeeded', 'failed', 'running')`.execute(db)
-  await enqueueJob(db, { kind: params.jobKind, paymentId: held.payment_id!, now: params.now })
+  // A run of the job going on now may have listed the payment's deposits before this one: rearmJob takes
+  // it over, so it cannot end the job with this deposit left `refunding`.
+  await rearmJob(db, { kind: params.jobKind, paymentId: held.payment_id!, now: params.now })
   return row
 }
 

@@ -813,7 +813,7 @@ export async function holdAgainAfterFailedReturn(
     ), expiry AS (
       -- attempts stays: it is the job's fencing generation, which never goes back.
       UPDATE jobs SET state = 'pending', run_at = changed.capture_by, locked_until = NULL,
-        last_error = NULL, result = NULL, updated_at = ${now}
+        last_error = NULL, result = NULL, armed_attempts = jobs.attempts, updated_at = ${now}
       FROM changed
       WHERE jobs.kind = ${captureExpiryJobKind} AND jobs.payment_id = changed.id
         AND changed.capture_status = 'authorized' AND changed.capture_by > ${now}

@@ -190,6 +190,8 @@ export interface JobsTable {
   payment_id: string
   state: ColumnType<JobState, JobState | undefined, JobState>
   attempts: ColumnType<number, number | undefined, number>
+  /** `attempts` when the job was last queued again for new work (migration 032): its retries count from there. */
+  armed_attempts: ColumnType<number, number | undefined, number>
   run_at: Timestamp
   locked_until: Timestamp | null
   payload: Json<unknown>

@@ -17,7 +17,7 @@ import {
 import { canonicalCaip } from '../../../caip/caip.js'
 import type { PushRequest } from '../../../contract/gateway.js'
 import type { ServerConfig } from '../../config.js'
-import { enqueueJob } from '../../jobs/queue.js'
+import { rearmJob } from '../../jobs/queue.js'
 import { type JobHandler, type JobLogger, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { holderOf } from '../../ledger/entries.js'
 import { assertSendsAllowed } from '../../ledger/reconcile.js'
@@ -278,16 +278,12 @@ export async function scanEvmPushPayments(
   return found
 }
 
-/** Queues the payment's sweep job, again when an earlier one has already run (its row is reused). */
+/**
+ * Queues the payment's sweep job for transfers just found: again when an earlier one has run, and taking
+ * over one running now, whose run may have listed the found transfers before these (jobs/queue.ts).
+ */
 export async function queueSweep(db: Db, paymentId: string, now: Date): Promise<void> {
-  await db
-    .updateTable('jobs')
-    .set({ state: 'pending', run_at: now, attempts: 0, updated_at: now })
-    .where('kind', '=', evmJobKinds.pushSweep)
-    .where('payment_id', '=', paymentId)
-    .where('state', 'in', ['succeeded', 'failed'])
-    .execute()
-  await enqueueJob(db, { kind: evmJobKinds.pushSweep, paymentId, now })
+  await rearmJob(db, { kind: evmJobKinds.pushSweep, paymentId, now })
 }
 
 /**

@@ -10,7 +10,7 @@ import {
 } from 'viem'
 import { canonicalCaip, sameCaip } from '../../../caip/caip.js'
 import { newId } from '../../ids.js'
-import { enqueueJob } from '../../jobs/queue.js'
+import { rearmJob } from '../../jobs/queue.js'
 import { type JobHandler, RetryLater } from '../../jobs/runner.js'
 import { holderOf } from '../../ledger/entries.js'
 import { type Db, inTransaction } from '../../store/db.js'
@@ -262,14 +262,7 @@ export async function queueRecovery(
     })
     .returningAll()
     .executeTakeFirstOrThrow()
-  await db
-    .updateTable('jobs')
-    .set({ state: 'pending', run_at: params.now, attempts: 0, updated_at: params.now })
-    .where('kind', '=', evmJobKinds.strayRecover)
-    .where('payment_id', '=', params.paymentId)
-    .where('state', 'in', ['succeeded', 'failed'])
-    .execute()
-  await enqueueJob(db, { kind: evmJobKinds.strayRecover, paymentId: params.paymentId, now: params.now })
+  await rearmJob(db, { kind: evmJobKinds.strayRecover, paymentId: params.paymentId, now: params.now })
   return row
 }
 
