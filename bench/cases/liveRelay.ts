@@ -156,6 +156,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
     const heads = trackHeads(client)
     await nextBlock(client)
     const cpuBefore = server.cpuMs()
+    const window = profileWindow()
     const started = Date.now()
     const outcomes = await Promise.all(
       signed.map(async (s) => {
@@ -173,6 +174,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
     )
     const seconds = (Math.max(...outcomes.map((o) => o.doneAt)) - started) / 1000
     const cpuAfter = server.cpuMs()
+    await window.end()
     heads.stop()
     await stats?.phase('confirm -> final (confirm, relay, receipts, status reads)')
     await stats?.settledPhase('final -> settled (settlement batch)')
@@ -324,6 +326,22 @@ async function measureCeiling(
     paymentsPerSecond: buyers.length / seconds,
     seconds,
     blocks: new Set(receipts.map((r) => r.blockNumber)).size,
+  }
+}
+
+/**
+ * With CAIPAY_BENCH_PROFILE_DIR (the server runs under `--cpu-prof`), the measured window in the
+ * profile's clock (CLOCK_MONOTONIC, µs, shared by every process on Linux), written next to the profile
+ * so `npx tsx bench/profile.ts <file> --window <dir>/window.json` summarises the burst alone.
+ */
+function profileWindow() {
+  const now = () => Number(process.hrtime.bigint() / 1000n)
+  const from = now()
+  return {
+    async end() {
+      const dir = process.env.CAIPAY_BENCH_PROFILE_DIR
+      if (dir) await fs.writeFile(path.join(dir, 'window.json'), JSON.stringify({ from, to: now() }))
+    },
   }
 }
 
