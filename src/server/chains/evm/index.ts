@@ -3,7 +3,7 @@ import type { ServerConfig } from '../../config.js'
 import type { JobHandler, JobLogger } from '../../jobs/runner.js'
 import type { FinalStatuses } from '../../payments/finalStatuses.js'
 import { createPaymentFinisher } from '../../payments/finisher.js'
-import { relayGuardSettings } from '../../payments/relayGuards.js'
+import { relayGuardSettings, releaseReservations } from '../../payments/relayGuards.js'
 import { refundJobKinds } from '../../refunds/jobs.js'
 import type { Db } from '../../store/db.js'
 import { configuredAssets } from '../configured.js'
@@ -92,7 +92,18 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
           ),
           finisher: createPaymentFinisher(
             options.db,
-            (trx, hashes) => setTxStatuses(trx, hashes, 'succeeded'),
+            async (trx, payments) => {
+              await setTxStatuses(
+                trx,
+                payments.map((p) => p.txId),
+                'succeeded',
+              )
+              await releaseReservations(
+                trx,
+                chain.caip2,
+                payments.filter((p) => p.releaseReservation === chain.caip2).map((p) => p.paymentId),
+              )
+            },
             options.finals,
           ),
         },

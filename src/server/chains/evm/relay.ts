@@ -612,11 +612,14 @@ async function finishRelay(
     await setTxStatus(ctx.db, hash, 'succeeded')
     return fail('transfer_missing', `Relay ${hash} moved no matching Transfer.`, { spent })
   }
-  await settleGasCharge(ctx.db, {
-    chainId: chain.caip2,
-    credentialId: payload.credentialId,
-    paymentId: job.payment_id,
-  })
+  // The payer's money moved: the reservation is given back, with fast paths on in the finisher's
+  // transaction that succeeds the payment (one statement for the block), else here on its own.
+  if (!settings.fastPaths)
+    await settleGasCharge(ctx.db, {
+      chainId: chain.caip2,
+      credentialId: payload.credentialId,
+      paymentId: job.payment_id,
+    })
   const asset = payload.direct ? undefined : chain.asset(payload.asset)
   const destination = asset && settlementAddress(chain, settlementDestination)
   const fee = asset ? (collection.value * BigInt(asset.settlementFeeBps)) / 10_000n : 0n
@@ -649,6 +652,7 @@ async function finishRelay(
     txId: hash,
     settlement: batched,
     unsettled,
+    ...(settings.fastPaths ? { releaseReservation: chain.caip2 } : {}),
   })
   ctx.log.info({ paymentId: job.payment_id, hash }, 'Live EVM payment succeeded')
   return { hash }
