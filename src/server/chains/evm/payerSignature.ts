@@ -34,7 +34,11 @@ export async function classifyPayerSignature(
   payer: Address,
   signature: Hex,
 ): Promise<PayerSignature> {
-  const code = await chain.publicClient.getCode({ address: payer })
+  return classifyByCode(await chain.publicClient.getCode({ address: payer }), signature)
+}
+
+/** classifyPayerSignature from the payer's code as read already (one read serves the confirm's checks). */
+export function classifyByCode(code: Hex | undefined, signature: Hex): PayerSignature {
   const deployed = code !== undefined && code !== '0x'
   if (!isErc6492Signature(signature)) return { kind: deployed ? 'contract' : 'key', signature }
   const { address, data, signature: inner } = parseErc6492Signature(signature)
