@@ -154,6 +154,7 @@ export function relayJob(settings: JobSettings): JobHandler {
           beforeSign,
           beforeBump: guardFeeBump(ctx.db, settings.guards),
           noPriorRecord,
+          asSentOnly: settings.fastPaths,
         })
       }
       let sent: Awaited<ReturnType<typeof sendAndWait>>
@@ -441,6 +442,13 @@ async function submitCollection(
     beforeSign?: ((sent: { gas: bigint } & EvmFees) => Promise<void>) | undefined
     beforeBump?: BumpGuard
     noPriorRecord?: boolean
+    /**
+     * Simulated only as sent (beforeSign, which every send here runs), not also plainly before its gas
+     * estimate (a FastPath, fastPath.ts): -1 eth_call per relay. Either simulation refuses a used or
+     * expired signature by name before anything is signed; an estimate a block's relays share is never
+     * one relay's verdict on the others (EvmSender.gas).
+     */
+    asSentOnly?: boolean
   } = {},
 ): Promise<Hash> {
   const { fence, beforeSign } = options
@@ -456,7 +464,7 @@ async function submitCollection(
     data: encodeFunctionData(call as Parameters<typeof encodeFunctionData>[0]),
     // The estimate is the contract's verdict before gas is spent: a used or expired signature is refused
     // by name.
-    estimateGas: () => estimateCollection(chain, sender, call),
+    estimateGas: () => estimateCollection(chain, sender, call, !options.asSentOnly),
     // Exactly what is signed, where it will run: a payer whose signature is valid only at gas price 0
     // (a plain eth_call) or only in the latest block is refused here, before any gas is spent.
     beforeSign: beforeSign ?? ((sent) => simulateCollection(chain, call, sent)),
@@ -555,8 +563,13 @@ async function simulateCollection(chain: EvmChain, call: CollectionCall, sent?: 
  * signature is refused by name, nothing paid), the gas shared by the key's collections of this contract
  * and function within a block.
  */
-async function estimateCollection(chain: EvmChain, sender: EvmSender, call: CollectionCall): Promise<bigint> {
-  await simulateCollection(chain, call)
+async function estimateCollection(
+  chain: EvmChain,
+  sender: EvmSender,
+  call: CollectionCall,
+  simulateFirst = true,
+): Promise<bigint> {
+  if (simulateFirst) await simulateCollection(chain, call)
   return sender.gas(`${call.to}:${call.functionName}`, () =>
     refuseOnRevert(
       chain.publicClient.estimateContractGas({
