@@ -28,7 +28,10 @@ export function createEvmDriver(
   chain: EvmChain,
   settings: QuoteSettings,
   guards: RelayGuardSettings,
+  /** config.fastPaths (fastPath.ts): a key's signature at confirm is recovered by the node. */
+  fastPaths = false,
 ): ChainDriver {
+  const keyOnNode = { keyOnNode: fastPaths }
   /**
    * A gasless payment for a cooled-down payer, or past the caller's budget: `429 rate_limited`. Else
    * what the payer's signature is: the payer's code, read once, decides both (its code hash is a
@@ -61,7 +64,7 @@ export function createEvmDriver(
         const verdict =
           signed.kind === 'undeployed'
             ? { valid: false as const, reason: 'Permit2 cannot deploy an ERC-6492 account; deploy it first' }
-            : await verifyPayerSignature(chain, permit.owner, hash, signed)
+            : await verifyPayerSignature(chain, permit.owner, hash, signed, keyOnNode)
         if (!verdict.valid) {
           throw paramsError(
             `results.${index}`,
@@ -81,6 +84,7 @@ export function createEvmDriver(
           authorization.from,
           authorizationHash(authorization),
           signed,
+          keyOnNode,
         )
         if (!verdict.valid) {
           throw paramsError(

@@ -116,7 +116,9 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
   }
   return {
     chains,
-    drivers: chains.map((chain) => createEvmDriver(chain, quoteSettings, jobSettings.guards)),
+    drivers: chains.map((chain) =>
+      createEvmDriver(chain, quoteSettings, jobSettings.guards, options.config.fastPaths),
+    ),
     jobHandlers: {
       [evmJobKinds.relay]: relayJob(jobSettings),
       [refundJobKinds.evm]: refundJob(jobSettings),
