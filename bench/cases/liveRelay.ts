@@ -38,6 +38,7 @@ import {
   sleep,
   startCliServer,
 } from '../cliServer.js'
+import { processCpuMs } from '../cpu.js'
 import { type StatementPhases, statementPhases } from '../statements.js'
 
 export interface LiveRelayOptions {
@@ -68,6 +69,8 @@ export interface LiveRelayResult {
      * the last payment final (status reads included); Linux only.
      */
     serverCpuMsPerPayment: { server: number; postgres: number } | undefined
+    /** The chain node's (Anvil's) CPU milliseconds per payment in the same window: what the server asks of it. */
+    nodeCpuMsPerPayment: number | undefined
     movedExactlyOnce: boolean
   }
   ratio: number
@@ -156,6 +159,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
     const heads = trackHeads(client)
     await nextBlock(client)
     const cpuBefore = server.cpuMs()
+    const nodeBefore = anvil.pid === undefined ? undefined : processCpuMs(anvil.pid)
     const window = profileWindow()
     const started = Date.now()
     const outcomes = await Promise.all(
@@ -174,6 +178,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
     )
     const seconds = (Math.max(...outcomes.map((o) => o.doneAt)) - started) / 1000
     const cpuAfter = server.cpuMs()
+    const nodeAfter = anvil.pid === undefined ? undefined : processCpuMs(anvil.pid)
     await window.end()
     heads.stop()
     await stats?.phase('confirm -> final (confirm, relay, receipts, status reads)')
@@ -240,6 +245,8 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
                 server: (cpuAfter.server - cpuBefore.server) / n,
                 postgres: (cpuAfter.postgres - cpuBefore.postgres) / n,
               },
+        nodeCpuMsPerPayment:
+          nodeBefore === undefined || nodeAfter === undefined ? undefined : (nodeAfter - nodeBefore) / n,
         movedExactlyOnce,
       },
       ratio: paymentsPerSecond / ceiling.paymentsPerSecond,
@@ -396,7 +403,7 @@ export function formatLiveRelay(r: LiveRelayResult): string {
     ...(c.serverCpuMsPerPayment === undefined
       ? []
       : [
-          `  CPU per payment: caipay ${c.serverCpuMsPerPayment.server.toFixed(1)} ms + its PostgreSQL ${c.serverCpuMsPerPayment.postgres.toFixed(1)} ms`,
+          `  CPU per payment: caipay ${c.serverCpuMsPerPayment.server.toFixed(1)} ms + its PostgreSQL ${c.serverCpuMsPerPayment.postgres.toFixed(1)} ms${c.nodeCpuMsPerPayment === undefined ? '' : ` (the node, Anvil: ${c.nodeCpuMsPerPayment.toFixed(1)} ms, its blocks included)`}`,
         ]),
     `  money moved exactly once: ${c.movedExactlyOnce ? 'yes' : 'NO'}`,
     ...(r.statements ?? []),
