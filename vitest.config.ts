@@ -16,6 +16,9 @@ const fastPathSuites = [
   'test/solana-live/payment.test.ts',
   // A live gasless confirm as one statement (gateway/confirm.ts) against the transaction of several.
   'test/evm/confirmStatement.test.ts',
+  // The relay job simulating its call only as sent (chains/evm/relay.ts `asSentOnly`) against also
+  // plainly before its estimate: a used authorization is refused either way, nothing broadcast.
+  'test/evm/gasless.test.ts',
 ]
 
 export default defineConfig({

@@ -62,6 +62,8 @@ export interface AnvilInstance {
   /** CAIP-2 id, `eip155:<chainId>`. */
   caip2: string
   port: number
+  /** The node's process id (a bench reads its CPU time from /proc). */
+  pid: number | undefined
   stop(): Promise<void>
 }
 
@@ -153,7 +155,7 @@ async function launch(port: number, chainId: number, options: StartAnvilOptions)
     await kill(child)
     throw error
   }
-  return { rpcUrl, chainId, caip2: `eip155:${chainId}`, port, stop: () => kill(child) }
+  return { rpcUrl, chainId, caip2: `eip155:${chainId}`, port, pid: child.pid, stop: () => kill(child) }
 }
 
 async function waitUntilReady(rpcUrl: string, chainId: number, timeoutMs: number): Promise<void> {

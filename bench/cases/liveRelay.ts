@@ -38,6 +38,7 @@ import {
   sleep,
   startCliServer,
 } from '../cliServer.js'
+import { processCpuMs } from '../cpu.js'
 import { type StatementPhases, statementPhases } from '../statements.js'
 
 export interface LiveRelayOptions {
@@ -68,6 +69,8 @@ export interface LiveRelayResult {
      * the last payment final (status reads included); Linux only.
      */
     serverCpuMsPerPayment: { server: number; postgres: number } | undefined
+    /** The chain node's (Anvil's) CPU milliseconds per payment in the same window: what the server asks of it. */
+    nodeCpuMsPerPayment: number | undefined
     movedExactlyOnce: boolean
   }
   ratio: number
@@ -156,6 +159,8 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
     const heads = trackHeads(client)
     await nextBlock(client)
     const cpuBefore = server.cpuMs()
+    const nodeBefore = anvil.pid === undefined ? undefined : processCpuMs(anvil.pid)
+    const window = profileWindow()
     const started = Date.now()
     const outcomes = await Promise.all(
       signed.map(async (s) => {
@@ -173,6 +178,8 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
     )
     const seconds = (Math.max(...outcomes.map((o) => o.doneAt)) - started) / 1000
     const cpuAfter = server.cpuMs()
+    const nodeAfter = anvil.pid === undefined ? undefined : processCpuMs(anvil.pid)
+    await window.end()
     heads.stop()
     await stats?.phase('confirm -> final (confirm, relay, receipts, status reads)')
     await stats?.settledPhase('final -> settled (settlement batch)')
@@ -238,6 +245,8 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
                 server: (cpuAfter.server - cpuBefore.server) / n,
                 postgres: (cpuAfter.postgres - cpuBefore.postgres) / n,
               },
+        nodeCpuMsPerPayment:
+          nodeBefore === undefined || nodeAfter === undefined ? undefined : (nodeAfter - nodeBefore) / n,
         movedExactlyOnce,
       },
       ratio: paymentsPerSecond / ceiling.paymentsPerSecond,
@@ -327,6 +336,22 @@ async function measureCeiling(
   }
 }
 
+/**
+ * With CAIPAY_BENCH_PROFILE_DIR (the server runs under `--cpu-prof`), the measured window in the
+ * profile's clock (CLOCK_MONOTONIC, µs, shared by every process on Linux), written next to the profile
+ * so `npx tsx bench/profile.ts <file> --window <dir>/window.json` summarises the burst alone.
+ */
+function profileWindow() {
+  const now = () => Number(process.hrtime.bigint() / 1000n)
+  const from = now()
+  return {
+    async end() {
+      const dir = process.env.CAIPAY_BENCH_PROFILE_DIR
+      if (dir) await fs.writeFile(path.join(dir, 'window.json'), JSON.stringify({ from, to: now() }))
+    },
+  }
+}
+
 /** Resolves right after the head moves, so both runs start at the same point of a block interval. */
 async function nextBlock(client: Client): Promise<void> {
   const head = await client.getBlockNumber({ cacheTime: 0 })
@@ -378,7 +403,7 @@ export function formatLiveRelay(r: LiveRelayResult): string {
     ...(c.serverCpuMsPerPayment === undefined
       ? []
       : [
-          `  CPU per payment: caipay ${c.serverCpuMsPerPayment.server.toFixed(1)} ms + its PostgreSQL ${c.serverCpuMsPerPayment.postgres.toFixed(1)} ms`,
+          `  CPU per payment: caipay ${c.serverCpuMsPerPayment.server.toFixed(1)} ms + its PostgreSQL ${c.serverCpuMsPerPayment.postgres.toFixed(1)} ms${c.nodeCpuMsPerPayment === undefined ? '' : ` (the node, Anvil: ${c.nodeCpuMsPerPayment.toFixed(1)} ms, its blocks included)`}`,
         ]),
     `  money moved exactly once: ${c.movedExactlyOnce ? 'yes' : 'NO'}`,
     ...(r.statements ?? []),

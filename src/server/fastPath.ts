@@ -13,6 +13,11 @@ import { FinalStatuses } from './payments/finalStatuses.js'
  * - `finalStatuses`: a final payment's status answer (payments/finalStatuses.ts);
  * - outside this class, read from the config by the Solana runtime: a blockhash's validity read shared by
  *   the confirms of one slot (chains/solana/chain.ts `sharedBlockhashValid`).
+ * - outside this class, read from the config by the chain runtimes: a key's signature at an EVM confirm
+ *   recovered by the node (chains/evm/payerSignature.ts `verifyKeySignatureOnNode`); a relay simulated
+ *   only as sent (chains/evm/relay.ts `asSentOnly`); a relay job's first send without the prior-records
+ *   lookup (`noPriorRecord`); a landed payment's fee reservation given back in the finisher's
+ *   transaction (payments/finisher.ts `releaseReservation`).
  */
 export class FastPath {
   readonly enabled: boolean

@@ -92,6 +92,23 @@ describe('live gasless confirm', () => {
         q.values.includes('relay'),
     )
     expect(priorRecordReads).toHaveLength(env.t.app.fastPath.enabled ? 0 : 1)
+    // The relay reserved its worst-case fee (relayGuards.ts); once the payer's money moved the reservation
+    // is given back: with fast paths on by the finisher's transaction that succeeds the payment (one
+    // statement for the block's payments), off by a statement of its own before it.
+    expect(queries.filter((q) => q.text.includes('caipay_reserve_executor_fee')).length).toBeGreaterThan(0)
+    const releases = queries.filter(
+      (q) => /delete from "executor_gas_charges"/i.test(q.text) && q.values.includes(paymentId),
+    )
+    expect(releases).toHaveLength(1)
+    expect(releases[0]!.text).toMatch(
+      env.t.app.fastPath.enabled ? /"payment_id" in \(/ : /"payment_id" = \$1/,
+    )
+    const reserved = await env.t.db
+      .selectFrom('executor_gas_charges')
+      .select('state')
+      .where('payment_id', '=', paymentId)
+      .execute()
+    expect(reserved).toEqual([])
     // A second confirm loses the move: 409, and no second job or event.
     const again = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })
     expect([again.statusCode, again.json.code]).toEqual([409, 'invalid_state'])

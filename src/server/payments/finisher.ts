@@ -15,12 +15,17 @@ export interface SucceededPayment {
   settlement?: BatchedSettlement | undefined
   /** Collected with no settlement step (the ledger books it as its partner's float). */
   unsettled?: UnsettledCollection | undefined
+  /**
+   * The chain whose executor fee reservation of the payment (payments/relayGuards.ts) is given back in
+   * the same transaction, instead of in a statement of its own before it (a FastPath, fastPath.ts).
+   */
+  releaseReservation?: string | undefined
 }
 
 /**
  * Finishes the payments whose transactions landed together (a block's, which the chain's watcher wakes
  * at once) in ONE database transaction: their transactions marked as the chain's table keeps them
- * (`record`), then `processing -> succeeded` for all of them with their settlement items. Asked for while
+ * and their fee reservations given back (`record`), then `processing -> succeeded` for all of them with their settlement items. Asked for while
  * one is being written, the next ones wait and go together in the next (a group commit).
  */
 export interface PaymentFinisher {
@@ -39,7 +44,8 @@ const maxGroup = 500
 
 export function createPaymentFinisher(
   db: Db,
-  record: (trx: Transaction<Database>, txIds: readonly string[]) => Promise<void>,
+  /** What the chain writes with the group: its transactions' statuses, reservations given back. */
+  record: (trx: Transaction<Database>, payments: readonly SucceededPayment[]) => Promise<void>,
   /**
    * The app's final answers (FastPath, fastPath.ts): what the group's statement returned is kept once
    * committed, so the held status reads its notification wakes answer without reading the payment again.
@@ -53,7 +59,7 @@ export function createPaymentFinisher(
     const rows = await inTransaction(db, async (trx) => {
       await record(
         trx,
-        group.map((q) => q.payment.txId),
+        group.map((q) => q.payment),
       )
       return succeedPayments(
         trx,

@@ -311,6 +311,25 @@ export async function recordLandedSend(
 }
 
 /**
+ * The payments' money moved: their reservations on the chain are given back, in one statement (the
+ * finisher's transaction that succeeds them, payments/finisher.ts), as settleGasCharge without `spent`
+ * does for one.
+ */
+export async function releaseReservations(
+  db: Db,
+  chainId: string,
+  paymentIds: readonly string[],
+): Promise<void> {
+  if (paymentIds.length === 0) return
+  await db
+    .deleteFrom('executor_gas_charges')
+    .where('payment_id', 'in', paymentIds)
+    .where('chain_id', '=', chainId)
+    .where('state', '=', 'reserved')
+    .execute()
+}
+
+/**
  * The payment is final: its reservation is given back when the payer's money moved (`spent` undefined),
  * else turned into what its sends cost (`spent`, the last send's cost, plus what its landed sends cost;
  * nothing at all: released). A payment without a reservation (none taken, or a run that charged it and

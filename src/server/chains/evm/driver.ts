@@ -15,8 +15,8 @@ import type { EvmChain } from './chain.js'
 import { type Permit2Collection, permit2ToJson } from './collection.js'
 import { confirmMandate, mandateChargeKind, mandateKind, quoteEvmMandate, verifyMandate } from './mandate.js'
 import { evmJobKinds, type RelayPayload, type VerifyTransferPayload } from './outcome.js'
-import { payerSubjects } from './payerCooldown.js'
-import { classifyPayerSignature, verifyPayerSignature } from './payerSignature.js'
+import { subjectsOf } from './payerCooldown.js'
+import { classifyByCode, verifyPayerSignature } from './payerSignature.js'
 import { createEvmPushQuoter } from './push.js'
 import { type QuoteSettings, quoteEvm } from './quote.js'
 import { same } from './transfers.js'
@@ -28,14 +28,24 @@ export function createEvmDriver(
   chain: EvmChain,
   settings: QuoteSettings,
   guards: RelayGuardSettings,
+  /** config.fastPaths (fastPath.ts): a key's signature at confirm is recovered by the node. */
+  fastPaths = false,
 ): ChainDriver {
-  /** A gasless payment for a cooled-down payer, or past the caller's budget: `429 rate_limited`. */
-  const relayable = async (ctx: ConfirmContext, payer: Address) =>
-    assertRelayable(ctx.db, guards, {
+  const keyOnNode = { keyOnNode: fastPaths }
+  /**
+   * A gasless payment for a cooled-down payer, or past the caller's budget: `429 rate_limited`. Else
+   * what the payer's signature is: the payer's code, read once, decides both (its code hash is a
+   * cool-down subject; code or none decides who checks the signature).
+   */
+  const relayable = async (ctx: ConfirmContext, payer: Address, signature: Hex) => {
+    const code = await chain.publicClient.getCode({ address: payer })
+    await assertRelayable(ctx.db, guards, {
       chainId: chain.caip2,
-      subjects: await payerSubjects(chain, payer),
+      subjects: subjectsOf(payer, code),
       credentialId: ctx.credentialId,
     })
+    return classifyByCode(code, signature)
+  }
 
   return {
     caip2: chain.caip2,
@@ -50,12 +60,11 @@ export function createEvmDriver(
       if (ctx.option.kind === mandateKind) return verifyMandate(chain, ctx)
       if (ctx.option.kind === 'permit2') {
         const { index, permit, hash } = offeredPermit(chain, ctx)
-        await relayable(ctx, permit.owner)
-        const signed = await classifyPayerSignature(chain, permit.owner, ctx.results[index] as Hex)
+        const signed = await relayable(ctx, permit.owner, ctx.results[index] as Hex)
         const verdict =
           signed.kind === 'undeployed'
             ? { valid: false as const, reason: 'Permit2 cannot deploy an ERC-6492 account; deploy it first' }
-            : await verifyPayerSignature(chain, permit.owner, hash, signed)
+            : await verifyPayerSignature(chain, permit.owner, hash, signed, keyOnNode)
         if (!verdict.valid) {
           throw paramsError(
             `results.${index}`,
@@ -66,16 +75,16 @@ export function createEvmDriver(
       }
       if (ctx.option.kind === 'eip3009') {
         const { index, authorization } = offeredAuthorization(chain, ctx)
-        await relayable(ctx, authorization.from)
         // Checked against the message stored with the option, never against anything the wallet sent back:
         // a signature over other typed data (amount, token, payee changed) does not verify. Who checks it
         // depends on the payer's code now: its key (no code) or the account itself (ERC-1271).
-        const signed = await classifyPayerSignature(chain, authorization.from, ctx.results[index] as Hex)
+        const signed = await relayable(ctx, authorization.from, ctx.results[index] as Hex)
         const verdict = await verifyPayerSignature(
           chain,
           authorization.from,
           authorizationHash(authorization),
           signed,
+          keyOnNode,
         )
         if (!verdict.valid) {
           throw paramsError(

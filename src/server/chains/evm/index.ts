@@ -3,7 +3,7 @@ import type { ServerConfig } from '../../config.js'
 import type { JobHandler, JobLogger } from '../../jobs/runner.js'
 import type { FinalStatuses } from '../../payments/finalStatuses.js'
 import { createPaymentFinisher } from '../../payments/finisher.js'
-import { relayGuardSettings } from '../../payments/relayGuards.js'
+import { relayGuardSettings, releaseReservations } from '../../payments/relayGuards.js'
 import { refundJobKinds } from '../../refunds/jobs.js'
 import type { Db } from '../../store/db.js'
 import { configuredAssets } from '../configured.js'
@@ -93,7 +93,18 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
           ),
           finisher: createPaymentFinisher(
             options.db,
-            (trx, hashes) => setTxStatuses(trx, hashes, 'succeeded'),
+            async (trx, payments) => {
+              await setTxStatuses(
+                trx,
+                payments.map((p) => p.txId),
+                'succeeded',
+              )
+              await releaseReservations(
+                trx,
+                chain.caip2,
+                payments.filter((p) => p.releaseReservation === chain.caip2).map((p) => p.paymentId),
+              )
+            },
             options.finals,
           ),
         },
@@ -106,7 +117,9 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
   }
   return {
     chains,
-    drivers: chains.map((chain) => createEvmDriver(chain, quoteSettings, jobSettings.guards)),
+    drivers: chains.map((chain) =>
+      createEvmDriver(chain, quoteSettings, jobSettings.guards, options.config.fastPaths),
+    ),
     jobHandlers: {
       [evmJobKinds.relay]: relayJob(jobSettings),
       [refundJobKinds.evm]: refundJob(jobSettings),

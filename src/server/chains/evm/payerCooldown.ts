@@ -1,4 +1,4 @@
-import { type Address, keccak256 } from 'viem'
+import { type Address, type Hex, keccak256 } from 'viem'
 import type { CooldownSubject } from '../../payments/relayGuards.js'
 import type { EvmChain } from './chain.js'
 
@@ -7,7 +7,11 @@ import type { EvmChain } from './chain.js'
  * EIP-7702 delegation) the hash of its code, so copies of one hostile account share its cool-down.
  */
 export async function payerSubjects(chain: EvmChain, payer: Address): Promise<CooldownSubject[]> {
-  const code = await chain.publicClient.getCode({ address: payer })
+  return subjectsOf(payer, await chain.publicClient.getCode({ address: payer }))
+}
+
+/** payerSubjects from the payer's code as read already (one read serves the confirm's checks). */
+export function subjectsOf(payer: Address, code: Hex | undefined): CooldownSubject[] {
   const subjects: CooldownSubject[] = [{ subject: payer.toLowerCase(), kind: 'address' }]
   if (code !== undefined && code !== '0x') subjects.push({ subject: keccak256(code), kind: 'code_hash' })
   return subjects

@@ -154,6 +154,7 @@ export function relayJob(settings: JobSettings): JobHandler {
           beforeSign,
           beforeBump: guardFeeBump(ctx.db, settings.guards),
           noPriorRecord,
+          asSentOnly: settings.fastPaths,
         })
       }
       let sent: Awaited<ReturnType<typeof sendAndWait>>
@@ -441,6 +442,13 @@ async function submitCollection(
     beforeSign?: ((sent: { gas: bigint } & EvmFees) => Promise<void>) | undefined
     beforeBump?: BumpGuard
     noPriorRecord?: boolean
+    /**
+     * Simulated only as sent (beforeSign, which every send here runs), not also plainly before its gas
+     * estimate (a FastPath, fastPath.ts): -1 eth_call per relay. Either simulation refuses a used or
+     * expired signature by name before anything is signed; an estimate a block's relays share is never
+     * one relay's verdict on the others (EvmSender.gas).
+     */
+    asSentOnly?: boolean
   } = {},
 ): Promise<Hash> {
   const { fence, beforeSign } = options
@@ -456,7 +464,7 @@ async function submitCollection(
     data: encodeFunctionData(call as Parameters<typeof encodeFunctionData>[0]),
     // The estimate is the contract's verdict before gas is spent: a used or expired signature is refused
     // by name.
-    estimateGas: () => estimateCollection(chain, sender, call),
+    estimateGas: () => estimateCollection(chain, sender, call, !options.asSentOnly),
     // Exactly what is signed, where it will run: a payer whose signature is valid only at gas price 0
     // (a plain eth_call) or only in the latest block is refused here, before any gas is spent.
     beforeSign: beforeSign ?? ((sent) => simulateCollection(chain, call, sent)),
@@ -555,8 +563,13 @@ async function simulateCollection(chain: EvmChain, call: CollectionCall, sent?: 
  * signature is refused by name, nothing paid), the gas shared by the key's collections of this contract
  * and function within a block.
  */
-async function estimateCollection(chain: EvmChain, sender: EvmSender, call: CollectionCall): Promise<bigint> {
-  await simulateCollection(chain, call)
+async function estimateCollection(
+  chain: EvmChain,
+  sender: EvmSender,
+  call: CollectionCall,
+  simulateFirst = true,
+): Promise<bigint> {
+  if (simulateFirst) await simulateCollection(chain, call)
   return sender.gas(`${call.to}:${call.functionName}`, () =>
     refuseOnRevert(
       chain.publicClient.estimateContractGas({
@@ -612,11 +625,14 @@ async function finishRelay(
     await setTxStatus(ctx.db, hash, 'succeeded')
     return fail('transfer_missing', `Relay ${hash} moved no matching Transfer.`, { spent })
   }
-  await settleGasCharge(ctx.db, {
-    chainId: chain.caip2,
-    credentialId: payload.credentialId,
-    paymentId: job.payment_id,
-  })
+  // The payer's money moved: the reservation is given back, with fast paths on in the finisher's
+  // transaction that succeeds the payment (one statement for the block), else here on its own.
+  if (!settings.fastPaths)
+    await settleGasCharge(ctx.db, {
+      chainId: chain.caip2,
+      credentialId: payload.credentialId,
+      paymentId: job.payment_id,
+    })
   const asset = payload.direct ? undefined : chain.asset(payload.asset)
   const destination = asset && settlementAddress(chain, settlementDestination)
   const fee = asset ? (collection.value * BigInt(asset.settlementFeeBps)) / 10_000n : 0n
@@ -649,6 +665,7 @@ async function finishRelay(
     txId: hash,
     settlement: batched,
     unsettled,
+    ...(settings.fastPaths ? { releaseReservation: chain.caip2 } : {}),
   })
   ctx.log.info({ paymentId: job.payment_id, hash }, 'Live EVM payment succeeded')
   return { hash }

@@ -92,6 +92,7 @@ export function createSolanaRuntime(options: SolanaRuntimeOptions): SolanaRuntim
       watchers,
       relayGuardSettings(options.config),
       options.finals,
+      options.config.fastPaths,
     ),
   }
 }

@@ -8,7 +8,12 @@ import { depositsRefunding, finishDepositRefund } from '../../payments/deposits.
 import type { FinalStatuses } from '../../payments/finalStatuses.js'
 import { createPaymentFinisher, type PaymentFinisher } from '../../payments/finisher.js'
 import { failPayment, loadPayment, settlePayment } from '../../payments/lifecycle.js'
-import { coolDownPayer, type RelayGuardSettings, settleGasCharge } from '../../payments/relayGuards.js'
+import {
+  coolDownPayer,
+  type RelayGuardSettings,
+  releaseReservations,
+  settleGasCharge,
+} from '../../payments/relayGuards.js'
 import { closeSettlementBatch, finishSettlementBatch } from '../../payments/settlementBatches.js'
 import type { SettlementBatchPayload } from '../../payments/settlementItems.js'
 import { loadPaymentAndSettlement } from '../../payments/settlements.js'
@@ -71,6 +76,8 @@ export function solanaJobHandlers(
   guards?: RelayGuardSettings,
   /** The app's final status answers (FastPath): the finisher keeps what it wrote. */
   finals?: FinalStatuses,
+  /** config.fastPaths (fastPath.ts): a landed payment's fee reservation is given back by its finisher. */
+  fastPaths = false,
 ): Record<string, JobHandler> {
   const watched = new Map(
     chains.map((chain) => [
@@ -78,8 +85,18 @@ export function solanaJobHandlers(
       {
         chain,
         watcher: watchers.get(chain.caip2) ?? createSolanaWatcher(db, chain),
-        // The watcher marked their transactions landed already, in one statement for the poll.
-        finisher: createPaymentFinisher(db, async () => {}, finals),
+        // The watcher marked their transactions landed already, in one statement for the poll; their fee
+        // reservations are given back with them.
+        finisher: createPaymentFinisher(
+          db,
+          (trx, payments) =>
+            releaseReservations(
+              trx,
+              chain.caip2,
+              payments.filter((p) => p.releaseReservation === chain.caip2).map((p) => p.paymentId),
+            ),
+          finals,
+        ),
       },
     ]),
   )
@@ -94,7 +111,7 @@ export function solanaJobHandlers(
       // never counts toward giving up. What counts are database or configuration errors, and after
       // those the payment stays processing for an operator: failing it could contradict the chain.
       maxAttempts: 20,
-      run: (job, ctx) => broadcast(job, ctx, chainOf, settlementIntervalMs, guards),
+      run: (job, ctx) => broadcast(job, ctx, chainOf, settlementIntervalMs, guards, fastPaths),
       async onGiveUp(job, error, ctx) {
         ctx.log.error({ paymentId: job.payment_id, error: String(error) }, 'Solana broadcast abandoned')
       },
@@ -146,6 +163,7 @@ async function broadcast(
   chainOf: ChainOf,
   settlementIntervalMs: number,
   guards: RelayGuardSettings | undefined,
+  fastPaths: boolean,
 ) {
   const { db } = ctx
   const payload = job.payload as BroadcastPayload
@@ -192,17 +210,20 @@ async function broadcast(
     })
     return { signature: tx.signature, outcome: outcome.kind, error: outcome.error }
   }
-  // The payer's money moved: the fee is the partner's business, priced by its fees.
-  await settleGasCharge(db, {
-    chainId: tx.chain_id,
-    credentialId: payload.credentialId,
-    paymentId: payment.id,
-  })
+  // The payer's money moved: the fee is the partner's business, priced by its fees. With fast paths on,
+  // its reservation is given back in the finisher's transaction that succeeds the payment.
+  if (!fastPaths)
+    await settleGasCharge(db, {
+      chainId: tx.chain_id,
+      credentialId: payload.credentialId,
+      paymentId: payment.id,
+    })
   // The service's token account received it (not a direct x402 transfer): the ledger accounts for it.
   const holder = payload.direct ? undefined : holderOf(tx.chain_id, chain.service.publicKey.toBase58())
   await finisher.succeed({
     paymentId: payment.id,
     txId: tx.signature,
+    ...(fastPaths ? { releaseReservation: tx.chain_id } : {}),
     settlement:
       settlementDestination === undefined
         ? undefined
