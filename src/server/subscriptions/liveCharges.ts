@@ -1,5 +1,7 @@
+import { sql } from 'kysely'
 import type { JsonValue, MandateCharge } from '../chains/types.js'
-import { enqueueJob } from '../jobs/queue.js'
+import { jobsChannel } from '../jobs/notify.js'
+import { currentTraceparent } from '../metrics/tracing.js'
 import type { Db } from '../store/db.js'
 import { activateSubscription, type ChargeOutcome, finishLiveCharge } from './lifecycle.js'
 import type { SubscriptionRow } from './schema.js'
@@ -20,6 +22,8 @@ export interface LiveMandateState {
 export interface MandateChargePayload {
   subscriptionId: string
   period: number
+  /** ISO time of the attempt (its schedule, on the app's clock): the time the chain's verdict is booked at. */
+  at?: string
   /** The first period's job only: the mandate as confirmed (the subscription stores it once active). */
   mandate?: GrantedMandateJson
 }
@@ -34,21 +38,52 @@ export interface GrantedMandateJson {
 }
 
 /**
- * The charge job (`kind`) of a period's payment, pending at `charge.at`, in the transaction that created
- * the payment: queued the first time, made pending again for a retry of the same period (jobs are one per
- * kind and payment; its claims keep counting, so fences stay unique).
+ * attemptCharge's live hook for every chain (ChainDriver.startMandateCharge): the charge job (`kind`) of a
+ * period's payment, armed in the transaction that created the payment. Queued the first time, made
+ * pending again with this attempt's payload for a retry of the same period (dunning): one job per kind
+ * and payment, its claims counting on so fences stay unique. A job still pending or running keeps its
+ * claim. Its wake-up is delivered at commit (jobs/notify.ts).
  */
 export async function armChargeJob(trx: Db, kind: string, charge: MandateCharge): Promise<void> {
   const { paymentId, at } = charge
-  const payload: MandateChargePayload = { subscriptionId: charge.subscriptionId, period: charge.period }
-  await enqueueJob(trx, { kind, paymentId, payload, runAt: at, now: at })
+  const payload: MandateChargePayload = {
+    subscriptionId: charge.subscriptionId,
+    period: charge.period,
+    at: at.toISOString(),
+  }
+  const now = new Date()
+  // Due at once whichever clock the runner keeps: the app's (`at`, moved on by tests) or the wall's.
+  const runAt = at.getTime() < now.getTime() ? at : now
+  const json = JSON.stringify(payload)
   await trx
-    .updateTable('jobs')
-    .set({ state: 'pending', run_at: at, locked_until: null, last_error: null, updated_at: at })
-    .where('kind', '=', kind)
-    .where('payment_id', '=', paymentId)
-    .where('state', 'in', ['succeeded', 'failed'])
+    .insertInto('jobs')
+    .values({
+      kind,
+      payment_id: paymentId,
+      run_at: runAt,
+      payload: json,
+      trace_parent: currentTraceparent(),
+      created_at: now,
+      updated_at: now,
+    })
+    .onConflict((oc) =>
+      oc
+        .columns(['kind', 'payment_id'])
+        .where('delivery_id', 'is', null)
+        .where('refund_id', 'is', null)
+        .doUpdateSet({
+          state: 'pending',
+          run_at: runAt,
+          payload: json,
+          locked_until: null,
+          last_error: null,
+          result: null,
+          updated_at: now,
+        })
+        .where('jobs.state', 'in', ['succeeded', 'failed']),
+    )
     .execute()
+  await sql`SELECT pg_notify(${jobsChannel}, ${kind})`.execute(trx)
 }
 
 /**
