@@ -2,6 +2,7 @@ import { sql } from 'kysely'
 import type { JsonValue, MandateCharge } from '../chains/types.js'
 import { jobsChannel } from '../jobs/notify.js'
 import { currentTraceparent } from '../metrics/tracing.js'
+import { failPayment } from '../payments/lifecycle.js'
 import type { Db } from '../store/db.js'
 import { activateSubscription, type ChargeOutcome, finishLiveCharge } from './lifecycle.js'
 import type { SubscriptionRow } from './schema.js'
@@ -87,27 +88,41 @@ export async function armChargeJob(trx: Db, kind: string, charge: MandateCharge)
 }
 
 /**
- * What a period's charge job found, applied in the job's transaction (`trx`), where the payment's own
- * success (with its ledger entries) was written already when the money moved. Period 0 activates the
- * subscription with the mandate (a failed first period is the job's to fail: the sweep then cancels the
- * subscription); later periods go through finishLiveCharge, which applies each report once.
+ * What a period's charge job found, applied in the job's transaction (`trx`), for every chain: the one
+ * place a live period's outcome becomes the subscription's. `succeed` writes the payment's success (its
+ * ledger entries) in that transaction when the job has not written it already. Period 0 activates the
+ * subscription with the mandate its confirm carried, or fails its payment (`mandate_revoked`,
+ * `insufficient_funds`: the sweep then cancels the subscription, `not_activated`); later periods go
+ * through finishLiveCharge, which applies each report once.
  */
 export async function reportLiveCharge(
   trx: Db,
-  params: { paymentId: string; payload: MandateChargePayload; outcome: ChargeOutcome; at: Date },
+  params: {
+    paymentId: string
+    payload: MandateChargePayload
+    outcome: ChargeOutcome
+    at: Date
+    succeed?: (trx: Db) => Promise<unknown>
+  },
 ): Promise<SubscriptionRow | undefined> {
   const { paymentId, payload, outcome, at } = params
-  if (payload.period === 0) {
-    if (outcome.status !== 'succeeded' || !payload.mandate) return undefined
-    const mandate = { ...payload.mandate, amountPerPeriod: BigInt(payload.mandate.amountPerPeriod) }
-    return activateSubscription(trx, { paymentId, mandate, now: at })
+  const succeed = params.succeed ?? (async () => undefined)
+  if (payload.period > 0)
+    return finishLiveCharge(trx, {
+      subscriptionId: payload.subscriptionId,
+      period: payload.period,
+      paymentId,
+      outcome,
+      at,
+      succeed,
+    })
+  if (outcome.status !== 'succeeded') {
+    const failureCode = outcome.status === 'revoked' ? 'mandate_revoked' : 'insufficient_funds'
+    await failPayment(trx, { paymentId, failureCode, now: at })
+    return undefined
   }
-  return finishLiveCharge(trx, {
-    subscriptionId: payload.subscriptionId,
-    period: payload.period,
-    paymentId,
-    outcome,
-    at,
-    succeed: async () => undefined,
-  })
+  if (!payload.mandate) throw new Error(`The first period of ${payload.subscriptionId} carries no mandate.`)
+  await succeed(trx)
+  const mandate = { ...payload.mandate, amountPerPeriod: BigInt(payload.mandate.amountPerPeriod) }
+  return activateSubscription(trx, { paymentId, mandate, now: at })
 }

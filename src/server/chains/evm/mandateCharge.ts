@@ -349,17 +349,12 @@ async function report(charge: Charge, outcome: Exclude<ChargeOutcome['status'], 
   const { ctx, job, payload } = charge
   await inTransaction(ctx.db, async (trx) => {
     if (!(await holdFences(trx, [ctx.fence])).has(ctx.fence.jobId)) throw new FenceLost(ctx.fence)
-    // The first period fails alone: the subscription was never active (the sweep cancels it).
-    if (payload.period === 0) {
-      const failureCode = outcome === 'revoked' ? 'mandate_revoked' : 'insufficient_funds'
-      await failPayment(trx, { paymentId: job.payment_id, failureCode, now: ctx.now() })
-    } else
-      await reportLiveCharge(trx, {
-        paymentId: job.payment_id,
-        payload,
-        outcome: { status: outcome },
-        at: ctx.now(),
-      })
+    await reportLiveCharge(trx, {
+      paymentId: job.payment_id,
+      payload,
+      outcome: { status: outcome },
+      at: ctx.now(),
+    })
   })
   charge.ctx.log.warn({ paymentId: job.payment_id, outcome, hash }, 'Mandate period not charged')
   return { outcome, ...(hash ? { hash } : {}) }

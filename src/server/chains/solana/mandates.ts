@@ -11,9 +11,9 @@ import { failPayment, loadPayment, succeedPayments } from '../../payments/lifecy
 import { loadPaymentAndSettlement } from '../../payments/settlements.js'
 import { type Db, inTransaction } from '../../store/db.js'
 import type { JobRow } from '../../store/schema.js'
-import { activateSubscription, type ChargeOutcome, finishLiveCharge } from '../../subscriptions/lifecycle.js'
-import type { MandateChargePayload } from '../../subscriptions/liveCharges.js'
-import type { JsonValue, MandateDraft, MandateQuoteContext } from '../types.js'
+import type { ChargeOutcome } from '../../subscriptions/lifecycle.js'
+import { type MandateChargePayload, reportLiveCharge } from '../../subscriptions/liveCharges.js'
+import type { MandateDraft, MandateQuoteContext } from '../types.js'
 import { buildAction } from './build.js'
 import type { MintInfo, SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
@@ -295,10 +295,9 @@ async function chargePeriod(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, s
 }
 
 /**
- * Books the period's verdict: the charge's payment succeeded with its ledger entries (and settlement
- * item) and the subscription moved on, in one transaction; or the failure applied. The first period
- * activates the subscription with the mandate it proved on chain, or fails its payment (the sweep then
- * cancels the subscription, `not_activated`).
+ * Books the period's verdict through the subscriptions' one lifecycle (reportLiveCharge): the charge's
+ * payment succeeded with its ledger entries (and settlement item) and the subscription activated or moved
+ * on, in one transaction; or the failure applied.
  */
 async function finishPeriod(input: {
   db: Db
@@ -341,34 +340,5 @@ async function finishPeriod(input: {
       new Date(),
     )
   }
-  if (payload.period > 0) {
-    await finishLiveCharge(db, {
-      subscriptionId: payload.subscriptionId,
-      period: payload.period,
-      paymentId,
-      outcome,
-      at,
-      succeed,
-    })
-    return
-  }
-  if (outcome.status !== 'succeeded') {
-    const failureCode = outcome.status === 'revoked' ? 'mandate_revoked' : 'insufficient_funds'
-    await failPayment(db, { paymentId, failureCode, now: at })
-    return
-  }
-  await inTransaction(db, async (trx) => {
-    await succeed(trx)
-    await activateSubscription(trx, {
-      paymentId,
-      mandate: {
-        buyer: formatAccountId(chain.caip2, charge.owner),
-        asset: charge.asset,
-        amountPerPeriod: charge.amount,
-        spender: formatAccountId(chain.caip2, chain.service.publicKey.toBase58()),
-        state: { ...charge.grant } as JsonValue,
-      },
-      now: at,
-    })
-  })
+  await inTransaction(db, (trx) => reportLiveCharge(trx, { paymentId, payload, outcome, at, succeed }))
 }
