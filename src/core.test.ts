@@ -47,8 +47,9 @@ describe('review entry bundle', async () => {
 /**
  * caipay/adapters/solana-kit: the Solana signer a wallet on @solana/kit (or a wallet-standard account)
  * uses. It bundles caipay's own sources only: no web3.js (not even as an external), no Node built-in.
+ * 11 kB since it reads and revokes the SPL mandates its key granted (10,579 bytes; 9,409 before).
  */
-const solanaKitBudgetGzipBytes = 10_000
+const solanaKitBudgetGzipBytes = 11_000
 
 describe('Solana kit entry bundle', async () => {
   const report = await measureBundle('adapters/solana-kit/index.ts')

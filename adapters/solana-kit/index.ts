@@ -39,7 +39,8 @@ export type {
   KitTransactionPartialSigner,
   KitTransactionSigner,
 } from '../solana/kitSigner.js'
-export type { SolanaKitRpc, SolanaNode } from '../solana/node.js'
+export { revokeSplMandate, type SolanaMandateNode, solanaMandateStatus } from '../solana/mandates.js'
+export type { SignatureState, SolanaKitRpc, SolanaNode, SolanaSendingNode } from '../solana/node.js'
 export { solanaSignatureStatus } from '../solana/signatureStatus.js'
 export type {
   SolanaExpiryOptions,

@@ -1,11 +1,4 @@
 import {
-  type Connection,
-  PublicKey,
-  TransactionInstruction,
-  TransactionMessage,
-  VersionedTransaction,
-} from '@solana/web3.js'
-import {
   associatedTokenAddress,
   type DecodedSolanaTransaction,
   decodeSolanaTransaction,
@@ -14,22 +7,31 @@ import {
   tokenProgramId,
 } from '../../protocol/solana/index.js'
 import type { InspectedMandate, MandateStatus, SignerRequest } from '../../src/actions/types.js'
+import { decodeBase58, encodeBase58 } from '../../src/caip/base58.js'
 import { parseAccountId, parseAssetId } from '../../src/caip/caip.js'
 import { PayError } from '../../src/errors/PayError.js'
-import { type SolanaNode, solanaSignatureStatus } from './signatureStatus.js'
+import { readsFromConnection, type SolanaNode, type SolanaReads, type SolanaSendingNode } from './node.js'
+import { signatureStatusFrom } from './signatureStatus.js'
+
+// The mandates a Solana key granted, read and revoked through the wallet's own node with no Solana SDK:
+// caipay/adapters/solana-kit has them (a kit `Rpc`), caipay/adapters/solana too (a web3.js Connection).
 
 /** The reads and the send a mandate needs from the wallet's own node: a web3.js Connection has them. */
-export type SolanaMandateNode = SolanaNode &
-  Pick<Connection, 'getAccountInfo' | 'getLatestBlockhash' | 'sendRawTransaction' | 'getSignatureStatus'>
+export type SolanaMandateNode = SolanaNode & Required<Pick<SolanaNode, 'getAccountInfo'>> & SolanaSendingNode
 
-const commitment = 'confirmed'
+/** What a node offers mandates: the signer's reads with account data, a blockhash and a send. */
+export type MandateReads = SolanaReads &
+  Required<Pick<SolanaReads, 'accountInfo' | 'latestBlockhash' | 'send'>>
+
+export const canRevoke = (reads: SolanaReads): reads is MandateReads =>
+  !!(reads.accountInfo && reads.latestBlockhash && reads.send)
 
 /** A token account's delegate and delegated amount (SPL layout; Token-2022 shares the first 165 bytes). */
 function delegationOf(data: Uint8Array): { delegate: string | undefined; delegatedAmount: bigint } {
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength)
   const hasDelegate = view.getUint32(72, true) === 1
   return {
-    delegate: hasDelegate ? new PublicKey(data.subarray(76, 108)).toBase58() : undefined,
+    delegate: hasDelegate ? encodeBase58(data.subarray(76, 108)) : undefined,
     delegatedAmount: view.getBigUint64(121, true),
   }
 }
@@ -45,16 +47,23 @@ export function solanaMandateStatus(
   address: string,
   inspect: (request: SignerRequest) => { mandate?: InspectedMandate },
 ): (request: SignerRequest, result: string) => Promise<MandateStatus> {
-  const signatureStatus = solanaSignatureStatus(node, address)
+  return mandateStatusFrom(readsFromConnection(node) as MandateReads, address, inspect)
+}
+
+export function mandateStatusFrom(
+  node: Pick<SolanaReads, 'blockhashIsValid' | 'signatureStatus'> & Pick<MandateReads, 'accountInfo'>,
+  address: string,
+  inspect: (request: SignerRequest) => { mandate?: InspectedMandate },
+): (request: SignerRequest, result: string) => Promise<MandateStatus> {
+  const signatureStatus = signatureStatusFrom(node, address)
   return async (request, result) => {
     const { mandate } = inspect(request)
     if (!mandate) return 'live'
     const grant = grantOf(decodeSolanaTransaction(result), address)
-    const info = grant ? await node.getAccountInfo(new PublicKey(grant.source), { commitment }) : null
-    const spender = parseAccountId(mandate.spender).address
+    const info = grant ? await node.accountInfo(grant.source) : null
     if (info) {
       const { delegate, delegatedAmount } = delegationOf(info.data)
-      if (delegate === spender && delegatedAmount > 0n) return 'live'
+      if (delegate === parseAccountId(mandate.spender).address && delegatedAmount > 0n) return 'live'
     }
     const status = await signatureStatus(request, result)
     return status === 'spent' ? 'ended' : status === 'dead' ? 'expired' : 'live'
@@ -63,7 +72,7 @@ export function solanaMandateStatus(
 
 function grantOf(decoded: DecodedSolanaTransaction, owner: string) {
   return decoded.instructions.find((ix) => ix.kind === 'approveChecked' && ix.owner === owner) as
-    | { source: string; programId: string }
+    | { source: string }
     | undefined
 }
 
@@ -72,8 +81,17 @@ function grantOf(decoded: DecodedSolanaTransaction, owner: string) {
  * key and paid by it, and waits until its node confirms it. The account is the owner's associated token
  * account under whichever token program holds it.
  */
-export async function revokeSplMandate(
+export function revokeSplMandate(
   node: SolanaMandateNode,
+  mandate: InspectedMandate,
+  sign: (decoded: DecodedSolanaTransaction) => Promise<Uint8Array>,
+  options: { signal?: AbortSignal; timeoutMs?: number } = {},
+): Promise<string> {
+  return revokeFrom(readsFromConnection(node) as MandateReads, mandate, sign, options)
+}
+
+export async function revokeFrom(
+  node: MandateReads,
   mandate: InspectedMandate,
   sign: (decoded: DecodedSolanaTransaction) => Promise<Uint8Array>,
   options: { signal?: AbortSignal; timeoutMs?: number } = {},
@@ -91,8 +109,7 @@ export async function revokeSplMandate(
   let programId: string | undefined
   for (const program of [tokenProgramId, token2022ProgramId]) {
     const candidate = associatedTokenAddress(owner, mint, program)
-    const info = await node.getAccountInfo(new PublicKey(candidate), { commitment })
-    if (info && info.owner.toBase58() === program) {
+    if ((await node.accountInfo(candidate))?.owner === program) {
       source = candidate
       programId = program
       break
@@ -105,31 +122,15 @@ export async function revokeSplMandate(
       context: { asset: mandate.asset, owner: mandate.owner },
     })
   }
-  const { blockhash } = await node.getLatestBlockhash({ commitment })
-  const message = new TransactionMessage({
-    payerKey: new PublicKey(owner),
-    recentBlockhash: blockhash,
-    instructions: [
-      new TransactionInstruction({
-        programId: new PublicKey(programId),
-        keys: [
-          { pubkey: new PublicKey(source), isSigner: false, isWritable: true },
-          { pubkey: new PublicKey(owner), isSigner: true, isWritable: false },
-        ],
-        data: Buffer.from([revokeTag]),
-      }),
-    ],
-  }).compileToV0Message()
-  const bytes = new VersionedTransaction(message).serialize()
+  const bytes = revokeTransaction(owner, source, programId, await node.latestBlockhash())
   const decoded = decodeSolanaTransaction(bytes)
   const signed = bytes.slice()
   signed.set(await sign(decoded), decoded.signatureOffset(0))
-  const signature = await node.sendRawTransaction(signed, { preflightCommitment: commitment })
+  const signature = await node.send(signed)
   const deadline = Date.now() + (options.timeoutMs ?? 60_000)
   while (Date.now() < deadline) {
     if (options.signal?.aborted) break
-    const status = (await (node as Pick<Connection, 'getSignatureStatus'>).getSignatureStatus(signature))
-      .value
+    const status = await node.signatureStatus(signature)
     if (status?.err) {
       throw new PayError({
         code: 'action_rejected',
@@ -146,4 +147,22 @@ export async function revokeSplMandate(
     message: 'The revoke transaction was sent but not seen confirmed; read the mandate’s status again.',
     context: { signature },
   })
+}
+
+/**
+ * The unsigned v0 transaction of one SPL `Revoke` (`source`'s delegation, the owner signing and paying):
+ * its one signature slot zero, its accounts in the runtime's order (the signer, the writable account,
+ * the program).
+ */
+function revokeTransaction(owner: string, source: string, programId: string, blockhash: string): Uint8Array {
+  const key = (address: string) => [...decodeBase58(address)!]
+  // biome-ignore format: the message laid out byte by byte
+  const message = [
+    0x80, 1, 0, 1, // v0; one signer (writable), no read-only signer, one read-only account
+    3, ...key(owner), ...key(source), ...key(programId),
+    ...key(blockhash),
+    1, 2, 2, 1, 0, 1, revokeTag, // one instruction: program #2, accounts [source, owner], data [Revoke]
+    0, // no address lookup table
+  ]
+  return new Uint8Array([1, ...new Uint8Array(64), ...message])
 }

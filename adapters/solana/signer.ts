@@ -14,6 +14,7 @@ import {
   type SolanaPolicyOptions,
 } from './inspectSolanaTransaction.js'
 import { type KitTransactionSigner, signWithKit } from './kitSigner.js'
+import { canRevoke, mandateStatusFrom, revokeFrom } from './mandates.js'
 import { readsFromConnection, readsFromKitRpc, type SolanaKitRpc, type SolanaNode } from './node.js'
 import { signatureStatusFrom } from './signatureStatus.js'
 import {
@@ -88,10 +89,7 @@ export type SignSlot = (
  * returns the complete transaction, base64. It never broadcasts; its node (`connection` or `rpc`), if
  * any, is only read.
  */
-export function solanaSigner(
-  options: SolanaSignerWithoutWeb3Options,
-  extend?: SignerExtension,
-): SolanaSigner {
+export function solanaSigner(options: SolanaSignerWithoutWeb3Options): SolanaSigner {
   return createSolanaSigner(
     'kitSigner' in options
       ? {
@@ -101,18 +99,13 @@ export function solanaSigner(
         }
       : fromWalletStandard(options),
     options,
-    extend,
   )
 }
-
-/** What an entry adds to a signer it builds with the signer's own signing (e.g. mandates over web3.js). */
-export type SignerExtension = (signer: SolanaSigner, signSlot: SignSlot) => void
 
 /** A signer over one key's signing (`signSlot`), under the guard and the options' policy and node. */
 export function createSolanaSigner(
   { address, chains, signSlot }: { address: string; chains: string[]; signSlot: SignSlot },
   options: SolanaPolicyOptions & SolanaExpiryOptions,
-  extend?: SignerExtension,
 ): SolanaSigner {
   const { connection, rpc } = options
   if (connection && rpc) {
@@ -165,7 +158,18 @@ export function createSolanaSigner(
     describeAsset: (asset) => readSolanaAssetInfo(asset, chains[0]!, chains.length === 1 ? node : undefined),
   }
   if (node) signer.signatureStatus = signatureStatusFrom(node, address)
-  extend?.(signer, signSlot)
+  // A node that reads token accounts and sends: the mandates the key granted are read and revoked
+  // through it (docs/subscriptions.md).
+  if (node && canRevoke(node)) {
+    signer.mandateStatus = mandateStatusFrom(node, address, (request) => signer.inspect(request))
+    signer.revokeMandate = (mandate, { signal } = {}) =>
+      revokeFrom(
+        node,
+        mandate,
+        (decoded) => signSlot(decoded, mandate.owner.slice(0, mandate.owner.lastIndexOf(':')), signal),
+        { signal },
+      )
+  }
   return signer
 }
 

@@ -1,10 +1,8 @@
 import type { Keypair } from '@solana/web3.js'
 import { VersionedTransaction } from '@solana/web3.js'
 import type { SolanaPolicyOptions } from './inspectSolanaTransaction.js'
-import { revokeSplMandate, type SolanaMandateNode, solanaMandateStatus } from './mandates.js'
 import {
   createSolanaSigner,
-  type SignerExtension,
   type SignSlot,
   type SolanaExpiryOptions,
   type SolanaSigner,
@@ -27,8 +25,7 @@ export type SolanaSignerOptions = SolanaKeypairSignerOptions | SolanaSignerWitho
  * web3.js.
  */
 export function solanaSigner(options: SolanaSignerOptions): SolanaSigner {
-  const mandates = mandatesOver(options.connection)
-  if (!('keypair' in options)) return solanaSignerWithoutWeb3(options, mandates)
+  if (!('keypair' in options)) return solanaSignerWithoutWeb3(options)
   const { keypair } = options
   const address = keypair.publicKey.toBase58()
   const signSlot: SignSlot = async (decoded) => {
@@ -38,34 +35,5 @@ export function solanaSigner(options: SolanaSignerOptions): SolanaSigner {
     tx.sign([keypair])
     return tx.signatures[decoded.signers.indexOf(address)]!
   }
-  return createSolanaSigner({ address, chains: validateChains(options.chains), signSlot }, options, mandates)
-}
-
-/**
- * A web3.js Connection also reads token accounts and sends: the mandates the key granted can be read and
- * revoked through it (docs/subscriptions.md).
- */
-function mandatesOver(connection: unknown): SignerExtension | undefined {
-  if (!isMandateNode(connection)) return undefined
-  return (signer, signSlot) => {
-    signer.mandateStatus = solanaMandateStatus(connection, signer.address, (request) =>
-      signer.inspect(request),
-    )
-    signer.revokeMandate = (mandate, { signal } = {}) =>
-      revokeSplMandate(
-        connection,
-        mandate,
-        (decoded) => signSlot(decoded, mandate.owner.slice(0, mandate.owner.lastIndexOf(':')), signal),
-        { signal },
-      )
-  }
-}
-
-function isMandateNode(node: unknown): node is SolanaMandateNode {
-  const candidate = (node ?? {}) as Partial<SolanaMandateNode>
-  return (
-    typeof candidate.getAccountInfo === 'function' &&
-    typeof candidate.getLatestBlockhash === 'function' &&
-    typeof candidate.sendRawTransaction === 'function'
-  )
+  return createSolanaSigner({ address, chains: validateChains(options.chains), signSlot }, options)
 }

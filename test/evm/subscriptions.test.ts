@@ -16,6 +16,7 @@ import { chargeDueSubscriptions } from '../../src/server/subscriptions/lifecycle
 import { createMandates } from '../../src/subscriptions/index.js'
 import { anvilChain, anvilPrivateKeys, mintTestToken } from '../anvil.js'
 import { headers } from '../server/helpers.js'
+import { until } from '../until.js'
 import { deployTetherAndPermit2 } from './payers.js'
 import { createEvmEnv, type EvmEnv, injectFetch, usdc } from './support.js'
 
@@ -142,14 +143,17 @@ async function nextAttempt(subscriptionId: string) {
   expect(due).not.toBeNull()
   await advanceTo(due)
   await chargeDue()
-  const deadline = Date.now() + 20_000
-  for (;;) {
-    const row = await subscriptionRow(subscriptionId)
-    if (row.status === 'cancelled' || row.status === 'ended') return row
-    if (row.next_attempt_at !== null && row.next_attempt_at.getTime() !== due.getTime()) return row
-    if (Date.now() > deadline) throw new Error(`Subscription ${subscriptionId} still charging`)
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
+  return until(
+    async () => {
+      const row = await subscriptionRow(subscriptionId)
+      const over = row.status === 'cancelled' || row.status === 'ended'
+      return over || (row.next_attempt_at !== null && row.next_attempt_at.getTime() !== due.getTime())
+        ? row
+        : undefined
+    },
+    `subscription ${subscriptionId} to finish charging`,
+    20_000,
+  )
 }
 
 /** The payment of each period, in order. */
@@ -335,13 +339,6 @@ describe('a live monthly EVM subscription', () => {
     const paymentStatus = async (id: string) =>
       (await env.t.db.selectFrom('payments').select('status').where('id', '=', id).executeTakeFirstOrThrow())
         .status
-    const waitFor = async (what: string, done: () => Promise<boolean>) => {
-      const deadline = Date.now() + 20_000
-      while (!(await done())) {
-        if (Date.now() > deadline) throw new Error(`still waiting: ${what}`)
-        await new Promise((resolve) => setTimeout(resolve, 25))
-      }
-    }
     const unsigned = await newBuyer(usdc(100))
     const signed = await newBuyer(usdc(100))
     const a = (await subscribe(unsigned)).subscriptionId
@@ -358,12 +355,16 @@ describe('a live monthly EVM subscription', () => {
     expect(await paymentStatus(periodA!.id)).toBe('processing')
     // B: its charge signed and sent (held in the pool), then cancelled.
     runner = startRunner()
-    await waitFor('B recorded', async () => (await executorTransactions([periodB!.id], 'charge')).length > 0)
+    await until(
+      async () => (await executorTransactions([periodB!.id], 'charge')).length > 0,
+      'B recorded',
+      20_000,
+    )
     expect((await cancel(b)).statusCode).toBe(200)
     await rpc('evm_setAutomine', [true])
     await rpc('evm_mine')
-    await waitFor('A failed', async () => (await paymentStatus(periodA!.id)) === 'failed')
-    await waitFor('B succeeded', async () => (await paymentStatus(periodB!.id)) === 'succeeded')
+    await until(async () => (await paymentStatus(periodA!.id)) === 'failed', 'A failed', 20_000)
+    await until(async () => (await paymentStatus(periodB!.id)) === 'succeeded', 'B succeeded', 20_000)
     expect(await executorTransactions([periodA!.id], 'charge')).toEqual([])
     expect(await env.balance(unsigned.address)).toBe(beforeA)
     expect(await env.balance(signed.address)).toBe(beforeB - price)
@@ -389,11 +390,11 @@ describe('a live monthly EVM subscription', () => {
     const [, period] = await periodPayments(subscriptionId)
     expect(period).toBeDefined()
     const first = startRunner()
-    const deadline = Date.now() + 20_000
-    while ((await executorTransactions([period!.id], 'charge')).length === 0) {
-      if (Date.now() > deadline) throw new Error('no charge was recorded')
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
+    await until(
+      async () => (await executorTransactions([period!.id], 'charge')).length > 0,
+      'a recorded charge',
+      20_000,
+    )
     await first.stop()
     // What a worker killed mid-step leaves: its claim, with the lease run out.
     await env.t.db
@@ -404,13 +405,11 @@ describe('a live monthly EVM subscription', () => {
     await rpc('evm_setAutomine', [true])
     await rpc('evm_mine')
     runner = startRunner()
-    const finalDeadline = Date.now() + 20_000
-    for (;;) {
-      const row = await subscriptionRow(subscriptionId)
-      if (row.periods_charged === 2) break
-      if (Date.now() > finalDeadline) throw new Error(`still ${row.status}, ${row.periods_charged} charged`)
-      await new Promise((resolve) => setTimeout(resolve, 25))
-    }
+    await until(
+      async () => (await subscriptionRow(subscriptionId)).periods_charged === 2,
+      'the period charged after the restart',
+      20_000,
+    )
     expect(await env.balance(buyer.address)).toBe(before - price)
     const charges = await executorTransactions([period!.id], 'charge')
     expect(charges.map((t) => t.status)).toEqual(['succeeded'])

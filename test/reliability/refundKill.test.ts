@@ -25,6 +25,7 @@ import {
   startSolanaValidator,
   tokenBalance,
 } from '../solana/index.js'
+import { until } from '../until.js'
 import { type Receiver, startReceiver } from '../webhooks/receiver.js'
 
 /**
@@ -196,15 +197,11 @@ afterAll(async () => {
   if (configDir) await rm(configDir, { recursive: true, force: true })
 })
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`${what}: timed out\n${api.log}\n${worker.log}`)
-    await sleep(20)
-  }
-}
+/** until (test/until.ts), its timeout naming what the processes logged. */
+const waitFor = <T>(check: () => T | Promise<T>, what: string) =>
+  until(check, what, 20_000).catch((error: Error) => {
+    throw new Error(`${error.message}\n${api.log}\n${worker.log}`)
+  })
 
 const signWith = (
   signer: { request(r: { chainId: string; method: string; params: readonly unknown[] }): Promise<string> },
@@ -219,12 +216,12 @@ const signWith = (
 /** A payment of `cents` (EVM gasless, or Solana), succeeded and settled to the merchant; its id. */
 async function paidAndSettled(family: 'evm' | 'solana', cents: number): Promise<string> {
   const paymentId = await paid(family, cents)
-  await until('settled', async () => {
+  await waitFor(async () => {
     const view = (
       await call('GET', `/v1/payments/${paymentId}`, { 'api-key': liveKey, 'merchant-id': merchantId })
     ).json
-    return view.status === 'succeeded' && view.settlement?.successful ? view : undefined
-  })
+    return view.status === 'succeeded' && view.settlement?.successful
+  }, 'settled')
   return paymentId
 }
 
@@ -273,9 +270,59 @@ async function paid(family: 'evm' | 'solana', cents: number, extra: Record<strin
 }
 
 async function refundRecorded(refundId: string) {
-  return until('refund transaction recorded', () =>
-    pg.db.selectFrom('evm_transactions').selectAll().where('refund_id', '=', refundId).executeTakeFirst(),
+  return waitFor(
+    () =>
+      pg.db.selectFrom('evm_transactions').selectAll().where('refund_id', '=', refundId).executeTakeFirst(),
+    'refund transaction recorded',
   )
+}
+
+/** Each chain's RPC proxy, and the method that carries a signed transaction to the node. */
+const sends = {
+  evm: () => ({ faults: proxy, method: 'eth_sendRawTransaction' }),
+  solana: () => ({ faults: solanaProxy, method: 'sendTransaction' }),
+}
+
+/** Holds every send of the chain at its proxy (nothing the worker signs reaches the node). */
+const holdSends = (family: 'evm' | 'solana') => {
+  const { faults, method } = sends[family]()
+  faults.hold(method)
+}
+
+/**
+ * The refund's transfer recorded and its send held at the proxy: the worker SIGKILLed and the held sends
+ * cut, so these bytes never reached the node from the dead process. Returns the recorded transaction's
+ * id (EVM hash, Solana signature), which the chain does not know, with the refund still pending.
+ */
+async function killedBeforeSend(family: 'evm' | 'solana', refundId: string): Promise<string> {
+  const recorded =
+    family === 'evm'
+      ? (await refundRecorded(refundId)).hash
+      : (
+          await waitFor(
+            () =>
+              pg.db
+                .selectFrom('solana_transactions')
+                .selectAll()
+                .where('refund_id', '=', refundId)
+                .executeTakeFirst(),
+            'refund transaction recorded',
+          )
+        ).signature
+  const { faults, method } = sends[family]()
+  await waitFor(() => faults.held() > 0, 'send held')
+  await killWorker(refundId)
+  faults.cutHeld()
+  faults.clear(method)
+  const unseen =
+    family === 'evm'
+      ? (await chain()
+          .getTransaction({ hash: recorded as Hash })
+          .catch(() => null)) === null
+      : (await cluster.connection.getSignatureStatuses([recorded])).value[0] === null
+  expect(unseen).toBe(true)
+  expect((await readRefund(refundId)).status).toBe('pending')
+  return recorded
 }
 
 /**
@@ -318,7 +365,7 @@ async function refundKilledIn(window: Window, paymentCents: number, refundCents:
     toBuyer: await transfersTo(buyer.address),
   }
 
-  if (window === 'recorded, not yet broadcast') proxy.hold('eth_sendRawTransaction')
+  if (window === 'recorded, not yet broadcast') holdSends('evm')
   else await anvilRpc('evm_setAutomine', [false])
   const sendsBefore = proxy.calls('eth_sendRawTransaction')
   const made = await call('POST', '/v1/refunds', merchantHeaders(), {
@@ -327,59 +374,44 @@ async function refundKilledIn(window: Window, paymentCents: number, refundCents:
   })
   expect(made.status, JSON.stringify(made.json)).toBe(201)
   const refundId = made.json.refundId as string
-  const recorded = await refundRecorded(refundId)
-
-  if (window === 'recorded, not yet broadcast') {
-    await until('broadcast held', async () => (proxy.held() > 0 ? true : undefined))
-    await killWorker(refundId)
-    // The held broadcast dies with its caller: these bytes never reached the node from the dead process.
-    proxy.cutHeld()
-    proxy.clear('eth_sendRawTransaction')
-    expect(
-      await chain()
-        .getTransaction({ hash: recorded.hash as Hash })
-        .catch(() => null),
-    ).toBeNull()
-  } else {
-    await until('broadcast', async () =>
-      proxy.calls('eth_sendRawTransaction') > sendsBefore &&
-      (await chain()
-        .getTransaction({ hash: recorded.hash as Hash })
-        .catch(() => null))
-        ? true
-        : undefined,
+  let recorded: string
+  if (window === 'recorded, not yet broadcast') recorded = await killedBeforeSend('evm', refundId)
+  else {
+    recorded = (await refundRecorded(refundId)).hash
+    await waitFor(
+      async () =>
+        proxy.calls('eth_sendRawTransaction') > sendsBefore &&
+        (await chain()
+          .getTransaction({ hash: recorded as Hash })
+          .catch(() => null)) !== null,
+      'broadcast',
     )
     await killWorker(refundId)
     // Mined while no process runs: the restarted one must find it landed and send nothing.
     await anvilRpc('evm_mine')
     await anvilRpc('evm_setAutomine', [true])
+    expect((await readRefund(refundId)).status).toBe('pending')
   }
-  expect(
-    (await call('GET', `/v1/refunds/${refundId}`, { 'api-key': liveKey, 'merchant-id': merchantId })).json
-      .status,
-  ).toBe('pending')
 
   const restarted = Date.now()
   await worker.start()
-  const done = await until('refund succeeded', async () => {
-    const r = (
-      await call('GET', `/v1/refunds/${refundId}`, { 'api-key': liveKey, 'merchant-id': merchantId })
-    ).json
+  const done = await waitFor(async () => {
+    const r = await readRefund(refundId)
     return r.status === 'succeeded' ? r : undefined
-  })
+  }, 'refund succeeded')
   const recoveryMs = Date.now() - restarted
   console.info(`refund killed (${window}): succeeded ${recoveryMs} ms after the restart`)
 
-  expect(done.txId).toBe(recorded.hash)
+  expect(done.txId).toBe(recorded)
   const rows = await pg.db
     .selectFrom('evm_transactions')
     .select(['hash', 'nonce', 'status'])
     .where('refund_id', '=', refundId)
     .execute()
-  expect(rows.map((r) => [r.hash, r.status])).toEqual([[recorded.hash, 'succeeded']])
+  expect(rows.map((r) => [r.hash, r.status])).toEqual([[recorded, 'succeeded']])
   // Read from the chain: one transfer to the buyer since, of exactly the refund; the merchant untouched.
   const newToBuyer = (await transfersTo(buyer.address)).slice(before.toBuyer.length)
-  expect(newToBuyer).toEqual([{ hash: recorded.hash, value: refunded }])
+  expect(newToBuyer).toEqual([{ hash: recorded, value: refunded }])
   expect((await balance(buyer.address)) - before.buyer).toBe(refunded)
   expect(before.collection - (await balance(collection))).toBe(refunded)
   expect(await balance(merchant)).toBe(before.merchant)
@@ -401,44 +433,31 @@ describe('a live Solana refund, its worker SIGKILLed between recording the trans
       merchant: await solBalance(sol.merchant),
       service: await solBalance(sol.service.publicKey),
     }
-    solanaProxy.hold('sendTransaction')
+    holdSends('solana')
     const made = await call('POST', '/v1/refunds', merchantHeaders(), {
       paymentId,
       amount: { unit: 'iso4217/USD', value: '900' },
     })
     expect(made.status, JSON.stringify(made.json)).toBe(201)
     const refundId = made.json.refundId as string
-    const recorded = await until('refund transaction recorded', () =>
-      pg.db
-        .selectFrom('solana_transactions')
-        .selectAll()
-        .where('refund_id', '=', refundId)
-        .executeTakeFirst(),
-    )
-    await until('send held', async () => (solanaProxy.held() > 0 ? true : undefined))
-    await killWorker(refundId)
-    solanaProxy.cutHeld()
-    solanaProxy.clear('sendTransaction')
-    const unseen = await cluster.connection.getSignatureStatuses([recorded.signature])
-    expect(unseen.value[0]).toBeNull()
-    expect((await readRefund(refundId)).status).toBe('pending')
+    const recorded = await killedBeforeSend('solana', refundId)
 
     const restarted = Date.now()
     await worker.start()
-    const done = await until('refund succeeded', async () => {
+    const done = await waitFor(async () => {
       const r = await readRefund(refundId)
       return r.status === 'succeeded' ? r : undefined
-    })
+    }, 'refund succeeded')
     console.info(
       `Solana refund killed before the send: succeeded ${Date.now() - restarted} ms after the restart`,
     )
-    expect(done.txId).toBe(recorded.signature)
+    expect(done.txId).toBe(recorded)
     const rows = await pg.db
       .selectFrom('solana_transactions')
       .select(['signature', 'state'])
       .where('refund_id', '=', refundId)
       .execute()
-    expect(rows).toEqual([{ signature: recorded.signature, state: 'landed' }])
+    expect(rows).toEqual([{ signature: recorded, state: 'landed' }])
     expect((await solBalance(sol.buyer.publicKey)) - before.buyer).toBe(refunded)
     expect(before.service - (await solBalance(sol.service.publicKey))).toBe(refunded)
     expect(await solBalance(sol.merchant)).toBe(before.merchant)
@@ -487,12 +506,10 @@ describe('a live manual capture, its worker SIGKILLed mid-capture', () => {
     (await call('GET', `/v1/payments/${paymentId}`, { 'api-key': liveKey, 'merchant-id': merchantId })).json
 
   /** A manual payment of 10.00 paid and held; then 6.00 of it captured, the rest's refund recorded. */
-  async function heldThenCaptured(family: 'evm' | 'solana', holdSends: () => void) {
+  async function heldThenCaptured(family: 'evm' | 'solana') {
     const paymentId = await paid(family, 1000, { capture: 'manual' })
-    await until('held', async () =>
-      (await readPayment(paymentId)).capture?.status === 'authorized' ? true : undefined,
-    )
-    holdSends()
+    await waitFor(async () => (await readPayment(paymentId)).capture?.status === 'authorized', 'held')
+    holdSends(family)
     const captured = await call('POST', `/v1/payments/${paymentId}/capture`, merchantHeaders(), {
       amount: { unit: 'iso4217/USD', value: '600' },
     })
@@ -514,10 +531,10 @@ describe('a live manual capture, its worker SIGKILLed mid-capture', () => {
   async function finished(paymentId: string, refundId: string) {
     const restarted = Date.now()
     await worker.start()
-    const done = await until('rest refunded and captured part settled', async () => {
+    const done = await waitFor(async () => {
       const [refund, view] = [await readRefund(refundId), await readPayment(paymentId)]
       return refund.status === 'succeeded' && view.settlement?.successful ? { refund, view } : undefined
-    })
+    }, 'rest refunded and captured part settled')
     console.info(`capture killed before the rest's send: done ${Date.now() - restarted} ms after the restart`)
     expect(done.view.capture).toMatchObject({ status: 'partially_captured', heldAmount: { value: '0' } })
     return done
@@ -551,8 +568,9 @@ describe('a live manual capture, its worker SIGKILLed mid-capture', () => {
       .execute()
     expect(outbox.map((e) => e.type).sort()).toEqual([...watched].sort())
     const deliveredOf = () => receiver.received.filter((r) => r.event.data.payment_id === paymentId)
-    await until('delivered', async () =>
-      watched.every((type) => deliveredOf().some((r) => r.event.type === type)) ? true : undefined,
+    await waitFor(
+      () => watched.every((type) => deliveredOf().some((r) => r.event.type === type)),
+      'delivered',
     )
     // Let any second delivery that should not exist arrive before judging.
     await sleep(500)
@@ -576,22 +594,12 @@ describe('a live manual capture, its worker SIGKILLed mid-capture', () => {
       toBuyer: await transfersTo(buyer.address),
       toMerchant: await transfersTo(merchant),
     }
-    const { paymentId, refundId } = await heldThenCaptured('evm', () => proxy.hold('eth_sendRawTransaction'))
-    const recorded = await refundRecorded(refundId)
-    await until('broadcast held', async () => (proxy.held() > 0 ? true : undefined))
-    await killWorker(refundId)
+    const { paymentId, refundId } = await heldThenCaptured('evm')
     // The held broadcasts (the rest's refund, and the settlement batch's if it got that far) die with it.
-    proxy.cutHeld()
-    proxy.clear('eth_sendRawTransaction')
-    expect(
-      await chain()
-        .getTransaction({ hash: recorded.hash as Hash })
-        .catch(() => null),
-    ).toBeNull()
-    expect((await readRefund(refundId)).status).toBe('pending')
+    const recorded = await killedBeforeSend('evm', refundId)
 
     const done = await finished(paymentId, refundId)
-    expect(done.refund.txId).toBe(recorded.hash)
+    expect(done.refund.txId).toBe(recorded)
     const sends = await pg.db
       .selectFrom('evm_transactions')
       .select(['status'])
@@ -600,7 +608,7 @@ describe('a live manual capture, its worker SIGKILLed mid-capture', () => {
     expect(sends).toEqual([{ status: 'succeeded' }])
     // Read from the chain: one transfer to the buyer (the rest), one to the merchant (the captured part).
     const toBuyer = (await transfersTo(buyer.address)).slice(before.toBuyer.length)
-    expect(toBuyer).toEqual([{ hash: recorded.hash, value: restToken }])
+    expect(toBuyer).toEqual([{ hash: recorded, value: restToken }])
     const toMerchant = (await transfersTo(merchant)).slice(before.toMerchant.length)
     expect(toMerchant.map((t) => t.value)).toEqual([capturedToken])
     expect(before.buyer - (await balance(buyer.address))).toBe(capturedToken)
@@ -623,31 +631,17 @@ describe('a live manual capture, its worker SIGKILLed mid-capture', () => {
       merchant: await solBalance(sol.merchant),
       service: await solBalance(sol.service.publicKey),
     }
-    const { paymentId, refundId } = await heldThenCaptured('solana', () =>
-      solanaProxy.hold('sendTransaction'),
-    )
-    const recorded = await until('refund transaction recorded', () =>
-      pg.db
-        .selectFrom('solana_transactions')
-        .selectAll()
-        .where('refund_id', '=', refundId)
-        .executeTakeFirst(),
-    )
-    await until('send held', async () => (solanaProxy.held() > 0 ? true : undefined))
-    await killWorker(refundId)
-    solanaProxy.cutHeld()
-    solanaProxy.clear('sendTransaction')
-    expect((await cluster.connection.getSignatureStatuses([recorded.signature])).value[0]).toBeNull()
-    expect((await readRefund(refundId)).status).toBe('pending')
+    const { paymentId, refundId } = await heldThenCaptured('solana')
+    const recorded = await killedBeforeSend('solana', refundId)
 
     const done = await finished(paymentId, refundId)
-    expect(done.refund.txId).toBe(recorded.signature)
+    expect(done.refund.txId).toBe(recorded)
     const rows = await pg.db
       .selectFrom('solana_transactions')
       .select(['signature', 'state'])
       .where('refund_id', '=', refundId)
       .execute()
-    expect(rows).toEqual([{ signature: recorded.signature, state: 'landed' }])
+    expect(rows).toEqual([{ signature: recorded, state: 'landed' }])
     // Read from the chain: the buyer is out the captured part only, the merchant has it, the service
     // holds what it held before.
     expect(before.buyer - (await solBalance(sol.buyer.publicKey))).toBe(capturedToken)

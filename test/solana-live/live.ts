@@ -258,18 +258,7 @@ export async function confirmedPayment(
   return { paymentId, signature }
 }
 
-/** Waits until `check` holds (polling), or fails after a few seconds. */
-export async function until(
-  check: () => boolean | Promise<boolean>,
-  what: string,
-  timeoutMs = 10_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
+export { until } from '../until.js'
 
 /** Whether the cluster has the signature at all (asked directly, not through the proxy). */
 export async function onChain(live: SolanaLive, signature: string): Promise<boolean> {

@@ -12,6 +12,7 @@ import { createEvmEnv, type EvmEnv, usdc } from '../evm/support.js'
 import { headers } from '../server/helpers.js'
 import {
   decodeHeader,
+  exactRequirements,
   facilitatorBody,
   facilitatorPost,
   listenX402,
@@ -24,18 +25,7 @@ let facilitatorUrl: string
 let resource: ResourceServer
 const price = usdc(0.01)
 
-function requirements(overrides: Record<string, unknown> = {}) {
-  return {
-    scheme: 'exact',
-    network: env.anvil.caip2 as `${string}:${string}`,
-    amount: price.toString(),
-    asset: env.token,
-    payTo: env.merchant.destination,
-    maxTimeoutSeconds: 60,
-    extra: { name: 'USD Coin', version: '2' },
-    ...overrides,
-  }
-}
+const requirements = (overrides: Record<string, unknown> = {}) => exactRequirements(env, price, overrides)
 
 /** A payload the buyer signed for `signed` (what the x402 client makes), claimed for `requirements()`. */
 async function payload(key: `0x${string}`, signed: Record<string, unknown> = {}) {

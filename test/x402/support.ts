@@ -122,6 +122,20 @@ export function facilitatorPost(t: () => TestServer, liveKey: () => string) {
     })
 }
 
+/** x402 `exact` requirements for `price` of the EVM env's token to its merchant (`overrides` replace fields). */
+export function exactRequirements(env: EvmEnv, price: bigint, overrides: Record<string, unknown> = {}) {
+  return {
+    scheme: 'exact',
+    network: env.anvil.caip2 as `${string}:${string}`,
+    amount: price.toString(),
+    asset: env.token,
+    payTo: env.merchant.destination,
+    maxTimeoutSeconds: 60,
+    extra: { name: 'USD Coin', version: '2' },
+    ...overrides,
+  }
+}
+
 /** The published resource server selling `/weather` for `price` of the EVM env's token to its merchant. */
 export function startWeatherServer(
   env: EvmEnv,

@@ -234,8 +234,9 @@ export interface ChainDriver {
   quoteMandate?(ctx: MandateQuoteContext): Promise<MandateDraft[]>
   /**
    * Live subscriptions: starts charging one period under the mandate the first period granted, as a job
-   * enqueued on `db` (the transaction that created the period's payment), which reports the chain's
-   * verdict with `finishLiveCharge`. A driver without it charges no live subscription.
+   * armed on `db` (the transaction that created the period's payment: subscriptions/liveCharges.ts
+   * `armChargeJob`), which reports the chain's verdict with `reportLiveCharge`. A driver without it
+   * charges no live subscription.
    */
   startMandateCharge?(db: Db, charge: MandateCharge): Promise<void>
   /** Resolves an option's `build` actions (fetch). Required when `quote` emits `build` actions. */

@@ -1,4 +1,4 @@
-import { type Address, encodeFunctionData, type Hash, type Hex } from 'viem'
+import { type Address, encodeFunctionData, type Hash, type Hex, type TransactionReceipt } from 'viem'
 import { permit2Address } from '../../../../protocol/evm/index.js'
 import { permit2AllowanceAbi } from '../../../../protocol/evm/permit2.js'
 import { FenceLost, holdFences } from '../../jobs/fence.js'
@@ -20,7 +20,7 @@ import { settlementAddress } from './quote.js'
 import { chainOf, type JobSettings, relayerOf } from './relay.js'
 import type { EvmTxPurpose } from './schema.js'
 import type { EvmFees } from './sender.js'
-import { recordedSteps, retryWhileInFlight, sendAndWait, sendOnce, setTxStatus } from './transactions.js'
+import { recordedSteps, sendOnce, sendStepAndWait, setTxStatus } from './transactions.js'
 import { hasTransfer, refuseOnRevert } from './transfers.js'
 
 /** Permit2 refused the call in simulation: the chain changed under the verdict (balance moved, revoked). */
@@ -249,8 +249,10 @@ function transferFromCall({ chain, state, amount }: Charge): { to: Address; data
 }
 
 /**
- * Sends (or finds) the step's transaction under the claim's fence and waits for its receipt; Permit2's
- * refusal before signing is Permit2Refused (nothing sent), anything once a transaction is out is RetryLater.
+ * Sends (or finds) the step's transaction under the claim's fence and waits for its receipt
+ * (sendStepAndWait: recorded before it is broadcast, RetryLater while one is in flight or without a
+ * receipt). Permit2's refusal and a charge no longer wanted come before anything is signed: nothing of
+ * the step is in flight then, so they reach the caller as themselves.
  */
 async function send(
   settings: JobSettings,
@@ -259,8 +261,9 @@ async function send(
   paymentId: string,
   call: { to: Address; data: Hex },
   stillWanted?: () => Promise<void>,
-) {
+): Promise<{ hash: Hash; receipt: TransactionReceipt }> {
   const relayer = relayerOf(settings, chain)
+  const refused = (reason: string) => new Permit2Refused(`Permit2 refused the ${purpose}: ${reason}`)
   const simulate = (sent?: { gas: bigint } & EvmFees) =>
     refuseOnRevert(
       chain.publicClient.call({
@@ -276,46 +279,36 @@ async function send(
             }
           : {}),
       }),
-      (reason) => new Permit2Refused(`Permit2 refused the ${purpose}: ${reason}`),
+      refused,
     )
   const step = { paymentId, purpose }
-  const release = await relayer.sender.slot()
-  try {
-    const { hash, receipt } = await sendAndWait(
-      relayer.watcher,
-      step,
-      async () =>
-        (
-          await sendOnce({
-            db: ctx.db,
-            chain,
-            sender: relayer.sender,
-            ...step,
-            fence: ctx.fence,
-            ...call,
-            estimateGas: async () => {
-              await simulate()
-              return refuseOnRevert(
-                chain.publicClient.estimateGas({ account: chain.executor, ...call, prepare: false } as never),
-                (reason) => new Permit2Refused(`Permit2 refused the ${purpose}: ${reason}`),
-              )
-            },
-            beforeSign: async (sent) => {
-              await stillWanted?.()
-              await simulate(sent)
-            },
-          })
-        ).hash,
-      { timeoutMs: settings.receiptTimeoutMs, signal: ctx.signal, idle: ctx.idle },
-    )
-    if (!receipt) throw new RetryLater(`The ${purpose} transaction ${hash} has no receipt yet.`)
-    return { hash: hash as Hash, receipt }
-  } catch (error) {
-    if (error instanceof Permit2Refused || error instanceof ChargeNotWanted) throw error
-    throw await retryWhileInFlight(ctx.db, paymentId, purpose, error)
-  } finally {
-    release()
-  }
+  const sendStep = async () =>
+    (
+      await sendOnce({
+        db: ctx.db,
+        chain,
+        sender: relayer.sender,
+        ...step,
+        fence: ctx.fence,
+        ...call,
+        estimateGas: async () => {
+          await simulate()
+          return refuseOnRevert(
+            chain.publicClient.estimateGas({ account: chain.executor, ...call, prepare: false } as never),
+            refused,
+          )
+        },
+        beforeSign: async (sent) => {
+          await stillWanted?.()
+          await simulate(sent)
+        },
+      })
+    ).hash
+  return sendStepAndWait(ctx.db, relayer.sender, relayer.watcher, step, sendStep, {
+    timeoutMs: settings.receiptTimeoutMs,
+    signal: ctx.signal,
+    idle: ctx.idle,
+  })
 }
 
 const stopped = (status: string | null | undefined) => status === 'cancelled' || status === 'ended'
@@ -349,17 +342,12 @@ async function report(charge: Charge, outcome: Exclude<ChargeOutcome['status'], 
   const { ctx, job, payload } = charge
   await inTransaction(ctx.db, async (trx) => {
     if (!(await holdFences(trx, [ctx.fence])).has(ctx.fence.jobId)) throw new FenceLost(ctx.fence)
-    // The first period fails alone: the subscription was never active (the sweep cancels it).
-    if (payload.period === 0) {
-      const failureCode = outcome === 'revoked' ? 'mandate_revoked' : 'insufficient_funds'
-      await failPayment(trx, { paymentId: job.payment_id, failureCode, now: ctx.now() })
-    } else
-      await reportLiveCharge(trx, {
-        paymentId: job.payment_id,
-        payload,
-        outcome: { status: outcome },
-        at: ctx.now(),
-      })
+    await reportLiveCharge(trx, {
+      paymentId: job.payment_id,
+      payload,
+      outcome: { status: outcome },
+      at: ctx.now(),
+    })
   })
   charge.ctx.log.warn({ paymentId: job.payment_id, outcome, hash }, 'Mandate period not charged')
   return { outcome, ...(hash ? { hash } : {}) }

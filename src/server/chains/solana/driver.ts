@@ -18,6 +18,7 @@ import {
   type RelayGuardSettings,
   reserveExecutorFee,
 } from '../../payments/relayGuards.js'
+import { armChargeJob, type MandateChargePayload } from '../../subscriptions/liveCharges.js'
 import { optionTerms } from '../../subscriptions/mandates.js'
 import type {
   AssetConfig,
@@ -39,7 +40,7 @@ import type { SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
 import type { BroadcastPayload } from './jobs.js'
 import { encodeBase58 } from './keys.js'
-import { armMandateCharge, buildApproval, type MandateChargePayload, mandateDraft } from './mandates.js'
+import { buildApproval, mandateDraft, mandateOptionKind, type SolanaMandateState } from './mandates.js'
 import { createPushQuoter, transactionRequestTransaction } from './push.js'
 import { type NewSolanaTransaction, recordAlong, recordTransaction } from './store.js'
 import { buildTransfer, ed25519Key, validSignature } from './transaction.js'
@@ -320,11 +321,17 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
                 subscriptionId: terms.subscriptionId,
                 period: 0,
                 at: new Date(ctx.now * 1000).toISOString(),
-                owner: ctx.option.account.slice(ctx.option.account.lastIndexOf(':') + 1),
-                asset: ctx.option.asset,
-                amount: ctx.option.tokenAmount.toString(),
-                approval: record.signature,
-                total,
+                mandate: {
+                  buyer: ctx.option.account,
+                  asset: ctx.option.asset,
+                  amountPerPeriod: ctx.option.tokenAmount.toString(),
+                  spender: terms.spender,
+                  state: {
+                    kind: mandateOptionKind,
+                    approval: record.signature,
+                    delegatedAmount: total,
+                  } satisfies SolanaMandateState,
+                },
               } satisfies MandateChargePayload,
               now,
             }
@@ -357,7 +364,7 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
     transactionRequest: (ctx) => transactionRequestTransaction(chain, ctx),
     quote,
     quoteMandate,
-    startMandateCharge: armMandateCharge,
+    startMandateCharge: (db, charge) => armChargeJob(db, solanaJobKinds.mandateCharge, charge),
     build,
     builtUsable,
     verify,

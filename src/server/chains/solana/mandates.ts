@@ -4,17 +4,16 @@ import {
   unpackAccount,
 } from '@solana/spl-token'
 import { PublicKey, Transaction } from '@solana/web3.js'
-import { sql } from 'kysely'
 import { formatAccountId, sameCaip } from '../../../caip/caip.js'
-import { jobsChannel } from '../../jobs/notify.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { holderOf } from '../../ledger/entries.js'
 import { failPayment, loadPayment, succeedPayments } from '../../payments/lifecycle.js'
 import { loadPaymentAndSettlement } from '../../payments/settlements.js'
 import { type Db, inTransaction } from '../../store/db.js'
 import type { JobRow } from '../../store/schema.js'
-import { activateSubscription, type ChargeOutcome, finishLiveCharge } from '../../subscriptions/lifecycle.js'
-import type { MandateCharge, MandateDraft, MandateQuoteContext } from '../types.js'
+import type { ChargeOutcome } from '../../subscriptions/lifecycle.js'
+import { type MandateChargePayload, reportLiveCharge } from '../../subscriptions/liveCharges.js'
+import type { MandateDraft, MandateQuoteContext } from '../types.js'
 import { buildAction } from './build.js'
 import type { MintInfo, SolanaChain } from './chain.js'
 import { solanaJobKinds } from './jobKinds.js'
@@ -40,21 +39,13 @@ export interface MandateOptionState {
   total?: string
 }
 
-export interface MandateChargePayload {
-  subscriptionId: string
-  period: number
-  /** ISO time of the attempt (its schedule): the subscription's time for what the chain decides. */
-  at: string
-  /** Base58 owner of the charged token account. */
-  owner: string
-  /** CAIP-19 of the mandate's asset. */
-  asset: string
-  /** The period's price, token minor units. */
-  amount: string
-  /** The first period: the buyer's signed `ApproveChecked`, recorded at confirm, lands first. */
-  approval?: string
-  /** The first period: what that approval delegates in all (checked on chain before the first charge). */
-  total?: string
+/** What a Solana mandate holds (the subscription keeps it once active). */
+export interface SolanaMandateState {
+  kind: typeof mandateOptionKind
+  /** The buyer's signed `ApproveChecked`, recorded at confirm: the first period's job lands it first. */
+  approval: string | null
+  /** What that approval delegates in all (checked on chain before the first charge). */
+  delegatedAmount: string | null
 }
 
 /** The first period's option: one `build` action, the approval fetch builds (buildApproval). */
@@ -155,59 +146,6 @@ export function chargeVerdict(
   return delegation.balance < expected.amount || delegation.frozen ? 'insufficient' : 'ready'
 }
 
-/**
- * attemptCharge's live hook (ChainDriver.startMandateCharge): arms the period's job, in the transaction
- * that created its payment. A retry of the period (dunning) arms the same job again: one job per period's
- * payment, its claims (fences) counting on.
- */
-export async function armMandateCharge(db: Db, charge: MandateCharge): Promise<void> {
-  const row = await db
-    .selectFrom('subscriptions')
-    .select(['buyer', 'asset', 'amount_per_period'])
-    .where('id', '=', charge.subscriptionId)
-    .executeTakeFirstOrThrow()
-  if (!row.buyer || !row.asset || !row.amount_per_period)
-    throw new Error(`Subscription ${charge.subscriptionId} has no mandate to charge.`)
-  const payload: MandateChargePayload = {
-    subscriptionId: charge.subscriptionId,
-    period: charge.period,
-    at: charge.at.toISOString(),
-    owner: row.buyer.slice(row.buyer.lastIndexOf(':') + 1),
-    asset: row.asset,
-    amount: row.amount_per_period,
-  }
-  const now = new Date()
-  await db
-    .insertInto('jobs')
-    .values({
-      kind: solanaJobKinds.mandateCharge,
-      payment_id: charge.paymentId,
-      run_at: now,
-      payload: JSON.stringify(payload),
-      created_at: now,
-      updated_at: now,
-    } as never)
-    .onConflict((oc) =>
-      oc
-        .columns(['kind', 'payment_id'])
-        .where('delivery_id', 'is', null)
-        .where('refund_id', 'is', null)
-        .doUpdateSet({
-          state: 'pending',
-          run_at: now,
-          payload: JSON.stringify(payload),
-          locked_until: null,
-          last_error: null,
-          result: null,
-          updated_at: now,
-        } as never)
-        .where('jobs.state', 'in', ['succeeded', 'failed']),
-    )
-    .execute()
-  // Delivered at commit: listening runners start the period at once (jobs/notify.ts).
-  await sql`SELECT pg_notify(${jobsChannel}, ${solanaJobKinds.mandateCharge})`.execute(db)
-}
-
 type ChainOf = (caip2: string) => { chain: SolanaChain; watcher: SolanaWatcher }
 
 /** The job of `solanaJobKinds.mandateCharge`: one period's charge, exactly once whatever crashes. */
@@ -222,26 +160,60 @@ export function mandateChargeHandler(chainOf: ChainOf, settlementIntervalMs: num
   }
 }
 
+/** What a period's job charges: the buyer's token account, the asset, the price, and the first period's grant. */
+interface PeriodCharge {
+  /** Base58 owner of the charged token account. */
+  owner: string
+  /** CAIP-19 of the mandate's asset. */
+  asset: string
+  /** The period's price, token minor units. */
+  amount: bigint
+  /** The first period: the grant its confirm recorded, landed and checked before the first charge. */
+  grant?: SolanaMandateState
+}
+
+/**
+ * The first period's charge is the mandate its confirm put in the payload (the subscription is not
+ * active yet); a later period's is the mandate the subscription keeps.
+ */
+async function periodCharge(db: Db, payload: MandateChargePayload): Promise<PeriodCharge> {
+  const ownerOf = (buyer: string) => buyer.slice(buyer.lastIndexOf(':') + 1)
+  if (payload.mandate) {
+    const { buyer, asset, amountPerPeriod, state } = payload.mandate
+    const grant = state as unknown as SolanaMandateState
+    return { owner: ownerOf(buyer), asset, amount: BigInt(amountPerPeriod), grant }
+  }
+  const row = await db
+    .selectFrom('subscriptions')
+    .select(['buyer', 'asset', 'amount_per_period'])
+    .where('id', '=', payload.subscriptionId)
+    .executeTakeFirstOrThrow()
+  if (!row.buyer || !row.asset || !row.amount_per_period)
+    throw new Error(`Subscription ${payload.subscriptionId} has no mandate to charge.`)
+  return { owner: ownerOf(row.buyer), asset: row.asset, amount: BigInt(row.amount_per_period) }
+}
+
 async function chargePeriod(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, settlementIntervalMs: number) {
   const { db } = ctx
   const payload = job.payload as MandateChargePayload
   const payment = await loadPayment(db, job.payment_id)
   if (payment.status !== 'processing') return { skipped: payment.status }
-  const caip2 = payload.asset.slice(0, payload.asset.indexOf('/'))
+  const charge = await periodCharge(db, payload)
+  const caip2 = charge.asset.slice(0, charge.asset.indexOf('/'))
   const { chain, watcher } = chainOf(caip2)
-  const asset = chain.assets.find((a) => sameCaip(a.id, payload.asset))
-  if (!asset) throw new Error(`${payload.asset} is not configured on ${caip2}.`)
+  const asset = chain.assets.find((a) => sameCaip(a.id, charge.asset))
+  if (!asset) throw new Error(`${charge.asset} is not configured on ${caip2}.`)
   const mint = await chain.mintInfo(asset)
-  const owner = new PublicKey(payload.owner)
-  const amount = BigInt(payload.amount)
-  const at = new Date(payload.at)
+  const owner = new PublicKey(charge.owner)
+  const { amount, grant } = charge
+  const at = payload.at ? new Date(payload.at) : ctx.now()
   const delegate = chain.service.publicKey
   const finish = (outcome: ChargeOutcome) =>
-    finishPeriod({ db, chain, payload, paymentId: payment.id, outcome, at, settlementIntervalMs })
+    finishPeriod({ db, chain, payload, charge, paymentId: payment.id, outcome, at, settlementIntervalMs })
 
-  if (payload.approval) {
-    const approval = await findTransaction(db, payload.approval)
-    if (!approval) throw new Error(`No recorded Solana transaction ${payload.approval}.`)
+  if (grant?.approval) {
+    const approval = await findTransaction(db, grant.approval)
+    if (!approval) throw new Error(`No recorded Solana transaction ${grant.approval}.`)
     const landed = await landTransaction({ chain, watcher, tx: approval, ctx })
     if (landed.kind !== 'landed') {
       await failPayment(db, {
@@ -260,8 +232,8 @@ async function chargePeriod(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, s
     const delegation = await readDelegation(chain, mint, owner)
     let verdict = chargeVerdict(delegation, { mint: mint.mint, delegate, amount })
     // The first charge also proves the approval landed as granted (no other amount, delegate or mint).
-    if (verdict !== 'revoked' && !tx && payload.total !== undefined) {
-      if (delegation.delegatedAmount !== BigInt(payload.total)) verdict = 'revoked'
+    if (verdict !== 'revoked' && !tx && grant?.delegatedAmount != null) {
+      if (delegation.delegatedAmount !== BigInt(grant.delegatedAmount)) verdict = 'revoked'
     }
     if (verdict !== 'ready') {
       await finish({ status: verdict })
@@ -323,26 +295,26 @@ async function chargePeriod(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, s
 }
 
 /**
- * Books the period's verdict: the charge's payment succeeded with its ledger entries (and settlement
- * item) and the subscription moved on, in one transaction; or the failure applied. The first period
- * activates the subscription with the mandate it proved on chain, or fails its payment (the sweep then
- * cancels the subscription, `not_activated`).
+ * Books the period's verdict through the subscriptions' one lifecycle (reportLiveCharge): the charge's
+ * payment succeeded with its ledger entries (and settlement item) and the subscription activated or moved
+ * on, in one transaction; or the failure applied.
  */
 async function finishPeriod(input: {
   db: Db
   chain: SolanaChain
   payload: MandateChargePayload
+  charge: PeriodCharge
   paymentId: string
   outcome: ChargeOutcome
   at: Date
   settlementIntervalMs: number
 }): Promise<void> {
-  const { db, chain, payload, paymentId, outcome, at } = input
+  const { db, chain, payload, charge, paymentId, outcome, at } = input
   const succeed = async (trx: Db) => {
     if (outcome.status !== 'succeeded') return
-    const { settlementDestination } = await loadPaymentAndSettlement(trx, paymentId, payload.asset)
+    const { settlementDestination } = await loadPaymentAndSettlement(trx, paymentId, charge.asset)
     const holder = holderOf(chain.caip2, chain.service.publicKey.toBase58())
-    const amount = BigInt(payload.amount)
+    const { amount } = charge
     await markState(trx, outcome.txId, 'landed', null, new Date())
     await succeedPayments(
       trx,
@@ -355,51 +327,18 @@ async function finishPeriod(input: {
               ? undefined
               : {
                   chain: chain.caip2,
-                  asset: payload.asset,
+                  asset: charge.asset,
                   destination: settlementDestination,
                   amount,
                   intervalMs: input.settlementIntervalMs,
                   jobKind: solanaJobKinds.settle,
                   holder,
                 },
-          unsettled: settlementDestination ? undefined : { asset: payload.asset, holder, value: amount },
+          unsettled: settlementDestination ? undefined : { asset: charge.asset, holder, value: amount },
         },
       ],
       new Date(),
     )
   }
-  if (payload.period > 0) {
-    await finishLiveCharge(db, {
-      subscriptionId: payload.subscriptionId,
-      period: payload.period,
-      paymentId,
-      outcome,
-      at,
-      succeed,
-    })
-    return
-  }
-  if (outcome.status !== 'succeeded') {
-    const failureCode = outcome.status === 'revoked' ? 'mandate_revoked' : 'insufficient_funds'
-    await failPayment(db, { paymentId, failureCode, now: at })
-    return
-  }
-  await inTransaction(db, async (trx) => {
-    await succeed(trx)
-    await activateSubscription(trx, {
-      paymentId,
-      mandate: {
-        buyer: formatAccountId(chain.caip2, payload.owner),
-        asset: payload.asset,
-        amountPerPeriod: BigInt(payload.amount),
-        spender: formatAccountId(chain.caip2, chain.service.publicKey.toBase58()),
-        state: {
-          kind: mandateOptionKind,
-          approval: payload.approval ?? null,
-          delegatedAmount: payload.total ?? null,
-        },
-      },
-      now: at,
-    })
-  })
+  await inTransaction(db, (trx) => reportLiveCharge(trx, { paymentId, payload, outcome, at, succeed }))
 }
