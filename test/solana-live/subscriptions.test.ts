@@ -8,6 +8,7 @@ import type { JobRunner } from '../../src/server/jobs/runner.js'
 import { listDifferences } from '../../src/server/ledger/reconcile.js'
 import { chargeDueSubscriptions } from '../../src/server/subscriptions/lifecycle.js'
 import { airdrop } from '../solana/index.js'
+import { nodeBehind } from '../solana/nodeBehind.js'
 import { paymentRow, type SolanaLive, startSolanaLive, tokenAccount, until } from './live.js'
 
 // Issue 41, live on the local Solana RPC: the buyer's wallet signs an SPL ApproveChecked of price x 12
@@ -344,6 +345,53 @@ describe('live Solana subscription (SPL delegation)', () => {
       ['succeeded', null],
       ['failed', 'subscription_cancelled'],
     ])
+  }, 60_000)
+
+  it("a node behind the newest slot at a charge's last try is waited out, not counted: charged once it catches up", async () => {
+    const merchantId = await live.createMerchant()
+    const buyer = await live.newBuyer(price * 12n)
+    const sub = await subscribe(merchantId)
+    await grant(buyer, sub)
+    const active = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.status === 'active')
+    await runner!.stop()
+    runner = undefined
+    const before = await live.balance(buyer.publicKey)
+    moveClocks(active.nextChargeAt)
+    expect(await chargeDue()).toBe(1)
+    const [, period] = await periodPayments(sub.subscriptionId)
+    const job = await live.t.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('payment_id', '=', period!.id)
+      .where('kind', '=', 'solana.mandate_charge')
+      .executeTakeFirstOrThrow()
+    // The job's last try before it would give up; every node it reaches is behind the newest slot seen.
+    await live.t.db
+      .updateTable('jobs')
+      .set({ attempts: job.armed_attempts + 49 })
+      .where('id', '=', job.id)
+      .execute()
+    live.proxy.inject('getAccountInfo', nodeBehind(0))
+    runner = live.startRunner()
+    const tried = await until(async () => {
+      const row = await live.t.db
+        .selectFrom('jobs')
+        .selectAll()
+        .where('id', '=', job.id)
+        .executeTakeFirstOrThrow()
+      return row.attempts > job.armed_attempts + 49 && row.state !== 'running' ? row : undefined
+    }, 'the charge tried against the node behind')
+    expect(tried.state).toBe('pending')
+    expect(tried.last_error).toMatch(/Minimum context slot/i)
+    expect((await paymentRow(live, period!.id)).status).toBe('processing')
+    expect(await live.balance(buyer.publicKey)).toBe(before)
+
+    live.proxy.clear('getAccountInfo')
+    // The runner keeps the wall clock: due now.
+    await live.t.db.updateTable('jobs').set({ run_at: new Date() }).where('id', '=', job.id).execute()
+    const renewed = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.periodsCharged === 2)
+    expect(renewed.status).toBe('active')
+    expect(await live.balance(buyer.publicKey)).toBe(before - price)
   }, 60_000)
 
   it('a worker killed while its charge is on the chain: the next one finishes it, charged once', async () => {

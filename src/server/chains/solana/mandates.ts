@@ -105,6 +105,18 @@ export interface Delegation {
   frozen: boolean
 }
 
+/**
+ * The node has not reached the slot the read was pinned at (-32016): nobody's verdict on the charge. A
+ * RetryLater, so the charge job waits for a current node however long, and never counts it as a failed try.
+ */
+export class NodeBehind extends RetryLater {
+  override name = 'NodeBehind'
+}
+
+const behindMinContextSlot = (error: unknown) =>
+  (error as { code?: unknown })?.code === -32016 ||
+  /minimum context slot/i.test(error instanceof Error ? error.message : String(error))
+
 export async function readDelegation(
   chain: SolanaChain,
   mint: MintInfo,
@@ -113,10 +125,14 @@ export async function readDelegation(
   const address = getAssociatedTokenAddressSync(mint.mint, owner, true, mint.programId)
   // Pinned: a node behind the newest slot seen cannot answer with an older state (a revoke, a top-up).
   const minContextSlot = chain.highestSlot()
-  const { context, value } = await chain.connection.getAccountInfoAndContext(address, {
-    commitment: chain.commitment,
-    ...(minContextSlot > 0 ? { minContextSlot } : {}),
-  })
+  const { context, value } = await chain.connection
+    .getAccountInfoAndContext(address, {
+      commitment: chain.commitment,
+      ...(minContextSlot > 0 ? { minContextSlot } : {}),
+    })
+    .catch((error: unknown) => {
+      throw behindMinContextSlot(error) ? new NodeBehind(`${address.toBase58()}: ${String(error)}`) : error
+    })
   chain.observeSlot(context.slot)
   if (!value)
     return { exists: false, mint: null, delegate: null, delegatedAmount: 0n, balance: 0n, frozen: false }
