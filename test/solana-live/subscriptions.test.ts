@@ -4,6 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { solanaSigner } from '../../adapters/solana/index.js'
 import type { PaymentOption } from '../../src/contract/gateway.js'
 import { reconcileSolanaChain } from '../../src/server/chains/solana/ledger.js'
+import { FenceLost } from '../../src/server/jobs/fence.js'
+import { claimJobs } from '../../src/server/jobs/queue.js'
 import type { JobRunner } from '../../src/server/jobs/runner.js'
 import { listDifferences } from '../../src/server/ledger/reconcile.js'
 import { chargeDueSubscriptions } from '../../src/server/subscriptions/lifecycle.js'
@@ -392,6 +394,60 @@ describe('live Solana subscription (SPL delegation)', () => {
     const renewed = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.periodsCharged === 2)
     expect(renewed.status).toBe('active')
     expect(await live.balance(buyer.publicKey)).toBe(before - price)
+  }, 60_000)
+
+  it("a charge run whose claim was taken over books no verdict: the holder's decision stands", async () => {
+    const merchantId = await live.createMerchant()
+    // The first period only: the second finds the account empty ('insufficient').
+    const buyer = await live.newBuyer(price)
+    const sub = await subscribe(merchantId)
+    await grant(buyer, sub)
+    const active = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.status === 'active')
+    await runner!.stop()
+    runner = undefined
+    moveClocks(active.nextChargeAt)
+    expect(await chargeDue()).toBe(1)
+    const [, period] = await periodPayments(sub.subscriptionId)
+    const kind = 'solana.mandate_charge'
+    const claimedAt = new Date()
+    const [job] = await claimJobs(live.t.db, { kinds: [kind], now: claimedAt, leaseMs: 1_000 })
+    expect(job!.payment_id).toBe(period!.id)
+    // The first worker is paused inside its verdict read (a GC pause, a frozen VM) past its lease.
+    live.proxy.hold('getAccountInfo')
+    const silent = { info() {}, warn() {}, error() {} }
+    const stale = live.t.app.jobHandlers[kind]!.run(job!, {
+      db: live.t.db,
+      signal: new AbortController().signal,
+      log: silent,
+      now: () => live.t.app.now(),
+      fence: { jobId: job!.id, generation: job!.attempts },
+      idle: (work) => work,
+    })
+    const outcome = stale.then(
+      (value) => ({ value }),
+      (error: unknown) => ({ error }),
+    )
+    await until(() => live.proxy.held() > 0, 'the verdict read to hang')
+    // Another worker claims the job (attempts count up: the first claim's fence no longer holds).
+    const [takeover] = await claimJobs(live.t.db, {
+      kinds: [kind],
+      now: new Date(claimedAt.getTime() + 60_000),
+    })
+    expect(takeover!.attempts).toBe(job!.attempts + 1)
+    live.proxy.release('getAccountInfo')
+    const result = await outcome
+    expect(result).toMatchObject({ error: expect.any(FenceLost) })
+    // Nothing booked from the stale run: the period is still the holder's to decide.
+    expect((await paymentRow(live, period!.id)).status).toBe('processing')
+    const row = await getSubscription(sub.subscriptionId, merchantId)
+    expect(row).toMatchObject({ status: 'active', periodsCharged: 1 })
+    const dunned = await live.t.db
+      .selectFrom('subscriptions')
+      .select('failed_attempts')
+      .where('id', '=', sub.subscriptionId)
+      .executeTakeFirstOrThrow()
+    expect(dunned.failed_attempts).toBe(0)
+    runner = live.startRunner()
   }, 60_000)
 
   it('a worker killed while its charge is on the chain: the next one finishes it, charged once', async () => {
