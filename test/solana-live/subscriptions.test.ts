@@ -394,6 +394,8 @@ describe('live Solana subscription (SPL delegation)', () => {
     const renewed = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.periodsCharged === 2)
     expect(renewed.status).toBe('active')
     expect(await live.balance(buyer.publicKey)).toBe(before - price)
+    // Nothing of it falls due in the next tests.
+    await api('POST', `/v1/subscriptions/${sub.subscriptionId}/cancel`, merchantId)
   }, 60_000)
 
   it("a charge run whose claim was taken over books no verdict: the holder's decision stands", async () => {
@@ -448,6 +450,7 @@ describe('live Solana subscription (SPL delegation)', () => {
       .executeTakeFirstOrThrow()
     expect(dunned.failed_attempts).toBe(0)
     runner = live.startRunner()
+    await api('POST', `/v1/subscriptions/${sub.subscriptionId}/cancel`, merchantId)
   }, 60_000)
 
   it('a worker killed while its charge is on the chain: the next one finishes it, charged once', async () => {
