@@ -113,8 +113,8 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
   // because its authorization is already used).
   const succeeded = prior.find((row) => row.status === 'succeeded')
   if (succeeded) return { hash: succeeded.hash as Hash, row: succeeded }
-  // Only a step whose bumps are guarded can have been cancelled; signing it anew would undo the cancel.
-  if (p.beforeBump && !p.noPriorRecord) {
+  // A payer's send may have been cancelled (BumpGuard): signing it anew would undo the cancellation.
+  if ((p.purpose === 'relay' || p.purpose === 'deploy') && !p.noPriorRecord) {
     const cancels = await cancellationsOf(db, p.paymentId, p.purpose)
     if (cancels.length > 0) return cancelledStep(db, chain, prior, cancels)
   }
