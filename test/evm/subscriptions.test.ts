@@ -377,6 +377,63 @@ describe('a live monthly EVM subscription', () => {
     for (const id of [a, b]) expect((await subscriptionRow(id)).status).toBe('cancelled')
   }, 120_000)
 
+  it("waits out a node behind the newest block at a charge's last try: the period is neither failed nor dunned", async () => {
+    const buyer = await newBuyer(usdc(100))
+    const { subscriptionId } = await subscribe(buyer)
+    await runner.stop()
+    const before = await env.balance(buyer.address)
+    await advanceTo((await subscriptionRow(subscriptionId)).next_attempt_at!)
+    await chargeDue()
+    const [, period] = await periodPayments(subscriptionId)
+    // This process has seen a block its node has not (another node of the chain answered it): every
+    // node it can ask is behind that block, as a lagging replica is.
+    const chain = env.t.app.liveChains.evm[0]!
+    const head = await env.publicClient.getBlockNumber({ cacheTime: 0 })
+    chain.nodes.observe(head + 3n)
+    // The job's last try before it would give up (and dun the period).
+    const job = await env.t.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('payment_id', '=', period!.id)
+      .where('kind', '=', 'evm.mandate_charge')
+      .executeTakeFirstOrThrow()
+    await env.t.db
+      .updateTable('jobs')
+      .set({ attempts: job.armed_attempts + 49 })
+      .where('id', '=', job.id)
+      .execute()
+    runner = startRunner()
+    const tried = await until(
+      async () => {
+        const row = await env.t.db
+          .selectFrom('jobs')
+          .selectAll()
+          .where('id', '=', job.id)
+          .executeTakeFirstOrThrow()
+        return row.attempts > job.armed_attempts + 49 && row.state !== 'running' ? row : undefined
+      },
+      'the charge tried against the lagging node',
+      20_000,
+    )
+    expect(tried.state).toBe('pending')
+    expect(tried.last_error).toMatch(/No node answered at block/)
+    expect((await subscriptionRow(subscriptionId)).status).toBe('active')
+    const [, waiting] = await periodPayments(subscriptionId)
+    expect(waiting!.status).toBe('processing')
+    expect(await env.balance(buyer.address)).toBe(before)
+
+    // The node catches up: the charge goes, once.
+    await rpc('anvil_mine', ['0x3'])
+    await env.t.db.updateTable('jobs').set({ run_at: env.t.app.now() }).where('id', '=', job.id).execute()
+    await until(
+      async () => (await subscriptionRow(subscriptionId)).periods_charged === 2,
+      'the period charged from a current node',
+      20_000,
+    )
+    expect(await env.balance(buyer.address)).toBe(before - price)
+    expect((await executorTransactions([period!.id], 'charge')).map((t) => t.status)).toEqual(['succeeded'])
+  }, 120_000)
+
   it('charges a period once when its worker dies between sending the charge and its receipt', async () => {
     const buyer = await newBuyer(usdc(100))
     const { subscriptionId } = await subscribe(buyer)

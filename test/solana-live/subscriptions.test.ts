@@ -4,10 +4,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { solanaSigner } from '../../adapters/solana/index.js'
 import type { PaymentOption } from '../../src/contract/gateway.js'
 import { reconcileSolanaChain } from '../../src/server/chains/solana/ledger.js'
+import { FenceLost } from '../../src/server/jobs/fence.js'
+import { claimJobs } from '../../src/server/jobs/queue.js'
 import type { JobRunner } from '../../src/server/jobs/runner.js'
 import { listDifferences } from '../../src/server/ledger/reconcile.js'
 import { chargeDueSubscriptions } from '../../src/server/subscriptions/lifecycle.js'
 import { airdrop } from '../solana/index.js'
+import { nodeBehind } from '../solana/nodeBehind.js'
 import { paymentRow, type SolanaLive, startSolanaLive, tokenAccount, until } from './live.js'
 
 // Issue 41, live on the local Solana RPC: the buyer's wallet signs an SPL ApproveChecked of price x 12
@@ -344,6 +347,110 @@ describe('live Solana subscription (SPL delegation)', () => {
       ['succeeded', null],
       ['failed', 'subscription_cancelled'],
     ])
+  }, 60_000)
+
+  it("a node behind the newest slot at a charge's last try is waited out, not counted: charged once it catches up", async () => {
+    const merchantId = await live.createMerchant()
+    const buyer = await live.newBuyer(price * 12n)
+    const sub = await subscribe(merchantId)
+    await grant(buyer, sub)
+    const active = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.status === 'active')
+    await runner!.stop()
+    runner = undefined
+    const before = await live.balance(buyer.publicKey)
+    moveClocks(active.nextChargeAt)
+    expect(await chargeDue()).toBe(1)
+    const [, period] = await periodPayments(sub.subscriptionId)
+    const job = await live.t.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('payment_id', '=', period!.id)
+      .where('kind', '=', 'solana.mandate_charge')
+      .executeTakeFirstOrThrow()
+    // The job's last try before it would give up; every node it reaches is behind the newest slot seen.
+    await live.t.db
+      .updateTable('jobs')
+      .set({ attempts: job.armed_attempts + 49 })
+      .where('id', '=', job.id)
+      .execute()
+    live.proxy.inject('getAccountInfo', nodeBehind(0))
+    runner = live.startRunner()
+    const tried = await until(async () => {
+      const row = await live.t.db
+        .selectFrom('jobs')
+        .selectAll()
+        .where('id', '=', job.id)
+        .executeTakeFirstOrThrow()
+      return row.attempts > job.armed_attempts + 49 && row.state !== 'running' ? row : undefined
+    }, 'the charge tried against the node behind')
+    expect(tried.state).toBe('pending')
+    expect(tried.last_error).toMatch(/Minimum context slot/i)
+    expect((await paymentRow(live, period!.id)).status).toBe('processing')
+    expect(await live.balance(buyer.publicKey)).toBe(before)
+
+    live.proxy.clear('getAccountInfo')
+    // The runner keeps the wall clock: due now.
+    await live.t.db.updateTable('jobs').set({ run_at: new Date() }).where('id', '=', job.id).execute()
+    const renewed = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.periodsCharged === 2)
+    expect(renewed.status).toBe('active')
+    expect(await live.balance(buyer.publicKey)).toBe(before - price)
+    // Nothing of it falls due in the next tests.
+    await api('POST', `/v1/subscriptions/${sub.subscriptionId}/cancel`, merchantId)
+  }, 60_000)
+
+  it("a charge run whose claim was taken over books no verdict: the holder's decision stands", async () => {
+    const merchantId = await live.createMerchant()
+    // The first period only: the second finds the account empty ('insufficient').
+    const buyer = await live.newBuyer(price)
+    const sub = await subscribe(merchantId)
+    await grant(buyer, sub)
+    const active = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.status === 'active')
+    await runner!.stop()
+    runner = undefined
+    moveClocks(active.nextChargeAt)
+    expect(await chargeDue()).toBe(1)
+    const [, period] = await periodPayments(sub.subscriptionId)
+    const kind = 'solana.mandate_charge'
+    const claimedAt = new Date()
+    const [job] = await claimJobs(live.t.db, { kinds: [kind], now: claimedAt, leaseMs: 1_000 })
+    expect(job!.payment_id).toBe(period!.id)
+    // The first worker is paused inside its verdict read (a GC pause, a frozen VM) past its lease.
+    live.proxy.hold('getAccountInfo')
+    const silent = { info() {}, warn() {}, error() {} }
+    const stale = live.t.app.jobHandlers[kind]!.run(job!, {
+      db: live.t.db,
+      signal: new AbortController().signal,
+      log: silent,
+      now: () => live.t.app.now(),
+      fence: { jobId: job!.id, generation: job!.attempts },
+      idle: (work) => work,
+    })
+    const outcome = stale.then(
+      (value) => ({ value }),
+      (error: unknown) => ({ error }),
+    )
+    await until(() => live.proxy.held() > 0, 'the verdict read to hang')
+    // Another worker claims the job (attempts count up: the first claim's fence no longer holds).
+    const [takeover] = await claimJobs(live.t.db, {
+      kinds: [kind],
+      now: new Date(claimedAt.getTime() + 60_000),
+    })
+    expect(takeover!.attempts).toBe(job!.attempts + 1)
+    live.proxy.release('getAccountInfo')
+    const result = await outcome
+    expect(result).toMatchObject({ error: expect.any(FenceLost) })
+    // Nothing booked from the stale run: the period is still the holder's to decide.
+    expect((await paymentRow(live, period!.id)).status).toBe('processing')
+    const row = await getSubscription(sub.subscriptionId, merchantId)
+    expect(row).toMatchObject({ status: 'active', periodsCharged: 1 })
+    const dunned = await live.t.db
+      .selectFrom('subscriptions')
+      .select('failed_attempts')
+      .where('id', '=', sub.subscriptionId)
+      .executeTakeFirstOrThrow()
+    expect(dunned.failed_attempts).toBe(0)
+    runner = live.startRunner()
+    await api('POST', `/v1/subscriptions/${sub.subscriptionId}/cancel`, merchantId)
   }, 60_000)
 
   it('a worker killed while its charge is on the chain: the next one finishes it, charged once', async () => {

@@ -1,4 +1,12 @@
-import { type Address, encodeFunctionData, type Hash, type Hex, type TransactionReceipt } from 'viem'
+import {
+  type Address,
+  decodeFunctionResult,
+  encodeFunctionData,
+  type Hash,
+  type Hex,
+  numberToHex,
+  type TransactionReceipt,
+} from 'viem'
 import { permit2Address } from '../../../../protocol/evm/index.js'
 import { permit2AllowanceAbi } from '../../../../protocol/evm/permit2.js'
 import { FenceLost, holdFences } from '../../jobs/fence.js'
@@ -167,8 +175,8 @@ export function mandateChargeJob(settings: JobSettings): JobHandler {
 type Verdict = 'grant' | 'ready' | 'revoked' | 'insufficient'
 
 /**
- * What the chain says of the next charge, read at one block at or past the newest seen (a node behind
- * proves nothing): `grant` while Permit2's nonce for (buyer, token, executor) has not passed the grant's
+ * What the chain says of the next charge, read at one block at or past the newest seen, in one request to a
+ * node that has it (a node behind proves nothing: its error is NodesBehind, a wait, never a failed try): `grant` while Permit2's nonce for (buyer, token, executor) has not passed the grant's
  * (never submitted: submit it, unless its deadline passed); `revoked` when the allowance left is short of
  * a period or expired (the buyer zeroed it, locked down, or invalidated the nonce); `insufficient` when
  * the buyer's balance or ERC-20 allowance of Permit2 is short; else `ready`.
@@ -176,29 +184,32 @@ type Verdict = 'grant' | 'ready' | 'revoked' | 'insufficient'
 async function chargeVerdict({ chain, state, amount }: Charge): Promise<Verdict> {
   const head = await chain.publicClient.getBlockNumber({ cacheTime: 0 })
   const blockNumber = head > chain.nodes.highest() ? head : chain.nodes.highest()
-  const token = (functionName: 'balanceOf' | 'allowance', args: readonly Address[]) =>
-    chain.publicClient.readContract({
-      address: state.token,
-      abi: eip3009Abi,
-      functionName,
-      args,
-      blockNumber,
-    } as Parameters<typeof chain.publicClient.readContract>[0]) as Promise<bigint>
-  const [block, [allowed, expiration, nonce], balance, approved] = await Promise.all([
-    chain.publicClient.getBlock({ blockNumber }),
-    chain.publicClient.readContract({
-      address: permit2Address,
-      abi: permit2AllowanceAbi,
-      functionName: 'allowance',
-      args: [state.owner, state.token, chain.executor.address],
-      blockNumber,
-    }),
-    token('balanceOf', [state.owner]),
-    token('allowance', [state.owner, permit2Address]),
-  ])
-  if (BigInt(nonce) <= BigInt(state.nonce))
-    return block.timestamp > BigInt(state.sigDeadline) ? 'revoked' : 'grant'
-  if (allowed < amount || block.timestamp > BigInt(expiration)) return 'revoked'
+  const at = numberToHex(blockNumber)
+  const call = (to: Address, data: Hex) => ({ method: 'eth_call', params: [{ to, data }, at] })
+  const permit2Allowance = {
+    abi: permit2AllowanceAbi,
+    functionName: 'allowance',
+    args: [state.owner, state.token, chain.executor.address],
+  } as const
+  const balanceOf = { abi: eip3009Abi, functionName: 'balanceOf', args: [state.owner] } as const
+  const allowance = {
+    abi: eip3009Abi,
+    functionName: 'allowance',
+    args: [state.owner, permit2Address],
+  } as const
+  // One request to a node at that block (a node behind it is NodesBehind: the job waits, never fails on it).
+  const [block, permit2, balanceData, approvedData] = (await chain.nodes.readAt(blockNumber, [
+    { method: 'eth_getBlockByNumber', params: [at, false] },
+    call(permit2Address, encodeFunctionData(permit2Allowance)),
+    call(state.token, encodeFunctionData(balanceOf)),
+    call(state.token, encodeFunctionData(allowance)),
+  ])) as [{ timestamp: Hex }, Hex, Hex, Hex]
+  const timestamp = BigInt(block.timestamp)
+  const [allowed, expiration, nonce] = decodeFunctionResult({ ...permit2Allowance, data: permit2 })
+  const balance = decodeFunctionResult({ ...balanceOf, data: balanceData }) as bigint
+  const approved = decodeFunctionResult({ ...allowance, data: approvedData }) as bigint
+  if (BigInt(nonce) <= BigInt(state.nonce)) return timestamp > BigInt(state.sigDeadline) ? 'revoked' : 'grant'
+  if (allowed < amount || timestamp > BigInt(expiration)) return 'revoked'
   if (balance < amount || approved < amount) return 'insufficient'
   return 'ready'
 }

@@ -47,6 +47,13 @@ export interface EvmNodes {
   getLogs<const event extends AbiEvent>(
     params: PinnedLogsParameters<event>,
   ): Promise<GetLogsReturnType<event>>
+  /**
+   * `calls` (JSON-RPC, e.g. `eth_call` at `block`) in one request to a node whose head is at or past
+   * `block`, their results in order. A node behind it is asked nothing of it: NodesBehind when the nodes
+   * that answered were all behind (one catches up: nothing is decided meanwhile). An error from a node at
+   * `block` is that node's answer and is thrown as it is.
+   */
+  readAt(block: bigint, calls: readonly RpcCall[]): Promise<unknown[]>
 }
 
 export interface PinnedLogsParameters<event extends AbiEvent> {
@@ -170,6 +177,34 @@ export function createEvmNodes(options: EvmNodesOptions): EvmNodes {
         strict: false,
       }) as unknown as GetLogsReturnType<event>
     },
+    readAt,
+  }
+
+  async function readAt(block: bigint, calls: readonly RpcCall[]): Promise<unknown[]> {
+    const reasons: string[] = []
+    let behind = false
+    for (const url of urls) {
+      let answers: RpcAnswer[]
+      try {
+        answers = await askOne(url, [{ method: 'eth_blockNumber', params: [] }, ...calls])
+      } catch (error) {
+        reasons.push(`${hostOf(url)}: ${error instanceof Error ? error.message : String(error)}`)
+        continue
+      }
+      const [head, ...rest] = answers
+      const headBlock = typeof head?.result === 'string' ? BigInt(head.result) : undefined
+      if (headBlock === undefined || headBlock < block) {
+        behind = true
+        reasons.push(`${hostOf(url)}: head ${headBlock ?? '?'} (block ${block} needed)`)
+        continue
+      }
+      observe(headBlock)
+      const failed = rest.find((a) => a.error !== undefined)
+      if (failed) throw new Error(`${hostOf(url)} at block ${block}: ${failed.error!.message}`)
+      return rest.map((a) => a.result)
+    }
+    const message = `No node answered at block ${block} (${reasons.join('; ')})`
+    throw behind ? new NodesBehind(`${message}; nothing is decided until one does.`) : new Error(message)
   }
 
   /**
@@ -230,7 +265,7 @@ const lookups = (hashes: readonly Hash[]): RpcCall[] => [
   ...hashes.map((hash) => ({ method: 'eth_getTransactionByHash', params: [hash] })),
 ]
 
-interface RpcCall {
+export interface RpcCall {
   method: string
   params: unknown[]
 }

@@ -37,6 +37,7 @@ import {
   type BumpGuard,
   recordedSteps,
   retryWhileInFlight,
+  StepCancelled,
   sendAndWait,
   sendOnce,
   setTxStatus,
@@ -200,7 +201,7 @@ export function relayJob(settings: JobSettings): JobHandler {
   }
 }
 
-/** The payment's failure for a refusal thrown before anything was signed, if `error` is one. */
+/** The payment's failure for a refusal thrown before anything was signed (or a send cancelled), if `error` is one. */
 function refusalBeforeSigning(error: unknown): EvmFailureCode | undefined {
   if (error instanceof AuthorizationRefused) return 'authorization_rejected'
   if (error instanceof DeploymentRefused) return 'deployment_refused'
@@ -208,6 +209,8 @@ function refusalBeforeSigning(error: unknown): EvmFailureCode | undefined {
   if (error instanceof SendReverted) return 'relay_reverted'
   if (error instanceof GasBudgetExhausted)
     return error.scope === 'payer' ? 'payer_gas_budget_exhausted' : 'gas_budget_exhausted'
+  // Replaced by a cancellation after its fee bump was refused: it cannot land, as a relay that never does.
+  if (error instanceof StepCancelled) return 'chain_unavailable'
   return undefined
 }
 
@@ -255,8 +258,11 @@ function failing(
 /**
  * Fee bumps of a payer's sends (the relay, an ERC-6492 deployment): the payment's one reservation is
  * raised to the replacement's worst case (its gas limit x its bumped max fee) under the payer's and the
- * caller's budgets before it is signed; past either, the transaction stays at its own fees, which its
- * reservation covers. A replacement cannot be simulated again on the node: every state the node answers
+ * caller's budgets before it is signed. Past either (or with the payer cooled down meanwhile), the send is
+ * cancelled instead: a 0-value transfer of the executor to itself at the bumped fees takes its nonce, at
+ * the service's cost, so one payer's send left below the market fee cannot hold up the key's later nonces
+ * (every other payment on that key); the payment then fails (StepCancelled) and its authorization stays
+ * unused (docs/security-model.md, "Fee bumps"). A replacement cannot be simulated again on the node: every state the node answers
  * from holds the transaction it replaces (on Anvil even a block by number), so the replacement reads as
  * its own duplicate (an authorization already used). Only one of the nonce's transactions can land, so
  * a bump adds no revert, only fees, and those are what the reservation bounds.
@@ -264,12 +270,17 @@ function failing(
 export function guardFeeBump(db: Db, guards: RelayGuardSettings): BumpGuard {
   return async (row, sent) => {
     if (row.purpose !== 'relay' && row.purpose !== 'deploy') return
-    await reserveExecutorFee(db, guards, {
-      chainId: row.chain_id,
-      paymentId: row.payment_id,
-      subjects: [],
-      amount: sent.gas * sent.maxFeePerGas,
-    })
+    try {
+      await reserveExecutorFee(db, guards, {
+        chainId: row.chain_id,
+        paymentId: row.payment_id,
+        subjects: [],
+        amount: sent.gas * sent.maxFeePerGas,
+      })
+    } catch (error) {
+      if (error instanceof GasBudgetExhausted || error instanceof PayerCoolingDown) return 'cancel'
+      throw error
+    }
   }
 }
 

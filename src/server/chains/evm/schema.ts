@@ -7,7 +7,9 @@ import type { Timestamp } from '../../store/schema.js'
  * the payment's asset sent back (refund_id says which refund); `sweep`: a push payment's deposit address
  * emptied into the collection address; `deposit`: a push deposit sent back (migration 026); `permit`: a
  * subscription's signed Permit2 grant, once (migration 027); `charge`: one period's Permit2 `transferFrom`;
- * `recover`: stray money moved out of a deposit address by an operator (migration 030).
+ * `recover`: stray money moved out of a deposit address by an operator (migration 030); `cancel`: a 0-value
+ * transfer to the executor itself at the nonce of a payer's send whose fee bump a budget refused, its
+ * `step` the purpose it replaces (migration 033).
  */
 export type EvmTxPurpose =
   | 'relay'
@@ -19,6 +21,7 @@ export type EvmTxPurpose =
   | 'permit'
   | 'charge'
   | 'recover'
+  | 'cancel'
 /** `sent`: signed, recorded, broadcast (maybe); `dropped`: its nonce went to another transaction. */
 export type EvmTxStatus = 'sent' | 'succeeded' | 'reverted' | 'dropped'
 

@@ -55,13 +55,23 @@ export interface SendOnceParameters {
 }
 
 /**
- * Runs before a fee bump of `row` is signed, with exactly what the replacement will carry: throw to
- * leave the transaction at its own fees (a payer's send: its reservation raised to the new worst case).
+ * Runs before a fee bump of `row` is signed, with exactly what the replacement will carry (a payer's
+ * send: its reservation raised to the new worst case). Throw to leave the transaction at its own fees;
+ * resolve `cancel` to replace it with a cancellation instead (at the same fees): the payer's send then
+ * never lands, and the key's later nonces no longer wait behind one left below the market fee.
  */
 export type BumpGuard = (
   row: EvmTransactionRow,
   sent: { to: Address; data: Hex; gas: bigint } & EvmFees,
-) => Promise<void>
+) => Promise<'cancel' | undefined>
+
+/**
+ * The step's transaction was replaced by a cancellation (its fee bump refused, BumpGuard): it will never
+ * land and is never signed again; the step's job fails its payment.
+ */
+export class StepCancelled extends Error {
+  override name = 'StepCancelled'
+}
 
 /**
  * A step's transactions recorded sent or landed, newest first (a reverted one moved nothing and is not
@@ -103,6 +113,11 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
   // because its authorization is already used).
   const succeeded = prior.find((row) => row.status === 'succeeded')
   if (succeeded) return { hash: succeeded.hash as Hash, row: succeeded }
+  // A payer's send may have been cancelled (BumpGuard): signing it anew would undo the cancellation.
+  if ((p.purpose === 'relay' || p.purpose === 'deploy') && !p.noPriorRecord) {
+    const cancels = await cancellationsOf(db, p.paymentId, p.purpose)
+    if (cancels.length > 0) return cancelledStep(db, chain, prior, cancels)
+  }
   // Newest first: a replacement comes before the transaction it replaced (same nonce), and whichever
   // of them is mined is the step. Asked of a node at or past the newest block seen (nodes.ts): a node
   // behind says "not found" of what is mined, and believing it would pay twice.
@@ -142,6 +157,49 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
   return { hash: row.hash as Hash, row }
 }
 
+/** The recorded cancellations of a payment's step (its `step` names the purpose they replace). */
+function cancellationsOf(db: Db, paymentId: string, purpose: EvmTxPurpose): Promise<EvmTransactionRow[]> {
+  return db
+    .selectFrom('evm_transactions')
+    .selectAll()
+    .where('payment_id', '=', paymentId)
+    .where('purpose', '=', 'cancel')
+    .where('step', '=', purpose)
+    .where('status', 'in', ['sent', 'succeeded'])
+    .orderBy('id', 'desc')
+    .execute()
+}
+
+/**
+ * A step replaced by a cancellation: the step's own transaction if it won the nonce after all (it landed,
+ * or a node still holds it); RetryLater while the nonce is not used yet (the sweep keeps the cancellation
+ * broadcast and bumped: until it lands, the step's transaction could still be mined by a node that has
+ * it); StepCancelled once another transaction took the nonce (a landed cancellation is recorded as such
+ * first, which marks the step's transactions dropped). Asked of a node at or past the newest block seen.
+ */
+async function cancelledStep(
+  db: Db,
+  chain: EvmChain,
+  prior: readonly EvmTransactionRow[],
+  cancels: readonly EvmTransactionRow[],
+): Promise<{ hash: Hash; row: EvmTransactionRow }> {
+  const nonce = cancels[0]!.nonce
+  const own = prior.filter((row) => row.nonce === nonce)
+  const fate = await chain.nodes.fateOf(
+    chain.executor.address,
+    BigInt(nonce),
+    [...own, ...cancels].map(hashOf),
+  )
+  const stepWon = (fate.kind === 'landed' || fate.kind === 'pending') && own.find((r) => r.hash === fate.hash)
+  if (stepWon) return { hash: stepWon.hash as Hash, row: stepWon }
+  if (fate.kind === 'pending' || fate.kind === 'unused')
+    throw new RetryLater(`The cancellation of nonce ${nonce} has not landed yet.`)
+  if (fate.kind === 'landed') await setTxStatus(db, fate.hash, 'succeeded')
+  throw new StepCancelled(
+    `Its transaction at nonce ${nonce} was replaced by a cancellation (its fee bump was refused): it never lands.`,
+  )
+}
+
 /** The same signed bytes again; dropped for its fees (base fee rose past its cap), a replacement. */
 async function rebroadcast(
   db: Db,
@@ -155,6 +213,10 @@ async function rebroadcast(
     if (!feesTooLow(error)) throw error
     const replacement = await replaceWithHigherFees(db, chain, row, guard)
     if (!replacement) throw error
+    if (replacement.row.purpose === 'cancel' && row.purpose !== 'cancel')
+      throw new RetryLater(
+        `The ${row.purpose} ${row.hash} was replaced by the cancellation ${replacement.hash}.`,
+      )
     return replacement
   }
   return { hash: row.hash as Hash, row }
@@ -194,6 +256,9 @@ export async function sweepInFlight(db: Db, chain: EvmChain, guard?: BumpGuard):
       // The counts above may come from any node; "dropped" only from one at or past the newest block.
       const fate = await chain.nodes.fateOf(address, BigInt(nonce), all.map(hashOf)).catch(() => undefined)
       if (fate?.kind === 'taken') for (const row of all) await setTxStatus(db, row.hash, 'dropped')
+      // No job waits for a cancellation: it is recorded here (which drops the send it replaced).
+      const landed = fate?.kind === 'landed' ? all.find((row) => row.hash === fate.hash) : undefined
+      if (landed?.purpose === 'cancel') await setTxStatus(db, landed.hash, 'succeeded')
     } else if (age >= chain.feeBump.afterMs) {
       await replaceWithHigherFees(db, chain, newest, guard).catch(() => {})
     }
@@ -231,7 +296,9 @@ const bump = (fee: bigint) => (fee * 1125n) / 1000n + 1n
  * Signs, records and broadcasts a replacement of `row` (same nonce, same call, higher fees: the bumped
  * old fees or today's estimate, whichever is higher, up to `chain.feeBump.maxFeePerGas`). Every hash
  * stays recorded, so whichever one is mined is found. Undefined when the cap leaves no room to bump.
- * `guard` runs on exactly what the replacement will carry before it is signed; its refusal is thrown.
+ * `guard` runs on exactly what the replacement will carry before it is signed; its refusal is thrown,
+ * and its `cancel` makes the replacement a cancellation (purpose `cancel`, step the replaced purpose):
+ * recorded before it is sent like every executor transaction.
  */
 async function replaceWithHigherFees(
   db: Db,
@@ -251,24 +318,46 @@ async function replaceWithHigherFees(
   )
   if (maxFeePerGas < bump(old.maxFeePerGas) || maxPriorityFeePerGas < bump(old.maxPriorityFeePerGas))
     return undefined
-  if (guard && old.to && old.gas !== undefined)
-    await guard(row, { to: old.to, data: old.data ?? '0x', gas: old.gas, maxFeePerGas, maxPriorityFeePerGas })
-  const raw = await signTransaction(chain, {
-    type: 'eip1559',
-    chainId: chain.chainId,
-    to: old.to ?? null,
-    ...(old.data ? { data: old.data } : {}),
-    value: old.value ?? 0n,
-    ...(old.gas !== undefined ? { gas: old.gas } : {}),
-    nonce: Number(row.nonce),
-    maxFeePerGas,
-    maxPriorityFeePerGas,
-  })
+  const verdict =
+    guard && old.to && old.gas !== undefined
+      ? await guard(row, {
+          to: old.to,
+          data: old.data ?? '0x',
+          gas: old.gas,
+          maxFeePerGas,
+          maxPriorityFeePerGas,
+        })
+      : undefined
+  const fees = { nonce: Number(row.nonce), maxFeePerGas, maxPriorityFeePerGas }
+  // A cancellation: nothing but the nonce, at the bumped fees (the service's cost, docs/security-model.md).
+  const raw = await signTransaction(
+    chain,
+    verdict === 'cancel'
+      ? {
+          type: 'eip1559',
+          chainId: chain.chainId,
+          to: chain.executor.address,
+          value: 0n,
+          gas: 21_000n,
+          ...fees,
+        }
+      : {
+          type: 'eip1559',
+          chainId: chain.chainId,
+          to: old.to ?? null,
+          ...(old.data ? { data: old.data } : {}),
+          value: old.value ?? 0n,
+          ...(old.gas !== undefined ? { gas: old.gas } : {}),
+          ...fees,
+        },
+  )
   const hash = keccak256(raw)
   const now = new Date()
+  const replacing =
+    verdict === 'cancel' ? { purpose: 'cancel' as const, step: row.purpose, refund_id: null } : {}
   const replacement = await db
     .insertInto('evm_transactions')
-    .values({ ...withoutId(row), hash, raw, status: 'sent', created_at: now, updated_at: now })
+    .values({ ...withoutId(row), ...replacing, hash, raw, status: 'sent', created_at: now, updated_at: now })
     .returningAll()
     .executeTakeFirstOrThrow()
   countFeeBump(chain.caip2)

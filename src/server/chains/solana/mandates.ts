@@ -5,6 +5,7 @@ import {
 } from '@solana/spl-token'
 import { PublicKey, Transaction } from '@solana/web3.js'
 import { formatAccountId, sameCaip } from '../../../caip/caip.js'
+import { type Fence, FenceLost, holdFences } from '../../jobs/fence.js'
 import { type JobHandler, type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { holderOf } from '../../ledger/entries.js'
 import { failPayment, loadPayment, succeedPayments } from '../../payments/lifecycle.js'
@@ -105,6 +106,18 @@ export interface Delegation {
   frozen: boolean
 }
 
+/**
+ * The node has not reached the slot the read was pinned at (-32016): nobody's verdict on the charge. A
+ * RetryLater, so the charge job waits for a current node however long, and never counts it as a failed try.
+ */
+export class NodeBehind extends RetryLater {
+  override name = 'NodeBehind'
+}
+
+const behindMinContextSlot = (error: unknown) =>
+  (error as { code?: unknown })?.code === -32016 ||
+  /minimum context slot/i.test(error instanceof Error ? error.message : String(error))
+
 export async function readDelegation(
   chain: SolanaChain,
   mint: MintInfo,
@@ -113,10 +126,14 @@ export async function readDelegation(
   const address = getAssociatedTokenAddressSync(mint.mint, owner, true, mint.programId)
   // Pinned: a node behind the newest slot seen cannot answer with an older state (a revoke, a top-up).
   const minContextSlot = chain.highestSlot()
-  const { context, value } = await chain.connection.getAccountInfoAndContext(address, {
-    commitment: chain.commitment,
-    ...(minContextSlot > 0 ? { minContextSlot } : {}),
-  })
+  const { context, value } = await chain.connection
+    .getAccountInfoAndContext(address, {
+      commitment: chain.commitment,
+      ...(minContextSlot > 0 ? { minContextSlot } : {}),
+    })
+    .catch((error: unknown) => {
+      throw behindMinContextSlot(error) ? new NodeBehind(`${address.toBase58()}: ${String(error)}`) : error
+    })
   chain.observeSlot(context.slot)
   if (!value)
     return { exists: false, mint: null, delegate: null, delegatedAmount: 0n, balance: 0n, frozen: false }
@@ -209,7 +226,17 @@ async function chargePeriod(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, s
   const at = payload.at ? new Date(payload.at) : ctx.now()
   const delegate = chain.service.publicKey
   const finish = (outcome: ChargeOutcome) =>
-    finishPeriod({ db, chain, payload, charge, paymentId: payment.id, outcome, at, settlementIntervalMs })
+    finishPeriod({
+      db,
+      chain,
+      payload,
+      charge,
+      paymentId: payment.id,
+      outcome,
+      at,
+      settlementIntervalMs,
+      fence: ctx.fence,
+    })
 
   if (grant?.approval) {
     const approval = await findTransaction(db, grant.approval)
@@ -280,7 +307,12 @@ async function chargePeriod(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, s
       return true
     })
     if (!recorded) {
-      await failPayment(db, { paymentId: payment.id, failureCode: 'subscription_cancelled', now: at })
+      await failPayment(db, {
+        paymentId: payment.id,
+        failureCode: 'subscription_cancelled',
+        now: at,
+        fence: ctx.fence,
+      })
       return { outcome: 'cancelled' }
     }
     tx = (await findTransaction(db, transfer.signature))!
@@ -297,7 +329,8 @@ async function chargePeriod(job: JobRow, ctx: JobRunContext, chainOf: ChainOf, s
 /**
  * Books the period's verdict through the subscriptions' one lifecycle (reportLiveCharge): the charge's
  * payment succeeded with its ledger entries (and settlement item) and the subscription activated or moved
- * on, in one transaction; or the failure applied.
+ * on, in one transaction; or the failure applied. Under the claim's fence (as EVM's charge job books):
+ * a run whose claim was taken over read the chain before the holder did, and records nothing (FenceLost).
  */
 async function finishPeriod(input: {
   db: Db
@@ -308,8 +341,9 @@ async function finishPeriod(input: {
   outcome: ChargeOutcome
   at: Date
   settlementIntervalMs: number
+  fence: Fence
 }): Promise<void> {
-  const { db, chain, payload, charge, paymentId, outcome, at } = input
+  const { db, chain, payload, charge, paymentId, outcome, at, fence } = input
   const succeed = async (trx: Db) => {
     if (outcome.status !== 'succeeded') return
     const { settlementDestination } = await loadPaymentAndSettlement(trx, paymentId, charge.asset)
@@ -340,5 +374,8 @@ async function finishPeriod(input: {
       new Date(),
     )
   }
-  await inTransaction(db, (trx) => reportLiveCharge(trx, { paymentId, payload, outcome, at, succeed }))
+  await inTransaction(db, async (trx) => {
+    if (!(await holdFences(trx, [fence])).has(fence.jobId)) throw new FenceLost(fence)
+    await reportLiveCharge(trx, { paymentId, payload, outcome, at, succeed })
+  })
 }

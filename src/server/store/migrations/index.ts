@@ -29,6 +29,7 @@ import * as solanaMandates from './028_solana_mandates.js'
 import * as captureReturns from './029_capture_returns.js'
 import * as evmStrayRecoveries from './030_evm_stray_recoveries.js'
 import * as jobRearm from './032_job_rearm.js'
+import * as evmCancellations from './033_evm_cancellations.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -65,4 +66,5 @@ export const migrations: Record<string, Migration> = {
   '029_capture_returns': captureReturns,
   '030_evm_stray_recoveries': evmStrayRecoveries,
   '032_job_rearm': jobRearm,
+  '033_evm_cancellations': evmCancellations,
 }
