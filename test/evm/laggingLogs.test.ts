@@ -160,7 +160,9 @@ describe('log scans with a node behind', () => {
     expect(await unpinnedLogs(balancerOnly, deposit, scanned + 1n)).toEqual([])
 
     // Only the lagging backend answers logs: nothing is read, the cursor does not move past the transfer.
-    await expect(scanEvmPushPayments(env.t.db, balancerOnly, env.t.app.config)).rejects.toBeInstanceOf(NodesBehind)
+    await expect(scanEvmPushPayments(env.t.db, balancerOnly, env.t.app.config)).rejects.toBeInstanceOf(
+      NodesBehind,
+    )
     expect(await cursor()).toBe(scanned)
     const requests = balancer.replicaRequests
     // The other node has the blocks: the transfer is found in this pass.
