@@ -28,6 +28,7 @@ import * as evmMandates from './027_evm_mandates.js'
 import * as solanaMandates from './028_solana_mandates.js'
 import * as captureReturns from './029_capture_returns.js'
 import * as evmStrayRecoveries from './030_evm_stray_recoveries.js'
+import * as groupReservations from './031_group_reservations.js'
 import * as jobRearm from './032_job_rearm.js'
 
 /**
@@ -64,5 +65,6 @@ export const migrations: Record<string, Migration> = {
   '028_solana_mandates': solanaMandates,
   '029_capture_returns': captureReturns,
   '030_evm_stray_recoveries': evmStrayRecoveries,
+  '031_group_reservations': groupReservations,
   '032_job_rearm': jobRearm,
 }
