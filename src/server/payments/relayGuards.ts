@@ -14,7 +14,7 @@
  *   re-sends and fee bumps raise it; its end settles it: deleted when the payer's money moved (a payment
  *   that paid is the partner's business, priced by its fees), else turned into what its sends cost.
  */
-import { sql } from 'kysely'
+import { type RawBuilder, sql } from 'kysely'
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import type { Db } from '../store/db.js'
@@ -255,6 +255,47 @@ export async function reserveExecutorFee(
       ${settings.payerBudget(input.chainId).toString()}::numeric, ${since}, ${now})`.execute(db)
   const refusal = reservationRefusal(rows[0]!, settings, input)
   if (refusal) throw refusal
+}
+
+/**
+ * reserveExecutorFee as an expression a statement selects (migration 031's raising form): true when
+ * reserved; a refusal raises and rolls back the whole statement, and reservationRaised turns that error
+ * back into reserveExecutorFee's. For a write that must happen only with its reservation, in one round
+ * trip (a Solana confirm's move, record and job: gateway/confirm.ts).
+ */
+export function reserveExecutorFeeOrRaise(
+  settings: RelayGuardSettings,
+  input: {
+    chainId: string
+    paymentId: string
+    credentialId?: string | undefined
+    subjects: readonly CooldownSubject[]
+    amount: bigint
+    now: Date
+  },
+): RawBuilder<boolean> {
+  const since = new Date(input.now.getTime() - settings.windowMs)
+  return sql<boolean>`caipay_reserve_executor_fee_or_raise(
+    ${input.chainId}, ${input.paymentId}, ${input.credentialId ?? null}::text,
+    ${payerOf(input.subjects) ?? null}::text, ${input.subjects.map((s) => s.subject)}::text[],
+    ${input.amount.toString()}::numeric, ${settings.budget(input.chainId).toString()}::numeric,
+    ${settings.payerBudget(input.chainId).toString()}::numeric, ${since}, ${input.now})`
+}
+
+/** The refusal reserveExecutorFee would have thrown, when `error` is reserveExecutorFeeOrRaise's; else undefined. */
+export function reservationRaised(
+  error: unknown,
+  settings: RelayGuardSettings,
+  input: { chainId: string; paymentId: string; subjects: readonly CooldownSubject[] },
+): Error | undefined {
+  const raised = error as { code?: unknown; detail?: unknown }
+  if (raised?.code !== 'CP429' || typeof raised.detail !== 'string') return undefined
+  const verdict = JSON.parse(raised.detail) as ReservationVerdict
+  return reservationRefusal(
+    { ...verdict, until: verdict.until === null ? null : new Date(verdict.until) },
+    settings,
+    input,
+  )
 }
 
 /** One relay's reservation, as reserveExecutorFee takes it, for reserveExecutorFees. */

@@ -8,6 +8,10 @@ import { type Kysely, sql } from 'kysely'
  * with its position (`ord`, from 1). Every payer's lock, then every credential's, is taken first, each in
  * one sorted order: the single function takes a payer's then a credential's, so a group that took a
  * credential's and then wanted a payer's could wait on a single call waiting on it.
+ *
+ * `caipay_reserve_executor_fee_or_raise`: the single function for a statement that must not go on when it
+ * refuses (a Solana confirm in one statement, gateway/confirm.ts): a refusal raises SQLSTATE `CP429` with
+ * the verdict as JSON in its detail (amounts as text: wei exceed a JSON number), rolling the whole statement back (the payment's move included).
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
@@ -49,11 +53,33 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       END LOOP;
     END
     $fn$;
+
+    CREATE FUNCTION caipay_reserve_executor_fee_or_raise(
+      p_chain text, p_payment text, p_credential text, p_payer text, p_subjects text[],
+      p_amount numeric, p_credential_budget numeric, p_payer_budget numeric,
+      p_since timestamptz, p_now timestamptz
+    ) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE AS $fn$
+    DECLARE
+      verdict record;
+    BEGIN
+      SELECT * INTO verdict FROM caipay_reserve_executor_fee(p_chain, p_payment, p_credential, p_payer,
+        p_subjects, p_amount, p_credential_budget, p_payer_budget, p_since, p_now);
+      IF verdict.refusal IS NOT NULL THEN
+        RAISE EXCEPTION 'caipay: executor fee reservation refused (%)', verdict.refusal
+          USING ERRCODE = 'CP429', DETAIL = json_build_object('refusal', verdict.refusal,
+            'subject', verdict.subject, 'reason', verdict.reason, 'used', verdict.used::text,
+            'budget', verdict.budget::text, 'until', verdict.until)::text;
+      END IF;
+      RETURN true;
+    END
+    $fn$;
   `.execute(db)
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`
+    DROP FUNCTION caipay_reserve_executor_fee_or_raise(text, text, text, text, text[], numeric, numeric, numeric, timestamptz, timestamptz);
     DROP FUNCTION caipay_reserve_executor_fees(text, text[], text[], text[], jsonb, numeric[], numeric[], numeric[], timestamptz[], timestamptz);
   `.execute(db)
 }
