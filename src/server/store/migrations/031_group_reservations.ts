@@ -11,7 +11,8 @@ import { type Kysely, sql } from 'kysely'
  *
  * `caipay_reserve_executor_fee_or_raise`: the single function for a statement that must not go on when it
  * refuses (a Solana confirm in one statement, gateway/confirm.ts): a refusal raises SQLSTATE `CP429` with
- * the verdict as JSON in its detail (amounts as text: wei exceed a JSON number), rolling the whole statement back (the payment's move included).
+ * the verdict as JSON in its detail (amounts as text: wei exceed a JSON number), rolling the whole
+ * statement back (the payment's move included).
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
