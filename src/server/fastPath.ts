@@ -17,7 +17,12 @@ import { FinalStatuses } from './payments/finalStatuses.js'
  *   recovered by the node (chains/evm/payerSignature.ts `verifyKeySignatureOnNode`); a relay simulated
  *   only as sent (chains/evm/relay.ts `asSentOnly`); a relay job's first send without the prior-records
  *   lookup (`noPriorRecord`); a landed payment's fee reservation given back in the finisher's
- *   transaction (payments/finisher.ts `releaseReservation`).
+ *   transaction (payments/finisher.ts `releaseReservation`); a relay's fee reservation taken by the
+ *   executor key's sender for its whole group, in the transaction that records it (chains/evm/sender.ts,
+ *   `reservation`); the offered authorization read once per confirm and hashed without viem's generic
+ *   typed-data walk (chains/evm/driver.ts, authorization.ts `authorizationHashOfKnownShape`); a Solana
+ *   confirm with relay guards on in one statement, its fee reservation raising to refuse
+ *   (chains/solana/driver.ts `planConfirm`, payments/relayGuards.ts `reserveExecutorFeeOrRaise`).
  */
 export class FastPath {
   readonly enabled: boolean

@@ -1,5 +1,6 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { JobRunner } from '../../src/server/jobs/runner.js'
 import { statementsOf } from '../gateway/support.js'
 import { type Buyer, createEvmEnv, type EvmEnv, isKind } from './support.js'
 
@@ -11,10 +12,11 @@ import { type Buyer, createEvmEnv, type EvmEnv, isKind } from './support.js'
  */
 let env: EvmEnv
 let buyer: Buyer
+let runner: JobRunner
 beforeAll(async () => {
   env = await createEvmEnv()
   buyer = await env.buyer(2)
-  env.startRunner()
+  runner = env.startRunner()
 })
 afterAll(() => env?.close())
 
@@ -95,7 +97,12 @@ describe('live gasless confirm', () => {
     // The relay reserved its worst-case fee (relayGuards.ts); once the payer's money moved the reservation
     // is given back: with fast paths on by the finisher's transaction that succeeds the payment (one
     // statement for the block's payments), off by a statement of its own before it.
-    expect(queries.filter((q) => q.text.includes('caipay_reserve_executor_fee')).length).toBeGreaterThan(0)
+    // With fast paths on, the relay's reservation is the sender's, in the transaction that records the relay
+    // (one call per group: sender.ts); off, a call of its own before it.
+    const reservationCalls = queries.filter((q) => q.text.includes('caipay_reserve_executor_fee'))
+    expect(reservationCalls.map((q) => /caipay_reserve_executor_fees\(/.test(q.text))).toEqual([
+      env.t.app.fastPath.enabled,
+    ])
     const releases = queries.filter(
       (q) => /delete from "executor_gas_charges"/i.test(q.text) && q.values.includes(paymentId),
     )
@@ -130,5 +137,57 @@ describe('live gasless confirm', () => {
       .where('purpose', '=', 'relay')
       .execute()
     expect(relays).toHaveLength(1)
+  })
+
+  it('a relay the reservation refuses (its payer cooled down after the confirm) fails payer_cooling_down with nothing signed or reserved, either way', async () => {
+    const cooled = await env.buyer(2)
+    const { paymentId } = await env.pay('100')
+    const options = await env.gw('POST', paymentId, '/options', { accounts: [cooled.account] })
+    const option = options.json.options.find(isKind('eip3009'))
+    const results = [await cooled.sign(option.actions[0])]
+    // The relay job waits while the payer is cooled down behind the confirm's back.
+    await runner.stop()
+    const confirm = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })
+    expect(confirm.statusCode, confirm.body).toBe(200)
+    const now = new Date()
+    await env.t.db
+      .insertInto('payer_cooldowns')
+      .values({
+        chain_id: env.anvil.caip2,
+        subject: cooled.address.toLowerCase(),
+        kind: 'address',
+        until: new Date(now.getTime() + 3_600_000),
+        reason: 'a test cooled it down',
+        payment_id: paymentId,
+        created_at: now,
+      })
+      .execute()
+    const { result: final, queries } = await queriesDuring(() => {
+      runner = env.startRunner()
+      return env.waitFinal(paymentId)
+    })
+    expect(final).toMatchObject({ status: 'failed', isFinal: true })
+    const row = await env.t.db
+      .selectFrom('payments')
+      .select(['failure_code', 'tx_id'])
+      .where('id', '=', paymentId)
+      .executeTakeFirstOrThrow()
+    expect([row.failure_code, row.tx_id]).toEqual(['payer_cooling_down', null])
+    const refusals = queries.filter((q) => q.text.includes('caipay_reserve_executor_fee'))
+    expect(refusals.map((q) => /caipay_reserve_executor_fees\(/.test(q.text))).toEqual([
+      env.t.app.fastPath.enabled,
+    ])
+    const sent = await env.t.db
+      .selectFrom('evm_transactions')
+      .select('id')
+      .where('payment_id', '=', paymentId)
+      .execute()
+    expect(sent).toEqual([])
+    const reserved = await env.t.db
+      .selectFrom('executor_gas_charges')
+      .select('state')
+      .where('payment_id', '=', paymentId)
+      .execute()
+    expect(reserved).toEqual([])
   })
 })

@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { evmSigner } from '../../adapters/evm/evmSigner.js'
 import { decodeSolanaTransaction } from '../../protocol/solana/index.js'
 import type { PaymentOption, WalletRpcAction } from '../../src/contract/gateway.js'
+import { relayGuardSettings } from '../../src/server/payments/relayGuards.js'
+import { statementsOf } from '../gateway/support.js'
 import { buyerSigner, type SolanaLive, sign, startSolanaLive } from './live.js'
 
 const amount = 12_500_000n // USD 12.50 at 1:1, 6 decimals
@@ -78,6 +80,72 @@ describe('live Solana payment', () => {
     // The collection token account (made at the cluster's first options call, for the push option),
     // the payment, the settlement.
     expect(live.proxy.calls('sendTransaction')).toBe(3)
+  })
+})
+
+describe('live Solana confirm under the fee guards', () => {
+  it("a confirm whose fee reservation does not fit the payer's budget: 429 rate_limited, the payment not moved, nothing recorded or reserved; then within budget it pays (one statement with fast paths on, a transaction off)", async () => {
+    const buyer = await live.newBuyer()
+    const merchantId = await live.createMerchant(Keypair.generate().publicKey)
+    const { paymentId } = await live.createPayment(merchantId)
+    const account = `${live.caip2}:${buyer.publicKey.toBase58()}`
+    const { option, actions } = await fetchOption(paymentId, [account])
+    const signed = await sign(buyerSigner(live, buyer), actions[0]!)
+    // The payer's budget all but spent by another payment's reservation: the confirm's read of the guards
+    // passes (something is left), the reservation of this transaction's fee does not fit.
+    const budget = relayGuardSettings(live.t.app.config).payerBudget(live.caip2)
+    const now = new Date()
+    const other = await live.t.db
+      .insertInto('executor_gas_charges')
+      .values({
+        chain_id: live.caip2,
+        credential_id: 'another-credential',
+        payer: buyer.publicKey.toBase58(),
+        payment_id: 'another-payment',
+        state: 'reserved',
+        amount: (budget - 1n).toString(),
+        created_at: now,
+        updated_at: now,
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow()
+    const refused = await live.gateway(paymentId, 'confirm', { optionId: option.id, results: [signed] })
+    expect([refused.statusCode, refused.json.code], refused.body).toEqual([429, 'rate_limited'])
+    expect(refused.json.message).toContain("This payer's executor fee budget")
+    expect(await status(paymentId)).toBe('requires_action')
+    const recorded = async () => ({
+      transactions: await live.t.db
+        .selectFrom('solana_transactions')
+        .select('signature')
+        .where('payment_id', '=', paymentId)
+        .execute(),
+      jobs: await live.t.db.selectFrom('jobs').select('kind').where('payment_id', '=', paymentId).execute(),
+      reserved: await live.t.db
+        .selectFrom('executor_gas_charges')
+        .select('amount')
+        .where('payment_id', '=', paymentId)
+        .execute(),
+    })
+    expect(await recorded()).toEqual({ transactions: [], jobs: [], reserved: [] })
+
+    await live.t.db.deleteFrom('executor_gas_charges').where('id', '=', other.id).execute()
+    const { result: confirmed, statements } = await statementsOf(() =>
+      live.gateway(paymentId, 'confirm', { optionId: option.id, results: [signed] }),
+    )
+    expect(confirmed.statusCode, confirmed.body).toBe(200)
+    const reservations = statements.filter((text) => text.includes('caipay_reserve_executor_fee'))
+    expect(reservations).toHaveLength(1)
+    if (live.t.app.fastPath.enabled) {
+      // The move, its event, the record, the job, the wake-up and the reservation: one statement.
+      expect(reservations[0]).toContain('caipay_reserve_executor_fee_or_raise')
+      expect(reservations[0]).toMatch(/update "payments"/i)
+      expect(statements.filter((text) => /^\s*(begin|commit)\b/i.test(text))).toEqual([])
+    } else {
+      expect(reservations[0]).not.toMatch(/update "payments"/i)
+    }
+    const paid = await live.waitForPayment(paymentId, merchantId, (p) => p.status === 'succeeded')
+    expect(paid.status).toBe('succeeded')
+    expect((await recorded()).transactions).toHaveLength(1)
   })
 })
 

@@ -213,6 +213,12 @@ export interface ConfirmPlan {
   inserts?: readonly ((changed: string) => RawBuilder<unknown>)[]
   /** Once the statement committed (as ConfirmContext.afterCommit): e.g. send the recorded transaction. */
   afterCommit?: () => void
+  /**
+   * Evaluated with the move, after it, and able to refuse by raising (AlongWrites.guard): a fee
+   * reservation. `refused` turns the statement's error into the request's (fail(...)) when it is the
+   * guard's, and returns otherwise.
+   */
+  guard?: { check: RawBuilder<unknown>; refused(error: unknown): void }
 }
 
 export interface ChainDriver {

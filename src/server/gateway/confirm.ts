@@ -96,7 +96,10 @@ async function confirm(input: ConfirmInput): Promise<ConfirmResponse> {
       set: confirmed,
       notExpiredAt: now,
       now,
-      along: { job: { ...plan.job, now }, inserts: plan.inserts },
+      along: { job: { ...plan.job, now }, inserts: plan.inserts, guard: plan.guard?.check },
+    }).catch((error: unknown) => {
+      plan.guard?.refused(error)
+      throw error
     })
     if (plan.afterCommit) input.afterCommit?.(plan.afterCommit)
     return answer(processing)

@@ -424,6 +424,49 @@ describe('writes along a state change (a live confirm in one statement)', () => 
       await listener.end()
     }
   })
+
+  it('a guard that raises rolls the move and everything along back; nothing changed, it is not evaluated', async () => {
+    const id = await payment('requires_action')
+    // A guard as the Solana confirm's fee reservation: a volatile expression that raises to refuse (a
+    // constant one would be folded, and raise, at plan time, whatever matched).
+    const raising = sql`1 / (random() * 0)::int`
+    const move = transitionPayment(pg.db, {
+      paymentId: id,
+      from: 'requires_action',
+      to: 'processing',
+      notExpiredAt: now,
+      now,
+      along: { ...along('guarded'), guard: raising },
+    })
+    await expect(move).rejects.toMatchObject({ code: '22012' })
+    expect(await jobsOf(id)).toEqual([])
+    const row = await pg.db
+      .selectFrom('payments')
+      .select('status')
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow()
+    expect(row.status).toBe('requires_action')
+    const gone = await payment('cancelled')
+    const refused = transitionPayment(pg.db, {
+      paymentId: gone,
+      from: 'requires_action',
+      to: 'processing',
+      notExpiredAt: now,
+      now,
+      along: { ...along('guarded'), guard: raising },
+    })
+    await expect(refused).rejects.toMatchObject({ code: 'invalid_state' })
+    const moved = await transitionPayment(pg.db, {
+      paymentId: id,
+      from: 'requires_action',
+      to: 'processing',
+      notExpiredAt: now,
+      now,
+      along: { ...along('passed'), guard: sql`true` },
+    })
+    expect(moved).not.toHaveProperty('guarded')
+    expect(await jobsOf(id)).toEqual(['along-passed', 'record-passed'])
+  })
 })
 
 describe('the finisher keeps what it wrote (FastPath finalStatuses)', () => {

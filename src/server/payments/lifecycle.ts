@@ -78,6 +78,12 @@ export interface AlongWrites {
   job?: NewJob | undefined
   /** Inserts from the changed rows (the CTE named by the argument): no change, no row. */
   inserts?: readonly ((changed: string) => RawBuilder<unknown>)[] | undefined
+  /**
+   * An expression evaluated once per changed row, after the change, that may raise to roll the whole
+   * statement back (a fee reservation that refuses: payments/relayGuards.ts reserveExecutorFeeOrRaise).
+   * Not evaluated when nothing changed.
+   */
+  guard?: RawBuilder<unknown> | undefined
 }
 
 /**
@@ -131,12 +137,17 @@ async function changePayments(
   const alongCtes = [...(job ? [job.insert] : []), ...inserts.map((insert) => insert('changed'))]
   for (const [k, cte] of alongCtes.entries())
     creator = creator.with(`along_${k}`, () => sql`(${cte})` as never) as unknown as typeof creator
+  const guard = along?.guard
   const rows = await creator
     .selectFrom('changed')
     .selectAll()
     .$if(job !== undefined, (qb) => qb.select(job!.wake.as('woke')))
+    .$if(guard !== undefined, (qb) => qb.select(guard!.as('guarded')))
     .execute()
-  if (job) for (const row of rows) delete (row as { woke?: unknown }).woke
+  for (const row of rows) {
+    delete (row as { woke?: unknown }).woke
+    delete (row as { guarded?: unknown }).guarded
+  }
   countPaymentChanges(type, rows as PaymentRow[])
   return rows as PaymentRow[]
 }

@@ -9,6 +9,7 @@ import {
   type RelayGuardSettings,
   recordLandedSend,
   reserveExecutorFee,
+  reserveExecutorFees,
   settleGasCharge,
 } from './relayGuards.js'
 
@@ -149,5 +150,53 @@ describe('executor fee reservations', () => {
       settleGasCharge(pg.db, { chainId, credentialId: 'key-1', paymentId: 'p1', spent: 5n }),
     )
     expect(settled.statements).toHaveLength(1)
+  })
+
+  it("a group's reservations in one statement (the EVM sender's): each send's verdict is the single guard's, in order, a refused one reserving nothing", async () => {
+    await coolDownPayer(pg.db, {
+      chainId,
+      subjects: payer('payer-c'),
+      settings,
+      reason: 'its relay reverted',
+      paymentId: 'earlier',
+    })
+    const group = [
+      { paymentId: 'g1', who: 'payer-a', amount: 200n },
+      { paymentId: 'g2', who: 'payer-a', amount: 200n },
+      { paymentId: 'g3', who: 'payer-b', amount: 250n },
+      { paymentId: 'g4', who: 'payer-c', amount: 10n },
+      { paymentId: 'g5', who: 'payer-d', amount: 300n },
+      { paymentId: 'g6', who: 'payer-e', amount: 300n },
+    ]
+    const reservations = group.map(({ paymentId, who, amount }) => ({
+      paymentId,
+      credentialId: 'key-1',
+      subjects: payer(who),
+      amount,
+      guards: settings,
+    }))
+    const { result: verdicts, statements } = await statementsOf(() =>
+      reserveExecutorFees(pg.db, chainId, reservations),
+    )
+    expect(statements).toHaveLength(1)
+    const grouped = await charges()
+    // The same sends one by one, from the same start.
+    await pg.db.deleteFrom('executor_gas_charges').execute()
+    const single: unknown[] = []
+    for (const { paymentId, who, amount } of group)
+      single.push(await reserve(paymentId, amount, who).catch((error: Error) => error))
+    expect(verdicts.map(String)).toEqual(single.map(String))
+    expect(verdicts.map((v) => v?.constructor)).toEqual([
+      undefined,
+      GasBudgetExhausted, // payer-a's 300 spent by g1
+      undefined,
+      PayerCoolingDown,
+      undefined, // the credential's 1000: 200 + 250 + 300 so far
+      GasBudgetExhausted, // 1050 past it
+    ])
+    expect((verdicts[5] as GasBudgetExhausted).scope).toBe('credential')
+    expect(grouped).toEqual(await charges())
+    expect(grouped.map((c) => c.payment_id)).toEqual(['g1', 'g3', 'g5'])
+    expect(await reserveExecutorFees(pg.db, chainId, [])).toEqual([])
   })
 })

@@ -14,7 +14,7 @@
  *   re-sends and fee bumps raise it; its end settles it: deleted when the payer's money moved (a payment
  *   that paid is the partner's business, priced by its fees), else turned into what its sends cost.
  */
-import { sql } from 'kysely'
+import { type RawBuilder, sql } from 'kysely'
 import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import type { Db } from '../store/db.js'
@@ -247,28 +247,124 @@ export async function reserveExecutorFee(
 ): Promise<void> {
   const now = input.now ?? new Date()
   const since = new Date(now.getTime() - settings.windowMs)
-  const { rows } = await sql<{
-    refusal: 'reverted' | 'cooling_down' | 'payer_budget' | 'credential_budget' | null
-    subject: string | null
-    reason: string | null
-    used: string | null
-    budget: string | null
-    until: Date | null
-  }>`
+  const { rows } = await sql<ReservationVerdict>`
     SELECT * FROM caipay_reserve_executor_fee(
       ${input.chainId}, ${input.paymentId}, ${input.credentialId ?? null}::text,
       ${payerOf(input.subjects) ?? null}::text, ${input.subjects.map((s) => s.subject)}::text[],
       ${input.amount.toString()}::numeric, ${settings.budget(input.chainId).toString()}::numeric,
       ${settings.payerBudget(input.chainId).toString()}::numeric, ${since}, ${now})`.execute(db)
-  const row = rows[0]!
+  const refusal = reservationRefusal(rows[0]!, settings, input)
+  if (refusal) throw refusal
+}
+
+/**
+ * reserveExecutorFee as an expression a statement selects (migration 034's raising form): true when
+ * reserved; a refusal raises and rolls back the whole statement, and reservationRaised turns that error
+ * back into reserveExecutorFee's. For a write that must happen only with its reservation, in one round
+ * trip (a Solana confirm's move, record and job: gateway/confirm.ts).
+ */
+export function reserveExecutorFeeOrRaise(
+  settings: RelayGuardSettings,
+  input: {
+    chainId: string
+    paymentId: string
+    credentialId?: string | undefined
+    subjects: readonly CooldownSubject[]
+    amount: bigint
+    now: Date
+  },
+): RawBuilder<boolean> {
+  const since = new Date(input.now.getTime() - settings.windowMs)
+  return sql<boolean>`caipay_reserve_executor_fee_or_raise(
+    ${input.chainId}, ${input.paymentId}, ${input.credentialId ?? null}::text,
+    ${payerOf(input.subjects) ?? null}::text, ${input.subjects.map((s) => s.subject)}::text[],
+    ${input.amount.toString()}::numeric, ${settings.budget(input.chainId).toString()}::numeric,
+    ${settings.payerBudget(input.chainId).toString()}::numeric, ${since}, ${input.now})`
+}
+
+/** The refusal reserveExecutorFee would have thrown, when `error` is reserveExecutorFeeOrRaise's; else undefined. */
+export function reservationRaised(
+  error: unknown,
+  settings: RelayGuardSettings,
+  input: { chainId: string; paymentId: string; subjects: readonly CooldownSubject[] },
+): Error | undefined {
+  const raised = error as { code?: unknown; detail?: unknown }
+  if (raised?.code !== 'CP429' || typeof raised.detail !== 'string') return undefined
+  const verdict = JSON.parse(raised.detail) as ReservationVerdict
+  return reservationRefusal(
+    { ...verdict, until: verdict.until === null ? null : new Date(verdict.until) },
+    settings,
+    input,
+  )
+}
+
+/** One relay's reservation, as reserveExecutorFee takes it, for reserveExecutorFees. */
+export interface FeeReservation {
+  paymentId: string
+  credentialId?: string | undefined
+  subjects: readonly CooldownSubject[]
+  amount: bigint
+  guards: RelayGuardSettings
+}
+
+/**
+ * reserveExecutorFee for several sends of one chain in one round trip (migration 034), in the caller's
+ * database transaction: the EVM sender's group, under its key lock, so the reservations commit with the
+ * records of the sends they allow. Each send's verdict is reserveExecutorFee's: undefined when reserved,
+ * else the error it would throw (nothing reserved for that send); the others are reserved regardless.
+ */
+export async function reserveExecutorFees(
+  db: Db,
+  chainId: string,
+  reservations: readonly FeeReservation[],
+  now: Date = new Date(),
+): Promise<(Error | undefined)[]> {
+  if (reservations.length === 0) return []
+  const { rows } = await sql<ReservationVerdict & { ord: number }>`
+    SELECT * FROM caipay_reserve_executor_fees(
+      ${chainId}, ${reservations.map((r) => r.paymentId)}::text[],
+      ${reservations.map((r) => r.credentialId ?? null)}::text[],
+      ${reservations.map((r) => payerOf(r.subjects) ?? null)}::text[],
+      ${JSON.stringify(reservations.map((r) => r.subjects.map((s) => s.subject)))}::jsonb,
+      ${reservations.map((r) => r.amount.toString())}::numeric[],
+      ${reservations.map((r) => r.guards.budget(chainId).toString())}::numeric[],
+      ${reservations.map((r) => r.guards.payerBudget(chainId).toString())}::numeric[],
+      ${reservations.map((r) => new Date(now.getTime() - r.guards.windowMs))}::timestamptz[], ${now})`.execute(
+    db,
+  )
+  const byOrd = new Map(rows.map((row) => [Number(row.ord), row]))
+  return reservations.map((r, i) =>
+    reservationRefusal(byOrd.get(i + 1)!, r.guards, {
+      chainId,
+      paymentId: r.paymentId,
+      subjects: r.subjects,
+    }),
+  )
+}
+
+interface ReservationVerdict {
+  refusal: 'reverted' | 'cooling_down' | 'payer_budget' | 'credential_budget' | null
+  subject: string | null
+  reason: string | null
+  used: string | null
+  budget: string | null
+  until: Date | null
+}
+
+/** The error a reservation's verdict (migration 024's function) stands for; undefined when reserved. */
+function reservationRefusal(
+  row: ReservationVerdict,
+  settings: RelayGuardSettings,
+  input: { chainId: string; paymentId: string; subjects: readonly CooldownSubject[] },
+): Error | undefined {
   switch (row.refusal) {
     case null:
-      return
+      return undefined
     case 'reverted':
-      throw new SendReverted(`A send of payment ${input.paymentId} already reverted on chain.`)
+      return new SendReverted(`A send of payment ${input.paymentId} already reverted on chain.`)
     case 'cooling_down': {
       const subject = input.subjects.find((s) => s.subject === row.subject) ?? input.subjects[0]!
-      throw new PayerCoolingDown(
+      return new PayerCoolingDown(
         cooldownMessage({
           subject: subject.subject,
           kind: subject.kind,
@@ -279,7 +375,7 @@ export async function reserveExecutorFee(
     }
     case 'payer_budget':
     case 'credential_budget':
-      throw new GasBudgetExhausted(
+      return new GasBudgetExhausted(
         input.chainId,
         BigInt(row.used!),
         BigInt(row.budget!),

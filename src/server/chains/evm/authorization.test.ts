@@ -7,6 +7,7 @@ import {
   authorizationFromJson,
   authorizationFromParams,
   authorizationHash,
+  authorizationHashOfKnownShape,
   authorizationKind,
   authorizationToJson,
   authorizationTypedData,
@@ -80,5 +81,23 @@ describe('EIP-3009 authorizations', () => {
     expect(() =>
       authorizationFromParams(params({ ...typed, message: { ...typed.message, nonce: '0x07' } })),
     ).toThrow(/nonce is malformed/)
+  })
+
+  it('the hash of the known shape (a FastPath) is viem hashTypedData of the same authorization, whatever its fields', () => {
+    const variants: Authorization[] = [
+      authorization,
+      { ...authorization, kind: 'TransferWithAuthorization' },
+      { ...authorization, value: 0n, validBefore: 2n ** 256n - 1n },
+      { ...authorization, value: 2n ** 256n - 1n, validAfter: 1n },
+      { ...authorization, chainId: 8453, domain: { name: 'USDC', version: '2' } },
+      { ...authorization, token: '0x036CbD53842c5426634e7929541eC2318f3dCF7e' },
+      { ...authorization, domain: { name: 'USD Coin', version: '3' } },
+      { ...authorization, nonce: toHex(new Uint8Array(32).fill(255)), from: relayer, to: payer.address },
+    ]
+    // Twice: the second time from the domain separators kept.
+    for (const round of [1, 2])
+      for (const a of variants)
+        expect([round, authorizationHashOfKnownShape(a)]).toEqual([round, authorizationHash(a)])
+    expect(new Set(variants.map(authorizationHashOfKnownShape)).size).toBe(variants.length)
   })
 })

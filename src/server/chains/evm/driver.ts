@@ -9,6 +9,7 @@ import {
   type Authorization,
   authorizationFromParams,
   authorizationHash,
+  authorizationHashOfKnownShape,
   authorizationToJson,
 } from './authorization.js'
 import type { EvmChain } from './chain.js'
@@ -28,10 +29,16 @@ export function createEvmDriver(
   chain: EvmChain,
   settings: QuoteSettings,
   guards: RelayGuardSettings,
-  /** config.fastPaths (fastPath.ts): a key's signature at confirm is recovered by the node. */
+  /**
+   * config.fastPaths (fastPath.ts): a key's signature at confirm is recovered by the node; the offered
+   * authorization is read once per confirm (verify, then the relay's payload) and hashed without viem's
+   * generic typed-data walk (authorizationHashOfKnownShape).
+   */
   fastPaths = false,
 ): ChainDriver {
   const keyOnNode = { keyOnNode: fastPaths }
+  const offered = fastPaths ? offeredOnce(chain) : (ctx: OfferedContext) => offeredAuthorization(chain, ctx)
+  const hashOf = fastPaths ? authorizationHashOfKnownShape : authorizationHash
   /**
    * A gasless payment for a cooled-down payer, or past the caller's budget: `429 rate_limited`. Else
    * what the payer's signature is: the payer's code, read once, decides both (its code hash is a
@@ -74,7 +81,7 @@ export function createEvmDriver(
         return
       }
       if (ctx.option.kind === 'eip3009') {
-        const { index, authorization } = offeredAuthorization(chain, ctx)
+        const { index, authorization } = offered(ctx)
         // Checked against the message stored with the option, never against anything the wallet sent back:
         // a signature over other typed data (amount, token, payee changed) does not verify. Who checks it
         // depends on the payer's code now: its key (no code) or the account itself (ERC-1271).
@@ -82,7 +89,7 @@ export function createEvmDriver(
         const verdict = await verifyPayerSignature(
           chain,
           authorization.from,
-          authorizationHash(authorization),
+          hashOf(authorization),
           signed,
           keyOnNode,
         )
@@ -107,7 +114,7 @@ export function createEvmDriver(
     async confirm(ctx): Promise<ConfirmOutcome> {
       if (ctx.option.kind === mandateKind) return confirmMandate(chain, ctx)
       if (ctx.option.kind === 'permit2' || ctx.option.kind === 'eip3009') {
-        const payload = relayPayload(chain, ctx)
+        const payload = relayPayload(chain, ctx, offered)
         await enqueueJob(ctx.db, { kind: evmJobKinds.relay, paymentId: ctx.payment.id, payload })
         return { status: 'processing' }
       }
@@ -137,18 +144,24 @@ export function createEvmDriver(
     // A gasless confirm only enqueues its relay; a direct one also claims its hash (its own statement).
     planConfirm(ctx) {
       if (ctx.option.kind !== 'permit2' && ctx.option.kind !== 'eip3009') return undefined
-      return { job: { kind: evmJobKinds.relay, payload: relayPayload(chain, ctx) as unknown as JsonValue } }
+      return {
+        job: { kind: evmJobKinds.relay, payload: relayPayload(chain, ctx, offered) as unknown as JsonValue },
+      }
     },
   }
 }
 
 /** What the relay job collects: the permit or the authorization offered, with the wallet's signature. */
-function relayPayload(chain: EvmChain, ctx: Omit<ConfirmContext, 'db'>): RelayPayload {
+function relayPayload(
+  chain: EvmChain,
+  ctx: OfferedContext,
+  readAuthorization: (ctx: OfferedContext) => { index: number; authorization: Authorization },
+): RelayPayload {
   const collection =
     ctx.option.kind === 'permit2'
       ? (({ index, permit }) => ({ index, permit2: permit2ToJson(permit) }))(offeredPermit(chain, ctx))
       : (({ index, authorization }) => ({ index, authorization: authorizationToJson(authorization) }))(
-          offeredAuthorization(chain, ctx),
+          readAuthorization(ctx),
         )
   const { index, ...offered } = collection
   return {
@@ -160,10 +173,29 @@ function relayPayload(chain: EvmChain, ctx: Omit<ConfirmContext, 'db'>): RelayPa
   }
 }
 
+type OfferedContext = Omit<ConfirmContext, 'db'>
+
+/**
+ * offeredAuthorization read once per option as the confirm holds it (verify, then the relay's payload,
+ * get the same object): the stored option does not change within a confirm, and a later confirm reads it
+ * anew.
+ */
+function offeredOnce(chain: EvmChain) {
+  const read = new WeakMap<OfferedContext['option'], { index: number; authorization: Authorization }>()
+  return (ctx: OfferedContext) => {
+    let offered = read.get(ctx.option)
+    if (!offered) {
+      offered = offeredAuthorization(chain, ctx)
+      read.set(ctx.option, offered)
+    }
+    return offered
+  }
+}
+
 /** The authorization as offered (stored by the gateway with the option) and the index of its action. */
 function offeredAuthorization(
   chain: EvmChain,
-  ctx: Omit<ConfirmContext, 'db'>,
+  ctx: OfferedContext,
 ): { index: number; authorization: Authorization } {
   const index = ctx.option.actions.findIndex(
     (a) => a.type === 'walletRpc' && a.walletRpc.method === 'eth_signTypedData_v4',

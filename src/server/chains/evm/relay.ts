@@ -37,6 +37,7 @@ import {
   type BumpGuard,
   recordedSteps,
   retryWhileInFlight,
+  type SendOnceParameters,
   StepCancelled,
   sendAndWait,
   sendOnce,
@@ -71,7 +72,10 @@ export interface JobSettings {
   settlementIntervalMs: number
   /** Payer cool-downs and per-credential gas budgets (payments/relayGuards.ts). */
   guards: RelayGuardSettings
-  /** config.fastPaths (fastPath.ts): a relay job's first send skips the lookup of earlier records. */
+  /**
+   * config.fastPaths (fastPath.ts): a relay job's first send skips the lookup of earlier records; its fee
+   * reservation is taken by the sender with its group's record.
+   */
   fastPaths: boolean
 }
 
@@ -135,15 +139,22 @@ export function relayJob(settings: JobSettings): JobHandler {
       // What a new relay must pass once its gas limit and fees are fixed, before it is signed: simulated
       // as sent, then (one round trip) no earlier revert of the payment, no cool-down of the payer, room
       // in the payer's and the caller's budgets, the payment's one reservation raised to its worst case.
+      // With fast paths on, the reservation is the sender's: taken for its whole group in one call, under
+      // the key's lock and in the transaction that records the relay (sender.ts), not one call per relay.
+      const reservation = async (sent: { gas: bigint } & EvmFees) => ({
+        paymentId: job.payment_id,
+        credentialId: payload.credentialId,
+        subjects: await payerSubjects(chain, collection.from),
+        amount: sent.gas * sent.maxFeePerGas,
+        guards: settings.guards,
+      })
       const beforeSign = async (sent: { gas: bigint } & EvmFees) => {
         await simulateCollection(chain, call, sent)
-        await reserveExecutorFee(ctx.db, settings.guards, {
-          chainId: chain.caip2,
-          paymentId: job.payment_id,
-          credentialId: payload.credentialId,
-          subjects: await payerSubjects(chain, collection.from),
-          amount: sent.gas * sent.maxFeePerGas,
-        })
+        if (!settings.fastPaths)
+          await reserveExecutorFee(ctx.db, settings.guards, {
+            chainId: chain.caip2,
+            ...(await reservation(sent)),
+          })
       }
       // The first claim's first send: no record of this step can exist yet (SendOnceParameters.noPriorRecord).
       let first = settings.fastPaths && job.attempts === 1
@@ -153,6 +164,7 @@ export function relayJob(settings: JobSettings): JobHandler {
         return submitCollection(ctx.db, chain, relayer.sender, job.payment_id, call, {
           fence: ctx.fence,
           beforeSign,
+          ...(settings.fastPaths ? { reservation } : {}),
           beforeBump: guardFeeBump(ctx.db, settings.guards),
           noPriorRecord,
           asSentOnly: settings.fastPaths,
@@ -450,7 +462,8 @@ async function submitCollection(
   call: CollectionCall,
   options: {
     fence?: Fence | undefined
-    beforeSign?: ((sent: { gas: bigint } & EvmFees) => Promise<void>) | undefined
+    beforeSign?: SendOnceParameters['beforeSign']
+    reservation?: SendOnceParameters['reservation']
     beforeBump?: BumpGuard
     noPriorRecord?: boolean
     /**
@@ -479,6 +492,7 @@ async function submitCollection(
     // Exactly what is signed, where it will run: a payer whose signature is valid only at gas price 0
     // (a plain eth_call) or only in the latest block is refused here, before any gas is spent.
     beforeSign: beforeSign ?? ((sent) => simulateCollection(chain, call, sent)),
+    ...(options.reservation ? { reservation: options.reservation } : {}),
     ...(options.beforeBump ? { beforeBump: options.beforeBump } : {}),
   })
   return hash

@@ -1,6 +1,7 @@
 import { type Insertable, sql } from 'kysely'
 import { type Address, type Hex, keccak256, type TransactionSerializableEIP1559 } from 'viem'
 import { type Fence, FenceLost, holdFences } from '../../jobs/fence.js'
+import { type FeeReservation, reserveExecutorFees } from '../../payments/relayGuards.js'
 import type { Db } from '../../store/db.js'
 import type { EvmChain } from './chain.js'
 import type { EvmTransactionRow, EvmTransactionsTable, EvmTxPurpose } from './schema.js'
@@ -26,6 +27,13 @@ export interface NewTransaction {
    * database transaction; otherwise `record` rejects with FenceLost and nothing exists to broadcast.
    */
   fence?: Fence
+  /**
+   * The send's executor fee reservation (payments/relayGuards.ts), taken in the same database transaction
+   * under the key's lock, for the whole group in one call, before it is signed (fastPath.ts): refused,
+   * `record` rejects with the guard's error (SendReverted, PayerCoolingDown, GasBudgetExhausted) and
+   * nothing is signed or recorded for it; the group's other sends go on.
+   */
+  reservation?: FeeReservation
 }
 
 /**
@@ -110,7 +118,7 @@ export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
           const rows = await numberAndRecord(group, fees, counted)
           for (const [i, queued] of group.entries()) {
             const row = rows[i]!
-            if (row instanceof FenceLost) queued.reject(row)
+            if (row instanceof Error) queued.reject(row)
             else queued.resolve(row)
           }
         } catch (error) {
@@ -126,13 +134,22 @@ export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
     group: Queued[],
     fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint },
     counted: bigint,
-  ): Promise<(EvmTransactionRow | FenceLost)[]> {
+  ): Promise<(EvmTransactionRow | Error)[]> {
     return db.transaction().execute(async (trx) => {
       await sql`SELECT pg_advisory_xact_lock(hashtextextended(${lockKey}, 0))`.execute(trx)
       const fences = group.flatMap(({ transaction }) => (transaction.fence ? [transaction.fence] : []))
       const held = await holdFences(trx, fences)
-      const lost = (t: NewTransaction) =>
+      const fenceLost = (t: NewTransaction) =>
         t.fence && !held.has(t.fence.jobId) ? new FenceLost(t.fence) : undefined
+      // Only the sends still held reserve: a lost one is not signed, so it spends nothing.
+      const reserving = group.filter(({ transaction: t }) => t.reservation && !fenceLost(t))
+      const verdicts = await reserveExecutorFees(
+        trx,
+        chain.caip2,
+        reserving.map(({ transaction }) => transaction.reservation!),
+      )
+      const refused = new Map(reserving.map(({ transaction }, i) => [transaction, verdicts[i]]))
+      const lost = (t: NewTransaction) => fenceLost(t) ?? refused.get(t)
       const recorded = await trx
         .selectFrom('evm_transactions')
         .select(sql<string | null>`max(nonce)`.as('nonce'))

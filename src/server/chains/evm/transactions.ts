@@ -12,6 +12,7 @@ import type { Fence } from '../../jobs/fence.js'
 import { type JobRunContext, RetryLater } from '../../jobs/runner.js'
 import { countFeeBump } from '../../metrics/counters.js'
 import { inSpan } from '../../metrics/tracing.js'
+import type { FeeReservation } from '../../payments/relayGuards.js'
 import type { Db } from '../../store/db.js'
 import type { EvmChain } from './chain.js'
 import { nodeRefusal } from './nodeErrors.js'
@@ -42,6 +43,11 @@ export interface SendOnceParameters {
    * reservation). Throw to refuse; the transaction is then signed with exactly these fees.
    */
   beforeSign?: (sent: { gas: bigint } & EvmFees) => Promise<void>
+  /**
+   * The send's fee reservation once beforeSign passed, taken by the sender in the transaction that
+   * records it (NewTransaction.reservation, a FastPath), instead of by beforeSign on its own.
+   */
+  reservation?: (sent: { gas: bigint } & EvmFees) => Promise<FeeReservation>
   /** What a replacement of the step's transaction at higher fees must pass before it is signed. */
   beforeBump?: BumpGuard
   /** The job step's claim: a new transaction is recorded (and so sent) only while it holds. */
@@ -132,6 +138,7 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
   const gas = withGasHeadroom(await p.estimateGas())
   const fees = p.beforeSign ? await p.sender.fees() : undefined
   if (p.beforeSign && fees) await p.beforeSign({ gas, ...fees })
+  const reservation = p.reservation && fees ? await p.reservation({ gas, ...fees }) : undefined
   const row = await p.sender.record({
     paymentId: p.paymentId,
     purpose: p.purpose,
@@ -142,6 +149,7 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
     gas,
     ...(fees ? { fees } : {}),
     ...(p.fence ? { fence: p.fence } : {}),
+    ...(reservation ? { reservation } : {}),
   })
   try {
     await inSpan(

@@ -16,7 +16,9 @@ import {
   GasBudgetExhausted,
   PayerCoolingDown,
   type RelayGuardSettings,
+  reservationRaised,
   reserveExecutorFee,
+  reserveExecutorFeeOrRaise,
 } from '../../payments/relayGuards.js'
 import { armChargeJob, type MandateChargePayload } from '../../subscriptions/liveCharges.js'
 import { optionTerms } from '../../subscriptions/mandates.js'
@@ -344,15 +346,45 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
 
   /**
    * One built transaction: its record, job and wake-up ride in the payment's move (gateway/confirm.ts).
-   * Not for a mandate (its own job), nor while fees are reserved before the record (relay guards: a
-   * reservation that can refuse is its own statement, under its locks): `confirm` does those.
+   * Not for a mandate (its own job): `confirm` does that. With relay guards, the fee reservation rides
+   * too, evaluated after the move (so under the payment's row lock, as in `confirm`) and refusing by
+   * raising, which rolls the move, record and job back: `429 rate_limited` as `confirm` answers.
    */
   function planConfirm(ctx: Omit<ConfirmContext, 'db' | 'afterCommit'>): ConfirmPlan | undefined {
     const { built = [], total } = optionState(ctx.option.state)
-    if (built.length !== 1 || total !== undefined || options.guards) return undefined
+    if (built.length !== 1 || total !== undefined) return undefined
     const now = new Date()
     const { record, job, send } = confirmed(ctx, built[0]!)
-    return { job, inserts: [recordAlong(record, now)], ...(send ? { afterCommit: send } : {}) }
+    const plan: ConfirmPlan = {
+      job,
+      inserts: [recordAlong(record, now)],
+      ...(send ? { afterCommit: send } : {}),
+    }
+    const guards = options.guards
+    if (!guards) return plan
+    const reservation = {
+      chainId: chain.caip2,
+      paymentId: ctx.payment.id,
+      subjects: payerSubjects(ctx.option.account),
+    }
+    const check = reserveExecutorFeeOrRaise(guards, {
+      ...reservation,
+      credentialId: ctx.credentialId,
+      amount: maxFeeLamports(decodeSolanaTransaction(record.raw)),
+      now,
+    })
+    return {
+      ...plan,
+      guard: {
+        check,
+        refused(error) {
+          const refusal = reservationRaised(error, guards, reservation)
+          if (refusal instanceof GasBudgetExhausted || refusal instanceof PayerCoolingDown)
+            fail('rate_limited', refusal.message)
+          if (refusal) throw refusal
+        },
+      },
+    }
   }
 
   return {

@@ -30,6 +30,7 @@ import * as captureReturns from './029_capture_returns.js'
 import * as evmStrayRecoveries from './030_evm_stray_recoveries.js'
 import * as jobRearm from './032_job_rearm.js'
 import * as evmCancellations from './033_evm_cancellations.js'
+import * as groupReservations from './034_group_reservations.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -67,4 +68,5 @@ export const migrations: Record<string, Migration> = {
   '030_evm_stray_recoveries': evmStrayRecoveries,
   '032_job_rearm': jobRearm,
   '033_evm_cancellations': evmCancellations,
+  '034_group_reservations': groupReservations,
 }
