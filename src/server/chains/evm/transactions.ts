@@ -90,15 +90,30 @@ export function recordedSteps(
   refundId?: string,
   step?: string,
 ): Promise<EvmTransactionRow[]> {
-  let query = db
+  return db
     .selectFrom('evm_transactions')
     .selectAll()
     .where('payment_id', '=', paymentId)
-    .where('purpose', '=', purpose)
     .where('status', 'in', ['sent', 'succeeded'])
-  if (refundId !== undefined) query = query.where('refund_id', '=', refundId)
-  query = step === undefined ? query.where('step', 'is', null) : query.where('step', '=', step)
-  return query.orderBy('id', 'desc').execute()
+    .where((eb) => {
+      const own = eb.and([
+        eb('purpose', '=', purpose),
+        ...(refundId !== undefined ? [eb('refund_id', '=', refundId)] : []),
+        step === undefined ? eb('step', 'is', null) : eb('step', '=', step),
+      ])
+      // A payer's send may have been replaced by a cancellation (BumpGuard), `step` naming the purpose:
+      // read with the step's own records, in the same round trip.
+      return cancellable(purpose)
+        ? eb.or([own, eb.and([eb('purpose', '=', 'cancel'), eb('step', '=', purpose)])])
+        : own
+    })
+    .orderBy('id', 'desc')
+    .execute()
+}
+
+/** A payer's sends: the ones a refused fee bump replaces with a cancellation. */
+function cancellable(purpose: EvmTxPurpose): boolean {
+  return purpose === 'relay' || purpose === 'deploy'
 }
 
 /**
@@ -113,16 +128,17 @@ export function recordedSteps(
  */
 export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row: EvmTransactionRow }> {
   const { db, chain } = p
-  const prior = p.noPriorRecord ? [] : await recordedSteps(db, p.paymentId, p.purpose, p.refundId, p.step)
+  const recorded = p.noPriorRecord ? [] : await recordedSteps(db, p.paymentId, p.purpose, p.refundId, p.step)
+  const prior = recorded.filter((row) => row.purpose === p.purpose)
   // Landed and recorded, but the caller died before its own next write (the payment row): that
   // transaction is the step. Signing anew would pay twice (or, for a relay, fail a paid payment
   // because its authorization is already used).
   const succeeded = prior.find((row) => row.status === 'succeeded')
   if (succeeded) return { hash: succeeded.hash as Hash, row: succeeded }
   // A payer's send may have been cancelled (BumpGuard): signing it anew would undo the cancellation.
-  if ((p.purpose === 'relay' || p.purpose === 'deploy') && !p.noPriorRecord) {
-    const cancels = await cancellationsOf(db, p.paymentId, p.purpose)
-    if (cancels.length > 0) return cancelledStep(db, chain, prior, cancels)
+  const cancels = recorded.filter((row) => row.purpose === 'cancel')
+  if (cancels.length > 0) {
+    return cancelledStep(db, chain, prior, cancels)
   }
   // Newest first: a replacement comes before the transaction it replaced (same nonce), and whichever
   // of them is mined is the step. Asked of a node at or past the newest block seen (nodes.ts): a node
@@ -163,19 +179,6 @@ export async function sendOnce(p: SendOnceParameters): Promise<{ hash: Hash; row
     throw error
   }
   return { hash: row.hash as Hash, row }
-}
-
-/** The recorded cancellations of a payment's step (its `step` names the purpose they replace). */
-function cancellationsOf(db: Db, paymentId: string, purpose: EvmTxPurpose): Promise<EvmTransactionRow[]> {
-  return db
-    .selectFrom('evm_transactions')
-    .selectAll()
-    .where('payment_id', '=', paymentId)
-    .where('purpose', '=', 'cancel')
-    .where('step', '=', purpose)
-    .where('status', 'in', ['sent', 'succeeded'])
-    .orderBy('id', 'desc')
-    .execute()
 }
 
 /**
