@@ -242,25 +242,13 @@ export async function scanEvmPushPayments(
         // The transfer and its payment's sweep job together: a crash between them would leave a transfer
         // no later pass queues again (it is known by then).
         const inserted = await inTransaction(db, async (trx) => {
-          const row = await trx
-            .insertInto('evm_push_transfers')
-            .values({
-              log_id: `${log.transactionHash}:${log.logIndex}`,
-              payment_id: deposit.payment_id,
-              chain_id: chain.caip2,
-              asset: deposit.asset,
-              deposit_address: deposit.address,
-              sender: log.args.from!.toLowerCase(),
-              amount: amount.toString(),
-              block: log.blockNumber,
-              log_index: log.logIndex,
-              holder: holderOf(chain.caip2, chain.executor.address),
-              state: 'found',
-              found_at: now,
-            })
-            .onConflict((oc) => oc.column('log_id').doNothing())
-            .returning('log_id')
-            .executeTakeFirst()
+          const row = await recordPushTransfer(trx, chain, {
+            paymentId: deposit.payment_id,
+            asset: deposit.asset,
+            depositAddress: deposit.address,
+            log: { ...log, args: { from: log.args.from!, value: amount } },
+            now,
+          })
           if (row) await queueSweep(trx, deposit.payment_id, now)
           return row !== undefined
         })
@@ -276,6 +264,48 @@ export async function scanEvmPushPayments(
   }
   await holdUnpaidPushes(db, config, now)
   return found
+}
+
+/**
+ * One Transfer log into a payment's deposit address, recorded `found` once (its log id); the caller
+ * queues the payment's sweep in the same transaction. Whether this call recorded it.
+ */
+export async function recordPushTransfer(
+  db: Db,
+  chain: EvmChain,
+  p: {
+    paymentId: string
+    asset: string
+    depositAddress: string
+    log: {
+      transactionHash: Hash
+      logIndex: number
+      blockNumber: bigint
+      args: { from: Address; value: bigint }
+    }
+    now: Date
+  },
+): Promise<boolean> {
+  const row = await db
+    .insertInto('evm_push_transfers')
+    .values({
+      log_id: `${p.log.transactionHash}:${p.log.logIndex}`,
+      payment_id: p.paymentId,
+      chain_id: chain.caip2,
+      asset: p.asset,
+      deposit_address: p.depositAddress.toLowerCase(),
+      sender: p.log.args.from.toLowerCase(),
+      amount: p.log.args.value.toString(),
+      block: p.log.blockNumber,
+      log_index: p.log.logIndex,
+      holder: holderOf(chain.caip2, chain.executor.address),
+      state: 'found',
+      found_at: p.now,
+    })
+    .onConflict((oc) => oc.column('log_id').doNothing())
+    .returning('log_id')
+    .executeTakeFirst()
+  return row !== undefined
 }
 
 /**

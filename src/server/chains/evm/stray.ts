@@ -12,7 +12,6 @@ import { canonicalCaip, sameCaip } from '../../../caip/caip.js'
 import { newId } from '../../ids.js'
 import { rearmJob } from '../../jobs/queue.js'
 import { type JobHandler, RetryLater } from '../../jobs/runner.js'
-import { holderOf } from '../../ledger/entries.js'
 import { type Db, inTransaction } from '../../store/db.js'
 import { eip3009Abi } from './abi.js'
 import type { EvmAsset, EvmChain } from './chain.js'
@@ -26,6 +25,7 @@ import {
   lateWatchMs,
   pushFactoryAddress,
   queueSweep,
+  recordPushTransfer,
   sendStep,
 } from './push.js'
 import { chainOf, type JobSettings } from './relay.js'
@@ -437,26 +437,15 @@ export async function adoptStrayTransfers(
     let inserted = 0
     for (const log of logs) {
       if (!log.args.value) continue
-      const row = await trx
-        .insertInto('evm_push_transfers')
-        .values({
-          log_id: `${log.transactionHash}:${log.logIndex}`,
-          payment_id: params.paymentId,
-          chain_id: chain.caip2,
-          asset,
-          deposit_address: address.toLowerCase(),
-          sender: log.args.from!.toLowerCase(),
-          amount: log.args.value.toString(),
-          block: log.blockNumber,
-          log_index: log.logIndex,
-          holder: holderOf(chain.caip2, chain.executor.address),
-          state: 'found',
-          found_at: params.now,
-        })
-        .onConflict((oc) => oc.column('log_id').doNothing())
-        .returning('log_id')
-        .executeTakeFirst()
-      if (row) inserted += 1
+      const logged = { ...log, args: { from: log.args.from!, value: log.args.value } }
+      const recorded = await recordPushTransfer(trx, chain, {
+        paymentId: params.paymentId,
+        asset,
+        depositAddress: address,
+        log: logged,
+        now: params.now,
+      })
+      if (recorded) inserted += 1
     }
     if (inserted > 0) await queueSweep(trx, params.paymentId, params.now)
     return inserted
