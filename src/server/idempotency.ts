@@ -3,7 +3,7 @@ import type { AuthContext } from './context.js'
 import { fail, renderError } from './errors.js'
 import { sha256Hex } from './ids.js'
 import { openSecret, type SecretBox, sealSecret } from './secrets.js'
-import type { Db } from './store/db.js'
+import { commitTransaction, type Db, startTransaction } from './store/db.js'
 import { namedStatement } from './store/prepared.js'
 
 /**
@@ -144,7 +144,7 @@ export async function runIdempotent<T>(
     return outcome
   }
 
-  const trx = await db.startTransaction().execute()
+  const trx = await startTransaction(db)
   let open = true
   const rollback = async () => {
     open = false
@@ -171,7 +171,7 @@ export async function runIdempotent<T>(
       await rollback()
       return settle(stored) ?? storedAnswer()
     }
-    await trx.commit().execute()
+    await commitTransaction(trx)
     open = false
     return { replayed: false, status: options.successStatus, result }
   } finally {

@@ -18,7 +18,7 @@ import { startReconciliation } from './ledger/reconcile.js'
 import { type MetricsServer, startMetricsServer } from './metrics/server.js'
 import { flushTracing, startTracing } from './metrics/tracing.js'
 import { listenForStatusChanges } from './payments/statusChanges.js'
-import { type Db, openDatabase } from './store/db.js'
+import { type Db, newTransaction, openDatabase } from './store/db.js'
 import { startWebhookDispatcher, type WebhookDispatcher } from './webhooks/dispatch.js'
 
 export interface StartServerOptions {
@@ -299,7 +299,7 @@ function reachableAddress(interfaces: ReturnType<typeof networkInterfaces>): str
 
 /** First start on an empty database: one partner and a test key. Serialised across instances. */
 async function bootstrapPartner(db: Db): Promise<{ partnerId: string; apiKey: string } | undefined> {
-  return db.transaction().execute(async (trx) => {
+  return newTransaction(db, async (trx) => {
     await sql`SELECT pg_advisory_xact_lock(hashtext('caipay.bootstrap'))`.execute(trx)
     const existing = await trx.selectFrom('partners').select('id').limit(1).executeTakeFirst()
     if (existing) return undefined

@@ -11,12 +11,15 @@ import type { AddressInfo } from 'node:net'
  * replica, the rest to the primary: the worst split for a reader that asks "is it mined?" and "is its
  * nonce used?" in separate requests. `logsToReplica`: requests that read logs go to the replica (a range
  * that ends past its head is answered without the logs of the blocks it does not have): the worst split for a scan that reads the
- * head from one backend and the logs from another.
+ * head from one backend and the logs from another. `codeToReplica`: requests that read a contract's code go
+ * to the replica (from before a deployment, it answers "no code"): the worst split for a reader that
+ * decides from one code read whether a contract is there.
  */
 export interface LoadBalancer {
   readonly url: string
   lookupsToReplica: boolean
   logsToReplica: boolean
+  codeToReplica: boolean
   /** Requests the replica answered. */
   replicaRequests: number
   stop(): Promise<void>
@@ -24,6 +27,7 @@ export interface LoadBalancer {
 
 const lookups = /eth_getTransactionReceipt|eth_getTransactionByHash/
 const logReads = /eth_getLogs/
+const codeReads = /eth_getCode/
 
 export async function startLoadBalancer(
   primary: string,
@@ -33,6 +37,7 @@ export async function startLoadBalancer(
     url: '',
     lookupsToReplica: false,
     logsToReplica: false,
+    codeToReplica: false,
     replicaRequests: 0,
     stop: async () => {},
   }
@@ -42,7 +47,9 @@ export async function startLoadBalancer(
       const lagging = replica()
       const toReplica =
         lagging !== undefined &&
-        ((balancer.lookupsToReplica && lookups.test(body)) || (balancer.logsToReplica && logReads.test(body)))
+        ((balancer.lookupsToReplica && lookups.test(body)) ||
+          (balancer.logsToReplica && logReads.test(body)) ||
+          (balancer.codeToReplica && codeReads.test(body)))
       if (toReplica) balancer.replicaRequests += 1
       try {
         const answer = await fetch(toReplica ? lagging : primary, {

@@ -91,7 +91,9 @@ describe('a fee bump refused by the payer budget', () => {
       .select('failure_code')
       .where('id', '=', stuck.paymentId)
       .executeTakeFirstOrThrow()
-    expect(failure.failure_code).toBe('chain_unavailable')
+    // Failed with the refusal that caused the cancellation (the abusive payer's spent budget), not as a
+    // relay that merely never landed.
+    expect(failure.failure_code).toBe('payer_gas_budget_exhausted')
 
     // The cancellation took the stuck relay's nonce: a 0-value self-transfer of the executor, mined.
     const cancels = await env.t.db
@@ -102,7 +104,11 @@ describe('a fee bump refused by the payer budget', () => {
       .execute()
     const mined = cancels.filter((row) => row.status === 'succeeded')
     expect(mined).toHaveLength(1)
-    expect(mined[0]).toMatchObject({ step: 'relay', nonce: relay!.nonce })
+    expect(mined[0]).toMatchObject({
+      step: 'relay',
+      nonce: relay!.nonce,
+      cancel_code: 'payer_gas_budget_exhausted',
+    })
     const tx = await env.publicClient.getTransaction({ hash: mined[0]!.hash as Hex })
     expect(tx.to?.toLowerCase()).toBe(env.collection.toLowerCase())
     expect(tx.value).toBe(0n)

@@ -96,9 +96,9 @@ export function observeHttpRequest(
 const paymentChild = memo((to, mode, chain) => paymentChanges.labels(to!, mode!, chain!))
 
 /**
- * Payments a statement just changed (`type` is the event it wrote, `payment.<what it became>`). Counted
- * when the statement returns: a surrounding transaction that rolls back later over-counts, which the
- * domain's transactions (one statement, or a few that only fail with the database) make rare.
+ * Payments changed by a committed statement (`type` is the event it wrote, `payment.<what it became>`).
+ * Called once the change has committed (payments/lifecycle.ts counts from its transaction's after-commit
+ * list, store/db.ts afterCommit), so a change rolled back is never counted.
  */
 export function countPaymentChanges(
   type: string,

@@ -7,7 +7,7 @@ import { type Fence, fenceHolds } from '../jobs/fence.js'
 import { enqueueAlong, enqueueJob, type NewJob } from '../jobs/queue.js'
 import { bookUnsettledCollections, type UnsettledCollection } from '../ledger/entries.js'
 import { countPaymentChanges } from '../metrics/counters.js'
-import { type Db, inTransaction } from '../store/db.js'
+import { afterCommit, type Db, inTransaction } from '../store/db.js'
 import { columnsText } from '../store/prepared.js'
 import { type PaymentRow, type PaymentUpdate, paymentColumns } from '../store/schema.js'
 import { addSettlementItem, addSettlementItems, type BatchedSettlement } from './settlementItems.js'
@@ -148,8 +148,21 @@ async function changePayments(
     delete (row as { woke?: unknown }).woke
     delete (row as { guarded?: unknown }).guarded
   }
-  countPaymentChanges(type, rows as PaymentRow[])
+  countCommitted(db, type, rows as PaymentRow[])
   return rows as PaymentRow[]
+}
+
+/**
+ * Counts changes once they are committed (the counter says "committed"): a change made in a transaction
+ * that rolls back later (a guard that raises, a job step that throws, an idempotent request refused)
+ * is not counted. No statement: the count waits on the transaction's after-commit list.
+ */
+function countCommitted(
+  db: Db,
+  type: string,
+  rows: readonly { mode: string; option_amount: { unit: string } | null }[],
+): void {
+  if (rows.length > 0) afterCommit(db, () => countPaymentChanges(type, rows))
 }
 
 export interface TransitionPaymentParameters {
@@ -293,7 +306,7 @@ export async function changePaymentInSteps(db: Db, params: PaymentStepsParams): 
     SELECT * FROM changed`
   const [row] = (await statement.execute(db)).rows
   if (row) {
-    for (const step of steps) countPaymentChanges(step.type, [row])
+    for (const step of steps) countCommitted(db, step.type, [row])
     return row
   }
   return refuseTransition(db, params.paymentId, steps.find((step) => step.set.status)?.set.status ?? status)
@@ -682,7 +695,7 @@ export async function authorizeHeldPayments(
       ON CONFLICT DO NOTHING
     )
     SELECT * FROM changed`.execute(db)
-  countPaymentChanges('payment.authorized', rows)
+  countCommitted(db, 'payment.authorized', rows)
   return rows
 }
 
@@ -748,7 +761,7 @@ export async function captureHeldPayment(
     ), ledger AS (${ledger}), refund AS (${refundInsert(params.refund)})
     SELECT * FROM changed`.execute(db)
   ).rows
-  if (row) countPaymentChanges('payment.captured', [row])
+  if (row) countCommitted(db, 'payment.captured', [row])
   return row
 }
 
@@ -788,7 +801,7 @@ export async function voidHeldPayment(
     ), refund AS (${refundInsert(params.refund)})
     SELECT * FROM changed`.execute(db)
   ).rows
-  if (row) countPaymentChanges('payment.voided', [row])
+  if (row) countCommitted(db, 'payment.voided', [row])
   return row
 }
 
@@ -832,7 +845,7 @@ export async function holdAgainAfterFailedReturn(
     )
     SELECT * FROM changed`.execute(db)
   ).rows
-  if (row) countPaymentChanges('payment.authorized', [row])
+  if (row) countCommitted(db, 'payment.authorized', [row])
   return row
 }
 

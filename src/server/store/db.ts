@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect, type Transaction } from 'kysely'
+import { type ControlledTransaction, Kysely, PostgresDialect, type Transaction } from 'kysely'
 import pg from 'pg'
 import { startEmbeddedPostgres } from './embedded.js'
 import { migrate } from './migrate.js'
@@ -85,7 +85,56 @@ export function poolUsage(db: Db): { total: number; idle: number; waiting: numbe
 /** Runs `fn` in a transaction, reusing the caller's when `db` already is one (kysely does not nest). */
 export function inTransaction<T>(db: Db, fn: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
   if (db.isTransaction) return fn(db as Transaction<Database>)
-  return db.transaction().execute(fn)
+  return newTransaction(db, fn)
+}
+
+/**
+ * What each transaction opened here runs once it has committed (afterCommit). A rolled-back one's list
+ * is never run and goes with its transaction object.
+ */
+const committedHooks = new WeakMap<Db, (() => void)[]>()
+
+/** Runs `fn` in a transaction of its own (never the caller's), with its after-commit list. */
+export async function newTransaction<T>(db: Db, fn: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+  let opened: Transaction<Database> | undefined
+  const result = await db.transaction().execute((trx) => {
+    opened = trx
+    committedHooks.set(trx, [])
+    return fn(trx)
+  })
+  runCommittedHooks(opened!)
+  return result
+}
+
+/** A transaction the caller commits or rolls back itself, with its after-commit list (commitTransaction). */
+export async function startTransaction(db: Db): Promise<ControlledTransaction<Database>> {
+  const trx = await db.startTransaction().execute()
+  committedHooks.set(trx, [])
+  return trx
+}
+
+/** Commits a transaction of startTransaction, then runs its after-commit list. */
+export async function commitTransaction(trx: ControlledTransaction<Database>): Promise<void> {
+  await trx.commit().execute()
+  runCommittedHooks(trx)
+}
+
+function runCommittedHooks(trx: Db): void {
+  const hooks = committedHooks.get(trx)
+  committedHooks.delete(trx)
+  if (hooks) for (const hook of hooks) hook()
+}
+
+/**
+ * Runs `fn` once what `db` wrote is committed: at once when `db` is no transaction (each statement
+ * committed as it returned), at the commit of a transaction opened by this module, never when that one
+ * rolls back. A transaction opened elsewhere (kysely's own `db.transaction()`) has no list: `fn` runs
+ * at once, so open transactions here. `fn` must not throw (it runs after the commit, past any rollback).
+ */
+export function afterCommit(db: Db, fn: () => void): void {
+  const hooks = db.isTransaction ? committedHooks.get(db) : undefined
+  if (hooks) hooks.push(fn)
+  else fn()
 }
 
 /**

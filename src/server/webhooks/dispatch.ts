@@ -3,7 +3,7 @@ import { newId } from '../ids.js'
 import { listenForJobs } from '../jobs/notify.js'
 import type { JobLogger } from '../jobs/runner.js'
 import { onWake } from '../jobs/wake.js'
-import type { Db } from '../store/db.js'
+import { type Db, newTransaction } from '../store/db.js'
 import type { Mode } from '../store/schema.js'
 import { webhookJobKind } from './deliver.js'
 import { renderPaymentEvent } from './payload.js'
@@ -20,7 +20,7 @@ export const dispatchWakeKind = 'webhook.dispatch'
  */
 export async function dispatchPaymentEvents(db: Db, options: { now: Date; limit?: number }): Promise<number> {
   const { now } = options
-  return db.transaction().execute(async (trx) => {
+  return newTransaction(db, async (trx) => {
     const events = await trx
       .selectFrom('payment_events')
       .select(['id', 'payment_id', 'type', 'created_at', 'snapshot'])

@@ -141,7 +141,8 @@ export function createX402Facilitator(options: X402FacilitatorOptions): X402Faci
         ...base,
       }
     }
-    // Refused by the job before anything was signed (the budget or a cool-down reached while queued).
+    // Refused by a budget or a cool-down: before anything was signed (reached while queued), or at a fee
+    // bump of the relay, which was then replaced by a cancellation (it never lands).
     const refusedBeforeSending =
       payment.failure_code === 'gas_budget_exhausted'
         ? reasons.gasBudgetExhausted

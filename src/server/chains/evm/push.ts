@@ -9,6 +9,7 @@ import {
   type Hash,
   type Hex,
   keccak256,
+  numberToHex,
   parseAbiItem,
   parseEventLogs,
   stringToHex,
@@ -113,23 +114,39 @@ export function eip681TransferUrl(params: {
  * the amount its link asks (what the scan watches; the first record stays). The chain's scan cursor
  * starts at the head the first time a chain offers one. A chain without the deterministic deployment
  * proxy (and no factory already there) offers none: its forwarders could never be swept, so a buyer's
- * transfer would be stuck (docs/push-payments.md, "Not yet"). That is read once per process.
+ * transfer would be stuck (docs/push-payments.md, "Not yet").
+ *
+ * Both codes are read in one request at the newest block seen, from a node whose head has it
+ * (`EvmNodes.readAt`): a node behind the proxy's deployment is asked nothing (NodesBehind: no push
+ * option this time, read again on the next call). Code found turns push on for the process (code does
+ * not go away). "No code" holds for the block it was read at only: a later call reads again once a newer
+ * block is seen (the proxy deployed since), at most once per block.
  */
 export function createEvmPushQuoter(chain: EvmChain, db: Db, log: JobLogger) {
   const factory = pushFactoryAddress(chain.executor.address)
-  let ready: Promise<boolean> | undefined
+  let ready = false
+  /** The block of the last "no code" answer. */
+  let absentAt: bigint | undefined
+  let reading: Promise<boolean> | undefined
 
-  async function prepare(): Promise<boolean> {
-    const [head, deployerCode, factoryCode] = await Promise.all([
-      chain.publicClient.getBlockNumber({ cacheTime: 0 }),
-      chain.publicClient.getCode({ address: create2Deployer }),
-      chain.publicClient.getCode({ address: factory }),
-    ])
+  async function readReady(): Promise<boolean> {
+    // Only the first read needs a fresh head (the scan cursor starts there); a recheck takes viem's
+    // cached one, so an options call on a chain without the proxy rarely waits for the node.
+    const head = await chain.publicClient.getBlockNumber(absentAt === undefined ? { cacheTime: 0 } : {})
+    const block = head > chain.nodes.highest() ? head : chain.nodes.highest()
+    if (absentAt !== undefined && block <= absentAt) return false
+    const at = numberToHex(block)
+    const [deployerCode, factoryCode] = (await chain.nodes.readAt(block, [
+      { method: 'eth_getCode', params: [create2Deployer, at] },
+      { method: 'eth_getCode', params: [factory, at] },
+    ])) as [Hex | null, Hex | null]
     if (!hasCode(deployerCode) && !hasCode(factoryCode)) {
-      log.warn(
-        { chain: chain.caip2, deployer: create2Deployer },
-        'No push options on this chain: the deterministic deployment proxy is not deployed, so deposit addresses could not be swept',
-      )
+      if (absentAt === undefined)
+        log.warn(
+          { chain: chain.caip2, deployer: create2Deployer, block: block.toString() },
+          'No push options on this chain: the deterministic deployment proxy is not deployed, so deposit addresses could not be swept (read again at newer blocks)',
+        )
+      absentAt = block
       return false
     }
     await db
@@ -137,6 +154,12 @@ export function createEvmPushQuoter(chain: EvmChain, db: Db, log: JobLogger) {
       .values({ chain_id: chain.caip2, scanned_to: head })
       .onConflict((oc) => oc.column('chain_id').doNothing())
       .execute()
+    if (absentAt !== undefined)
+      log.info(
+        { chain: chain.caip2, deployer: create2Deployer, block: block.toString() },
+        'Push options on: the deterministic deployment proxy (or the factory) is deployed now',
+      )
+    ready = true
     return true
   }
 
@@ -144,12 +167,12 @@ export function createEvmPushQuoter(chain: EvmChain, db: Db, log: JobLogger) {
     const asset = chain.asset(ctx.asset.id)
     if (!asset || asset.push === false) return undefined
     if (!ready) {
-      ready = prepare()
-      ready.catch(() => {
-        ready = undefined
+      // One read at a time, shared; a failed one (nodes behind, unreachable) decides nothing.
+      reading ??= readReady().finally(() => {
+        reading = undefined
       })
+      if (!(await reading)) return undefined
     }
-    if (!(await ready)) return undefined
     const address = depositAddressOf(factory, ctx.payment.id)
     await db
       .insertInto('evm_push_deposits')
@@ -179,8 +202,8 @@ export function createEvmPushQuoter(chain: EvmChain, db: Db, log: JobLogger) {
   }
 }
 
-function hasCode(code: Hex | undefined): boolean {
-  return code !== undefined && code !== '0x'
+function hasCode(code: Hex | null | undefined): boolean {
+  return typeof code === 'string' && code !== '0x'
 }
 
 /** How long after its expiry a payment's deposit address is still watched (late and duplicate transfers). */

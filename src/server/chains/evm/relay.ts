@@ -217,12 +217,28 @@ export function relayJob(settings: JobSettings): JobHandler {
 function refusalBeforeSigning(error: unknown): EvmFailureCode | undefined {
   if (error instanceof AuthorizationRefused) return 'authorization_rejected'
   if (error instanceof DeploymentRefused) return 'deployment_refused'
-  if (error instanceof PayerCoolingDown) return 'payer_cooling_down'
   if (error instanceof SendReverted) return 'relay_reverted'
+  const refused = budgetRefusal(error)
+  if (refused) return refused
+  // Replaced by a cancellation after its fee bump was refused: the refusal's code, kept with the
+  // cancellation (a cancellation recorded before migration 036 has none: as a relay that never lands).
+  if (error instanceof StepCancelled)
+    return budgetRefusalCodes.find((code) => code === error.code) ?? 'chain_unavailable'
+  return undefined
+}
+
+/** The refusals of a fee bump that replace the send with a cancellation (guardFeeBump). */
+const budgetRefusalCodes = [
+  'payer_gas_budget_exhausted',
+  'gas_budget_exhausted',
+  'payer_cooling_down',
+] as const satisfies readonly EvmFailureCode[]
+
+/** A budget's refusal of a fee bump as the payment's failure code; undefined for any other error. */
+function budgetRefusal(error: unknown): (typeof budgetRefusalCodes)[number] | undefined {
+  if (error instanceof PayerCoolingDown) return 'payer_cooling_down'
   if (error instanceof GasBudgetExhausted)
     return error.scope === 'payer' ? 'payer_gas_budget_exhausted' : 'gas_budget_exhausted'
-  // Replaced by a cancellation after its fee bump was refused: it cannot land, as a relay that never does.
-  if (error instanceof StepCancelled) return 'chain_unavailable'
   return undefined
 }
 
@@ -273,7 +289,8 @@ function failing(
  * caller's budgets before it is signed. Past either (or with the payer cooled down meanwhile), the send is
  * cancelled instead: a 0-value transfer of the executor to itself at the bumped fees takes its nonce, at
  * the service's cost, so one payer's send left below the market fee cannot hold up the key's later nonces
- * (every other payment on that key); the payment then fails (StepCancelled) and its authorization stays
+ * (every other payment on that key); the payment then fails (StepCancelled) with the refusal's code
+ * (`payer_gas_budget_exhausted`, `gas_budget_exhausted`, `payer_cooling_down`) and its authorization stays
  * unused (docs/security-model.md, "Fee bumps"). A replacement cannot be simulated again on the node: every state the node answers
  * from holds the transaction it replaces (on Anvil even a block by number), so the replacement reads as
  * its own duplicate (an authorization already used). Only one of the nonce's transactions can land, so
@@ -290,7 +307,8 @@ export function guardFeeBump(db: Db, guards: RelayGuardSettings): BumpGuard {
         amount: sent.gas * sent.maxFeePerGas,
       })
     } catch (error) {
-      if (error instanceof GasBudgetExhausted || error instanceof PayerCoolingDown) return 'cancel'
+      const refused = budgetRefusal(error)
+      if (refused) return { cancel: refused }
       throw error
     }
   }

@@ -36,6 +36,11 @@ export interface EvmTransactionsTable {
    * `deposit` sends back, the forwarder factory a push payment's `deploy` creates; null for the others.
    */
   step: ColumnType<string | null, string | null | undefined, string | null>
+  /**
+   * A `cancel`: the code of the budget refusal of the fee bump it replaced (migration 036), which its
+   * payment fails with; null for the other purposes (and a cancellation recorded before 036).
+   */
+  cancel_code: ColumnType<string | null, string | null | undefined, string | null>
   /** CAIP-2. */
   chain_id: string
   /** The executor address, lower case. */

@@ -2,7 +2,7 @@ import { type Insertable, sql } from 'kysely'
 import { type Address, type Hex, keccak256, type TransactionSerializableEIP1559 } from 'viem'
 import { type Fence, FenceLost, holdFences } from '../../jobs/fence.js'
 import { type FeeReservation, reserveExecutorFees } from '../../payments/relayGuards.js'
-import type { Db } from '../../store/db.js'
+import { type Db, newTransaction } from '../../store/db.js'
 import type { EvmChain } from './chain.js'
 import type { EvmTransactionRow, EvmTransactionsTable, EvmTxPurpose } from './schema.js'
 
@@ -135,7 +135,7 @@ export function createEvmSender(db: Db, chain: EvmChain): EvmSender {
     fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint },
     counted: bigint,
   ): Promise<(EvmTransactionRow | Error)[]> {
-    return db.transaction().execute(async (trx) => {
+    return newTransaction(db, async (trx) => {
       await sql`SELECT pg_advisory_xact_lock(hashtextextended(${lockKey}, 0))`.execute(trx)
       const fences = group.flatMap(({ transaction }) => (transaction.fence ? [transaction.fence] : []))
       const held = await holdFences(trx, fences)

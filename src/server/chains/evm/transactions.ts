@@ -63,20 +63,28 @@ export interface SendOnceParameters {
 /**
  * Runs before a fee bump of `row` is signed, with exactly what the replacement will carry (a payer's
  * send: its reservation raised to the new worst case). Throw to leave the transaction at its own fees;
- * resolve `cancel` to replace it with a cancellation instead (at the same fees): the payer's send then
- * never lands, and the key's later nonces no longer wait behind one left below the market fee.
+ * resolve `{ cancel }` to replace it with a cancellation instead (at the same fees), `cancel` the code of
+ * the refusal, kept with the cancellation (`cancel_code`): the payer's send then never lands, and the
+ * key's later nonces no longer wait behind one left below the market fee.
  */
 export type BumpGuard = (
   row: EvmTransactionRow,
   sent: { to: Address; data: Hex; gas: bigint } & EvmFees,
-) => Promise<'cancel' | undefined>
+) => Promise<{ cancel: string } | undefined>
 
 /**
  * The step's transaction was replaced by a cancellation (its fee bump refused, BumpGuard): it will never
- * land and is never signed again; the step's job fails its payment.
+ * land and is never signed again; the step's job fails its payment, with `code` when the cancellation
+ * kept the refusal's (null: recorded before migration 036).
  */
 export class StepCancelled extends Error {
   override name = 'StepCancelled'
+  constructor(
+    message: string,
+    readonly code: string | null,
+  ) {
+    super(message)
+  }
 }
 
 /**
@@ -206,8 +214,10 @@ async function cancelledStep(
   if (fate.kind === 'pending' || fate.kind === 'unused')
     throw new RetryLater(`The cancellation of nonce ${nonce} has not landed yet.`)
   if (fate.kind === 'landed') await setTxStatus(db, fate.hash, 'succeeded')
+  const code = cancels.find((row) => row.cancel_code !== null)?.cancel_code ?? null
   throw new StepCancelled(
-    `Its transaction at nonce ${nonce} was replaced by a cancellation (its fee bump was refused): it never lands.`,
+    `Its transaction at nonce ${nonce} was replaced by a cancellation (its fee bump was refused${code ? `: ${code}` : ''}): it never lands.`,
+    code,
   )
 }
 
@@ -308,8 +318,9 @@ const bump = (fee: bigint) => (fee * 1125n) / 1000n + 1n
  * old fees or today's estimate, whichever is higher, up to `chain.feeBump.maxFeePerGas`). Every hash
  * stays recorded, so whichever one is mined is found. Undefined when the cap leaves no room to bump.
  * `guard` runs on exactly what the replacement will carry before it is signed; its refusal is thrown,
- * and its `cancel` makes the replacement a cancellation (purpose `cancel`, step the replaced purpose):
- * recorded before it is sent like every executor transaction.
+ * and its `cancel` makes the replacement a cancellation (purpose `cancel`, step the replaced purpose,
+ * `cancel_code` the refusal's code): recorded before it is sent like every executor transaction. A
+ * cancellation's own bumps keep its code (the row is copied).
  */
 async function replaceWithHigherFees(
   db: Db,
@@ -343,7 +354,7 @@ async function replaceWithHigherFees(
   // A cancellation: nothing but the nonce, at the bumped fees (the service's cost, docs/security-model.md).
   const raw = await signTransaction(
     chain,
-    verdict === 'cancel'
+    verdict
       ? {
           type: 'eip1559',
           chainId: chain.chainId,
@@ -364,8 +375,9 @@ async function replaceWithHigherFees(
   )
   const hash = keccak256(raw)
   const now = new Date()
-  const replacing =
-    verdict === 'cancel' ? { purpose: 'cancel' as const, step: row.purpose, refund_id: null } : {}
+  const replacing = verdict
+    ? { purpose: 'cancel' as const, step: row.purpose, refund_id: null, cancel_code: verdict.cancel }
+    : {}
   const replacement = await db
     .insertInto('evm_transactions')
     .values({ ...withoutId(row), ...replacing, hash, raw, status: 'sent', created_at: now, updated_at: now })
