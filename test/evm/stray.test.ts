@@ -12,6 +12,7 @@ import { reconcileEvmChain } from '../../src/server/chains/evm/ledger.js'
 import { scanEvmPushPayments } from '../../src/server/chains/evm/push.js'
 import { listDifferences } from '../../src/server/ledger/reconcile.js'
 import { anvilChain, anvilPrivateKeys, deployTestToken, mintTestToken } from '../anvil.js'
+import { depositsOf, expectEachSentBackOnce } from '../deposits.js'
 import { createMerchant, headers } from '../server/helpers.js'
 import { createEvmEnv, type EvmEnv, usdc } from './support.js'
 
@@ -320,24 +321,15 @@ describe('caipay deposits stray / recover', () => {
     // deposit, sent back to its sender at once through the ledger.
     await env.waitJob(paymentId, 'evm.push_sweep')
     await env.waitJob(paymentId, 'evm.deposit_refund')
-    const held = await env.t.db
-      .selectFrom('deposits')
-      .selectAll()
-      .where('payment_id', '=', paymentId)
-      .executeTakeFirstOrThrow()
+    const [held, ...more] = await depositsOf(env.t.db, paymentId)
+    expect(more).toEqual([])
     expect(held).toMatchObject({
       reason: 'late',
       status: 'refunded',
       amount: usdc(4).toString(),
       sender: `${env.anvil.caip2}:${sender}`,
     })
-    const flows = await env.t.db
-      .selectFrom('ledger_entries')
-      .select('flow')
-      .where('payment_id', '=', paymentId)
-      .orderBy('id')
-      .execute()
-    expect(flows.map((f) => f.flow)).toEqual(['deposit.held', 'deposit.refunding', 'deposit.refunded'])
+    await expectEachSentBackOnce(env.t.db, paymentId, 1)
     expect(await env.balance(sender, unwatched)).toBe(start + usdc(4))
     expect(await env.balance(deposit, unwatched)).toBe(0n)
     expect(await env.balance(env.collection, unwatched)).toBe(collected)
@@ -345,9 +337,7 @@ describe('caipay deposits stray / recover', () => {
     const again = await caipay(recoverArgs(paymentId, { asset: unwatched }))
     expect(again.code).toBe(1)
     expect(again.stderr).toMatch(/not recorded already; nothing to recover/)
-    expect(
-      await env.t.db.selectFrom('deposits').select('id').where('payment_id', '=', paymentId).execute(),
-    ).toHaveLength(1)
+    expect(await depositsOf(env.t.db, paymentId)).toHaveLength(1)
     await reconciled()
   })
 
