@@ -100,8 +100,8 @@ async function newBuyer(tokens: bigint) {
   return { key, address: account.address, client, mandates }
 }
 
-/** A live monthly subscription of `periods` at $9.99, signed by the buyer's wallet: active once its first period is charged. */
-async function subscribe(buyer: Awaited<ReturnType<typeof newBuyer>>, periods = 12) {
+/** A live subscription of the merchant's, `cents` USD an `interval`: the API's answer (nothing paid yet). */
+async function createSubscription(cents: string, interval: 'week' | 'month', periods: number) {
   references += 1
   const res = await env.t.request({
     method: 'POST',
@@ -109,13 +109,18 @@ async function subscribe(buyer: Awaited<ReturnType<typeof newBuyer>>, periods = 
     headers: headers(env.liveKey, env.merchant.id),
     payload: {
       referenceId: `sub-${references}`,
-      amount: { unit: 'iso4217/USD', value: '999' },
-      interval: 'month',
+      amount: { unit: 'iso4217/USD', value: cents },
+      interval,
       periods,
     },
   })
   expect(res.statusCode, res.body).toBe(201)
-  const { subscriptionId, gatewayUrl, firstPaymentId } = res.json
+  return res.json
+}
+
+/** A live monthly subscription of `periods` at $9.99, signed by the buyer's wallet: active once its first period is charged. */
+async function subscribe(buyer: Awaited<ReturnType<typeof newBuyer>>, periods = 12) {
+  const { subscriptionId, gatewayUrl, firstPaymentId } = await createSubscription('999', 'month', periods)
   const paid = await buyer.client.pay(gatewayUrl)
   expect(paid).toMatchObject({ paymentId: firstPaymentId })
   const final = await env.waitFinal(firstPaymentId)
@@ -420,20 +425,8 @@ describe('a live monthly EVM subscription', () => {
     const job = await env.waitJob(period.id, 'evm.mandate_charge')
     expect(job.attempts).toBeGreaterThanOrEqual(2)
     // Permit2 keeps one allowance per (buyer, token, spender): no second mandate in the same token.
-    references += 1
-    const second = await env.t.request({
-      method: 'POST',
-      url: '/v1/subscriptions',
-      headers: headers(env.liveKey, env.merchant.id),
-      payload: {
-        referenceId: `sub-${references}`,
-        amount: { unit: 'iso4217/USD', value: '500' },
-        interval: 'week',
-        periods: 4,
-      },
-    })
-    expect(second.statusCode, second.body).toBe(201)
-    const options = await env.gw('POST', second.json.firstPaymentId, '/options', {
+    const second = await createSubscription('500', 'week', 4)
+    const options = await env.gw('POST', second.firstPaymentId, '/options', {
       accounts: [`${env.anvil.caip2}:${buyer.address}`],
     })
     expect(options.statusCode, options.body).toBe(200)
