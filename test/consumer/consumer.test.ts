@@ -5,6 +5,7 @@
  * would. One install per project is shared by every case.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -23,6 +24,8 @@ let work: string
 let tarballs: { caipay: string; server: string }
 let wallet: string
 let server: string
+/** The installed server's embedded database: made by the serve case, used again by the CLI's. */
+let dataDir: string
 
 beforeAll(async () => {
   work = await fs.mkdtemp(path.join(os.tmpdir(), 'caipay-consumer-'))
@@ -33,6 +36,7 @@ beforeAll(async () => {
 
   wallet = path.join(work, 'wallet')
   server = path.join(work, 'server')
+  dataDir = path.join(work, 'data')
   await project(wallet, { caipay: `file:${tarballs.caipay}` })
   // The server package pins caipay to the same version: the override points it at this tarball.
   await project(server, {
@@ -84,6 +88,8 @@ describe('the wallet package (npm install caipay)', () => {
     const bin = path.join(wallet, 'node_modules', '.bin', 'caipay')
     const help = await exec(bin, ['--help'], { cwd: wallet, env: cleanEnv })
     expect(help.stdout).toMatch(/caipay serve|serve\s+start the payments server/)
+    expect(help.stdout).toMatch(/^ {2}deposits stray {3}/m)
+    expect(help.stdout).toMatch(/^ {2}deposits recover /m)
     expect((await exec(bin, ['--version'], { cwd: wallet, env: cleanEnv })).stdout.trim()).toBe(
       manifest.version,
     )
@@ -196,7 +202,6 @@ describe('the server package (npm install caipay-server)', () => {
   it('npx caipay serve starts from the installed package and answers /healthz and /docs', {
     timeout: 180_000,
   }, async () => {
-    const dataDir = path.join(work, 'data')
     const bin = path.join(server, 'node_modules', '.bin', 'caipay')
     const child = spawn(bin, ['serve', '--port', '0', '--data-dir', dataDir], {
       cwd: server,
@@ -220,6 +225,38 @@ describe('the server package (npm install caipay-server)', () => {
     expect(await new Promise((resolve) => child.once('exit', resolve))).toBe(0)
     const serverBin = path.join(server, 'node_modules', '.bin', 'caipay-server')
     expect((await exec(serverBin, ['--version'], { env: cleanEnv })).stdout.trim()).toBe(manifest.version)
+  })
+
+  it('caipay deposits stray and recover run from the installed server: an unknown payment is one caipay: line, exit 1', {
+    timeout: 180_000,
+  }, async () => {
+    const bin = path.join(server, 'node_modules', '.bin', 'caipay')
+    const help = await exec(bin, ['deposits', 'stray', '--help'], { cwd: server, env: cleanEnv })
+    expect(help.stdout).toMatch(/^Usage: caipay deposits stray PAYMENT_ID --config FILE/)
+    // An operator's config with one EVM chain; nothing is read from its node before the payment is found.
+    const config = path.join(work, 'stray-config.json')
+    const chain = 'eip155:31337'
+    const signerKey = `0x${randomBytes(32).toString('hex')}`
+    await fs.writeFile(
+      config,
+      JSON.stringify({ chains: { [chain]: { rpcUrl: 'http://127.0.0.1:9', signerKey } } }),
+    )
+    const unknown = 'pay_unknown000000000000000000'
+    const to = `0x${'11'.repeat(20)}`
+    for (const args of [
+      ['deposits', 'stray', unknown],
+      ['deposits', 'recover', unknown, '--chain', chain, '--asset', 'native', '--to', to],
+    ]) {
+      const run = await exec(bin, [...args, '--config', config, '--data-dir', dataDir], {
+        cwd: server,
+        env: { ...cleanEnv, DATABASE_URL: '' },
+      }).then(
+        () => undefined,
+        (error: { code: number; stderr: string }) => error,
+      )
+      expect(run?.code, args.join(' ')).toBe(1)
+      expect(run!.stderr).toBe(`caipay: No payment ${unknown}.\n`)
+    }
   })
 
   it('publint and arethetypeswrong report nothing for either tarball', { timeout: 180_000 }, async () => {

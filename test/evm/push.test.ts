@@ -19,6 +19,7 @@ import { holderOf } from '../../src/server/ledger/entries.js'
 import { listDifferences } from '../../src/server/ledger/reconcile.js'
 import { depositRefundJobKind } from '../../src/server/payments/deposits.js'
 import { anvilChain, anvilPrivateKeys, mintTestToken } from '../anvil.js'
+import { depositsOf, expectEachSentBackOnce } from '../deposits.js'
 import { headers } from '../server/helpers.js'
 import { createEvmEnv, type EvmEnv, usdc } from './support.js'
 
@@ -145,16 +146,6 @@ async function expire(paymentId: string): Promise<void> {
     .updateTable('payments')
     .set({ expires_at: new Date(Date.now() - 1000) })
     .where('id', '=', paymentId)
-    .execute()
-}
-
-async function depositsOf(paymentId: string) {
-  return env.t.db
-    .selectFrom('deposits')
-    .selectAll()
-    .where('payment_id', '=', paymentId)
-    .orderBy('created_at')
-    .orderBy('id')
     .execute()
 }
 
@@ -327,7 +318,7 @@ describe('EVM push payments on Anvil', () => {
     expect(await swept(paymentId)).toEqual({ applied: ['pending'] })
     await expire(paymentId)
     await scan()
-    const [deposit, ...more] = await depositsOf(paymentId)
+    const [deposit, ...more] = await depositsOf(env.t.db, paymentId)
     expect(more).toEqual([])
     expect(deposit).toMatchObject({
       reason: 'underpaid',
@@ -370,7 +361,7 @@ describe('EVM push payments on Anvil', () => {
     await expire(paymentId)
     await scan(refunding)
     await scan(refunding)
-    const made = await depositsOf(paymentId)
+    const made = await depositsOf(env.t.db, paymentId)
     expect(made.map((d) => [d.reason, d.status, d.sender, d.amount]).sort()).toEqual(
       [
         ['underpaid', 'refunding', `${env.anvil.caip2}:${first.address}`, usdc(3).toString()],
@@ -386,7 +377,7 @@ describe('EVM push payments on Anvil', () => {
     expect(job.state).toBe('pending')
     runner = env.startRunner()
     await env.waitJob(paymentId, 'evm.deposit_refund')
-    expect((await depositsOf(paymentId)).map((d) => d.status)).toEqual(['refunded', 'refunded'])
+    expect((await depositsOf(env.t.db, paymentId)).map((d) => d.status)).toEqual(['refunded', 'refunded'])
     // Balances read from the chain: each sender has its part back.
     expect(await env.balance(first.address)).toBe(startFirst)
     expect(await env.balance(second.address)).toBe(startSecond)
@@ -397,19 +388,7 @@ describe('EVM push payments on Anvil', () => {
       .where('purpose', '=', 'deposit')
       .execute()
     expect(sends.map((s) => s.step).sort()).toEqual(made.map((d) => d.id).sort())
-    const flows = await env.t.db
-      .selectFrom('ledger_entries')
-      .select('flow')
-      .where('payment_id', '=', paymentId)
-      .execute()
-    expect(flows.map((f) => f.flow).sort()).toEqual([
-      'deposit.held',
-      'deposit.held',
-      'deposit.refunded',
-      'deposit.refunded',
-      'deposit.refunding',
-      'deposit.refunding',
-    ])
+    await expectEachSentBackOnce(env.t.db, paymentId, 2)
     await reconciled()
   })
 
@@ -440,11 +419,8 @@ describe('EVM push payments on Anvil', () => {
     await exchange.payLink(link.url)
     await scan()
     expect(await swept(paymentId)).toEqual({ applied: ['deposit'] })
-    const deposit = await env.t.db
-      .selectFrom('deposits')
-      .selectAll()
-      .where('payment_id', '=', paymentId)
-      .executeTakeFirstOrThrow()
+    const [deposit, ...more] = await depositsOf(env.t.db, paymentId)
+    expect(more).toEqual([])
     expect(deposit).toMatchObject({
       reason: 'late',
       amount: due.toString(),
@@ -452,22 +428,16 @@ describe('EVM push payments on Anvil', () => {
       holder: holderOf(env.anvil.caip2, env.collection),
     })
     // Sent back from the collection address, exactly once, by the job `caipay deposits refund` queues too.
-    expect(depositRefundJobKind(deposit.chain_id)).toBe('evm.deposit_refund')
+    expect(depositRefundJobKind(deposit!.chain_id)).toBe('evm.deposit_refund')
     await env.waitJob(paymentId, 'evm.deposit_refund')
     const refunded = await env.t.db
       .selectFrom('deposits')
       .selectAll()
-      .where('id', '=', deposit.id)
+      .where('id', '=', deposit!.id)
       .executeTakeFirstOrThrow()
     expect(refunded.status).toBe('refunded')
     expect(await env.balance(exchange.address)).toBe(start)
-    const flows = await env.t.db
-      .selectFrom('ledger_entries')
-      .select('flow')
-      .where('payment_id', '=', paymentId)
-      .orderBy('id')
-      .execute()
-    expect(flows.map((f) => f.flow)).toEqual(['deposit.held', 'deposit.refunding', 'deposit.refunded'])
+    await expectEachSentBackOnce(env.t.db, paymentId, 1)
     await reconciled()
 
     // Paid twice: the second transfer to a succeeded payment's deposit address is a deposit too.

@@ -12,6 +12,7 @@ import { reconcileEvmChain } from '../../src/server/chains/evm/ledger.js'
 import { scanEvmPushPayments } from '../../src/server/chains/evm/push.js'
 import { listDifferences } from '../../src/server/ledger/reconcile.js'
 import { anvilChain, anvilPrivateKeys, deployTestToken, mintTestToken } from '../anvil.js'
+import { depositsOf, expectEachSentBackOnce } from '../deposits.js'
 import { createMerchant, headers } from '../server/helpers.js'
 import { createEvmEnv, type EvmEnv, usdc } from './support.js'
 
@@ -97,6 +98,37 @@ function caipay(args: string[]): Promise<{ code: number | null; stdout: string; 
   })
 }
 
+/** `caipay deposits stray PAYMENT_ID` against the operator's config file, then `more`. */
+function strayArgs(paymentId: string, ...more: string[]) {
+  return ['deposits', 'stray', paymentId, '--config', configFile, ...more]
+}
+
+/** `caipay deposits recover PAYMENT_ID --asset ASSET` against the operator's config, on Anvil's chain unless told. */
+function recoverArgs(paymentId: string, o: { asset: string; to?: string; chain?: string; json?: boolean }) {
+  const chain = o.chain ?? env.anvil.caip2
+  const args = [
+    'deposits',
+    'recover',
+    paymentId,
+    '--config',
+    configFile,
+    '--chain',
+    chain,
+    '--asset',
+    o.asset,
+  ]
+  if (o.to) args.push('--to', o.to)
+  if (o.json) args.push('--json')
+  return args
+}
+
+/** What `caipay deposits stray PAYMENT_ID --json` lists. */
+async function strayListing(paymentId: string, ...more: string[]): Promise<Json> {
+  const run = await caipay(strayArgs(paymentId, '--json', ...more))
+  expect(run.code, run.stderr).toBe(0)
+  return JSON.parse(run.stdout)
+}
+
 function wallet(index: number) {
   const account = privateKeyToAccount(anvilPrivateKeys[index]!)
   return createWalletClient({
@@ -171,18 +203,7 @@ describe('caipay deposits stray / recover', () => {
     await mined(await ethSender.sendTransaction({ to: deposit, value: parseEther('0.25') }))
     expect(await env.publicClient.getCode({ address: deposit })).toBeUndefined()
 
-    const listed = await caipay([
-      'deposits',
-      'stray',
-      paymentId,
-      '--config',
-      configFile,
-      '--token',
-      other,
-      '--json',
-    ])
-    expect(listed.code, listed.stderr).toBe(0)
-    const { holdings, recoveries: none } = JSON.parse(listed.stdout) as Json
+    const { holdings, recoveries: none } = await strayListing(paymentId, '--token', other)
     expect(none).toEqual([])
     const holding = (asset: string) =>
       holdings.find((h: Json) => h.asset.toLowerCase() === asset.toLowerCase())
@@ -200,7 +221,7 @@ describe('caipay deposits stray / recover', () => {
     })
     expect(holding(env.asset)).toMatchObject({ balance: '0', handledBy: 'scan' })
     expect(holding(`${caip2}/erc20:${unwatched}`)).toMatchObject({ balance: '0', handledBy: 'deposit' })
-    const table = await caipay(['deposits', 'stray', paymentId, '--config', configFile])
+    const table = await caipay(strayArgs(paymentId))
     expect(table.code, table.stderr).toBe(0)
     expect(table.stdout.split('\n')[0]).toMatch(
       /^CHAIN\s+ADDRESS\s+ASSET\s+BALANCE\s+HANDLED BY\s+BLOCK\s+SENDERS/,
@@ -209,20 +230,7 @@ describe('caipay deposits stray / recover', () => {
     // Moved: the token back to its sender, the ETH to an operator.
     const operator = privateKeyToAccount(generatePrivateKey()).address
     const before = await env.balance(tokenSender, other)
-    const recover = (asset: string, to: Address) =>
-      caipay([
-        'deposits',
-        'recover',
-        paymentId,
-        '--config',
-        configFile,
-        '--chain',
-        caip2,
-        '--asset',
-        asset,
-        '--to',
-        to,
-      ])
+    const recover = (asset: string, to: Address) => caipay(recoverArgs(paymentId, { asset, to }))
     const first = await recover(other, tokenSender)
     expect(first.code, first.stderr).toBe(0)
     expect(first.stdout).toMatch(/^Recovery rcv_\w+: .* is being moved to /)
@@ -263,9 +271,7 @@ describe('caipay deposits stray / recover', () => {
     expect(nativeAgain.code).toBe(1)
     expect(await recoveries(paymentId)).toHaveLength(2)
     expect(await env.balance(tokenSender, other)).toBe(before + 3_000_000n)
-    const listedAfter = JSON.parse(
-      (await caipay(['deposits', 'stray', paymentId, '--config', configFile, '--json'])).stdout,
-    ) as Json
+    const listedAfter = await strayListing(paymentId)
     expect(listedAfter.recoveries.map((r: Json) => [r.id, r.status])).toEqual(
       [...rows].reverse().map((r) => [r.id, 'moved']),
     )
@@ -292,9 +298,7 @@ describe('caipay deposits stray / recover', () => {
     const sender = await sendToken(7, unwatched, deposit, usdc(4))
     const start = await env.balance(sender, unwatched)
     const collected = await env.balance(env.collection, unwatched)
-    const listed = JSON.parse(
-      (await caipay(['deposits', 'stray', paymentId, '--config', configFile, '--json'])).stdout,
-    ) as Json
+    const listed = await strayListing(paymentId)
     expect(
       listed.holdings.find((h: Json) => h.asset === `${env.anvil.caip2}/erc20:${unwatched}`),
     ).toMatchObject({
@@ -302,11 +306,10 @@ describe('caipay deposits stray / recover', () => {
       handledBy: 'deposit',
       senders: [{ address: sender, amount: usdc(4).toString() }],
     })
-    const args = ['deposits', 'recover', paymentId, '--config', configFile, '--chain', env.anvil.caip2]
-    const withTo = await caipay([...args, '--asset', unwatched, '--to', sender])
+    const withTo = await caipay(recoverArgs(paymentId, { asset: unwatched, to: sender }))
     expect(withTo.code).toBe(1)
     expect(withTo.stderr).toMatch(/is configured on .*omit --to/)
-    const adopted = await caipay([...args, '--asset', unwatched, '--json'])
+    const adopted = await caipay(recoverArgs(paymentId, { asset: unwatched, json: true }))
     expect(adopted.code, adopted.stderr).toBe(0)
     expect(JSON.parse(adopted.stdout)).toEqual({
       kind: 'deposit',
@@ -318,34 +321,23 @@ describe('caipay deposits stray / recover', () => {
     // deposit, sent back to its sender at once through the ledger.
     await env.waitJob(paymentId, 'evm.push_sweep')
     await env.waitJob(paymentId, 'evm.deposit_refund')
-    const held = await env.t.db
-      .selectFrom('deposits')
-      .selectAll()
-      .where('payment_id', '=', paymentId)
-      .executeTakeFirstOrThrow()
+    const [held, ...more] = await depositsOf(env.t.db, paymentId)
+    expect(more).toEqual([])
     expect(held).toMatchObject({
       reason: 'late',
       status: 'refunded',
       amount: usdc(4).toString(),
       sender: `${env.anvil.caip2}:${sender}`,
     })
-    const flows = await env.t.db
-      .selectFrom('ledger_entries')
-      .select('flow')
-      .where('payment_id', '=', paymentId)
-      .orderBy('id')
-      .execute()
-    expect(flows.map((f) => f.flow)).toEqual(['deposit.held', 'deposit.refunding', 'deposit.refunded'])
+    await expectEachSentBackOnce(env.t.db, paymentId, 1)
     expect(await env.balance(sender, unwatched)).toBe(start + usdc(4))
     expect(await env.balance(deposit, unwatched)).toBe(0n)
     expect(await env.balance(env.collection, unwatched)).toBe(collected)
     // Once: its transfer is recorded, so a second run books nothing.
-    const again = await caipay([...args, '--asset', unwatched])
+    const again = await caipay(recoverArgs(paymentId, { asset: unwatched }))
     expect(again.code).toBe(1)
     expect(again.stderr).toMatch(/not recorded already; nothing to recover/)
-    expect(
-      await env.t.db.selectFrom('deposits').select('id').where('payment_id', '=', paymentId).execute(),
-    ).toHaveLength(1)
+    expect(await depositsOf(env.t.db, paymentId)).toHaveLength(1)
     await reconciled()
   })
 
@@ -354,8 +346,7 @@ describe('caipay deposits stray / recover', () => {
   }, async () => {
     const { paymentId } = await env.pay('1250')
     const deposit = await depositAddress(paymentId)
-    const args = ['deposits', 'recover', paymentId, '--config', configFile, '--chain', env.anvil.caip2]
-    const watched = await caipay([...args, '--asset', env.token])
+    const watched = await caipay(recoverArgs(paymentId, { asset: env.token }))
     expect(watched.code).toBe(1)
     expect(watched.stderr).toMatch(/swept into the collection address by the push scan/)
     // Expired two days ago: no scan reads this address any more.
@@ -367,14 +358,12 @@ describe('caipay deposits stray / recover', () => {
     const sender = await sendToken(9, env.token, deposit, usdc(2))
     const start = await env.balance(sender)
     expect(await scanEvmPushPayments(env.t.db, chain, env.t.app.config)).toBe(0)
-    const listed = JSON.parse(
-      (await caipay(['deposits', 'stray', paymentId, '--config', configFile, '--json'])).stdout,
-    ) as Json
+    const listed = await strayListing(paymentId)
     expect(listed.holdings.find((h: Json) => h.asset === env.asset)).toMatchObject({
       balance: usdc(2).toString(),
       handledBy: 'deposit',
     })
-    const adopted = await caipay([...args, '--asset', env.token])
+    const adopted = await caipay(recoverArgs(paymentId, { asset: env.token }))
     expect(adopted.code, adopted.stderr).toBe(0)
     expect(adopted.stdout).toMatch(/^1 transfer\(s\) of .* recorded for payment/)
     await env.waitJob(paymentId, 'evm.push_sweep')
@@ -395,94 +384,33 @@ describe('caipay deposits stray / recover', () => {
     const { paymentId } = await env.pay('1250')
     await depositAddress(paymentId)
     const someone = privateKeyToAccount(generatePrivateKey()).address
-    const base = ['--config', configFile, '--chain', env.anvil.caip2]
+    const unknown = 'pay_unknown000000000000000000'
     const cases: [string[], number, RegExp][] = [
-      [
-        ['deposits', 'recover', paymentId, ...base, '--asset', 'native', '--to', '0x123'],
-        2,
-        /--to must be an EVM address/,
-      ],
-      [
-        ['deposits', 'recover', paymentId, ...base, '--asset', 'ETH', '--to', someone],
-        2,
-        /--asset \(or native\) must be/,
-      ],
-      [
-        [
-          'deposits',
-          'recover',
-          paymentId,
-          '--config',
-          configFile,
-          '--chain',
-          'solana:x',
-          '--asset',
-          'native',
-          '--to',
-          someone,
-        ],
-        2,
-        /--chain must be/,
-      ],
+      [recoverArgs(paymentId, { asset: 'native', to: '0x123' }), 2, /--to must be an EVM address/],
+      [recoverArgs(paymentId, { asset: 'ETH', to: someone }), 2, /--asset \(or native\) must be/],
+      [recoverArgs(paymentId, { asset: 'native', to: someone, chain: 'solana:x' }), 2, /--chain must be/],
       [
         ['deposits', 'recover', paymentId, '--chain', env.anvil.caip2, '--asset', 'native', '--to', someone],
         2,
         /--config is required/,
       ],
-      [['deposits', 'stray', 'not-a-payment', '--config', configFile], 2, /Give exactly one payment id/],
+      [strayArgs('not-a-payment'), 2, /Give exactly one payment id/],
+      [strayArgs(paymentId, '--token', 'nope'), 2, /--token must be an EVM address/],
+      [strayArgs(unknown), 1, /No payment pay_unknown/],
+      [recoverArgs(unknown, { asset: 'native', to: someone }), 1, /No payment/],
       [
-        ['deposits', 'stray', paymentId, '--config', configFile, '--token', 'nope'],
-        2,
-        /--token must be an EVM address/,
-      ],
-      [
-        ['deposits', 'stray', 'pay_unknown000000000000000000', '--config', configFile],
-        1,
-        /No payment pay_unknown/,
-      ],
-      [
-        [
-          'deposits',
-          'recover',
-          'pay_unknown000000000000000000',
-          ...base,
-          '--asset',
-          'native',
-          '--to',
-          someone,
-        ],
-        1,
-        /No payment/,
-      ],
-      [
-        [
-          'deposits',
-          'recover',
-          paymentId,
-          '--config',
-          configFile,
-          '--chain',
-          'eip155:1',
-          '--asset',
-          'native',
-          '--to',
-          someone,
-        ],
+        recoverArgs(paymentId, { asset: 'native', to: someone, chain: 'eip155:1' }),
         1,
         /no deposit address on eip155:1/,
       ],
       // The token the scan watches for the payment: its sweep moves it, a recovery may not.
       [
-        ['deposits', 'recover', paymentId, ...base, '--asset', env.asset.split(':').at(-1)!, '--to', someone],
+        recoverArgs(paymentId, { asset: env.asset.split(':').at(-1)!, to: someone }),
         1,
         /swept into the collection address by the push scan/,
       ],
       // Nothing there.
-      [
-        ['deposits', 'recover', paymentId, ...base, '--asset', 'native', '--to', someone],
-        1,
-        /holds no .*nothing to recover/,
-      ],
+      [recoverArgs(paymentId, { asset: 'native', to: someone }), 1, /holds no .*nothing to recover/],
     ]
     const { apiKey: testKey } = await env.t.createKey('test')
     const testMerchant = await createMerchant(env.t, testKey)
@@ -493,11 +421,7 @@ describe('caipay deposits stray / recover', () => {
       payload: { referenceId: 'stray-test-mode', amount: { unit: 'iso4217/USD', value: '100' } },
     })
     expect(created.statusCode, created.body).toBe(201)
-    cases.push([
-      ['deposits', 'stray', created.json.paymentId, '--config', configFile],
-      1,
-      /test-mode payment/,
-    ])
+    cases.push([strayArgs(created.json.paymentId), 1, /test-mode payment/])
     for (const [args, code, message] of cases) {
       const run = await caipay(args)
       expect(run.code, `${args.join(' ')}: ${run.stderr}`).toBe(code)

@@ -12,10 +12,10 @@ import { permit2Address } from '../../protocol/evm/index.js'
 import { permit2AllowanceAbi } from '../../protocol/evm/permit2.js'
 import { createPayClient } from '../../src/pay/createPayClient.js'
 import { type JobRunner, startJobRunner } from '../../src/server/jobs/runner.js'
-import { chargeDueSubscriptions } from '../../src/server/subscriptions/lifecycle.js'
 import { createMandates } from '../../src/subscriptions/index.js'
 import { anvilChain, anvilPrivateKeys, mintTestToken } from '../anvil.js'
 import { headers } from '../server/helpers.js'
+import { chargeAtLastTry, chargeDue, periodPayments, secondPeriodDue } from '../subscriptions/liveCharges.js'
 import { until } from '../until.js'
 import { deployTetherAndPermit2 } from './payers.js'
 import { createEvmEnv, type EvmEnv, injectFetch, usdc } from './support.js'
@@ -65,14 +65,6 @@ async function advanceTo(at: Date): Promise<void> {
   await rpc('evm_mine')
 }
 
-/** What the app's sweep does when the periods fall due (on real time, with the live drivers). */
-const chargeDue = () =>
-  chargeDueSubscriptions(env.t.db, env.t.app.config, {
-    clockId: null,
-    until: env.t.app.now(),
-    drivers: env.t.app.chainDrivers,
-  })
-
 const subscriptionRow = (id: string) =>
   env.t.db.selectFrom('subscriptions').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
 
@@ -108,8 +100,8 @@ async function newBuyer(tokens: bigint) {
   return { key, address: account.address, client, mandates }
 }
 
-/** A live monthly subscription of `periods` at $9.99, signed by the buyer's wallet: active once its first period is charged. */
-async function subscribe(buyer: Awaited<ReturnType<typeof newBuyer>>, periods = 12) {
+/** A live subscription of the merchant's, `cents` USD an `interval`: the API's answer (nothing paid yet). */
+async function createSubscription(cents: string, interval: 'week' | 'month', periods: number) {
   references += 1
   const res = await env.t.request({
     method: 'POST',
@@ -117,13 +109,18 @@ async function subscribe(buyer: Awaited<ReturnType<typeof newBuyer>>, periods = 
     headers: headers(env.liveKey, env.merchant.id),
     payload: {
       referenceId: `sub-${references}`,
-      amount: { unit: 'iso4217/USD', value: '999' },
-      interval: 'month',
+      amount: { unit: 'iso4217/USD', value: cents },
+      interval,
       periods,
     },
   })
   expect(res.statusCode, res.body).toBe(201)
-  const { subscriptionId, gatewayUrl, firstPaymentId } = res.json
+  return res.json
+}
+
+/** A live monthly subscription of `periods` at $9.99, signed by the buyer's wallet: active once its first period is charged. */
+async function subscribe(buyer: Awaited<ReturnType<typeof newBuyer>>, periods = 12) {
+  const { subscriptionId, gatewayUrl, firstPaymentId } = await createSubscription('999', 'month', periods)
   const paid = await buyer.client.pay(gatewayUrl)
   expect(paid).toMatchObject({ paymentId: firstPaymentId })
   const final = await env.waitFinal(firstPaymentId)
@@ -142,7 +139,7 @@ async function nextAttempt(subscriptionId: string) {
   const due = before.next_attempt_at!
   expect(due).not.toBeNull()
   await advanceTo(due)
-  await chargeDue()
+  await chargeDue(env.t)
   return until(
     async () => {
       const row = await subscriptionRow(subscriptionId)
@@ -154,23 +151,6 @@ async function nextAttempt(subscriptionId: string) {
     `subscription ${subscriptionId} to finish charging`,
     20_000,
   )
-}
-
-/** The payment of each period, in order. */
-async function periodPayments(subscriptionId: string) {
-  return env.t.db
-    .selectFrom('subscription_periods')
-    .innerJoin('payments', 'payments.id', 'subscription_periods.payment_id')
-    .select([
-      'subscription_periods.period',
-      'payments.id',
-      'payments.status',
-      'payments.source',
-      'payments.tx_id',
-    ])
-    .where('subscription_id', '=', subscriptionId)
-    .orderBy('period')
-    .execute()
 }
 
 async function executorTransactions(paymentIds: readonly string[], purpose: 'permit' | 'charge') {
@@ -236,7 +216,7 @@ describe('a live monthly EVM subscription', () => {
       expect(await env.balance(buyer.address)).toBe(before - price)
     }
     expect(await env.balance(buyer.address)).toBe(start - 12n * price)
-    const payments = await periodPayments(subscriptionId)
+    const payments = await periodPayments(env.t, subscriptionId)
     expect(payments.map((p) => [p.period, p.status, p.source])).toEqual(
       Array.from({ length: 12 }, (_, k) => [k, 'succeeded', 'mandate']),
     )
@@ -286,7 +266,7 @@ describe('a live monthly EVM subscription', () => {
     const row = await nextAttempt(subscriptionId)
     expect(row).toMatchObject({ status: 'cancelled', cancel_reason: 'mandate_revoked', periods_charged: 1 })
     expect(await env.balance(buyer.address)).toBe(before)
-    const payments = await periodPayments(subscriptionId)
+    const payments = await periodPayments(env.t, subscriptionId)
     expect(payments.map((p) => p.status)).toEqual(['succeeded', 'failed'])
     expect(await executorTransactions([payments[1]!.id], 'charge')).toEqual([])
   }, 120_000)
@@ -324,9 +304,9 @@ describe('a live monthly EVM subscription', () => {
     expect(res.json).toMatchObject({ status: 'cancelled', cancelReason: 'cancelled_by_merchant' })
     const before = await env.balance(buyer.address)
     await advanceTo(new Date(env.t.app.now().getTime() + 32 * 86_400_000))
-    expect(await chargeDue()).toBe(0)
+    expect(await chargeDue(env.t)).toBe(0)
     expect(await env.balance(buyer.address)).toBe(before)
-    expect(await periodPayments(subscriptionId)).toHaveLength(1)
+    expect(await periodPayments(env.t, subscriptionId)).toHaveLength(1)
   }, 120_000)
 
   it("leaves a period's armed charge to its job on the merchant's cancel: unsigned, it fails; sent, it is booked", async () => {
@@ -347,9 +327,9 @@ describe('a live monthly EVM subscription', () => {
     const [beforeA, beforeB] = [await env.balance(unsigned.address), await env.balance(signed.address)]
     await advanceTo((await subscriptionRow(a)).next_attempt_at!)
     await rpc('evm_setAutomine', [false])
-    await chargeDue()
-    const [, periodA] = await periodPayments(a)
-    const [, periodB] = await periodPayments(b)
+    await chargeDue(env.t)
+    const [, periodA] = await periodPayments(env.t, a)
+    const [, periodB] = await periodPayments(env.t, b)
     // A: cancelled with its charge armed and nothing signed; the cancel leaves the payment to the job.
     expect((await cancel(a)).statusCode).toBe(200)
     expect(await paymentStatus(periodA!.id)).toBe('processing')
@@ -382,43 +362,19 @@ describe('a live monthly EVM subscription', () => {
     const { subscriptionId } = await subscribe(buyer)
     await runner.stop()
     const before = await env.balance(buyer.address)
-    await advanceTo((await subscriptionRow(subscriptionId)).next_attempt_at!)
-    await chargeDue()
-    const [, period] = await periodPayments(subscriptionId)
+    const { period } = await secondPeriodDue(env.t, subscriptionId, advanceTo)
     // This process has seen a block its node has not (another node of the chain answered it): every
     // node it can ask is behind that block, as a lagging replica is.
     const chain = env.t.app.liveChains.evm[0]!
     const head = await env.publicClient.getBlockNumber({ cacheTime: 0 })
     chain.nodes.observe(head + 3n)
-    // The job's last try before it would give up (and dun the period).
-    const job = await env.t.db
-      .selectFrom('jobs')
-      .selectAll()
-      .where('payment_id', '=', period!.id)
-      .where('kind', '=', 'evm.mandate_charge')
-      .executeTakeFirstOrThrow()
-    await env.t.db
-      .updateTable('jobs')
-      .set({ attempts: job.armed_attempts + 49 })
-      .where('id', '=', job.id)
-      .execute()
+    const job = await chargeAtLastTry(env.t, period.id, 'evm.mandate_charge')
     runner = startRunner()
-    const tried = await until(
-      async () => {
-        const row = await env.t.db
-          .selectFrom('jobs')
-          .selectAll()
-          .where('id', '=', job.id)
-          .executeTakeFirstOrThrow()
-        return row.attempts > job.armed_attempts + 49 && row.state !== 'running' ? row : undefined
-      },
-      'the charge tried against the lagging node',
-      20_000,
-    )
+    const tried = await job.tried('the charge tried against the lagging node')
     expect(tried.state).toBe('pending')
     expect(tried.last_error).toMatch(/No node answered at block/)
     expect((await subscriptionRow(subscriptionId)).status).toBe('active')
-    const [, waiting] = await periodPayments(subscriptionId)
+    const [, waiting] = await periodPayments(env.t, subscriptionId)
     expect(waiting!.status).toBe('processing')
     expect(await env.balance(buyer.address)).toBe(before)
 
@@ -431,7 +387,7 @@ describe('a live monthly EVM subscription', () => {
       20_000,
     )
     expect(await env.balance(buyer.address)).toBe(before - price)
-    expect((await executorTransactions([period!.id], 'charge')).map((t) => t.status)).toEqual(['succeeded'])
+    expect((await executorTransactions([period.id], 'charge')).map((t) => t.status)).toEqual(['succeeded'])
   }, 120_000)
 
   it('charges a period once when its worker dies between sending the charge and its receipt', async () => {
@@ -439,16 +395,12 @@ describe('a live monthly EVM subscription', () => {
     const { subscriptionId } = await subscribe(buyer)
     await runner.stop()
     const before = await env.balance(buyer.address)
-    const due = (await subscriptionRow(subscriptionId)).next_attempt_at!
-    await advanceTo(due)
     // Automine off keeps the charge in flight while its worker goes away.
     await rpc('evm_setAutomine', [false])
-    await chargeDue()
-    const [, period] = await periodPayments(subscriptionId)
-    expect(period).toBeDefined()
+    const { period } = await secondPeriodDue(env.t, subscriptionId, advanceTo)
     const first = startRunner()
     await until(
-      async () => (await executorTransactions([period!.id], 'charge')).length > 0,
+      async () => (await executorTransactions([period.id], 'charge')).length > 0,
       'a recorded charge',
       20_000,
     )
@@ -457,7 +409,7 @@ describe('a live monthly EVM subscription', () => {
     await env.t.db
       .updateTable('jobs')
       .set({ state: 'running', locked_until: new Date(env.t.app.now().getTime() - 1000) })
-      .where('payment_id', '=', period!.id)
+      .where('payment_id', '=', period.id)
       .execute()
     await rpc('evm_setAutomine', [true])
     await rpc('evm_mine')
@@ -468,25 +420,13 @@ describe('a live monthly EVM subscription', () => {
       20_000,
     )
     expect(await env.balance(buyer.address)).toBe(before - price)
-    const charges = await executorTransactions([period!.id], 'charge')
+    const charges = await executorTransactions([period.id], 'charge')
     expect(charges.map((t) => t.status)).toEqual(['succeeded'])
-    const job = await env.waitJob(period!.id, 'evm.mandate_charge')
+    const job = await env.waitJob(period.id, 'evm.mandate_charge')
     expect(job.attempts).toBeGreaterThanOrEqual(2)
     // Permit2 keeps one allowance per (buyer, token, spender): no second mandate in the same token.
-    references += 1
-    const second = await env.t.request({
-      method: 'POST',
-      url: '/v1/subscriptions',
-      headers: headers(env.liveKey, env.merchant.id),
-      payload: {
-        referenceId: `sub-${references}`,
-        amount: { unit: 'iso4217/USD', value: '500' },
-        interval: 'week',
-        periods: 4,
-      },
-    })
-    expect(second.statusCode, second.body).toBe(201)
-    const options = await env.gw('POST', second.json.firstPaymentId, '/options', {
+    const second = await createSubscription('500', 'week', 4)
+    const options = await env.gw('POST', second.firstPaymentId, '/options', {
       accounts: [`${env.anvil.caip2}:${buyer.address}`],
     })
     expect(options.statusCode, options.body).toBe(200)

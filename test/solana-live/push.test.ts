@@ -15,6 +15,7 @@ import { tokenAmountFor } from '../../src/server/gateway/quote.js'
 import { holderOf } from '../../src/server/ledger/entries.js'
 import { listDifferences } from '../../src/server/ledger/reconcile.js'
 import { assignDeposit, depositRefundJobKind, refundDeposit } from '../../src/server/payments/deposits.js'
+import { depositsOf, expectEachSentBackOnce } from '../deposits.js'
 import { airdrop, confirmSignature } from '../solana/index.js'
 import { paymentRow, type SolanaLive, startSolanaLive } from './live.js'
 
@@ -201,11 +202,7 @@ describe('what real senders get wrong', () => {
     expect(await scan()).toEqual([{ kind: 'pending', received: 2_000_000n, due }])
     const row = await paymentRow(live, paymentId)
     expect(await scan(new Date(row.expires_at.getTime() + 1000))).toEqual([])
-    const deposits = await live.t.db
-      .selectFrom('deposits')
-      .selectAll()
-      .where('payment_id', '=', paymentId)
-      .execute()
+    const deposits = await depositsOf(live.t.db, paymentId)
     expect(deposits).toMatchObject([
       {
         reason: 'underpaid',
@@ -249,11 +246,7 @@ describe('what real senders get wrong', () => {
     // One transaction makes each deposit, books it and queues its refund: a second pass makes nothing.
     await scanPushPayments(live.t.db, chain, refunding, tokenAmountFor)
     await scanPushPayments(live.t.db, chain, refunding, tokenAmountFor)
-    const made = await live.t.db
-      .selectFrom('deposits')
-      .selectAll()
-      .where('payment_id', '=', paymentId)
-      .execute()
+    const made = await depositsOf(live.t.db, paymentId)
     expect(made.map((d) => [d.reason, d.status, d.sender, d.amount]).sort()).toEqual(
       [
         ['underpaid', 'refunding', `${live.caip2}:${first.publicKey.toBase58()}`, '2000000'],
@@ -274,19 +267,7 @@ describe('what real senders get wrong', () => {
     // Balances read from the chain: each sender has its part back.
     expect(await live.balance(first.publicKey)).toBe(startFirst)
     expect(await live.balance(second.publicKey)).toBe(startSecond)
-    const flows = await live.t.db
-      .selectFrom('ledger_entries')
-      .select('flow')
-      .where('payment_id', '=', paymentId)
-      .execute()
-    expect(flows.map((f) => f.flow).sort()).toEqual([
-      'deposit.held',
-      'deposit.held',
-      'deposit.refunded',
-      'deposit.refunded',
-      'deposit.refunding',
-      'deposit.refunding',
-    ])
+    await expectEachSentBackOnce(live.t.db, paymentId, 2)
     await reconcileSolanaChain(live.t.db, chain, undefined, { recheckMs: 10 })
     expect(await listDifferences(live.t.db, { open: true })).toEqual([])
   })

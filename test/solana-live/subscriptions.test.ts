@@ -8,9 +8,9 @@ import { FenceLost } from '../../src/server/jobs/fence.js'
 import { claimJobs } from '../../src/server/jobs/queue.js'
 import type { JobRunner } from '../../src/server/jobs/runner.js'
 import { listDifferences } from '../../src/server/ledger/reconcile.js'
-import { chargeDueSubscriptions } from '../../src/server/subscriptions/lifecycle.js'
 import { airdrop } from '../solana/index.js'
 import { nodeBehind } from '../solana/nodeBehind.js'
+import { chargeAtLastTry, chargeDue, periodPayments, secondPeriodDue } from '../subscriptions/liveCharges.js'
 import { paymentRow, type SolanaLive, startSolanaLive, tokenAccount, until } from './live.js'
 
 // Issue 41, live on the local Solana RPC: the buyer's wallet signs an SPL ApproveChecked of price x 12
@@ -108,14 +108,6 @@ function moveClocks(unixSeconds: number) {
   live.validator.setClock!(Math.floor(live.t.app.now().getTime() / 1000))
 }
 
-/** What the server's subscription sweep does, now: every live period due is started. */
-const chargeDue = () =>
-  chargeDueSubscriptions(live.t.db, live.t.app.config, {
-    clockId: null,
-    until: live.t.app.now(),
-    drivers: live.t.app.chainDrivers,
-  })
-
 async function settledSubscription(id: string, merchantId: string, done: (s: Json) => boolean) {
   let last: Json
   await until(
@@ -129,14 +121,28 @@ async function settledSubscription(id: string, merchantId: string, done: (s: Jso
   return last
 }
 
-async function periodPayments(subscriptionId: string) {
-  return live.t.db
-    .selectFrom('subscription_periods')
-    .innerJoin('payments', 'payments.id', 'subscription_periods.payment_id')
-    .select(['period', 'payments.id', 'payments.status', 'payments.source', 'payments.tx_id', 'failure_code'])
-    .where('subscription_id', '=', subscriptionId)
-    .orderBy('period')
-    .execute()
+/** A new merchant's monthly subscription, granted by a buyer holding `funds`: active, its first period charged. */
+async function activeSubscription(funds: bigint) {
+  const merchantId = await live.createMerchant()
+  const buyer = await live.newBuyer(funds)
+  const sub = await subscribe(merchantId)
+  await grant(buyer, sub)
+  const active = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.status === 'active')
+  return { merchantId, buyer, sub, active }
+}
+
+/**
+ * The runner stopped, the subscription's second period due and its charge queued for the test to run: the
+ * only charge due (every test before cancels or ends what it subscribed).
+ */
+async function secondPeriodQueued(subscriptionId: string) {
+  await runner!.stop()
+  runner = undefined
+  const { period, started } = await secondPeriodDue(live.t, subscriptionId, (at) =>
+    moveClocks(at.getTime() / 1000),
+  )
+  expect(started).toBe(1)
+  return period
 }
 
 async function feeOf(signature: string): Promise<number> {
@@ -168,7 +174,7 @@ describe('live Solana subscription (SPL delegation)', () => {
     while (current.status !== 'ended') {
       moveClocks(current.nextChargeAt)
       const charged = current.periodsCharged
-      await chargeDue()
+      await chargeDue(live.t)
       current = await settledSubscription(
         sub.subscriptionId,
         merchantId,
@@ -184,7 +190,7 @@ describe('live Solana subscription (SPL delegation)', () => {
         await live.mintTo(buyer.publicKey, price * 7n)
         balance = price * 7n
         moveClocks(Math.floor(live.t.app.now().getTime() / 1000) + dayMs / 1000)
-        await chargeDue()
+        await chargeDue(live.t)
         current = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.periodsCharged > charged)
         expect(current.status === 'active' || current.status === 'ended').toBe(true)
       }
@@ -204,7 +210,7 @@ describe('live Solana subscription (SPL delegation)', () => {
     expect(spent.delegatedAmount).toBe(0n)
     expect(spent.delegate).toBeNull()
 
-    const payments = await periodPayments(sub.subscriptionId)
+    const payments = await periodPayments(live.t, sub.subscriptionId)
     expect(payments.map((p) => [p.period, p.status, p.source])).toEqual(
       Array.from({ length: 12 }, (_, period) => [period, 'succeeded', 'mandate']),
     )
@@ -286,12 +292,8 @@ describe('live Solana subscription (SPL delegation)', () => {
   })
 
   it('a Revoke seen on chain cancels the subscription, and nothing more is charged', async () => {
-    const merchantId = await live.createMerchant()
-    const buyer = await live.newBuyer(price * 12n)
+    const { merchantId, buyer, sub, active } = await activeSubscription(price * 12n)
     await airdrop(live.validator.connection, buyer.publicKey)
-    const sub = await subscribe(merchantId)
-    await grant(buyer, sub)
-    const active = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.status === 'active')
     const revoke = new Transaction().add(
       createRevokeInstruction(tokenAccount(live, buyer.publicKey), buyer.publicKey),
     )
@@ -299,93 +301,61 @@ describe('live Solana subscription (SPL delegation)', () => {
     const left = await live.balance(buyer.publicKey)
 
     moveClocks(active.nextChargeAt)
-    await chargeDue()
+    await chargeDue(live.t)
     const cancelled = await settledSubscription(
       sub.subscriptionId,
       merchantId,
       (s) => s.status === 'cancelled',
     )
     expect(cancelled.cancelReason).toBe('mandate_revoked')
-    const payments = await periodPayments(sub.subscriptionId)
+    const payments = await periodPayments(live.t, sub.subscriptionId)
     expect(payments.map((p) => [p.status, p.failure_code])).toEqual([
       ['succeeded', null],
       ['failed', 'mandate_revoked'],
     ])
     moveClocks(active.nextChargeAt + 40 * 86_400)
-    await chargeDue()
-    expect(await periodPayments(sub.subscriptionId)).toHaveLength(2)
+    await chargeDue(live.t)
+    expect(await periodPayments(live.t, sub.subscriptionId)).toHaveLength(2)
     expect(await live.balance(buyer.publicKey)).toBe(left)
   }, 60_000)
 
   it("a merchant's cancel stops the charges", async () => {
-    const merchantId = await live.createMerchant()
-    const buyer = await live.newBuyer(price * 12n)
-    const sub = await subscribe(merchantId)
-    await grant(buyer, sub)
-    const active = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.status === 'active')
+    const { merchantId, buyer, sub, active } = await activeSubscription(price * 12n)
     const cancelled = await api('POST', `/v1/subscriptions/${sub.subscriptionId}/cancel`, merchantId)
     expect(cancelled).toMatchObject({ status: 'cancelled', cancelReason: 'cancelled_by_merchant' })
     const left = await live.balance(buyer.publicKey)
     moveClocks(active.nextChargeAt + 86_400)
-    await chargeDue()
-    expect(await periodPayments(sub.subscriptionId)).toHaveLength(1)
+    await chargeDue(live.t)
+    expect(await periodPayments(live.t, sub.subscriptionId)).toHaveLength(1)
     expect(await live.balance(buyer.publicKey)).toBe(left)
   }, 60_000)
 
   it("a merchant's cancel while past due fails the period being retried", async () => {
-    const merchantId = await live.createMerchant()
-    const buyer = await live.newBuyer(price)
-    const sub = await subscribe(merchantId)
-    await grant(buyer, sub)
-    const active = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.status === 'active')
+    const { merchantId, sub, active } = await activeSubscription(price)
     moveClocks(active.nextChargeAt)
-    await chargeDue()
+    await chargeDue(live.t)
     await settledSubscription(sub.subscriptionId, merchantId, (s) => s.status === 'past_due')
     const cancelled = await api('POST', `/v1/subscriptions/${sub.subscriptionId}/cancel`, merchantId)
     expect(cancelled).toMatchObject({ status: 'cancelled', cancelReason: 'cancelled_by_merchant' })
-    expect((await periodPayments(sub.subscriptionId)).map((p) => [p.status, p.failure_code])).toEqual([
+    const payments = await periodPayments(live.t, sub.subscriptionId)
+    expect(payments.map((p) => [p.status, p.failure_code])).toEqual([
       ['succeeded', null],
       ['failed', 'subscription_cancelled'],
     ])
   }, 60_000)
 
   it("a node behind the newest slot at a charge's last try is waited out, not counted: charged once it catches up", async () => {
-    const merchantId = await live.createMerchant()
-    const buyer = await live.newBuyer(price * 12n)
-    const sub = await subscribe(merchantId)
-    await grant(buyer, sub)
-    const active = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.status === 'active')
-    await runner!.stop()
-    runner = undefined
+    const { merchantId, buyer, sub } = await activeSubscription(price * 12n)
     const before = await live.balance(buyer.publicKey)
-    moveClocks(active.nextChargeAt)
-    expect(await chargeDue()).toBe(1)
-    const [, period] = await periodPayments(sub.subscriptionId)
-    const job = await live.t.db
-      .selectFrom('jobs')
-      .selectAll()
-      .where('payment_id', '=', period!.id)
-      .where('kind', '=', 'solana.mandate_charge')
-      .executeTakeFirstOrThrow()
-    // The job's last try before it would give up; every node it reaches is behind the newest slot seen.
-    await live.t.db
-      .updateTable('jobs')
-      .set({ attempts: job.armed_attempts + 49 })
-      .where('id', '=', job.id)
-      .execute()
+    const period = await secondPeriodQueued(sub.subscriptionId)
+    // The job's last try; every node it reaches is behind the newest slot seen.
+    const job = await chargeAtLastTry(live.t, period.id, 'solana.mandate_charge')
     live.proxy.inject('getAccountInfo', nodeBehind(0))
     runner = live.startRunner()
-    const tried = await until(async () => {
-      const row = await live.t.db
-        .selectFrom('jobs')
-        .selectAll()
-        .where('id', '=', job.id)
-        .executeTakeFirstOrThrow()
-      return row.attempts > job.armed_attempts + 49 && row.state !== 'running' ? row : undefined
-    }, 'the charge tried against the node behind')
+    const tried = await job.tried('the charge tried against the node behind')
     expect(tried.state).toBe('pending')
     expect(tried.last_error).toMatch(/Minimum context slot/i)
-    expect((await paymentRow(live, period!.id)).status).toBe('processing')
+    expect((await paymentRow(live, period.id)).status).toBe('processing')
     expect(await live.balance(buyer.publicKey)).toBe(before)
 
     live.proxy.clear('getAccountInfo')
@@ -399,21 +369,13 @@ describe('live Solana subscription (SPL delegation)', () => {
   }, 60_000)
 
   it("a charge run whose claim was taken over books no verdict: the holder's decision stands", async () => {
-    const merchantId = await live.createMerchant()
     // The first period only: the second finds the account empty ('insufficient').
-    const buyer = await live.newBuyer(price)
-    const sub = await subscribe(merchantId)
-    await grant(buyer, sub)
-    const active = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.status === 'active')
-    await runner!.stop()
-    runner = undefined
-    moveClocks(active.nextChargeAt)
-    expect(await chargeDue()).toBe(1)
-    const [, period] = await periodPayments(sub.subscriptionId)
+    const { merchantId, sub } = await activeSubscription(price)
+    const period = await secondPeriodQueued(sub.subscriptionId)
     const kind = 'solana.mandate_charge'
     const claimedAt = new Date()
     const [job] = await claimJobs(live.t.db, { kinds: [kind], now: claimedAt, leaseMs: 1_000 })
-    expect(job!.payment_id).toBe(period!.id)
+    expect(job!.payment_id).toBe(period.id)
     // The first worker is paused inside its verdict read (a GC pause, a frozen VM) past its lease.
     live.proxy.hold('getAccountInfo')
     const silent = { info() {}, warn() {}, error() {} }
@@ -440,7 +402,7 @@ describe('live Solana subscription (SPL delegation)', () => {
     const result = await outcome
     expect(result).toMatchObject({ error: expect.any(FenceLost) })
     // Nothing booked from the stale run: the period is still the holder's to decide.
-    expect((await paymentRow(live, period!.id)).status).toBe('processing')
+    expect((await paymentRow(live, period.id)).status).toBe('processing')
     const row = await getSubscription(sub.subscriptionId, merchantId)
     expect(row).toMatchObject({ status: 'active', periodsCharged: 1 })
     const dunned = await live.t.db
@@ -454,18 +416,10 @@ describe('live Solana subscription (SPL delegation)', () => {
   }, 60_000)
 
   it('a worker killed while its charge is on the chain: the next one finishes it, charged once', async () => {
-    const merchantId = await live.createMerchant()
-    const buyer = await live.newBuyer(price * 12n)
-    const sub = await subscribe(merchantId)
-    await grant(buyer, sub)
-    const active = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.status === 'active')
-    await runner!.stop()
-    runner = undefined
+    const { merchantId, buyer, sub } = await activeSubscription(price * 12n)
     const before = await live.balance(buyer.publicKey)
+    const period = await secondPeriodQueued(sub.subscriptionId)
 
-    moveClocks(active.nextChargeAt)
-    expect(await chargeDue()).toBe(1)
-    const [, period] = await periodPayments(sub.subscriptionId)
     const sends = live.proxy.calls('sendTransaction')
     const executed = live.executed()
     // The node stops answering status queries: the first worker sends, then waits in vain and is killed.
@@ -477,13 +431,13 @@ describe('live Solana subscription (SPL delegation)', () => {
     const stopping = first.stop()
     live.proxy.cutHeld()
     await stopping
-    expect((await paymentRow(live, period!.id)).status).toBe('processing')
+    expect((await paymentRow(live, period.id)).status).toBe('processing')
 
     live.proxy.release('getSignatureStatuses')
     runner = live.startRunner()
     const renewed = await settledSubscription(sub.subscriptionId, merchantId, (s) => s.periodsCharged === 2)
     expect(renewed.status).toBe('active')
-    expect((await paymentRow(live, period!.id)).status).toBe('succeeded')
+    expect((await paymentRow(live, period.id)).status).toBe('succeeded')
     // Found on chain by its recorded signature: not built or sent again.
     expect(live.proxy.calls('sendTransaction')).toBe(sends + 1)
     expect(live.executed()).toBe(executed + 1)
@@ -491,7 +445,7 @@ describe('live Solana subscription (SPL delegation)', () => {
     const charges = await live.t.db
       .selectFrom('solana_transactions')
       .select('signature')
-      .where('payment_id', '=', period!.id)
+      .where('payment_id', '=', period.id)
       .execute()
     expect(charges).toHaveLength(1)
   }, 60_000)
