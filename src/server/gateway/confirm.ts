@@ -4,7 +4,12 @@ import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import { inSpan } from '../metrics/tracing.js'
 import { toAmount } from '../payments/assets.js'
-import { changePaymentInSteps, succeedPayment, transitionPayment } from '../payments/lifecycle.js'
+import {
+  changePaymentInSteps,
+  confirmWithJob,
+  succeedPayment,
+  transitionPayment,
+} from '../payments/lifecycle.js'
 import { testConfirmSteps } from '../payments/settlements.js'
 import { statusJson, unixSeconds } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
@@ -88,6 +93,17 @@ async function confirm(input: ConfirmInput): Promise<ConfirmResponse> {
   }
   const decided = payment.mode === 'test' ? await driver.confirm({ ...base, db }) : undefined
   const plan = input.oneStatement && !decided && !input.onProcessing ? driver.planConfirm?.(base) : undefined
+  if (plan && !plan.inserts?.length && !plan.guard) {
+    // A job alone along (EVM gasless): the same move as below, as one named statement.
+    const processing = await confirmWithJob(db, {
+      paymentId: payment.id,
+      confirmed,
+      job: { ...plan.job, now },
+      now,
+    })
+    if (plan.afterCommit) input.afterCommit?.(plan.afterCommit)
+    return answer(processing)
+  }
   if (plan) {
     const processing = await transitionPayment(db, {
       paymentId: payment.id,
