@@ -69,9 +69,14 @@ describe('live gasless confirm', () => {
       expect(move).toContain('pg_notify')
       expect(moves[0]!.named).toBe(true)
       expect(transaction).toEqual([])
+      // The relay guard (cool-downs, budgets) rides in the move (migration 035), not a read of its own.
+      expect(move).toContain('caipay_relay_guard_or_raise')
+      expect(texts.filter((s) => s.includes('from payer_cooldowns'))).toEqual([])
     } else {
       expect(move).not.toContain('insert into jobs')
       expect(moves[0]!.named).toBe(false)
+      expect(move).not.toContain('caipay_relay_guard_or_raise')
+      expect(texts.filter((s) => s.includes('from payer_cooldowns'))).toHaveLength(1)
       expect(transaction).toEqual(['begin', 'commit'])
     }
     const jobs = await env.t.db
@@ -192,5 +197,58 @@ describe('live gasless confirm', () => {
       .where('payment_id', '=', paymentId)
       .execute()
     expect(reserved).toEqual([])
+  })
+
+  it('a payer cooled down before the confirm: 429 rate_limited with the same words either way, the payment not moved, no job; confirmable once the cool-down is gone', async () => {
+    // Another key than the other tests' (a cool-down is per payer and stays).
+    const cooled = await env.buyer(3)
+    const { paymentId } = await env.pay('100')
+    const options = await env.gw('POST', paymentId, '/options', { accounts: [cooled.account] })
+    const option = options.json.options.find(isKind('eip3009'))
+    const results = [await cooled.sign(option.actions[0])]
+    const until = new Date('2099-01-01T00:00:00Z')
+    const now = new Date()
+    await env.t.db
+      .insertInto('payer_cooldowns')
+      .values({
+        chain_id: env.anvil.caip2,
+        subject: cooled.address.toLowerCase(),
+        kind: 'address',
+        until,
+        reason: 'a test cooled it down',
+        payment_id: paymentId,
+        created_at: now,
+      })
+      .execute()
+    const refused = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })
+    expect([refused.statusCode, refused.json]).toEqual([
+      429,
+      {
+        code: 'rate_limited',
+        message: `The payer ${cooled.address.toLowerCase()} is refused until ${until.toISOString()}: a test cooled it down`,
+      },
+    ])
+    const moved = await env.t.db
+      .selectFrom('payments')
+      .select('status')
+      .where('id', '=', paymentId)
+      .executeTakeFirstOrThrow()
+    expect(moved.status).toBe('requires_action')
+    const jobs = await env.t.db
+      .selectFrom('jobs')
+      .select('kind')
+      .where('payment_id', '=', paymentId)
+      .execute()
+    expect(jobs.map((j) => j.kind).filter((k) => k.startsWith('evm.'))).toEqual([])
+    const events = await env.t.db
+      .selectFrom('payment_events')
+      .select('type')
+      .where('payment_id', '=', paymentId)
+      .execute()
+    expect(events.map((e) => e.type)).toEqual(['payment.created'])
+    await env.t.db.deleteFrom('payer_cooldowns').where('payment_id', '=', paymentId).execute()
+    const confirmed = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })
+    expect(confirmed.statusCode, confirmed.body).toBe(200)
+    expect(await env.waitFinal(paymentId)).toMatchObject({ status: 'succeeded' })
   })
 })

@@ -216,11 +216,21 @@ export interface ConfirmedColumns {
  */
 export async function confirmWithJob(
   db: Db,
-  params: { paymentId: string; confirmed: ConfirmedColumns; job: NewJob; now: Date },
+  params: {
+    paymentId: string
+    confirmed: ConfirmedColumns
+    job: NewJob
+    now: Date
+    /**
+     * The arguments of `caipay_relay_guard_or_raise` (relayGuards.ts relayGuardOrRaise): evaluated with
+     * the move, after it, as AlongWrites.guard; a refusal raises and rolls everything back.
+     */
+    relayGuard?: readonly unknown[] | undefined
+  },
 ): Promise<PaymentRow> {
-  const { paymentId, confirmed, job, now } = params
+  const { paymentId, confirmed, job, now, relayGuard } = params
   const rows = (
-    await moveToProcessingWithJob(
+    await (relayGuard ? moveToProcessingWithJobGuarded : moveToProcessingWithJob)(
       db,
       paymentId,
       now,
@@ -232,9 +242,13 @@ export async function confirmWithJob(
       currentTraceparent(),
       job.now,
       jobsChannel,
+      ...(relayGuard ?? []),
     )
   ).rows
-  for (const row of rows) delete (row as { woke?: unknown }).woke
+  for (const row of rows) {
+    delete (row as { woke?: unknown }).woke
+    delete (row as { guarded?: unknown }).guarded
+  }
   countPaymentChanges('payment.processing', rows)
   const [row] = rows
   if (row) return row
@@ -242,7 +256,7 @@ export async function confirmWithJob(
 }
 
 /** changePayments' statement for confirmWithJob's move, written out ($2: now, also the expiry bound). */
-const moveToProcessingWithJob = namedStatement<PaymentRow>(`WITH changed AS (
+const moveToProcessingWithJobText = (guarded: boolean) => `WITH changed AS (
     UPDATE payments SET status = 'processing', processing_at = $2, selected_option_id = $3, buyer = $4,
       option_amount = $5, updated_at = $2, payment_state_version = payment_state_version + 1
     WHERE id = $1 AND status = 'requires_action' AND expires_at > $2
@@ -258,7 +272,15 @@ const moveToProcessingWithJob = namedStatement<PaymentRow>(`WITH changed AS (
     FROM changed
     ON CONFLICT (kind, payment_id) WHERE delivery_id IS NULL AND refund_id IS NULL DO NOTHING
   )
-  SELECT changed.*, pg_notify($10::text, $6::text) AS woke FROM changed`)
+  SELECT changed.*, pg_notify($10::text, $6::text) AS woke${
+    guarded
+      ? `,
+    caipay_relay_guard_or_raise($11::text, $12::text, $13::text, $14::text[], $15::numeric, $16::numeric,
+      $17::timestamptz, $18::timestamptz) AS guarded`
+      : ''
+  } FROM changed`
+const moveToProcessingWithJob = namedStatement<PaymentRow>(moveToProcessingWithJobText(false))
+const moveToProcessingWithJobGuarded = namedStatement<PaymentRow>(moveToProcessingWithJobText(true))
 
 /** Nothing matched a move to `to`: `404 payment_not_found`, or `409 invalid_state` with the state it is in. */
 async function refuseTransition(db: Db, paymentId: string, to: PaymentStatus): Promise<never> {

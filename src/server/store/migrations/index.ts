@@ -31,6 +31,7 @@ import * as evmStrayRecoveries from './030_evm_stray_recoveries.js'
 import * as jobRearm from './032_job_rearm.js'
 import * as evmCancellations from './033_evm_cancellations.js'
 import * as groupReservations from './034_group_reservations.js'
+import * as relayGuardRaise from './035_relay_guard_raise.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -69,4 +70,5 @@ export const migrations: Record<string, Migration> = {
   '032_job_rearm': jobRearm,
   '033_evm_cancellations': evmCancellations,
   '034_group_reservations': groupReservations,
+  '035_relay_guard_raise': relayGuardRaise,
 }
