@@ -80,6 +80,11 @@ export function stepOf(query: string): string {
     ['transaction control (BEGIN, COMMIT)', /^(begin|commit|rollback|savepoint|release)\b/i],
     ['creation: payment insert + event', /^WITH merchant AS .*INSERT INTO payments/],
     ['options: option insert', /^INSERT INTO payment_options/],
+    // Before the gateway read: both start with the payment's columns.
+    [
+      'chain job: payment + settlement destination',
+      /\(SELECT s\.destination FROM crypto_settlements s WHERE s\.merchant_id = payments\.merchant_id/,
+    ],
     ['gateway read: payment + option', /^SELECT payments\.id, payments\.partner_id/],
     ['settlement destination read', /FROM crypto_settlements WHERE merchant_id/],
     ['chain job: payment + settlement destination', /"crypto_settlements"\."destination"/],
@@ -92,7 +97,16 @@ export function stepOf(query: string): string {
       "finisher: a block's payments succeeded + events",
       /^with "changed" as \(update "payments" set "status" = \$1, "succeeded_at"/,
     ],
-    ['confirm: state change + event', /^with "changed" as \(update "payments" set "processing_at"/],
+    // The named form (lifecycle.ts confirmWithJob) as pg_stat_statements shows it: literals as $n.
+    [
+      'confirm: state change + event',
+      /^with "changed" as \(update "payments" set "processing_at"|^WITH changed AS \( UPDATE payments SET status = \$\d+, processing_at/,
+    ],
+    [
+      'confirm: relay guard read (cool-downs, budgets)',
+      /FROM payer_cooldowns WHERE chain_id = \$\d+ AND subject = ANY/,
+    ],
+    ["relay send: the group's fee reservations (one call)", /caipay_reserve_executor_fees\(/],
     [
       'settlement + ledger (finisher, batch)',
       /^with "changed" as \(update "payments" set "settlement_status"/,

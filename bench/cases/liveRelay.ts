@@ -72,6 +72,8 @@ export interface LiveRelayResult {
     /** The chain node's (Anvil's) CPU milliseconds per payment in the same window: what the server asks of it. */
     nodeCpuMsPerPayment: number | undefined
     movedExactlyOnce: boolean
+    /** Status requests the payers sent from the confirm's answer to final (held reads: one per change they wait for). */
+    statusRequestsPerPayment: number
   }
   ratio: number
   /** Per-step statement tables (options.statements), printed as they are. */
@@ -162,6 +164,12 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
     const nodeBefore = anvil.pid === undefined ? undefined : processCpuMs(anvil.pid)
     const window = profileWindow()
     const started = Date.now()
+    // The status requests the payers sent (held or plain), to count them per payment.
+    let statusRequests = 0
+    const countedCall: typeof call = (...args) => {
+      statusRequests++
+      return call(...args)
+    }
     const outcomes = await Promise.all(
       signed.map(async (s) => {
         const confirmedAt = Date.now()
@@ -172,7 +180,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
         const answeredAt = Date.now()
         if ('error' in confirm)
           return { ...s, status: 'confirm failed', confirmedAt, answeredAt, doneAt: Date.now() }
-        const status = await readUntilFinal(call, s.paymentId, confirm, options.statusPollMs)
+        const status = await readUntilFinal(countedCall, s.paymentId, confirm, options.statusPollMs)
         return { ...s, status: status.status as string, confirmedAt, answeredAt, doneAt: Date.now() }
       }),
     )
@@ -248,6 +256,7 @@ export async function runLiveRelay(options: LiveRelayOptions): Promise<LiveRelay
         nodeCpuMsPerPayment:
           nodeBefore === undefined || nodeAfter === undefined ? undefined : (nodeAfter - nodeBefore) / n,
         movedExactlyOnce,
+        statusRequestsPerPayment: statusRequests / n,
       },
       ratio: paymentsPerSecond / ceiling.paymentsPerSecond,
       ...(stats ? { statements: stats.tables } : {}),
@@ -405,6 +414,7 @@ export function formatLiveRelay(r: LiveRelayResult): string {
       : [
           `  CPU per payment: caipay ${c.serverCpuMsPerPayment.server.toFixed(1)} ms + its PostgreSQL ${c.serverCpuMsPerPayment.postgres.toFixed(1)} ms${c.nodeCpuMsPerPayment === undefined ? '' : ` (the node, Anvil: ${c.nodeCpuMsPerPayment.toFixed(1)} ms, its blocks included)`}`,
         ]),
+    `  status requests per payment (after the confirm): ${c.statusRequestsPerPayment.toFixed(2)}`,
     `  money moved exactly once: ${c.movedExactlyOnce ? 'yes' : 'NO'}`,
     ...(r.statements ?? []),
   ].join('\n')

@@ -19,7 +19,11 @@ import { FinalStatuses } from './payments/finalStatuses.js'
  *   lookup (`noPriorRecord`); a landed payment's fee reservation given back in the finisher's
  *   transaction (payments/finisher.ts `releaseReservation`); a relay's fee reservation taken by the
  *   executor key's sender for its whole group, in the transaction that records it (chains/evm/sender.ts,
- *   `reservation`); the offered authorization read once per confirm and hashed without viem's generic
+ *   `reservation`); a live confirm whose plan is a job alone (EVM gasless) as one named statement
+ *   (payments/lifecycle.ts `confirmWithJob`), its relay guard read riding in that statement as an
+ *   expression that raises to refuse (chains/evm/driver.ts `guardInStatement`, payments/relayGuards.ts
+ *   `relayGuardOrRaise`, migration 037); an EVM chain's nodes asked over kept-alive node:http
+ *   connections instead of through fetch (chains/evm/keepAliveFetch.ts); the offered authorization read once per confirm and hashed without viem's generic
  *   typed-data walk (chains/evm/driver.ts, authorization.ts `authorizationHashOfKnownShape`); a Solana
  *   confirm with relay guards on in one statement, its fee reservation raising to refuse
  *   (chains/solana/driver.ts `planConfirm`, payments/relayGuards.ts `reserveExecutorFeeOrRaise`).

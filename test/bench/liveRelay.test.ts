@@ -15,6 +15,9 @@ describe('live relay benchmark, small', () => {
     expect(result.caipay.movedExactlyOnce).toBe(true)
     expect(result.ceiling.paymentsPerSecond).toBeGreaterThan(0)
     expect(result.ratio).toBeGreaterThan(0)
+    // Held reads: each payer asks at least once after its confirm, and not once per poll interval.
+    expect(result.caipay.statusRequestsPerPayment).toBeGreaterThanOrEqual(1)
+    expect(result.caipay.statusRequestsPerPayment).toBeLessThan(4)
     // Settlements batched per destination and asset: the 20 succeed within a few blocks, well inside
     // one default interval (5 s), so one or two batches pay them all.
     expect(result.caipay.settlementTxsPerPayment).toBeLessThanOrEqual(0.1)

@@ -1,7 +1,6 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { JobRunner } from '../../src/server/jobs/runner.js'
-import { statementsOf } from '../gateway/support.js'
 import { type Buyer, createEvmEnv, type EvmEnv, isKind } from './support.js'
 
 /**
@@ -23,14 +22,14 @@ afterAll(() => env?.close())
 /** Every query any pooled client sends while `run` runs, with its parameters (the runner's jobs too). */
 async function queriesDuring<T>(
   run: () => Promise<T>,
-): Promise<{ result: T; queries: { text: string; values: unknown[] }[] }> {
-  const queries: { text: string; values: unknown[] }[] = []
+): Promise<{ result: T; queries: { text: string; values: unknown[]; named: boolean }[] }> {
+  const queries: { text: string; values: unknown[]; named: boolean }[] = []
   const original = pg.Client.prototype.query
   pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const first = args[0] as string | { text?: string; values?: unknown[] }
+    const first = args[0] as string | { name?: string; text?: string; values?: unknown[] }
     const text = typeof first === 'string' ? first : String(first.text)
     const values = (typeof first === 'string' ? args[1] : first.values) as unknown[] | undefined
-    queries.push({ text, values: values ?? [] })
+    queries.push({ text, values: values ?? [], named: typeof first !== 'string' && first.name !== undefined })
     return (original as (...a: unknown[]) => unknown).apply(this, args)
   } as typeof original
   try {
@@ -49,26 +48,35 @@ describe('live gasless confirm', () => {
     // Every query from the confirm to the payment final: the runner's relay job starts at the confirm's commit.
     let final: { status?: string } = {}
     const { result: confirmed, queries } = await queriesDuring(async () => {
-      const confirming = await statementsOf(() =>
+      const confirming = await queriesDuring(() =>
         env.gw('POST', paymentId, '/confirm', { optionId: option.id, results }),
       )
       final = await env.waitFinal(paymentId)
       return confirming
     })
-    const { result: confirm, statements } = confirmed
+    const { result: confirm, queries: statements } = confirmed
     expect(confirm.statusCode, confirm.body).toBe(200)
     expect(confirm.json).toEqual({ status: 'processing', isFinal: false, pollInMs: expect.any(Number) })
-    const texts = statements.map((s) => s.toLowerCase())
-    const move = texts.filter((s) => s.includes('update "payments"'))
-    expect(move).toHaveLength(1)
+    const texts = statements.map((s) => s.text.toLowerCase())
+    const moves = statements.filter((s) => /update "?payments"?/i.test(s.text))
+    expect(moves).toHaveLength(1)
+    const move = moves[0]!.text.toLowerCase()
     const transaction = texts.filter((s) => /^\s*(begin|commit)\b/.test(s))
     if (env.t.app.fastPath.enabled) {
       // The move carries the job and the wake-up; nothing else is written, and no transaction is opened.
-      expect(move[0]).toContain('insert into jobs')
-      expect(move[0]).toContain('pg_notify')
+      // It is a named statement, the same text every time (lifecycle.ts confirmWithJob).
+      expect(move).toContain('insert into jobs')
+      expect(move).toContain('pg_notify')
+      expect(moves[0]!.named).toBe(true)
       expect(transaction).toEqual([])
+      // The relay guard (cool-downs, budgets) rides in the move (migration 037), not a read of its own.
+      expect(move).toContain('caipay_relay_guard_or_raise')
+      expect(texts.filter((s) => s.includes('from payer_cooldowns'))).toEqual([])
     } else {
-      expect(move[0]).not.toContain('insert into jobs')
+      expect(move).not.toContain('insert into jobs')
+      expect(moves[0]!.named).toBe(false)
+      expect(move).not.toContain('caipay_relay_guard_or_raise')
+      expect(texts.filter((s) => s.includes('from payer_cooldowns'))).toHaveLength(1)
       expect(transaction).toEqual(['begin', 'commit'])
     }
     const jobs = await env.t.db
@@ -189,5 +197,58 @@ describe('live gasless confirm', () => {
       .where('payment_id', '=', paymentId)
       .execute()
     expect(reserved).toEqual([])
+  })
+
+  it('a payer cooled down before the confirm: 429 rate_limited with the same words either way, the payment not moved, no job; confirmable once the cool-down is gone', async () => {
+    // Another key than the other tests' (a cool-down is per payer and stays).
+    const cooled = await env.buyer(3)
+    const { paymentId } = await env.pay('100')
+    const options = await env.gw('POST', paymentId, '/options', { accounts: [cooled.account] })
+    const option = options.json.options.find(isKind('eip3009'))
+    const results = [await cooled.sign(option.actions[0])]
+    const until = new Date('2099-01-01T00:00:00Z')
+    const now = new Date()
+    await env.t.db
+      .insertInto('payer_cooldowns')
+      .values({
+        chain_id: env.anvil.caip2,
+        subject: cooled.address.toLowerCase(),
+        kind: 'address',
+        until,
+        reason: 'a test cooled it down',
+        payment_id: paymentId,
+        created_at: now,
+      })
+      .execute()
+    const refused = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })
+    expect([refused.statusCode, refused.json]).toEqual([
+      429,
+      {
+        code: 'rate_limited',
+        message: `The payer ${cooled.address.toLowerCase()} is refused until ${until.toISOString()}: a test cooled it down`,
+      },
+    ])
+    const moved = await env.t.db
+      .selectFrom('payments')
+      .select('status')
+      .where('id', '=', paymentId)
+      .executeTakeFirstOrThrow()
+    expect(moved.status).toBe('requires_action')
+    const jobs = await env.t.db
+      .selectFrom('jobs')
+      .select('kind')
+      .where('payment_id', '=', paymentId)
+      .execute()
+    expect(jobs.map((j) => j.kind).filter((k) => k.startsWith('evm.'))).toEqual([])
+    const events = await env.t.db
+      .selectFrom('payment_events')
+      .select('type')
+      .where('payment_id', '=', paymentId)
+      .execute()
+    expect(events.map((e) => e.type)).toEqual(['payment.created'])
+    await env.t.db.deleteFrom('payer_cooldowns').where('payment_id', '=', paymentId).execute()
+    const confirmed = await env.gw('POST', paymentId, '/confirm', { optionId: option.id, results })
+    expect(confirmed.statusCode, confirmed.body).toBe(200)
+    expect(await env.waitFinal(paymentId)).toMatchObject({ status: 'succeeded' })
   })
 })

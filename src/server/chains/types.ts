@@ -192,6 +192,11 @@ export interface ConfirmContext {
    * which, e.g. by the rows it needs). Lets a driver start at once what its job would start later.
    */
   afterCommit?: (fn: () => void) => void
+  /**
+   * In `verify`: the gateway will write this confirm as planConfirm's plan if the driver gives one (a
+   * FastPath: one statement), so a check the plan carries in that statement may be left out of verify.
+   */
+  planned?: boolean
 }
 
 export type ConfirmOutcome =
@@ -218,7 +223,15 @@ export interface ConfirmPlan {
    * reservation. `refused` turns the statement's error into the request's (fail(...)) when it is the
    * guard's, and returns otherwise.
    */
-  guard?: { check: RawBuilder<unknown>; refused(error: unknown): void }
+  guard?: {
+    check: RawBuilder<unknown>
+    refused(error: unknown): void
+    /**
+     * The check when it is migration 037's `caipay_relay_guard_or_raise`: its arguments, in order, so the
+     * gateway's named statement can carry it (payments/lifecycle.ts confirmWithJob).
+     */
+    relayGuardArguments?: readonly unknown[]
+  }
 }
 
 export interface ChainDriver {

@@ -4,7 +4,12 @@ import type { ServerConfig } from '../config.js'
 import { fail } from '../errors.js'
 import { inSpan } from '../metrics/tracing.js'
 import { toAmount } from '../payments/assets.js'
-import { changePaymentInSteps, succeedPayment, transitionPayment } from '../payments/lifecycle.js'
+import {
+  changePaymentInSteps,
+  confirmWithJob,
+  succeedPayment,
+  transitionPayment,
+} from '../payments/lifecycle.js'
 import { testConfirmSteps } from '../payments/settlements.js'
 import { statusJson, unixSeconds } from '../payments/views.js'
 import { type Db, inTransaction } from '../store/db.js'
@@ -78,7 +83,9 @@ async function confirm(input: ConfirmInput): Promise<ConfirmResponse> {
     now: unixSeconds(now),
     credentialId: input.credentialId,
   }
-  await driver.verify?.({ ...base, db })
+  // A live confirm the driver plans is written as its plan (below): checks the plan carries are left to it.
+  const planned = Boolean(input.oneStatement && payment.mode !== 'test' && !input.onProcessing)
+  await driver.verify?.({ ...base, db, ...(planned ? { planned } : {}) })
 
   const optionAmount = toAmount(`caip19/${row.asset}`, row.amount, config)
   const confirmed = {
@@ -87,7 +94,23 @@ async function confirm(input: ConfirmInput): Promise<ConfirmResponse> {
     option_amount: JSON.stringify(optionAmount),
   }
   const decided = payment.mode === 'test' ? await driver.confirm({ ...base, db }) : undefined
-  const plan = input.oneStatement && !decided && !input.onProcessing ? driver.planConfirm?.(base) : undefined
+  const plan = planned && !decided ? driver.planConfirm?.(base) : undefined
+  if (plan && !plan.inserts?.length && (!plan.guard || plan.guard.relayGuardArguments)) {
+    // A job alone along, and at most the relay guard (EVM gasless): the same move as below, as one named
+    // statement.
+    const processing = await confirmWithJob(db, {
+      paymentId: payment.id,
+      confirmed,
+      job: { ...plan.job, now },
+      now,
+      relayGuard: plan.guard?.relayGuardArguments,
+    }).catch((error: unknown) => {
+      plan.guard?.refused(error)
+      throw error
+    })
+    if (plan.afterCommit) input.afterCommit?.(plan.afterCommit)
+    return answer(processing)
+  }
   if (plan) {
     const processing = await transitionPayment(db, {
       paymentId: payment.id,

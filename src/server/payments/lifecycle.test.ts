@@ -12,6 +12,7 @@ import { createPaymentFinisher } from './finisher.js'
 import {
   canTransition,
   changePaymentInSteps,
+  confirmWithJob,
   expireDuePayments,
   type PaymentStep,
   paymentTransitions,
@@ -466,6 +467,106 @@ describe('writes along a state change (a live confirm in one statement)', () => 
     })
     expect(moved).not.toHaveProperty('guarded')
     expect(await jobsOf(id)).toEqual(['along-passed', 'record-passed'])
+  })
+})
+
+describe('confirmWithJob (a live confirm with a job alone along, named)', () => {
+  const confirmed = {
+    selected_option_id: 'opt_confirmed',
+    buyer: 'eip155:8453:0x00000000000000000000000000000000000000b1',
+    option_amount: JSON.stringify({ unit: 'iso4217/USD', value: '250' }),
+  }
+  /** What a move left: the row, its events, its jobs, with the payment's own id taken out. */
+  const written = async (paymentId: string) => {
+    const row = await pg.db
+      .selectFrom('payments')
+      .selectAll()
+      .where('id', '=', paymentId)
+      .executeTakeFirstOrThrow()
+    const events = await pg.db
+      .selectFrom('payment_events')
+      .select(['type', 'payment_state_version', 'snapshot', 'created_at', 'dispatched_at'])
+      .where('payment_id', '=', paymentId)
+      .orderBy('id')
+      .execute()
+    const jobs = await pg.db
+      .selectFrom('jobs')
+      .select([
+        'kind',
+        'run_at',
+        'locked_until',
+        'payload',
+        'state',
+        'attempts',
+        'trace_parent',
+        'created_at',
+      ])
+      .where('payment_id', '=', paymentId)
+      .execute()
+    const strip = <T extends object>(value: T) =>
+      JSON.parse(
+        JSON.stringify(value)
+          .replaceAll(paymentId, 'pay_x')
+          .replace(/"reference_id":"[^"]*"/g, '"reference_id":"r"'),
+      )
+    return strip({ row, events, jobs })
+  }
+
+  it('writes what transitionPayment with the job along writes, in one named statement, and wakes the runners', async () => {
+    const plain = await payment('requires_action')
+    const named = await payment('requires_action')
+    const job = { kind: 'along-named', payload: { tag: 'named' }, now }
+    const viaKysely = await transitionPayment(pg.db, {
+      paymentId: plain,
+      from: 'requires_action',
+      to: 'processing',
+      set: confirmed,
+      notExpiredAt: now,
+      now,
+      along: { job },
+    })
+    const listener = new pgDriver.Client({ connectionString: pg.url })
+    await listener.connect()
+    const heard: string[] = []
+    listener.on('notification', (n) => heard.push(`${n.channel}:${n.payload}`))
+    await listener.query(`LISTEN ${jobsChannel}`)
+    try {
+      const { result: row, statements } = await statementsOf(() =>
+        confirmWithJob(pg.db, { paymentId: named, confirmed, job, now }),
+      )
+      expect(statements).toEqual(['named'])
+      expect(row).not.toHaveProperty('woke')
+      expect({ ...row, id: plain, reference_id: viaKysely.reference_id }).toEqual(viaKysely)
+      expect(await written(named)).toEqual(await written(plain))
+      await expect.poll(() => heard).toEqual([`${jobsChannel}:along-named`])
+    } finally {
+      await listener.end()
+    }
+  })
+
+  it('refuses like transitionPayment, writing nothing: 409 elsewhere or expired, 404 unknown', async () => {
+    const job = { kind: 'along-refused', payload: {}, now }
+    const cancelled = await payment('cancelled')
+    const expired = await payment('requires_action', new Date(now.getTime() - 1))
+    for (const paymentId of [cancelled, expired]) {
+      await expect(confirmWithJob(pg.db, { paymentId, confirmed, job, now })).rejects.toMatchObject({
+        code: 'invalid_state',
+      })
+      const jobs = await pg.db.selectFrom('jobs').select('kind').where('payment_id', '=', paymentId).execute()
+      expect(jobs).toEqual([])
+    }
+    expect(
+      (
+        await pg.db
+          .selectFrom('payments')
+          .select('status')
+          .where('id', '=', expired)
+          .executeTakeFirstOrThrow()
+      ).status,
+    ).toBe('requires_action')
+    await expect(
+      confirmWithJob(pg.db, { paymentId: 'pay_unknown', confirmed, job, now }),
+    ).rejects.toMatchObject({ code: 'payment_not_found' })
   })
 })
 

@@ -4,11 +4,13 @@ import type { PaymentStatus } from '../../contract/common.js'
 import type { WebhookEventType } from '../../contract/webhooks.js'
 import { fail } from '../errors.js'
 import { type Fence, fenceHolds } from '../jobs/fence.js'
+import { jobsChannel } from '../jobs/notify.js'
 import { enqueueAlong, enqueueJob, type NewJob } from '../jobs/queue.js'
 import { bookUnsettledCollections, type UnsettledCollection } from '../ledger/entries.js'
 import { countPaymentChanges } from '../metrics/counters.js'
+import { currentTraceparent } from '../metrics/tracing.js'
 import { afterCommit, type Db, inTransaction } from '../store/db.js'
-import { columnsText } from '../store/prepared.js'
+import { columnsText, namedStatement } from '../store/prepared.js'
 import { type PaymentRow, type PaymentUpdate, paymentColumns } from '../store/schema.js'
 import { addSettlementItem, addSettlementItems, type BatchedSettlement } from './settlementItems.js'
 
@@ -207,6 +209,91 @@ export async function transitionPayment(db: Db, params: TransitionPaymentParamet
   if (row) return row
   return refuseTransition(db, params.paymentId, params.to)
 }
+
+/** What a confirm writes with its move to processing (gateway/confirm.ts). */
+export interface ConfirmedColumns {
+  selected_option_id: string
+  buyer: string
+  /** The option's amount, JSON. */
+  option_amount: string
+}
+
+/**
+ * transitionPayment `requires_action -> processing` of a payment unexpired at `now`, with `confirmed`
+ * and, along, `job` enqueued and its runners woken at commit (AlongWrites with a job and nothing else),
+ * as ONE named statement: the same text every time, so PostgreSQL parses it once per connection and
+ * kysely builds nothing (building and compiling this statement's CTEs cost the server about 0.4 ms per
+ * live confirm: docs/performance.md, "Fifth round"). The same rows, event, job and wake-up as
+ * transitionPayment; nothing matched: 404 or 409 as transitionPayment. A FastPath (fastPath.ts): the
+ * one-statement live confirm of a driver whose plan is a job alone (EVM gasless).
+ */
+export async function confirmWithJob(
+  db: Db,
+  params: {
+    paymentId: string
+    confirmed: ConfirmedColumns
+    job: NewJob
+    now: Date
+    /**
+     * The arguments of `caipay_relay_guard_or_raise` (relayGuards.ts relayGuardOrRaise): evaluated with
+     * the move, after it, as AlongWrites.guard; a refusal raises and rolls everything back.
+     */
+    relayGuard?: readonly unknown[] | undefined
+  },
+): Promise<PaymentRow> {
+  const { paymentId, confirmed, job, now, relayGuard } = params
+  const rows = (
+    await (relayGuard ? moveToProcessingWithJobGuarded : moveToProcessingWithJob)(
+      db,
+      paymentId,
+      now,
+      confirmed.selected_option_id,
+      confirmed.buyer,
+      confirmed.option_amount,
+      job.kind,
+      JSON.stringify(job.payload ?? {}),
+      currentTraceparent(),
+      job.now,
+      jobsChannel,
+      ...(relayGuard ?? []),
+    )
+  ).rows
+  for (const row of rows) {
+    delete (row as { woke?: unknown }).woke
+    delete (row as { guarded?: unknown }).guarded
+  }
+  countCommitted(db, 'payment.processing', rows)
+  const [row] = rows
+  if (row) return row
+  return refuseTransition(db, paymentId, 'processing')
+}
+
+/** changePayments' statement for confirmWithJob's move, written out ($2: now, also the expiry bound). */
+const moveToProcessingWithJobText = (guarded: boolean) => `WITH changed AS (
+    UPDATE payments SET status = 'processing', processing_at = $2, selected_option_id = $3, buyer = $4,
+      option_amount = $5, updated_at = $2, payment_state_version = payment_state_version + 1
+    WHERE id = $1 AND status = 'requires_action' AND expires_at > $2
+    RETURNING ${columnsText(paymentColumns)}
+  ), event AS (
+    INSERT INTO payment_events (payment_id, type, payment_state_version, snapshot, created_at)
+    SELECT changed.id, 'payment.processing', changed.payment_state_version, ${snapshotSql('changed')},
+      $2::timestamptz
+    FROM changed
+  ), job AS (
+    INSERT INTO jobs (kind, payment_id, run_at, locked_until, payload, result, last_error, trace_parent, created_at, updated_at)
+    SELECT $6::text, changed.id, $9::timestamptz, NULL, $7::jsonb, NULL, NULL, $8::text, $9::timestamptz, $9::timestamptz
+    FROM changed
+    ON CONFLICT (kind, payment_id) WHERE delivery_id IS NULL AND refund_id IS NULL DO NOTHING
+  )
+  SELECT changed.*, pg_notify($10::text, $6::text) AS woke${
+    guarded
+      ? `,
+    caipay_relay_guard_or_raise($11::text, $12::text, $13::text, $14::text[], $15::numeric, $16::numeric,
+      $17::timestamptz, $18::timestamptz) AS guarded`
+      : ''
+  } FROM changed`
+const moveToProcessingWithJob = namedStatement<PaymentRow>(moveToProcessingWithJobText(false))
+const moveToProcessingWithJobGuarded = namedStatement<PaymentRow>(moveToProcessingWithJobText(true))
 
 /** Nothing matched a move to `to`: `404 payment_not_found`, or `409 invalid_state` with the state it is in. */
 async function refuseTransition(db: Db, paymentId: string, to: PaymentStatus): Promise<never> {

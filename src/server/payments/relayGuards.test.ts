@@ -1,13 +1,17 @@
+import { sql } from 'kysely'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { statementsOf } from '../../../test/gateway/support.js'
 import { createTestDatabase, type TestDatabase } from '../../../test/postgres.js'
 import {
+  type CooldownSubject,
   coolDownPayer,
   GasBudgetExhausted,
   guardRefusal,
   PayerCoolingDown,
   type RelayGuardSettings,
   recordLandedSend,
+  relayGuardOrRaise,
+  relayGuardRaised,
   reserveExecutorFee,
   reserveExecutorFees,
   settleGasCharge,
@@ -198,5 +202,92 @@ describe('executor fee reservations', () => {
     expect(grouped).toEqual(await charges())
     expect(grouped.map((c) => c.payment_id)).toEqual(['g1', 'g3', 'g5'])
     expect(await reserveExecutorFees(pg.db, chainId, [])).toEqual([])
+  })
+})
+
+describe('the confirm guard in a statement (relayGuardOrRaise, migration 037)', () => {
+  /** The raising form's verdict, as the confirm's statement would meet it: undefined when it passed. */
+  async function raisingVerdict(input: Parameters<typeof relayGuardOrRaise>[1]) {
+    const { check } = relayGuardOrRaise(settings, input)
+    try {
+      const { rows } = await sql<{ allowed: boolean }>`SELECT ${check} AS allowed`.execute(pg.db)
+      expect(rows[0]!.allowed).toBe(true)
+      return undefined
+    } catch (error) {
+      const refusal = relayGuardRaised(error, settings, input)
+      if (!refusal) throw error
+      return refusal
+    }
+  }
+
+  it("refuses exactly when guardRefusal does, with its words: cool-downs (address, code hash), the payer's budget, then the credential's", async () => {
+    const now = new Date()
+    const cases: { who: string; subjects: CooldownSubject[]; credentialId: string }[] = []
+    const subjectsOf = (who: string): CooldownSubject[] => [
+      { subject: who, kind: 'address' },
+      { subject: `code-of-${who}`, kind: 'code_hash' },
+    ]
+    // Allowed: nothing recorded for this payer or credential.
+    cases.push({ who: 'fresh', subjects: subjectsOf('fresh'), credentialId: 'key-fresh' })
+    // Cooled down by address, and another by its code hash.
+    await coolDownPayer(pg.db, {
+      chainId,
+      subjects: payer('cooled'),
+      settings,
+      reason: 'reverted',
+      paymentId: 'x1',
+    })
+    cases.push({ who: 'cooled', subjects: subjectsOf('cooled'), credentialId: 'key-fresh' })
+    await coolDownPayer(pg.db, {
+      chainId,
+      subjects: [{ subject: 'code-of-copied', kind: 'code_hash' }],
+      settings,
+      reason: 'its copy reverted',
+      paymentId: 'x2',
+    })
+    cases.push({ who: 'copied', subjects: subjectsOf('copied'), credentialId: 'key-fresh' })
+    // The payer's budget spent (300), the credential's not.
+    await reserve('spent-payer', 300n, 'spender', 'key-2')
+    cases.push({ who: 'spender', subjects: subjectsOf('spender'), credentialId: 'key-2' })
+    // The credential's budget spent (1,000) by other payers; this payer has used nothing.
+    for (const [i, who] of ['b1', 'b2', 'b3', 'b4'].entries())
+      await reserve(`spent-key-${i}`, 250n, who, 'key-3')
+    cases.push({ who: 'other', subjects: subjectsOf('other'), credentialId: 'key-3' })
+    // A payer close to its budget (299 of 300) is still allowed: nothing is needed at confirm.
+    await reserve('almost', 299n, 'almost', 'key-4')
+    cases.push({ who: 'almost', subjects: subjectsOf('almost'), credentialId: 'key-4' })
+
+    const verdicts = []
+    for (const c of cases) {
+      const input = { chainId, subjects: c.subjects, credentialId: c.credentialId }
+      const read = await guardRefusal(pg.db, settings, { ...input, now })
+      const raised = await raisingVerdict({ ...input, now })
+      expect([c.who, raised?.constructor, raised?.message]).toEqual([c.who, read?.constructor, read?.message])
+      verdicts.push(read?.constructor.name ?? 'allowed')
+    }
+    expect(verdicts).toEqual([
+      'allowed',
+      'PayerCoolingDown',
+      'PayerCoolingDown',
+      'GasBudgetExhausted',
+      'GasBudgetExhausted',
+      'allowed',
+    ])
+  })
+
+  it('is not its own round trip and takes no lock: the expression of a statement, nothing written', async () => {
+    const before = await charges()
+    const { statements } = await statementsOf(() =>
+      raisingVerdict({ chainId, subjects: payer('quiet'), credentialId: 'key-q', now: new Date() }),
+    )
+    expect(statements).toHaveLength(1)
+    expect(await charges()).toEqual(before)
+    // Another CP429 (a fee reservation's) is not the guard's.
+    expect(
+      relayGuardRaised({ code: 'CP429', detail: '{"refusal":"budget"}' }, settings, {
+        chainId,
+        subjects: [],
+      }),
+    ).toBe(undefined)
   })
 })

@@ -162,14 +162,7 @@ export async function guardRefusal(
   const since = new Date(now.getTime() - settings.windowMs)
   const payer = payerOf(input.subjects) ?? null
   const subjects = input.subjects.map((s) => s.subject)
-  const { rows } = await sql<{
-    subject: string | null
-    kind: 'address' | 'code_hash' | null
-    until: Date | null
-    reason: string | null
-    payer_used: string
-    credential_used: string
-  }>`
+  const { rows } = await sql<GuardRead>`
     SELECT c.subject, c.kind, c.until, c.reason,
       (SELECT coalesce(sum(amount), 0) FROM executor_gas_charges
         WHERE ${payer}::text IS NOT NULL AND payer = ${payer} AND chain_id = ${input.chainId}
@@ -183,7 +176,26 @@ export async function guardRefusal(
       WHERE chain_id = ${input.chainId} AND subject = ANY(${subjects}::text[]) AND until > ${now}
       ORDER BY until DESC LIMIT 1
     ) c ON true`.execute(db)
-  const row = rows[0]!
+  return guardVerdict(rows[0]!, settings, { ...input, payer })
+}
+
+/** What guardRefusal read: the newest cool-down of a subject (all null: none) and the window's usage. */
+interface GuardRead {
+  subject: string | null
+  kind: 'address' | 'code_hash' | null
+  until: Date | null
+  reason: string | null
+  payer_used: string
+  credential_used: string
+}
+
+/** guardRefusal's verdict on what it read (also the raising form's, from its error: relayGuardRaised). */
+function guardVerdict(
+  row: GuardRead,
+  settings: RelayGuardSettings,
+  input: { chainId: string; payer: string | null; needed?: bigint | undefined },
+): PayerCoolingDown | GasBudgetExhausted | undefined {
+  const { payer } = input
   if (row.subject !== null && row.kind !== null && row.until !== null && row.reason !== null)
     return new PayerCoolingDown(
       cooldownMessage({ subject: row.subject, kind: row.kind, until: row.until, reason: row.reason }),
@@ -208,6 +220,55 @@ export async function guardRefusal(
       settings.windowMs,
     )
   return undefined
+}
+
+/**
+ * guardRefusal (nothing needed) as an expression a statement selects (migration 037's
+ * `caipay_relay_guard_or_raise`): true when allowed; a refusal raises and rolls back the whole statement,
+ * and relayGuardRaised turns that error back into guardRefusal's verdict. It reads what guardRefusal
+ * reads and takes no lock. For an EVM gasless confirm whose guard rides in the statement that moves the
+ * payment (gateway/confirm.ts), one round trip where the read was one of its own. `arguments` are the
+ * function's, in order, for a named statement that writes the call itself (lifecycle.ts confirmWithJob).
+ */
+export function relayGuardOrRaise(
+  settings: RelayGuardSettings,
+  input: { chainId: string; subjects: readonly CooldownSubject[]; credentialId: string; now: Date },
+): { check: RawBuilder<boolean>; arguments: readonly unknown[] } {
+  const args = [
+    input.chainId,
+    input.credentialId,
+    payerOf(input.subjects) ?? null,
+    input.subjects.map((s) => s.subject),
+    settings.budget(input.chainId).toString(),
+    settings.payerBudget(input.chainId).toString(),
+    new Date(input.now.getTime() - settings.windowMs),
+    input.now,
+  ] as const
+  const [chainId, credentialId, payer, subjects, budget, payerBudget, since, now] = args
+  return {
+    check: sql<boolean>`caipay_relay_guard_or_raise(${chainId}::text, ${credentialId}::text, ${payer}::text,
+      ${subjects}::text[], ${budget}::numeric, ${payerBudget}::numeric, ${since}::timestamptz, ${now}::timestamptz)`,
+    arguments: args,
+  }
+}
+
+/** The refusal guardRefusal would have returned, when `error` is relayGuardOrRaise's; else undefined. */
+export function relayGuardRaised(
+  error: unknown,
+  settings: RelayGuardSettings,
+  input: { chainId: string; subjects: readonly CooldownSubject[] },
+): PayerCoolingDown | GasBudgetExhausted | undefined {
+  const raised = error as { code?: unknown; detail?: unknown }
+  if (raised?.code !== 'CP429' || typeof raised.detail !== 'string') return undefined
+  const read = JSON.parse(raised.detail) as Omit<GuardRead, 'until'> & {
+    guard?: boolean
+    until: string | null
+  }
+  if (read.guard !== true) return undefined
+  return guardVerdict({ ...read, until: read.until === null ? null : new Date(read.until) }, settings, {
+    chainId: input.chainId,
+    payer: payerOf(input.subjects) ?? null,
+  })
 }
 
 /**

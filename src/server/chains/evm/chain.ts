@@ -68,6 +68,8 @@ export interface EvmChainOptions {
   assets: readonly AssetConfig[]
   pollingIntervalMs?: number
   log: JobLogger
+  /** config.fastPaths (fastPath.ts): the nodes asked over kept-alive connections (keepAliveFetch.ts). */
+  fastPaths?: boolean
 }
 
 export function createEvmChain(options: EvmChainOptions): EvmChain {
@@ -89,7 +91,11 @@ export function createEvmChain(options: EvmChainOptions): EvmChain {
   // Calls made in one event-loop turn (a block's receipts, a burst of relays' simulations and sends) share
   // one HTTP request: under load the per-request cost on both ends, not the node's work, was the bulk of
   // the RPC time (docs/performance.md).
-  const nodes = createEvmNodes({ urls: rpcUrlsOf(config), batchSize: config.rpcBatchSize ?? 100 })
+  const nodes = createEvmNodes({
+    urls: rpcUrlsOf(config),
+    batchSize: config.rpcBatchSize ?? 100,
+    keepAlive: options.fastPaths ?? false,
+  })
   const transport = nodes.transport
   const publicClient = createPublicClient({ chain: viemChain, transport })
   const walletClient = createWalletClient({ chain: viemChain, transport, account: executor })

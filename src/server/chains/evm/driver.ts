@@ -1,8 +1,14 @@
 import { type Address, getAddress, type Hash, type Hex } from 'viem'
 import { decodePermit2TypedData, permit2Hash } from '../../../../protocol/evm/index.js'
-import { paramsError } from '../../errors.js'
+import { fail, paramsError } from '../../errors.js'
 import { enqueueJob } from '../../jobs/queue.js'
-import { assertRelayable, type RelayGuardSettings } from '../../payments/relayGuards.js'
+import {
+  assertRelayable,
+  type CooldownSubject,
+  type RelayGuardSettings,
+  relayGuardOrRaise,
+  relayGuardRaised,
+} from '../../payments/relayGuards.js'
 import { armChargeJob } from '../../subscriptions/liveCharges.js'
 import type { ChainDriver, ConfirmContext, ConfirmOutcome, JsonValue } from '../types.js'
 import {
@@ -32,7 +38,8 @@ export function createEvmDriver(
   /**
    * config.fastPaths (fastPath.ts): a key's signature at confirm is recovered by the node; the offered
    * authorization is read once per confirm (verify, then the relay's payload) and hashed without viem's
-   * generic typed-data walk (authorizationHashOfKnownShape).
+   * generic typed-data walk (authorizationHashOfKnownShape); a planned confirm's relay guard checked in
+   * the statement that moves the payment instead of read at verify (guardInStatement).
    */
   fastPaths = false,
 ): ChainDriver {
@@ -46,12 +53,34 @@ export function createEvmDriver(
    */
   const relayable = async (ctx: ConfirmContext, payer: Address, signature: Hex) => {
     const code = await chain.publicClient.getCode({ address: payer })
-    await assertRelayable(ctx.db, guards, {
-      chainId: chain.caip2,
-      subjects: subjectsOf(payer, code),
-      credentialId: ctx.credentialId,
-    })
+    const subjects = subjectsOf(payer, code)
+    // Planned (one statement, fast paths on): the guard rides in the statement that moves the payment
+    // (planConfirm), so its read is not a round trip of its own.
+    if (fastPaths && ctx.planned) guardedInStatement.set(ctx.option, subjects)
+    else
+      await assertRelayable(ctx.db, guards, {
+        chainId: chain.caip2,
+        subjects,
+        credentialId: ctx.credentialId,
+      })
     return classifyByCode(code, signature)
+  }
+  /** The payer's cool-down subjects verify left to the plan, per option as this confirm holds it. */
+  const guardedInStatement = new WeakMap<ConfirmContext['option'], readonly CooldownSubject[]>()
+  /** The relay guard in the confirm's statement: 429 rate_limited with guardRefusal's words, as verify's. */
+  const guardInStatement = (ctx: OfferedContext) => {
+    const subjects = guardedInStatement.get(ctx.option)
+    if (!subjects) return undefined
+    const input = { chainId: chain.caip2, subjects, credentialId: ctx.credentialId }
+    const { check, arguments: relayGuardArguments } = relayGuardOrRaise(guards, { ...input, now: new Date() })
+    return {
+      check,
+      relayGuardArguments,
+      refused(error: unknown) {
+        const refusal = relayGuardRaised(error, guards, input)
+        if (refusal) fail('rate_limited', refusal.message)
+      },
+    }
   }
 
   return {
@@ -144,8 +173,10 @@ export function createEvmDriver(
     // A gasless confirm only enqueues its relay; a direct one also claims its hash (its own statement).
     planConfirm(ctx) {
       if (ctx.option.kind !== 'permit2' && ctx.option.kind !== 'eip3009') return undefined
+      const guard = guardInStatement(ctx)
       return {
         job: { kind: evmJobKinds.relay, payload: relayPayload(chain, ctx, offered) as unknown as JsonValue },
+        ...(guard ? { guard } : {}),
       }
     },
   }

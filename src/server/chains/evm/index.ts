@@ -69,6 +69,7 @@ export function createEvmRuntime(options: EvmRuntimeOptions): EvmRuntime {
         chain,
         assets: assets[caip2] ?? [],
         log,
+        fastPaths: options.config.fastPaths,
         ...(options.pollingIntervalMs !== undefined ? { pollingIntervalMs: options.pollingIntervalMs } : {}),
       }),
     )

@@ -32,6 +32,7 @@ import * as jobRearm from './032_job_rearm.js'
 import * as evmCancellations from './033_evm_cancellations.js'
 import * as groupReservations from './034_group_reservations.js'
 import * as evmCancelCode from './036_evm_cancel_code.js'
+import * as relayGuardRaise from './037_relay_guard_raise.js'
 
 /**
  * Every migration, by name; names sort in the order they run. Add a module with `up`/`down` and
@@ -71,4 +72,5 @@ export const migrations: Record<string, Migration> = {
   '033_evm_cancellations': evmCancellations,
   '034_group_reservations': groupReservations,
   '036_evm_cancel_code': evmCancelCode,
+  '037_relay_guard_raise': relayGuardRaise,
 }
