@@ -31,15 +31,11 @@ interface Profile {
 const steps: [string, RegExp][] = [
   ['GC', /:\(garbage collector\)$/],
   ['relay signing (viem, noble)', /viem.*:signTransaction$/],
+  // A Solana confirm's Ed25519 checks (Node's crypto; web3.js's noble where it signs or verifies).
+  ['Ed25519 checks (Solana)', /crypto\/sig:verifyOneShot|@noble\/curves.*ed25519/],
   [
     'confirm: gateway read, verify, hash, statement',
-    /gateway\/confirm\.ts|evm\/driver\.ts|evm\/authorization\.ts|payerSignature\.ts|gateway\/payment\.ts|gateway\/option\.ts|relayGuards\.ts:(guardRefusal|assertRelayable)|lifecycle\.ts:(confirmWithJob|changePayments|transitionPayment)/,
-  ],
-  // Solana (`--chain solana`): the Ed25519 checks at confirm, then the confirm's own code.
-  ['Solana Ed25519 (noble)', /@noble\/curves.*ed25519|@noble\/hashes.*sha512/],
-  [
-    'Solana confirm: gateway read, verify, statement',
-    /solana\/driver\.ts|solana\/transaction\.ts|protocol\/solana\/|relayGuards\.ts:reserveExecutorFeeOrRaise/,
+    /gateway\/confirm\.ts|evm\/driver\.ts|evm\/authorization\.ts|payerSignature\.ts|gateway\/payment\.ts|gateway\/option\.ts|relayGuards\.ts:(guardRefusal|assertRelayable)|lifecycle\.ts:(confirmWithJob|changePayments|transitionPayment)|solana\/driver\.ts|solana\/transaction\.ts|protocol\/solana\/|relayGuards\.ts:reserveExecutorFeeOrRaise/,
   ],
   ['status reads', /statusReads\.ts|views\.ts:findPaymentStatus|statusChanges\.ts|finalStatuses/],
   ['Solana jobs and watcher: claim, load, send, statuses', /solana\/(jobs|land|store|watcher)\.ts/],
