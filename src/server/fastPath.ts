@@ -26,7 +26,9 @@ import { FinalStatuses } from './payments/finalStatuses.js'
  *   connections instead of through fetch (chains/keepAliveFetch.ts); the offered authorization read once per confirm and hashed without viem's generic
  *   typed-data walk (chains/evm/driver.ts, authorization.ts `authorizationHashOfKnownShape`); a Solana
  *   confirm with relay guards on in one statement, its fee reservation raising to refuse
- *   (chains/solana/driver.ts `planConfirm`, payments/relayGuards.ts `reserveExecutorFeeOrRaise`).
+ *   (chains/solana/driver.ts `planConfirm`, payments/relayGuards.ts `reserveExecutorFeeOrRaise`), its guard
+ *   read left to that statement (chains/solana/driver.ts `verify`); a Solana chain's nodes asked over
+ *   kept-alive node:http connections (chains/solana/chain.ts `keepAlive`, chains/keepAliveFetch.ts).
  */
 export class FastPath {
   readonly enabled: boolean
