@@ -230,3 +230,19 @@ function freePort(): Promise<number> {
     })
   })
 }
+
+/**
+ * With CAIPAY_BENCH_PROFILE_DIR (the server runs under `--cpu-prof`), the measured window in the
+ * profile's clock (CLOCK_MONOTONIC, µs, shared by every process on Linux), written next to the profile
+ * so `npx tsx bench/profile.ts <file> --window <dir>/window.json` summarises the burst alone.
+ */
+export function profileWindow() {
+  const now = () => Number(process.hrtime.bigint() / 1000n)
+  const from = now()
+  return {
+    async end() {
+      const dir = process.env.CAIPAY_BENCH_PROFILE_DIR
+      if (dir) await fs.writeFile(path.join(dir, 'window.json'), JSON.stringify({ from, to: now() }))
+    },
+  }
+}

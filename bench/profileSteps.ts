@@ -8,7 +8,8 @@
  * `--dist`: where the profiled build's `dist/` is now, when it was swapped out since. An `await` resumes
  * with a short stack, so the PostgreSQL driver's row gets every continuation that starts in it, and a
  * sample's time is the gap before it (as bench/profile.ts counts it): `writev` holds the time another
- * process took the core from the server. docs/performance.md, "Fifth round".
+ * process took the core from the server. docs/performance.md, "Fifth round" (and "Solana, fifth round"
+ * for the Solana steps, which a `--chain solana` profile fills).
  */
 import fs from 'node:fs'
 import { SourceMap } from 'node:module'
@@ -30,11 +31,14 @@ interface Profile {
 const steps: [string, RegExp][] = [
   ['GC', /:\(garbage collector\)$/],
   ['relay signing (viem, noble)', /viem.*:signTransaction$/],
+  // A Solana confirm's Ed25519 checks (Node's crypto; web3.js's noble where it signs or verifies).
+  ['Ed25519 checks (Solana)', /crypto\/sig:verifyOneShot|@noble\/curves.*ed25519/],
   [
     'confirm: gateway read, verify, hash, statement',
-    /gateway\/confirm\.ts|evm\/driver\.ts|evm\/authorization\.ts|payerSignature\.ts|gateway\/payment\.ts|gateway\/option\.ts|relayGuards\.ts:(guardRefusal|assertRelayable)|lifecycle\.ts:(confirmWithJob|changePayments|transitionPayment)/,
+    /gateway\/confirm\.ts|evm\/driver\.ts|evm\/authorization\.ts|payerSignature\.ts|gateway\/payment\.ts|gateway\/option\.ts|relayGuards\.ts:(guardRefusal|assertRelayable)|lifecycle\.ts:(confirmWithJob|changePayments|transitionPayment)|solana\/driver\.ts|solana\/transaction\.ts|protocol\/solana\/|relayGuards\.ts:reserveExecutorFeeOrRaise/,
   ],
   ['status reads', /statusReads\.ts|views\.ts:findPaymentStatus|statusChanges\.ts|finalStatuses/],
+  ['Solana jobs and watcher: claim, load, send, statuses', /solana\/(jobs|land|store|watcher)\.ts/],
   [
     'relay job: claim, load, simulate, sender group, send',
     /evm\/relay\.ts|evm\/transactions\.ts|evm\/sender\.ts|reserveExecutorFees|settlements\.ts:loadPaymentAndSettlement|jobs\/(runner|queue|fence)\.ts/,
@@ -55,7 +59,7 @@ const steps: [string, RegExp][] = [
   ],
   [
     'JSON-RPC transport (fetch or node:http, viem)',
-    /undici|webstreams|viem|keepAliveFetch|evm\/nodes\.ts|_http_(client|agent)/,
+    /undici|webstreams|viem|keepAliveFetch|evm\/nodes\.ts|_http_(client|agent)|@solana\/web3\.js|jayson|superstruct/,
   ],
 ]
 

@@ -33,6 +33,7 @@ import {
 import {
   type CliServer,
   inParallel,
+  profileWindow,
   quantile,
   readUntilFinal,
   settledViews,
@@ -170,6 +171,7 @@ export async function runLiveSolana(options: LiveSolanaOptions): Promise<LiveSol
     await stats?.phase('create + options + fetch (before the clock)')
     await nextSlot(connection)
     const cpuBefore = server.cpuMs()
+    const window = profileWindow()
     const started = Date.now()
     const outcomes = await Promise.all(
       signed.map(async (s) => {
@@ -188,6 +190,7 @@ export async function runLiveSolana(options: LiveSolanaOptions): Promise<LiveSol
     )
     const seconds = (Math.max(...outcomes.map((o) => o.doneAt)) - started) / 1000
     const cpuAfter = server.cpuMs()
+    await window.end()
     await stats?.phase('confirm -> final (confirm, send, statuses, status reads)')
     await stats?.settledPhase('final -> settled (settlement batch)')
     const statusParams = proxy.params('getSignatureStatuses').slice(statusCallsBefore)

@@ -23,10 +23,12 @@ import { FinalStatuses } from './payments/finalStatuses.js'
  *   (payments/lifecycle.ts `confirmWithJob`), its relay guard read riding in that statement as an
  *   expression that raises to refuse (chains/evm/driver.ts `guardInStatement`, payments/relayGuards.ts
  *   `relayGuardOrRaise`, migration 037); an EVM chain's nodes asked over kept-alive node:http
- *   connections instead of through fetch (chains/evm/keepAliveFetch.ts); the offered authorization read once per confirm and hashed without viem's generic
+ *   connections instead of through fetch (chains/keepAliveFetch.ts); the offered authorization read once per confirm and hashed without viem's generic
  *   typed-data walk (chains/evm/driver.ts, authorization.ts `authorizationHashOfKnownShape`); a Solana
  *   confirm with relay guards on in one statement, its fee reservation raising to refuse
- *   (chains/solana/driver.ts `planConfirm`, payments/relayGuards.ts `reserveExecutorFeeOrRaise`).
+ *   (chains/solana/driver.ts `planConfirm`, payments/relayGuards.ts `reserveExecutorFeeOrRaise`), its guard
+ *   read left to that statement (chains/solana/driver.ts `verify`); a Solana chain's nodes asked over
+ *   kept-alive node:http connections (chains/solana/chain.ts `keepAlive`, chains/keepAliveFetch.ts).
  */
 export class FastPath {
   readonly enabled: boolean

@@ -147,6 +147,53 @@ describe('live Solana confirm under the fee guards', () => {
     expect(paid.status).toBe('succeeded')
     expect((await recorded()).transactions).toHaveLength(1)
   })
+
+  it('a cooled-down payer: 429 rate_limited with the same words both ways, nothing moved, recorded or reserved; fast paths on leave the guard read to the statement (no read of its own)', async () => {
+    const buyer = await live.newBuyer()
+    const merchantId = await live.createMerchant(Keypair.generate().publicKey)
+    const { paymentId } = await live.createPayment(merchantId)
+    const account = `${live.caip2}:${buyer.publicKey.toBase58()}`
+    const { option, actions } = await fetchOption(paymentId, [account])
+    const signed = await sign(buyerSigner(live, buyer), actions[0]!)
+    const now = new Date()
+    const until = new Date(now.getTime() + 3_600_000)
+    await live.t.db
+      .insertInto('payer_cooldowns')
+      .values({
+        chain_id: live.caip2,
+        subject: buyer.publicKey.toBase58(),
+        kind: 'address',
+        until,
+        reason: 'a test cooled it down',
+        payment_id: 'another-payment',
+        created_at: now,
+      })
+      .execute()
+    const { result: refused, statements } = await statementsOf(() =>
+      live.gateway(paymentId, 'confirm', { optionId: option.id, results: [signed] }),
+    )
+    expect([refused.statusCode, refused.json.code], refused.body).toEqual([429, 'rate_limited'])
+    expect(refused.json.message).toBe(
+      `The payer ${buyer.publicKey.toBase58()} is refused until ${until.toISOString()}: a test cooled it down`,
+    )
+    const guardReads = statements.filter((text) => text.includes('payer_used'))
+    expect(guardReads).toHaveLength(live.t.app.fastPath.enabled ? 0 : 1)
+    expect(await status(paymentId)).toBe('requires_action')
+    expect(
+      await live.t.db
+        .selectFrom('solana_transactions')
+        .select('signature')
+        .where('payment_id', '=', paymentId)
+        .execute(),
+    ).toEqual([])
+    expect(
+      await live.t.db
+        .selectFrom('executor_gas_charges')
+        .select('amount')
+        .where('payment_id', '=', paymentId)
+        .execute(),
+    ).toEqual([])
+  })
 })
 
 /** Options for `accounts`, the first of `kind` fetched: returns the option and its actions to sign. */

@@ -15,7 +15,7 @@ import {
   type Transport,
 } from 'viem'
 import { RetryLater } from '../../jobs/runner.js'
-import { keepAliveFetch } from './keepAliveFetch.js'
+import { keepAliveFetch } from '../keepAliveFetch.js'
 
 /**
  * The nodes of one EVM chain (config `rpcUrls`, or `rpcUrl` alone) and what this process has seen of the

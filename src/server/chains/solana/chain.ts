@@ -7,6 +7,7 @@ import {
   type SignatureStatus,
 } from '@solana/web3.js'
 import { parseAssetId } from '../../../caip/caip.js'
+import { keepAliveFetch } from '../keepAliveFetch.js'
 import type { AssetConfig } from '../types.js'
 
 /** What the driver and the jobs of one configured Solana cluster share. */
@@ -81,16 +82,27 @@ export interface SolanaChainOptions {
   blockhashValidityMs?: number
   /** Bring your own Connection (custom fetch, headers); `rpcUrl` is then ignored. */
   connection?: Connection
+  /**
+   * A FastPath (fastPath.ts): the nodes asked over kept-alive node:http connections
+   * (chains/keepAliveFetch.ts) instead of through Node's fetch, which web3.js's Connection uses on
+   * Node 18+ (its keep-alive `agent` is an option fetch ignores).
+   */
+  keepAlive?: boolean
 }
 
 export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
   const [firstUrl, ...otherUrls] = options.rpcUrls
   if (!options.connection && firstUrl === undefined) throw new Error(`${options.caip2} needs an RPC URL.`)
+  const doFetch = options.keepAlive ? keepAliveFetch() : fetch
   const connection =
     options.connection ??
     new Connection(firstUrl!, {
       commitment: options.commitment ?? 'confirmed',
-      ...(otherUrls.length > 0 ? { fetch: failoverFetch(options.rpcUrls) } : {}),
+      ...(otherUrls.length > 0
+        ? { fetch: failoverFetch(options.rpcUrls, doFetch) }
+        : options.keepAlive
+          ? { fetch: doFetch }
+          : {}),
     })
   const urls = options.rpcUrls.length > 0 ? options.rpcUrls : [connection.rpcEndpoint]
   let highestSlot = 0
@@ -179,7 +191,7 @@ export function createSolanaChain(options: SolanaChainOptions): SolanaChain {
       const reasons: string[] = []
       for (const url of urls) {
         try {
-          const [epoch, ...statuses] = await rpcBatch(url, calls)
+          const [epoch, ...statuses] = await rpcBatch(doFetch, url, calls)
           const { absoluteSlot, blockHeight } = epoch as { absoluteSlot: number; blockHeight: number }
           observeSlot(absoluteSlot)
           const answers = statuses as { context: { slot: number }; value: (SignatureStatus | null)[] }[]
@@ -244,12 +256,12 @@ export function mintOf(asset: AssetConfig): PublicKey {
  * failure, a 429 or a 5xx moves on): failover for reads and sends alike. What an answer may decide is the
  * callers' rule (minimum context slots), not the transport's.
  */
-function failoverFetch(urls: readonly string[]): typeof fetch {
+function failoverFetch(urls: readonly string[], doFetch: typeof fetch): typeof fetch {
   return async (_input, init) => {
     let last: unknown
     for (const url of urls) {
       try {
-        const response = await fetch(url, init)
+        const response = await doFetch(url, init)
         if (response.status !== 429 && response.status < 500) return response
         last = new Error(`HTTP ${response.status}`)
       } catch (error) {
@@ -262,10 +274,11 @@ function failoverFetch(urls: readonly string[]): typeof fetch {
 
 /** Results of `calls` sent as one JSON-RPC batch in one HTTP request; a call's error throws. */
 async function rpcBatch(
+  doFetch: typeof fetch,
   url: string,
   calls: readonly { method: string; params: unknown[] }[],
 ): Promise<unknown[]> {
-  const response = await fetch(url, {
+  const response = await doFetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify(calls.map((call, id) => ({ jsonrpc: '2.0', id, ...call }))),

@@ -185,7 +185,9 @@ export function createSolanaDriver(options: SolanaDriverOptions): ChainDriver {
 
   async function verify(ctx: ConfirmContext): Promise<void> {
     // The service pays the transaction's fee: not for a cooled-down payer, nor past the caller's budget.
-    if (options.guards) {
+    // A planned confirm (a FastPath: one statement) leaves it to the reservation that refuses in that
+    // statement, or in `confirm`'s transaction when it plans none: the same verdicts, one read fewer.
+    if (options.guards && !ctx.planned) {
       await assertRelayable(ctx.db, options.guards, {
         chainId: chain.caip2,
         subjects: payerSubjects(ctx.option.account),

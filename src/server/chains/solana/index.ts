@@ -60,8 +60,9 @@ export function createSolanaRuntime(options: SolanaRuntimeOptions): SolanaRuntim
         service,
         assets: assets[caip2] ?? [],
         ...(chain.commitment !== undefined ? { commitment: chain.commitment } : {}),
-        // The one fast path of a Solana chain (fastPath.ts): shared blockhash validity reads.
-        ...(options.config.fastPaths ? {} : { blockhashValidityMs: 0 }),
+        // A Solana chain's fast paths (fastPath.ts): shared blockhash validity reads, kept-alive
+        // connections to its nodes.
+        ...(options.config.fastPaths ? { keepAlive: true } : { blockhashValidityMs: 0 }),
         ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
         ...(options.confirmTimeoutMs !== undefined ? { confirmTimeoutMs: options.confirmTimeoutMs } : {}),
       })

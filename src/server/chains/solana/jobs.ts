@@ -16,7 +16,6 @@ import {
 } from '../../payments/relayGuards.js'
 import { closeSettlementBatch, finishSettlementBatch } from '../../payments/settlementBatches.js'
 import type { SettlementBatchPayload } from '../../payments/settlementItems.js'
-import { loadPaymentAndSettlement } from '../../payments/settlements.js'
 import { failRefund, loadRefund, noteRefundShortfall, succeedRefund } from '../../refunds/finish.js'
 import { refundJobKinds } from '../../refunds/jobs.js'
 import { fixSettlementAmount } from '../../refunds/settlement.js'
@@ -34,6 +33,7 @@ import {
   countTransactions,
   findTransaction,
   latestTransaction,
+  loadBroadcast,
   markState,
   recordTransaction,
 } from './store.js'
@@ -170,13 +170,14 @@ async function broadcast(
   // The merchant's settlement with the payment, in one statement, before the chain decides, so the
   // payments a status poll finds landed together reach the finisher together (one database transaction
   // for all of them).
-  const { payment, settlementDestination } = await loadPaymentAndSettlement(
+  // Its recorded transaction in the same statement.
+  const { payment, settlementDestination, tx } = await loadBroadcast(
     db,
     job.payment_id,
     payload.direct ? undefined : payload.asset,
+    payload.signature,
   )
   if (payment.status !== 'processing') return { skipped: payment.status }
-  const tx = await findTransaction(db, payload.signature)
   if (!tx) throw new Error(`No recorded Solana transaction ${payload.signature}.`)
   const { chain, watcher, finisher } = chainOf(tx.chain_id)
   const outcome = await landTransaction({ chain, watcher, tx, ctx })

@@ -1,6 +1,9 @@
 import { type RawBuilder, sql } from 'kysely'
+import { canonicalCaip } from '../../../caip/caip.js'
 import { type Fence, FenceLost, fenceHolds } from '../../jobs/fence.js'
 import type { Db } from '../../store/db.js'
+import { columnsText, namedStatement } from '../../store/prepared.js'
+import { type PaymentRow, paymentColumns } from '../../store/schema.js'
 import type { SolanaTransactionRow, SolanaTxPurpose, SolanaTxState } from './schema.js'
 import './schema.js'
 
@@ -110,6 +113,65 @@ export async function countTransactions(
   const row = await query.executeTakeFirstOrThrow()
   return Number(row.count)
 }
+
+/** solana_transactions' columns, as `selectAll()` reads them. */
+const transactionColumns = [
+  'signature',
+  'payment_id',
+  'purpose',
+  'refund_id',
+  'deposit_id',
+  'chain_id',
+  'raw',
+  'blockhash',
+  'last_valid_block_height',
+  'state',
+  'error',
+  'send_count',
+  'first_sent_at',
+  'created_at',
+  'updated_at',
+] as const satisfies readonly (keyof SolanaTransactionRow)[]
+
+/**
+ * A broadcast job's first read: its payment, the merchant's settlement destination for `asset` (none for
+ * undefined) and the recorded transaction `signature`, in one named statement where they were two
+ * round trips (payments/settlements.ts loadPaymentAndSettlement, then findTransaction): the same key
+ * lookups, the same rows. docs/performance.md, "Solana, fifth round".
+ */
+export async function loadBroadcast(
+  db: Db,
+  paymentId: string,
+  asset: string | undefined,
+  signature: string,
+): Promise<{
+  payment: PaymentRow
+  settlementDestination: string | undefined
+  tx: SolanaTransactionRow | undefined
+}> {
+  const [row] = (
+    await selectBroadcast(db, paymentId, asset === undefined ? null : canonicalCaip(asset), signature)
+  ).rows
+  if (!row) throw new Error(`Payment ${paymentId} not found.`)
+  const payment: Record<string, unknown> = {}
+  for (const column of paymentColumns) payment[column] = row[column]
+  const tx: Record<string, unknown> = {}
+  for (const column of transactionColumns) tx[column] = row[`tx_${column}`]
+  return {
+    payment: payment as unknown as PaymentRow,
+    settlementDestination: (row.settlement_destination as string | null) ?? undefined,
+    tx: row.tx_signature === null ? undefined : (tx as unknown as SolanaTransactionRow),
+  }
+}
+
+const selectBroadcast = namedStatement<Record<string, unknown>>(
+  `SELECT ${columnsText(paymentColumns, 'payments')},
+    (SELECT s.destination FROM crypto_settlements s
+      WHERE s.merchant_id = payments.merchant_id AND s.asset_key = $2::text) AS settlement_destination,
+    ${transactionColumns.map((column) => `t.${column} AS tx_${column}`).join(', ')}
+  FROM payments LEFT JOIN solana_transactions t ON t.signature = $3::text
+  WHERE payments.id = $1`,
+)
 
 export async function findTransaction(db: Db, signature: string): Promise<SolanaTransactionRow | undefined> {
   return db
