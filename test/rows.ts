@@ -1,3 +1,4 @@
+import { canonicalCaip } from '../src/caip/caip.js'
 import { createPartner } from '../src/server/accounts/accounts.js'
 import { newId } from '../src/server/ids.js'
 import type { Db } from '../src/server/store/db.js'
@@ -68,4 +69,27 @@ export async function insertPayment(
     })
     .execute()
   return id
+}
+
+/** The merchant's settlement destination for `asset` (a crypto_settlements row, test mode). */
+export async function insertCryptoSettlement(
+  db: Db,
+  owner: { partnerId: string; merchantId: string },
+  settlement: { asset: string; destination: string; now: Date },
+): Promise<void> {
+  const { asset, destination, now } = settlement
+  await db
+    .insertInto('crypto_settlements')
+    .values({
+      id: newId('cryptoSettlement'),
+      merchant_id: owner.merchantId,
+      partner_id: owner.partnerId,
+      mode: 'test',
+      asset,
+      asset_key: canonicalCaip(asset),
+      destination,
+      created_at: now,
+      updated_at: now,
+    })
+    .execute()
 }

@@ -187,7 +187,31 @@ export function createEvmNodes(options: EvmNodesOptions): EvmNodes {
     readAt,
   }
 
-  async function readAt(block: bigint, calls: readonly RpcCall[]): Promise<unknown[]> {
+  /** `calls` at `block`: an error answer from a node that has the block is the answer (it throws). */
+  function readAt(block: bigint, calls: readonly RpcCall[]): Promise<unknown[]> {
+    return askAtOrPast(calls, block, 'throw')
+  }
+
+  /**
+   * `calls` in one HTTP request, after `eth_blockNumber`, to the first node whose head is at or past
+   * `atLeast` (by default the newest block seen): behind a load balancer one backend answers the whole
+   * request, so its "not found" means not in any block up to that head. Their results, in order;
+   * NodesBehind when no node can (a node's error answer passes to the next).
+   */
+  function askFresh(calls: readonly RpcCall[], atLeast?: bigint): Promise<unknown[]> {
+    return askAtOrPast(calls, atLeast ?? highest, 'next')
+  }
+
+  /**
+   * The one loop of readAt and askFresh: the first node whose head is at or past `pinned` answers
+   * `calls`. An error answer to one of them throws (`'throw'`) or asks the next node (`'next'`). None
+   * able: NodesBehind when a node was behind or errors pass on (wait: nothing is decided), else an Error.
+   */
+  async function askAtOrPast(
+    calls: readonly RpcCall[],
+    pinned: bigint,
+    onCallError: 'throw' | 'next',
+  ): Promise<unknown[]> {
     const reasons: string[] = []
     let behind = false
     for (const url of urls) {
@@ -200,52 +224,25 @@ export function createEvmNodes(options: EvmNodesOptions): EvmNodes {
       }
       const [head, ...rest] = answers
       const headBlock = typeof head?.result === 'string' ? BigInt(head.result) : undefined
-      if (headBlock === undefined || headBlock < block) {
+      if (headBlock === undefined || headBlock < pinned) {
         behind = true
-        reasons.push(`${hostOf(url)}: head ${headBlock ?? '?'} (block ${block} needed)`)
+        reasons.push(`${hostOf(url)}: head ${headBlock ?? '?'} (block ${pinned} needed)`)
         continue
       }
       observe(headBlock)
       const failed = rest.find((a) => a.error !== undefined)
-      if (failed) throw new Error(`${hostOf(url)} at block ${block}: ${failed.error!.message}`)
-      return rest.map((a) => a.result)
-    }
-    const message = `No node answered at block ${block} (${reasons.join('; ')})`
-    throw behind ? new NodesBehind(`${message}; nothing is decided until one does.`) : new Error(message)
-  }
-
-  /**
-   * `calls` in one HTTP request, after `eth_blockNumber`, to the first node whose head is at or past
-   * `atLeast` (by default the newest block seen): behind a load balancer one backend answers the whole
-   * request, so its "not found" means not in any block up to that head. Their results, in order;
-   * NodesBehind when no node can.
-   */
-  async function askFresh(calls: readonly RpcCall[], atLeast?: bigint): Promise<unknown[]> {
-    const reasons: string[] = []
-    for (const url of urls) {
-      const pinned = atLeast ?? highest
-      let answers: RpcAnswer[]
-      try {
-        answers = await askOne(url, [{ method: 'eth_blockNumber', params: [] }, ...calls])
-      } catch (error) {
-        reasons.push(`${hostOf(url)}: ${error instanceof Error ? error.message : String(error)}`)
+      if (failed && onCallError === 'throw')
+        throw new Error(`${hostOf(url)} at block ${pinned}: ${failed.error!.message}`)
+      if (failed) {
+        reasons.push(`${hostOf(url)}: ${failed.error!.message} (block ${pinned} needed)`)
         continue
       }
-      const [head, ...rest] = answers
-      const headBlock = typeof head?.result === 'string' ? BigInt(head.result) : undefined
-      const failed = rest.find((a) => a.error !== undefined)
-      if (headBlock === undefined || headBlock < pinned || failed) {
-        reasons.push(
-          `${hostOf(url)}: ${failed?.error?.message ?? `head ${headBlock ?? '?'}`} (block ${pinned} needed)`,
-        )
-        continue
-      }
-      observe(headBlock)
       return rest.map((a) => a.result)
     }
-    throw new NodesBehind(
-      `No node answered at or past block ${atLeast ?? highest} (${reasons.join('; ')}); nothing is decided until one does.`,
-    )
+    const message = `No node answered at block ${pinned} (${reasons.join('; ')})`
+    if (behind || onCallError === 'next')
+      throw new NodesBehind(`${message}; nothing is decided until one does.`)
+    throw new Error(message)
   }
 
   /** Landed or pending, from each hash's receipt and transaction answers (`lookups` order). */

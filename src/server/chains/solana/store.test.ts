@@ -1,9 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { statementsOf } from '../../../../test/gateway/support.js'
 import { createTestDatabase, type TestDatabase } from '../../../../test/postgres.js'
-import { insertMerchant, insertPayment } from '../../../../test/rows.js'
-import { canonicalCaip } from '../../../caip/caip.js'
-import { newId } from '../../ids.js'
+import { insertCryptoSettlement, insertMerchant, insertPayment } from '../../../../test/rows.js'
 import { loadPaymentAndSettlement } from '../../payments/settlements.js'
 import { findTransaction, loadBroadcast, recordTransaction } from './store.js'
 
@@ -21,20 +19,7 @@ describe('loadBroadcast', () => {
   it('reads what loadPaymentAndSettlement and findTransaction read, in one named statement', async () => {
     const owner = await insertMerchant(pg.db, now)
     const paymentId = await insertPayment(pg.db, owner, now)
-    await pg.db
-      .insertInto('crypto_settlements')
-      .values({
-        id: newId('cryptoSettlement'),
-        merchant_id: owner.merchantId,
-        partner_id: owner.partnerId,
-        mode: 'test',
-        asset,
-        asset_key: canonicalCaip(asset),
-        destination,
-        created_at: now,
-        updated_at: now,
-      })
-      .execute()
+    await insertCryptoSettlement(pg.db, owner, { asset, destination, now })
     const signature = '5'.repeat(88)
     await recordTransaction(
       pg.db,
