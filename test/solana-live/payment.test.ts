@@ -85,12 +85,7 @@ describe('live Solana payment', () => {
 
 describe('live Solana confirm under the fee guards', () => {
   it("a confirm whose fee reservation does not fit the payer's budget: 429 rate_limited, the payment not moved, nothing recorded or reserved; then within budget it pays (one statement with fast paths on, a transaction off)", async () => {
-    const buyer = await live.newBuyer()
-    const merchantId = await live.createMerchant(Keypair.generate().publicKey)
-    const { paymentId } = await live.createPayment(merchantId)
-    const account = `${live.caip2}:${buyer.publicKey.toBase58()}`
-    const { option, actions } = await fetchOption(paymentId, [account])
-    const signed = await sign(buyerSigner(live, buyer), actions[0]!)
+    const { buyer, merchantId, paymentId, option, signed } = await signedTransfer()
     // The payer's budget all but spent by another payment's reservation: the confirm's read of the guards
     // passes (something is left), the reservation of this transaction's fee does not fit.
     const budget = relayGuardSettings(live.t.app.config).payerBudget(live.caip2)
@@ -149,12 +144,7 @@ describe('live Solana confirm under the fee guards', () => {
   })
 
   it('a cooled-down payer: 429 rate_limited with the same words both ways, nothing moved, recorded or reserved; fast paths on leave the guard read to the statement (no read of its own)', async () => {
-    const buyer = await live.newBuyer()
-    const merchantId = await live.createMerchant(Keypair.generate().publicKey)
-    const { paymentId } = await live.createPayment(merchantId)
-    const account = `${live.caip2}:${buyer.publicKey.toBase58()}`
-    const { option, actions } = await fetchOption(paymentId, [account])
-    const signed = await sign(buyerSigner(live, buyer), actions[0]!)
+    const { buyer, paymentId, option, signed } = await signedTransfer()
     const now = new Date()
     const until = new Date(now.getTime() + 3_600_000)
     await live.t.db
@@ -195,6 +185,16 @@ describe('live Solana confirm under the fee guards', () => {
     ).toEqual([])
   })
 })
+
+/** A new buyer's payment to a new merchant, its transfer option fetched and signed, not confirmed. */
+async function signedTransfer() {
+  const buyer = await live.newBuyer()
+  const merchantId = await live.createMerchant(Keypair.generate().publicKey)
+  const { paymentId } = await live.createPayment(merchantId)
+  const { option, actions } = await fetchOption(paymentId, [`${live.caip2}:${buyer.publicKey.toBase58()}`])
+  const signed = await sign(buyerSigner(live, buyer), actions[0]!)
+  return { buyer, merchantId, paymentId, option, signed }
+}
 
 /** Options for `accounts`, the first of `kind` fetched: returns the option and its actions to sign. */
 async function fetchOption(
